@@ -1,0 +1,121 @@
+package algorithms
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Algorithm names one of the four rate limit algorithms. The zero value is not
+// a valid algorithm; configuration fills in the default.
+type Algorithm uint8
+
+// The algorithms, in the order the documentation lists them.
+const (
+	FixedWindow Algorithm = iota + 1
+	SlidingWindowLog
+	SlidingWindowCounter
+	TokenBucket
+)
+
+// Algorithms lists every valid Algorithm.
+var Algorithms = []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter, TokenBucket}
+
+var algorithmNames = [...]string{
+	FixedWindow:          "fixed_window",
+	SlidingWindowLog:     "sliding_window_log",
+	SlidingWindowCounter: "sliding_window_counter",
+	TokenBucket:          "token_bucket",
+}
+
+// String returns the name used in configuration files, such as "token_bucket".
+func (a Algorithm) String() string {
+	if a.Valid() {
+		return algorithmNames[a]
+	}
+	return fmt.Sprintf("Algorithm(%d)", uint8(a))
+}
+
+// Valid reports whether a is one of the four algorithms.
+func (a Algorithm) Valid() bool { return a >= FixedWindow && a <= TokenBucket }
+
+// ParseAlgorithm returns the Algorithm with the given configuration name.
+func ParseAlgorithm(name string) (Algorithm, error) {
+	for _, a := range Algorithms {
+		if algorithmNames[a] == name {
+			return a, nil
+		}
+	}
+	return 0, fmt.Errorf("algorithms: unknown algorithm %q (want fixed_window, sliding_window_log, sliding_window_counter or token_bucket)", name)
+}
+
+// Ranges of the numbers a Limit may hold. They keep every intermediate value
+// of the maths below 2^53, so the Lua scripts compute exactly what Go does.
+const (
+	// MaxRequests is the largest Limit.Requests and Limit.Burst: the range of
+	// requests_per_unit in Envoy's API.
+	MaxRequests = math.MaxUint32
+	// MaxLogRequests is the largest Limit.Requests of a sliding window log,
+	// which stores one entry per admitted hit.
+	MaxLogRequests = 100_000
+	// MaxWindow is the longest window: ten 365-day years.
+	MaxWindow = 3650 * 24 * time.Hour
+	// SlicesPerWindow is the number of equal slices a window is cut into by
+	// the sliding window counter and the token bucket.
+	SlicesPerWindow = 1_000_000
+)
+
+// ErrInvalidLimit is wrapped by every error Limit.Validate returns.
+var ErrInvalidLimit = errors.New("invalid limit")
+
+// Limit is one rate limit: Requests hits per Window, enforced by Algorithm.
+type Limit struct {
+	Algorithm Algorithm
+	// Requests is L, the hits admitted per window.
+	Requests uint64
+	// Window is W, a whole number of seconds in [1s, MaxWindow].
+	Window time.Duration
+	// Burst is B, the token bucket's capacity; 0 means Requests. Other
+	// algorithms require 0.
+	Burst uint64
+}
+
+// Capacity returns the most hits one request can ever be granted: the burst of
+// a token bucket, the limit otherwise.
+func (l Limit) Capacity() uint64 {
+	if l.Algorithm == TokenBucket && l.Burst != 0 {
+		return l.Burst
+	}
+	return l.Requests
+}
+
+// WindowMicros returns W in microseconds.
+func (l Limit) WindowMicros() int64 { return l.Window.Microseconds() }
+
+// SliceMicros returns q = W / SlicesPerWindow in microseconds.
+func (l Limit) SliceMicros() int64 { return l.Window.Microseconds() / SlicesPerWindow }
+
+// Validate reports whether l is within the ranges the algorithms support. Its
+// errors wrap ErrInvalidLimit and name the offending field.
+func (l Limit) Validate() error {
+	switch {
+	case !l.Algorithm.Valid():
+		return fmt.Errorf("%w: unknown algorithm %d", ErrInvalidLimit, l.Algorithm)
+	case l.Window < time.Second || l.Window > MaxWindow:
+		return fmt.Errorf("%w: window %s is outside [1s, %s]", ErrInvalidLimit, l.Window, MaxWindow)
+	case l.Window%time.Second != 0:
+		return fmt.Errorf("%w: window %s is not a whole number of seconds", ErrInvalidLimit, l.Window)
+	case l.Requests > MaxRequests:
+		return fmt.Errorf("%w: requests_per_unit %d exceeds %d", ErrInvalidLimit, l.Requests, uint64(MaxRequests))
+	case l.Algorithm == SlidingWindowLog && l.Requests > MaxLogRequests:
+		return fmt.Errorf("%w: requests_per_unit %d exceeds %d, the most a sliding_window_log keeps (use sliding_window_counter or token_bucket)", ErrInvalidLimit, l.Requests, MaxLogRequests)
+	case l.Burst != 0 && l.Algorithm != TokenBucket:
+		return fmt.Errorf("%w: burst applies only to token_bucket, not %s", ErrInvalidLimit, l.Algorithm)
+	case l.Burst > MaxRequests:
+		return fmt.Errorf("%w: burst %d exceeds %d", ErrInvalidLimit, l.Burst, uint64(MaxRequests))
+	case l.Algorithm == TokenBucket && l.Requests == 0 && l.Burst != 0:
+		return fmt.Errorf("%w: a token_bucket with requests_per_unit 0 never refills, so its burst must be 0", ErrInvalidLimit)
+	}
+	return nil
+}

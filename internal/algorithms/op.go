@@ -1,0 +1,55 @@
+package algorithms
+
+import "time"
+
+// Entry is one (key, value) pair of a rate limit descriptor.
+type Entry struct {
+	Key   string
+	Value string
+}
+
+// Key names whose state a limit counts: a domain and the descriptor entries
+// that matched the limit's rule. Two requests with equal Keys and limits of
+// the same algorithm and window share one state.
+type Key struct {
+	Domain  string
+	Entries []Entry
+}
+
+// Op is one operation on one limit's state: take Hits, or give Hits back.
+type Op struct {
+	Key   Key
+	Limit Limit
+	// Hits is n. Taking 0 hits checks the limit without consuming.
+	Hits uint64
+	// Refund gives Hits back instead of taking them.
+	Refund bool
+	// Receipt, with Refund, is the receipt of the Take being undone, so that
+	// exactly what it consumed is given back. The zero Receipt gives back the
+	// newest Hits hits of the current window.
+	Receipt Receipt
+}
+
+// Receipt records what an admitted Take consumed.
+type Receipt struct {
+	// At is the time of the decision, in microseconds since the Unix epoch.
+	At int64
+	// Seq is, for a sliding window log, the sequence number of the first entry
+	// the Take added; 0 otherwise.
+	Seq uint64
+}
+
+// Result is the outcome of one Op.
+type Result struct {
+	// Allowed reports whether the hits were admitted. A refund is always
+	// allowed.
+	Allowed bool
+	// Remaining is how many more hits the limit would admit now.
+	Remaining uint64
+	// ResetAfter is, when denied, the exact wait after which the same request
+	// would be admitted; when allowed, the wait until the limit is fully
+	// replenished. Its resolution is one microsecond.
+	ResetAfter time.Duration
+	// Receipt identifies what an admitted Take consumed, for a later refund.
+	Receipt Receipt
+}

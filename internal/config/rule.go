@@ -1,0 +1,100 @@
+package config
+
+import (
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+)
+
+// Unit is the unit of a rate limit's window, as named in configuration files
+// and in Envoy's API. The zero value is not a valid unit.
+type Unit uint8
+
+// The units, in increasing length. A month is 30 days and a year 365 days, as
+// in envoyproxy/ratelimit.
+const (
+	Second Unit = iota + 1
+	Minute
+	Hour
+	Day
+	Week
+	Month
+	Year
+)
+
+var unitNames = [...]string{Second: "second", Minute: "minute", Hour: "hour", Day: "day", Week: "week", Month: "month", Year: "year"}
+
+var unitLengths = [...]time.Duration{
+	Second: time.Second,
+	Minute: time.Minute,
+	Hour:   time.Hour,
+	Day:    24 * time.Hour,
+	Week:   7 * 24 * time.Hour,
+	Month:  30 * 24 * time.Hour,
+	Year:   365 * 24 * time.Hour,
+}
+
+// String returns the unit's lower-case configuration name.
+func (u Unit) String() string {
+	if u >= Second && u <= Year {
+		return unitNames[u]
+	}
+	return "unknown"
+}
+
+// Duration returns the length of one unit, or 0 for an invalid unit.
+func (u Unit) Duration() time.Duration {
+	if u >= Second && u <= Year {
+		return unitLengths[u]
+	}
+	return 0
+}
+
+// RateLimit is one limit of a rule, as configured: requests_per_unit per
+// unit_multiplier units, enforced by an algorithm.
+type RateLimit struct {
+	// Limit is what the algorithms enforce; Limit.Window is
+	// UnitMultiplier × Unit.
+	Limit          algorithms.Limit
+	Unit           Unit
+	UnitMultiplier uint32
+	// Shards splits the limit over this many Redis keys (1: not split).
+	Shards uint32
+	// Name is the limit's name, reported in current_limit and used by
+	// replaces. Empty when unnamed.
+	Name string
+	// Replaces names the limits this one replaces when both apply to one
+	// request.
+	Replaces []string
+}
+
+// Rule is what a descriptor node of the configuration says: its limits and
+// how they are reported. A Rule is immutable once loaded.
+type Rule struct {
+	Domain string
+	// Path names the node as envoyproxy/ratelimit's stats do:
+	// "domain.key_value.key2", with "_value" only where the node has a value.
+	Path string
+	// Limits all apply; all must admit. Empty when Unlimited.
+	Limits []RateLimit
+	// Unlimited rules are matched and reported but never counted.
+	Unlimited      bool
+	ShadowMode     bool
+	DetailedMetric bool
+	ValueToMetric  bool
+	// File and Line locate the node in its configuration file.
+	File string
+	Line int
+}
+
+// Match is the outcome of matching one request descriptor.
+type Match struct {
+	Rule *Rule
+	// Key identifies the matched state: the domain and the request's entries,
+	// with a value replaced by its wildcard pattern at levels whose node sets
+	// share_threshold.
+	Key algorithms.Key
+	// MetricKey is the rule's Path, with the request's values filled in where
+	// the matched nodes set detailed_metric or value_to_metric.
+	MetricKey string
+}

@@ -1,0 +1,23 @@
+package rls
+
+import (
+	"context"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+)
+
+// Limiter applies rate limit operations to a backend's state. The in-memory
+// limiter (algorithms.Memory) and the Redis limiter (redisx.Limiter) implement
+// it.
+//
+// Do applies ops, each atomically on its own limit's state, and returns one
+// Result per Op in the same order. Ops of one call are independent: a denied
+// Op does not undo another; the service gives back what a denied request took
+// by calling Do again with Refund ops. Do returns an error only when the
+// backend could not decide (it is unreachable, slow past ctx's deadline, or
+// answered nonsense); then no Result is meaningful.
+//
+// Implementations MUST be safe for concurrent use.
+type Limiter interface {
+	Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error)
+}
