@@ -22,6 +22,11 @@ type Op struct {
 	Limit Limit
 	// Hits is n. Taking 0 hits checks the limit without consuming.
 	Hits uint64
+	// Shards, when above 1, asks a backend that spreads state over several
+	// nodes to split the limit over that many independent states whose limits
+	// sum to Limit exactly. The in-memory backend keeps one exact state and
+	// ignores it.
+	Shards uint32
 	// Refund gives Hits back instead of taking them.
 	Refund bool
 	// Receipt, with Refund, is the receipt of the Take being undone, so that
@@ -37,6 +42,8 @@ type Receipt struct {
 	// Seq is, for a sliding window log, the sequence number of the first entry
 	// the Take added; 0 otherwise.
 	Seq uint64
+	// Shard is the shard that admitted the Take when its Op was split.
+	Shard uint32
 }
 
 // Result is the outcome of one Op.
