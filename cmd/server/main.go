@@ -1,0 +1,49 @@
+// Command server runs ratewarden, a rate limit service for Envoy and Istio.
+// It is configured entirely by RLS_* environment variables; `server -h`
+// lists them.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/ratewarden/ratewarden/internal/server"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "ratewarden:", err)
+		os.Exit(1)
+	}
+}
+
+// run starts the server with the settings of the environment and serves
+// until ctx ends.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help":
+			fmt.Fprintln(stdout, "ratewarden: a rate limit service for Envoy and Istio (envoy.service.ratelimit.v3).")
+			fmt.Fprintln(stdout, "Usage: server   (configured by these environment variables)")
+			fmt.Fprintln(stdout)
+			return server.PrintUsage(stdout)
+		default:
+			return fmt.Errorf("unknown argument %q: the server is configured by RLS_* environment variables (see -h)", a)
+		}
+	}
+	settings, err := server.LoadSettings()
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(ctx, settings, settings.NewLogger(stderr))
+	if err != nil {
+		return err
+	}
+	return srv.Serve(ctx)
+}

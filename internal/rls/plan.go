@@ -1,0 +1,312 @@
+package rls
+
+import (
+	"math"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/config"
+)
+
+// plan is what one request asks of the limiter: one Op per limit that applies
+// to one of its descriptors, and how to report the results.
+type plan struct {
+	domain string
+	// descs holds, per request descriptor, how it matched.
+	descs []descPlan
+	// ops and limits are parallel: limits[i] says where ops[i] came from.
+	ops    []algorithms.Op
+	limits []planLimit
+}
+
+// descPlan is one request descriptor's part of a plan.
+type descPlan struct {
+	unlimited bool
+	// first and n select the descriptor's ops: ops[first : first+n].
+	first, n int
+}
+
+// planLimit is the configuration behind one Op.
+type planLimit struct {
+	desc   int
+	limit  *config.RateLimit
+	rule   *config.Rule // nil for an override of an unmatched descriptor
+	shadow bool
+}
+
+// newPlan matches every descriptor of req against cfg. Its only errors are
+// InvalidArgument statuses for limit overrides that no algorithm can enforce.
+func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*plan, error) {
+	descs := req.GetDescriptors()
+	p := &plan{domain: req.GetDomain(), descs: make([]descPlan, len(descs))}
+	if cfg == nil || !cfg.HasDomain(p.domain) {
+		return p, nil
+	}
+
+	requestHits := uint64(req.GetHitsAddend())
+	if requestHits == 0 {
+		requestHits = 1
+	}
+	var replaced map[string]bool
+	for i, d := range descs {
+		// Each descriptor gets its own entries: its Key may keep them.
+		entries := make([]algorithms.Entry, 0, len(d.GetEntries()))
+		for _, e := range d.GetEntries() {
+			entries = append(entries, algorithms.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		m, matched := cfg.Match(p.domain, entries)
+
+		limits, err := descriptorLimits(i, d, m, matched, opts)
+		if err != nil {
+			return nil, err
+		}
+		if matched && m.Rule.Unlimited && d.GetLimit() == nil {
+			p.descs[i].unlimited = true
+			continue
+		}
+		if len(limits) == 0 {
+			continue
+		}
+		key := m.Key
+		if !matched {
+			key = algorithms.Key{Domain: p.domain, Entries: entries}
+		}
+		hits := requestHits
+		if h := d.GetHitsAddend(); h != nil {
+			hits = h.GetValue()
+		}
+		shadow := opts.ShadowMode || (matched && m.Rule.ShadowMode)
+
+		p.descs[i].first = len(p.ops)
+		for _, rl := range limits {
+			p.ops = append(p.ops, algorithms.Op{
+				Key:    key,
+				Limit:  rl.Limit,
+				Hits:   hits,
+				Shards: rl.Shards,
+				Refund: d.GetIsNegativeHits(),
+			})
+			var rule *config.Rule
+			if matched {
+				rule = m.Rule
+			}
+			p.limits = append(p.limits, planLimit{desc: i, limit: rl, rule: rule, shadow: shadow})
+			for _, name := range rl.Replaces {
+				if replaced == nil {
+					replaced = make(map[string]bool)
+				}
+				replaced[name] = true
+			}
+		}
+		p.descs[i].n = len(p.ops) - p.descs[i].first
+	}
+	if replaced != nil {
+		p.dropReplaced(replaced)
+	}
+	return p, nil
+}
+
+// descriptorLimits returns the limits that apply to descriptor i: the matched
+// rule's, or the descriptor's own override, which keeps the rule's algorithm.
+func descriptorLimits(i int, d *ratelimitv3.RateLimitDescriptor, m config.Match, matched bool, opts Options) ([]*config.RateLimit, error) {
+	o := d.GetLimit()
+	if o == nil {
+		if !matched {
+			return nil, nil
+		}
+		limits := make([]*config.RateLimit, len(m.Rule.Limits))
+		for j := range m.Rule.Limits {
+			limits[j] = &m.Rule.Limits[j]
+		}
+		return limits, nil
+	}
+
+	unit, ok := overrideUnits[o.GetUnit()]
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "rls: descriptors[%d].limit.unit %s is not a valid unit", i, o.GetUnit())
+	}
+	mult := uint32(1)
+	if w := o.GetUnitMultiplier(); w != nil {
+		mult = w.GetValue()
+	}
+	if mult == 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "rls: descriptors[%d].limit.unit_multiplier must be at least 1", i)
+	}
+	rl := &config.RateLimit{
+		Limit: algorithms.Limit{
+			Algorithm: opts.DefaultAlgorithm,
+			Requests:  uint64(o.GetRequestsPerUnit()),
+			Window:    time.Duration(mult) * unit.Duration(),
+		},
+		Unit:           unit,
+		UnitMultiplier: mult,
+		Shards:         1,
+	}
+	if matched && len(m.Rule.Limits) > 0 {
+		first := m.Rule.Limits[0]
+		rl.Limit.Algorithm = first.Limit.Algorithm
+		rl.Shards = first.Shards
+	}
+	if err := rl.Limit.Validate(); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "rls: descriptors[%d].limit: %v", i, err)
+	}
+	return []*config.RateLimit{rl}, nil
+}
+
+// overrideUnits maps the units of a request's limit override.
+var overrideUnits = map[typev3.RateLimitUnit]config.Unit{
+	typev3.RateLimitUnit_SECOND: config.Second,
+	typev3.RateLimitUnit_MINUTE: config.Minute,
+	typev3.RateLimitUnit_HOUR:   config.Hour,
+	typev3.RateLimitUnit_DAY:    config.Day,
+	typev3.RateLimitUnit_MONTH:  config.Month,
+	typev3.RateLimitUnit_YEAR:   config.Year,
+}
+
+// dropReplaced removes the limits whose name another applied limit replaces.
+func (p *plan) dropReplaced(replaced map[string]bool) {
+	ops, limits := p.ops[:0], p.limits[:0]
+	for i := range p.descs {
+		p.descs[i].first, p.descs[i].n = 0, 0
+	}
+	for i, l := range p.limits {
+		if l.limit.Name != "" && replaced[l.limit.Name] {
+			continue
+		}
+		d := &p.descs[l.desc]
+		if d.n == 0 {
+			d.first = len(ops)
+		}
+		d.n++
+		ops = append(ops, p.ops[i])
+		limits = append(limits, l)
+	}
+	p.ops, p.limits = ops, limits
+}
+
+// overLimit reports whether any limit outside shadow mode denied.
+func (p *plan) overLimit(results []algorithms.Result) bool {
+	for i, r := range results {
+		if !r.Allowed && !p.limits[i].shadow {
+			return true
+		}
+	}
+	return false
+}
+
+// response assembles the answer from the limiter's results, one per op.
+func (p *plan) response(results []algorithms.Result) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(p.descs)),
+	}
+	var retryAfter time.Duration
+	for i, d := range p.descs {
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		if d.unlimited {
+			st.LimitRemaining = math.MaxUint32
+			continue
+		}
+		if d.n == 0 {
+			continue
+		}
+		// Report the most constrained limit: among the denied ones the
+		// longest wait, else the one with the fewest remaining.
+		best, over, remaining := -1, false, uint64(math.MaxUint64)
+		for j := d.first; j < d.first+d.n; j++ {
+			r := results[j]
+			remaining = min(remaining, r.Remaining)
+			if !r.Allowed && !p.limits[j].shadow {
+				over = true
+			}
+			if best < 0 || moreConstrained(r, results[best]) {
+				best = j
+			}
+		}
+		r := results[best]
+		st.CurrentLimit = currentLimit(p.limits[best].limit)
+		st.LimitRemaining = uint32(min(remaining, math.MaxUint32))
+		st.DurationUntilReset = durationProto(r.ResetAfter)
+		if over {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			retryAfter = max(retryAfter, r.ResetAfter)
+		}
+	}
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, retryAfterHeader(retryAfter))
+	}
+	return resp
+}
+
+// moreConstrained reports whether result a binds tighter than b.
+func moreConstrained(a, b algorithms.Result) bool {
+	if a.Allowed != b.Allowed {
+		return !a.Allowed
+	}
+	if !a.Allowed {
+		return a.ResetAfter > b.ResetAfter
+	}
+	if a.Remaining != b.Remaining {
+		return a.Remaining < b.Remaining
+	}
+	return a.ResetAfter > b.ResetAfter
+}
+
+// failureResponse answers every limited descriptor with code, for a backend
+// that could not decide.
+func (p *plan) failureResponse(code rlsv3.RateLimitResponse_Code) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(p.descs)),
+	}
+	for i, d := range p.descs {
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		if d.unlimited {
+			st.LimitRemaining = math.MaxUint32
+			continue
+		}
+		if d.n == 0 {
+			continue
+		}
+		st.CurrentLimit = currentLimit(p.limits[d.first].limit)
+		if code == rlsv3.RateLimitResponse_OVER_LIMIT && !p.limits[d.first].shadow {
+			st.Code = code
+			resp.OverallCode = code
+		}
+	}
+	return resp
+}
+
+// currentLimit describes a configured limit in Envoy's terms.
+func currentLimit(rl *config.RateLimit) *rlsv3.RateLimitResponse_RateLimit {
+	cl := &rlsv3.RateLimitResponse_RateLimit{
+		Name:            rl.Name,
+		RequestsPerUnit: uint32(min(rl.Limit.Requests, math.MaxUint32)),
+		Unit:            responseUnits[rl.Unit],
+	}
+	if rl.UnitMultiplier > 1 {
+		cl.UnitMultiplier = wrapperspb.UInt32(rl.UnitMultiplier)
+	}
+	return cl
+}
+
+// responseUnits maps configured units to the units of Envoy's response.
+var responseUnits = [...]rlsv3.RateLimitResponse_RateLimit_Unit{
+	config.Second: rlsv3.RateLimitResponse_RateLimit_SECOND,
+	config.Minute: rlsv3.RateLimitResponse_RateLimit_MINUTE,
+	config.Hour:   rlsv3.RateLimitResponse_RateLimit_HOUR,
+	config.Day:    rlsv3.RateLimitResponse_RateLimit_DAY,
+	config.Week:   rlsv3.RateLimitResponse_RateLimit_WEEK,
+	config.Month:  rlsv3.RateLimitResponse_RateLimit_MONTH,
+	config.Year:   rlsv3.RateLimitResponse_RateLimit_YEAR,
+}

@@ -1,0 +1,178 @@
+// Package rls implements Envoy's RateLimitService (envoy.service.ratelimit.v3)
+// over a Limiter: it validates requests, matches their descriptors to the
+// rules of the loaded configuration, asks the Limiter, and assembles the
+// response. It knows nothing of Redis.
+package rls
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/config"
+)
+
+// Service answers ShouldRateLimit. It is safe for concurrent use; its
+// configuration can be swapped at any time with SetConfig, and a request sees
+// either the old configuration or the new one, never a mix.
+type Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	limiter Limiter
+	opts    Options
+	log     *slog.Logger
+	cfg     atomic.Pointer[config.Config]
+}
+
+// New returns a Service deciding with limiter under cfg, which may be nil
+// until a configuration is loaded (every descriptor is then unmatched).
+func New(limiter Limiter, cfg *config.Config, opts Options) *Service {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if !opts.DefaultAlgorithm.Valid() {
+		opts.DefaultAlgorithm = algorithms.SlidingWindowCounter
+	}
+	s := &Service{limiter: limiter, opts: opts, log: opts.Logger}
+	s.cfg.Store(cfg)
+	return s
+}
+
+// SetConfig replaces the configuration that later requests are matched
+// against.
+func (s *Service) SetConfig(cfg *config.Config) { s.cfg.Store(cfg) }
+
+// Config returns the configuration in use, or nil when none is loaded.
+func (s *Service) Config() *config.Config { return s.cfg.Load() }
+
+// ShouldRateLimit decides whether the request's descriptors are within their
+// limits. Invalid requests get codes.InvalidArgument; a backend failure gets
+// the configured FailureMode.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if err := validateRequest(req); err != nil {
+		return nil, err
+	}
+	p, err := newPlan(s.cfg.Load(), req, s.opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.ops) == 0 {
+		return p.response(nil), nil
+	}
+
+	results, err := s.do(ctx, p.ops)
+	if err != nil {
+		return s.failed(ctx, p, err)
+	}
+	if p.overLimit(results) && s.opts.RefundOnDeny {
+		s.refund(ctx, p, results)
+	}
+	return p.response(results), nil
+}
+
+// do calls the limiter within the backend timeout.
+func (s *Service) do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	if s.opts.BackendTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.BackendTimeout)
+		defer cancel()
+	}
+	results, err := s.limiter.Do(ctx, ops)
+	if err == nil && len(results) != len(ops) {
+		err = fmt.Errorf("rls: limiter returned %d results for %d operations", len(results), len(ops))
+	}
+	return results, err
+}
+
+// refund gives back what the admitted takes of a denied request consumed,
+// and replaces their results with the state after the refund.
+func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Result) {
+	var refunds []algorithms.Op
+	var index []int
+	for i, op := range p.ops {
+		r := results[i]
+		if op.Refund || !r.Allowed || op.Hits == 0 {
+			continue
+		}
+		op.Refund = true
+		op.Receipt = r.Receipt
+		refunds = append(refunds, op)
+		index = append(index, i)
+	}
+	if len(refunds) == 0 {
+		return
+	}
+	after, err := s.do(ctx, refunds)
+	if err != nil {
+		s.log.WarnContext(ctx, "refund of a denied request failed", "domain", p.domain, "ops", len(refunds), "err", err)
+		return
+	}
+	for j, i := range index {
+		after[j].Receipt = results[i].Receipt
+		results[i] = after[j]
+	}
+}
+
+// failed answers a request whose backend call failed, as the failure mode
+// says.
+func (s *Service) failed(ctx context.Context, p *plan, err error) (*rlsv3.RateLimitResponse, error) {
+	s.log.WarnContext(ctx, "backend failed", "domain", p.domain, "failure_mode", s.opts.FailureMode.String(), "err", err)
+	switch s.opts.FailureMode {
+	case FailAllow:
+		return p.failureResponse(rlsv3.RateLimitResponse_OK), nil
+	case FailDeny:
+		return p.failureResponse(rlsv3.RateLimitResponse_OVER_LIMIT), nil
+	default:
+		return nil, status.Errorf(codes.Unavailable, "rls: rate limit backend unavailable: %v", err)
+	}
+}
+
+// validateRequest rejects what no configuration could make sense of.
+func validateRequest(req *rlsv3.RateLimitRequest) error {
+	if req.GetDomain() == "" {
+		return status.Error(codes.InvalidArgument, "rls: domain must not be empty")
+	}
+	if len(req.GetDescriptors()) == 0 {
+		return status.Error(codes.InvalidArgument, "rls: request has no descriptors")
+	}
+	for i, d := range req.GetDescriptors() {
+		if len(d.GetEntries()) == 0 {
+			return status.Errorf(codes.InvalidArgument, "rls: descriptors[%d] has no entries", i)
+		}
+		for j, e := range d.GetEntries() {
+			if e.GetKey() == "" {
+				return status.Errorf(codes.InvalidArgument, "rls: descriptors[%d].entries[%d] has an empty key", i, j)
+			}
+		}
+	}
+	return nil
+}
+
+// retryAfterHeader returns the Retry-After header for a wait: whole seconds,
+// rounded up, so a client that honours it is admitted.
+func retryAfterHeader(wait time.Duration) *corev3.HeaderValue {
+	secs := int64(math.Ceil(wait.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	return &corev3.HeaderValue{Key: "retry-after", Value: strconv.FormatInt(secs, 10)}
+}
+
+func durationProto(d time.Duration) *durationpb.Duration {
+	if d < 0 {
+		d = 0
+	}
+	return durationpb.New(d)
+}

@@ -1,0 +1,462 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
+	"github.com/ratewarden/ratewarden/internal/config"
+)
+
+const testLimits = `
+domain: test
+descriptors:
+  - key: fixed
+    rate_limit: {unit: minute, requests_per_unit: 3, algorithm: fixed_window, name: fixed_limit}
+  - key: log
+    rate_limit: {unit: second, requests_per_unit: 2, algorithm: sliding_window_log}
+  - key: bucket
+    rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 4}
+  - key: counter
+    rate_limit: {unit: minute, unit_multiplier: 5, requests_per_unit: 100}
+  - key: two
+    rate_limit: {unit: second, requests_per_unit: 5, algorithm: token_bucket}
+    rate_limits:
+      - {unit: hour, requests_per_unit: 7, algorithm: fixed_window, name: hourly}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: fixed_window}
+  - key: free
+    rate_limit: {unlimited: true}
+  - key: zero
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: user
+    descriptors:
+      - key: plan
+        value: basic
+        rate_limit: {unit: minute, requests_per_unit: 2, algorithm: fixed_window, name: basic}
+      - key: plan
+        value: premium
+        rate_limit:
+          unit: minute
+          requests_per_unit: 50
+          algorithm: fixed_window
+          replaces: [{name: basic}]
+`
+
+// t0 is a realistic time a little after a minute boundary.
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 250_000_000, time.UTC)
+
+type fixture struct {
+	svc   *Service
+	clock *algotest.Clock
+	mem   *algorithms.Memory
+}
+
+func newFixture(t *testing.T, mutate func(*Options)) *fixture {
+	t.Helper()
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	require.NoError(t, err)
+	clock := algotest.NewClock(t0)
+	mem := algorithms.NewMemory(algorithms.WithClock(clock.Now))
+	t.Cleanup(mem.Close)
+	opts := DefaultOptions()
+	opts.BackendTimeout = time.Second
+	if mutate != nil {
+		mutate(&opts)
+	}
+	return &fixture{svc: New(mem, cfg, opts), clock: clock, mem: mem}
+}
+
+func desc(kv ...string) *ratelimitv3.RateLimitDescriptor {
+	d := &ratelimitv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+func request(descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: "test", Descriptors: descs}
+}
+
+func (f *fixture) call(t *testing.T, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
+	t.Helper()
+	resp, err := f.svc.ShouldRateLimit(context.Background(), req)
+	require.NoError(t, err)
+	require.Len(t, resp.GetStatuses(), len(req.GetDescriptors()))
+	return resp
+}
+
+func codesOf(resp *rlsv3.RateLimitResponse) []rlsv3.RateLimitResponse_Code {
+	var cs []rlsv3.RateLimitResponse_Code
+	for _, s := range resp.GetStatuses() {
+		cs = append(cs, s.GetCode())
+	}
+	return cs
+}
+
+const (
+	ok   = rlsv3.RateLimitResponse_OK
+	over = rlsv3.RateLimitResponse_OVER_LIMIT
+)
+
+func TestInvalidRequests(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, tc := range []struct {
+		name string
+		req  *rlsv3.RateLimitRequest
+		msg  string
+	}{
+		{"empty domain", &rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("fixed", "a")}}, "domain must not be empty"},
+		{"no descriptors", &rlsv3.RateLimitRequest{Domain: "test"}, "request has no descriptors"},
+		{"descriptor without entries", request(desc("fixed", "a"), desc()), "descriptors[1] has no entries"},
+		{"empty key", request(desc("fixed", "a", "", "b")), "descriptors[0].entries[1] has an empty key"},
+		{"override with unknown unit", request(withOverride(desc("fixed", "a"), 5, typev3.RateLimitUnit_UNKNOWN, 0)), "descriptors[0].limit.unit"},
+		{"override with multiplier 0", request(withOverride(desc("fixed", "a"), 5, typev3.RateLimitUnit_SECOND, 0, true)), "unit_multiplier must be at least 1"},
+		{"override a log cannot hold", request(withOverride(desc("log", "a"), 1_000_000, typev3.RateLimitUnit_SECOND, 0)), "sliding_window_log"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.svc.ShouldRateLimit(context.Background(), tc.req)
+			require.Error(t, err)
+			assert.Equal(t, codes.InvalidArgument, status.Code(err))
+			assert.Contains(t, status.Convert(err).Message(), tc.msg)
+		})
+	}
+}
+
+func withOverride(d *ratelimitv3.RateLimitDescriptor, rpu uint32, unit typev3.RateLimitUnit, mult uint32, setMult ...bool) *ratelimitv3.RateLimitDescriptor {
+	d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: rpu, Unit: unit}
+	if mult != 0 || len(setMult) > 0 {
+		d.Limit.UnitMultiplier = wrapperspb.UInt32(mult)
+	}
+	return d
+}
+
+func TestUnknownDomainAndUnmatchedDescriptorsAreOK(t *testing.T) {
+	f := newFixture(t, nil)
+	req := &rlsv3.RateLimitRequest{Domain: "nope", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("fixed", "a"), desc("x", "y")}}
+	resp := f.call(t, req)
+	assert.Equal(t, ok, resp.GetOverallCode())
+	assert.Equal(t, []rlsv3.RateLimitResponse_Code{ok, ok}, codesOf(resp))
+	assert.Nil(t, resp.GetStatuses()[0].GetCurrentLimit())
+
+	resp = f.call(t, request(desc("nothing", "here"), desc("fixed", "a", "extra", "entry")))
+	assert.Equal(t, []rlsv3.RateLimitResponse_Code{ok, ok}, codesOf(resp))
+	assert.Nil(t, resp.GetStatuses()[1].GetCurrentLimit())
+}
+
+func TestFixedWindowTurnsOverLimitWithTruthfulReset(t *testing.T) {
+	f := newFixture(t, nil)
+	req := request(desc("fixed", "a"))
+	for i := range 3 {
+		resp := f.call(t, req)
+		require.Equal(t, ok, resp.GetOverallCode(), "call %d", i)
+		st := resp.GetStatuses()[0]
+		assert.EqualValues(t, 2-i, st.GetLimitRemaining())
+		assert.Equal(t, "fixed_limit", st.GetCurrentLimit().GetName())
+		assert.EqualValues(t, 3, st.GetCurrentLimit().GetRequestsPerUnit())
+		assert.Equal(t, rlsv3.RateLimitResponse_RateLimit_MINUTE, st.GetCurrentLimit().GetUnit())
+	}
+	resp := f.call(t, req)
+	require.Equal(t, over, resp.GetOverallCode())
+	st := resp.GetStatuses()[0]
+	assert.Equal(t, over, st.GetCode())
+	assert.EqualValues(t, 0, st.GetLimitRemaining())
+	wait := st.GetDurationUntilReset().AsDuration()
+	assert.Equal(t, 59*time.Second+750*time.Millisecond, wait)
+	require.Len(t, resp.GetResponseHeadersToAdd(), 1)
+	assert.Equal(t, "retry-after", resp.GetResponseHeadersToAdd()[0].GetKey())
+	assert.Equal(t, "60", resp.GetResponseHeadersToAdd()[0].GetValue())
+
+	f.clock.Advance(wait - time.Microsecond)
+	assert.Equal(t, over, f.call(t, req).GetOverallCode())
+	f.clock.Advance(time.Microsecond)
+	assert.Equal(t, ok, f.call(t, req).GetOverallCode())
+}
+
+func TestStatusesFollowRequestOrder(t *testing.T) {
+	f := newFixture(t, nil)
+	for range 2 {
+		f.call(t, request(desc("log", "a")))
+	}
+	resp := f.call(t, request(desc("nothing", "x"), desc("log", "a"), desc("free", "x"), desc("counter", "c")))
+	assert.Equal(t, []rlsv3.RateLimitResponse_Code{ok, over, ok, ok}, codesOf(resp))
+	assert.Nil(t, resp.GetStatuses()[0].GetCurrentLimit())
+	assert.EqualValues(t, 2, resp.GetStatuses()[1].GetCurrentLimit().GetRequestsPerUnit())
+	assert.EqualValues(t, math.MaxUint32, resp.GetStatuses()[2].GetLimitRemaining())
+	assert.Nil(t, resp.GetStatuses()[2].GetCurrentLimit())
+	cl := resp.GetStatuses()[3].GetCurrentLimit()
+	assert.EqualValues(t, 100, cl.GetRequestsPerUnit())
+	assert.EqualValues(t, 5, cl.GetUnitMultiplier().GetValue())
+}
+
+func TestHitsAddend(t *testing.T) {
+	f := newFixture(t, nil)
+	req := request(desc("bucket", "a"))
+	req.HitsAddend = 3
+	st := f.call(t, req).GetStatuses()[0]
+	assert.Equal(t, ok, st.GetCode())
+	assert.EqualValues(t, 1, st.GetLimitRemaining())
+
+	// A descriptor's own hits_addend wins; present and 0 peeks.
+	peek := desc("bucket", "a")
+	peek.HitsAddend = wrapperspb.UInt64(0)
+	req = request(peek)
+	req.HitsAddend = 3
+	st = f.call(t, req).GetStatuses()[0]
+	assert.Equal(t, ok, st.GetCode())
+	assert.EqualValues(t, 1, st.GetLimitRemaining())
+
+	two := desc("bucket", "a")
+	two.HitsAddend = wrapperspb.UInt64(2)
+	resp := f.call(t, request(two))
+	assert.Equal(t, over, resp.GetOverallCode())
+	// 1 token short at 10 a second: exactly 100ms.
+	assert.Equal(t, 100*time.Millisecond, resp.GetStatuses()[0].GetDurationUntilReset().AsDuration())
+}
+
+func TestHitsLargerThanTheLimitAreDeniedAndConsumeNothing(t *testing.T) {
+	f := newFixture(t, nil)
+	req := request(desc("fixed", "a"))
+	req.HitsAddend = math.MaxUint32
+	resp := f.call(t, req)
+	assert.Equal(t, over, resp.GetOverallCode())
+	huge := desc("fixed", "a")
+	huge.HitsAddend = wrapperspb.UInt64(math.MaxUint64)
+	assert.Equal(t, over, f.call(t, request(huge)).GetOverallCode())
+	st := f.call(t, request(desc("fixed", "a"))).GetStatuses()[0]
+	assert.Equal(t, ok, st.GetCode())
+	assert.EqualValues(t, 2, st.GetLimitRemaining())
+}
+
+func TestNegativeHitsGiveBack(t *testing.T) {
+	f := newFixture(t, nil)
+	for range 3 {
+		f.call(t, request(desc("fixed", "a")))
+	}
+	require.Equal(t, over, f.call(t, request(desc("fixed", "a"))).GetOverallCode())
+	back := desc("fixed", "a")
+	back.IsNegativeHits = true
+	back.HitsAddend = wrapperspb.UInt64(2)
+	st := f.call(t, request(back)).GetStatuses()[0]
+	assert.Equal(t, ok, st.GetCode())
+	assert.EqualValues(t, 2, st.GetLimitRemaining())
+	assert.Equal(t, ok, f.call(t, request(desc("fixed", "a"))).GetOverallCode())
+}
+
+func TestOverrideReplacesNumbersAndKeepsAlgorithm(t *testing.T) {
+	f := newFixture(t, nil)
+	// The rule is a sliding log of 2 a second; the override makes it 3 every
+	// 2 minutes, still a log.
+	req := request(withOverride(desc("log", "o"), 3, typev3.RateLimitUnit_MINUTE, 2))
+	for range 3 {
+		require.Equal(t, ok, f.call(t, req).GetOverallCode())
+	}
+	f.clock.Advance(30 * time.Second)
+	resp := f.call(t, req)
+	require.Equal(t, over, resp.GetOverallCode())
+	st := resp.GetStatuses()[0]
+	assert.EqualValues(t, 3, st.GetCurrentLimit().GetRequestsPerUnit())
+	assert.EqualValues(t, 2, st.GetCurrentLimit().GetUnitMultiplier().GetValue())
+	// A log frees its oldest entry exactly 120s after it was logged.
+	assert.Equal(t, 90*time.Second, st.GetDurationUntilReset().AsDuration())
+
+	// An unmatched descriptor of a known domain is limited by its override.
+	req = request(withOverride(desc("unconfigured", "x"), 1, typev3.RateLimitUnit_HOUR, 0))
+	assert.Equal(t, ok, f.call(t, req).GetOverallCode())
+	assert.Equal(t, over, f.call(t, req).GetOverallCode())
+}
+
+func TestSeveralLimitsAllMustAdmit(t *testing.T) {
+	f := newFixture(t, nil)
+	req := request(desc("two", "a"))
+	for i := range 5 {
+		st := f.call(t, req).GetStatuses()[0]
+		require.Equal(t, ok, st.GetCode(), "call %d", i)
+	}
+	// The bucket (burst 5) is empty: it binds, 200ms to the next token.
+	st := f.call(t, req).GetStatuses()[0]
+	assert.Equal(t, over, st.GetCode())
+	assert.Equal(t, 200*time.Millisecond, st.GetDurationUntilReset().AsDuration())
+	assert.EqualValues(t, 5, st.GetCurrentLimit().GetRequestsPerUnit())
+
+	f.clock.Advance(time.Second)
+	for range 2 {
+		require.Equal(t, ok, f.call(t, req).GetOverallCode())
+	}
+	// Now the hourly limit (7) binds, although the bucket has tokens.
+	st = f.call(t, req).GetStatuses()[0]
+	assert.Equal(t, over, st.GetCode())
+	assert.Equal(t, "hourly", st.GetCurrentLimit().GetName())
+	assert.EqualValues(t, 0, st.GetLimitRemaining())
+}
+
+func TestDeniedRequestConsumesNothing(t *testing.T) {
+	for _, refund := range []bool{true, false} {
+		t.Run(map[bool]string{true: "refund", false: "no refund"}[refund], func(t *testing.T) {
+			f := newFixture(t, func(o *Options) { o.RefundOnDeny = refund })
+			// Exhaust the log, then send it together with the fixed window
+			// and the two-limit descriptor.
+			for range 2 {
+				f.call(t, request(desc("log", "r")))
+			}
+			req := request(desc("fixed", "r"), desc("log", "r"), desc("two", "r"))
+			for range 3 {
+				resp := f.call(t, req)
+				assert.Equal(t, []rlsv3.RateLimitResponse_Code{ok, over, ok}, codesOf(resp))
+			}
+			// With refunds the fixed window (3 a minute) is untouched; without,
+			// the three denied requests used it up.
+			st := f.call(t, request(desc("fixed", "r"))).GetStatuses()[0]
+			if refund {
+				assert.Equal(t, ok, st.GetCode())
+				assert.EqualValues(t, 2, st.GetLimitRemaining())
+			} else {
+				assert.Equal(t, over, st.GetCode())
+			}
+		})
+	}
+}
+
+func TestShadowMode(t *testing.T) {
+	t.Run("rule", func(t *testing.T) {
+		f := newFixture(t, nil)
+		for range 3 {
+			resp := f.call(t, request(desc("shadow", "s")))
+			assert.Equal(t, ok, resp.GetOverallCode())
+			assert.Empty(t, resp.GetResponseHeadersToAdd())
+		}
+		// A shadowed denial does not make other descriptors refund.
+		resp := f.call(t, request(desc("shadow", "s"), desc("fixed", "s")))
+		assert.Equal(t, []rlsv3.RateLimitResponse_Code{ok, ok}, codesOf(resp))
+		assert.EqualValues(t, 0, resp.GetStatuses()[0].GetLimitRemaining())
+		assert.EqualValues(t, 2, resp.GetStatuses()[1].GetLimitRemaining())
+	})
+	t.Run("global", func(t *testing.T) {
+		f := newFixture(t, func(o *Options) { o.ShadowMode = true })
+		for range 5 {
+			assert.Equal(t, ok, f.call(t, request(desc("fixed", "g"))).GetOverallCode())
+		}
+		assert.EqualValues(t, 0, f.call(t, request(desc("fixed", "g"))).GetStatuses()[0].GetLimitRemaining())
+	})
+}
+
+func TestZeroLimitBlocks(t *testing.T) {
+	f := newFixture(t, nil)
+	resp := f.call(t, request(desc("zero", "z")))
+	assert.Equal(t, over, resp.GetOverallCode())
+	assert.Equal(t, "1", resp.GetResponseHeadersToAdd()[0].GetValue())
+}
+
+func TestReplaces(t *testing.T) {
+	f := newFixture(t, nil)
+	basic := desc("user", "u", "plan", "basic")
+	premium := desc("user", "u", "plan", "premium")
+	// Alone, basic allows 2 a minute.
+	for range 2 {
+		f.call(t, request(basic))
+	}
+	assert.Equal(t, over, f.call(t, request(basic)).GetOverallCode())
+	// With premium in the same request, the basic limit does not apply.
+	resp := f.call(t, request(basic, premium))
+	assert.Equal(t, []rlsv3.RateLimitResponse_Code{ok, ok}, codesOf(resp))
+	assert.Nil(t, resp.GetStatuses()[0].GetCurrentLimit())
+	assert.EqualValues(t, 49, resp.GetStatuses()[1].GetLimitRemaining())
+}
+
+func TestWithoutConfigEverythingIsOK(t *testing.T) {
+	mem := algorithms.NewMemory()
+	t.Cleanup(mem.Close)
+	svc := New(mem, nil, DefaultOptions())
+	resp, err := svc.ShouldRateLimit(context.Background(), request(desc("fixed", "a")))
+	require.NoError(t, err)
+	assert.Equal(t, ok, resp.GetOverallCode())
+}
+
+// failingLimiter stands for a backend that fails, or hangs until its context
+// ends.
+type failingLimiter struct{ hang bool }
+
+func (l failingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	if l.hang {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return nil, errors.New("connection refused")
+}
+
+func TestFailureModes(t *testing.T) {
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	require.NoError(t, err)
+	for _, hang := range []bool{false, true} {
+		for _, tc := range []struct {
+			mode FailureMode
+			want rlsv3.RateLimitResponse_Code
+		}{{FailAllow, ok}, {FailDeny, over}, {FailError, 0}} {
+			t.Run(tc.mode.String(), func(t *testing.T) {
+				opts := DefaultOptions()
+				opts.FailureMode = tc.mode
+				opts.BackendTimeout = 20 * time.Millisecond
+				svc := New(failingLimiter{hang: hang}, cfg, opts)
+				start := time.Now()
+				resp, err := svc.ShouldRateLimit(context.Background(), request(desc("fixed", "a"), desc("nothing", "x"), desc("shadow", "s")))
+				elapsed := time.Since(start)
+				assert.Less(t, elapsed, 5*time.Second, "a hung backend is cut off by the timeout")
+				if tc.mode == FailError {
+					require.Error(t, err)
+					assert.Equal(t, codes.Unavailable, status.Code(err))
+					return
+				}
+				require.NoError(t, err)
+				assert.Equal(t, tc.want, resp.GetOverallCode())
+				assert.Equal(t, []rlsv3.RateLimitResponse_Code{tc.want, ok, ok}, codesOf(resp))
+			})
+		}
+	}
+}
+
+func TestHostileInput(t *testing.T) {
+	f := newFixture(t, nil)
+	t.Run("64 KiB value is one key", func(t *testing.T) {
+		big := strings.Repeat("v", 64<<10)
+		for range 3 {
+			require.Equal(t, ok, f.call(t, request(desc("fixed", big))).GetOverallCode())
+		}
+		assert.Equal(t, over, f.call(t, request(desc("fixed", big))).GetOverallCode())
+		// A value differing only in its last byte is another key.
+		other := big[:len(big)-1] + "w"
+		assert.Equal(t, ok, f.call(t, request(desc("fixed", other))).GetOverallCode())
+	})
+	t.Run("10000 descriptors", func(t *testing.T) {
+		descs := make([]*ratelimitv3.RateLimitDescriptor, 10_000)
+		for i := range descs {
+			descs[i] = desc("counter", strings.Repeat("k", i%7)+string(rune('a'+i%26)))
+		}
+		resp := f.call(t, request(descs...))
+		assert.Equal(t, ok, resp.GetOverallCode())
+		assert.Len(t, resp.GetStatuses(), 10_000)
+	})
+	t.Run("hits_addend 4294967295", func(t *testing.T) {
+		req := request(desc("counter", "h"))
+		req.HitsAddend = math.MaxUint32
+		resp := f.call(t, req)
+		assert.Equal(t, over, resp.GetOverallCode())
+	})
+	// And the service still serves.
+	assert.Equal(t, ok, f.call(t, request(desc("fixed", "after"))).GetOverallCode())
+}

@@ -1,0 +1,180 @@
+// Package server wires ratewarden together: it loads the limits, builds the
+// backend and the rls.Service, serves gRPC and HTTP, and shuts down
+// gracefully.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/rls"
+)
+
+// Server is a running ratewarden: its listeners are bound by New, and Serve
+// serves until its context ends.
+type Server struct {
+	settings Settings
+	log      *slog.Logger
+
+	service *rls.Service
+	health  *rls.Health
+	backend backend
+
+	grpcLis net.Listener
+	httpLis net.Listener
+	grpc    *grpc.Server
+	http    *http.Server
+}
+
+// backend is a Limiter with the means to check and release it.
+type backend interface {
+	rls.Limiter
+	// Ping reports whether the backend is reachable.
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// New loads the configuration, builds the backend and binds the listeners.
+// A configuration error is returned with its file, line and field.
+func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	alg, _ := algorithms.ParseAlgorithm(s.DefaultAlgorithm)
+	cfg, err := config.Load(s.ConfigPath, config.Options{DefaultAlgorithm: alg})
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("loaded rate limit configuration", "path", s.ConfigPath, "domains", len(cfg.Domains()), "files", len(cfg.Files()))
+
+	b, err := newBackend(ctx, s, logger)
+	if err != nil {
+		return nil, err
+	}
+	srv := &Server{settings: s, log: logger, backend: b, health: rls.NewHealth()}
+	srv.service = rls.New(b, cfg, s.ServiceOptions(logger))
+	srv.health.SetConfigLoaded(true)
+	srv.health.SetBackendError(b.Ping(ctx))
+
+	if srv.grpcLis, err = net.Listen("tcp", s.GRPCAddr); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("server: RLS_GRPC_ADDR: %w", err)
+	}
+	if s.HTTPAddr != "" {
+		if srv.httpLis, err = net.Listen("tcp", s.HTTPAddr); err != nil {
+			srv.grpcLis.Close()
+			b.Close()
+			return nil, fmt.Errorf("server: RLS_HTTP_ADDR: %w", err)
+		}
+	}
+
+	srv.grpc = grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(srv.grpc, srv.service)
+	healthpb.RegisterHealthServer(srv.grpc, srv.health.Server())
+	reflection.Register(srv.grpc)
+	srv.http = &http.Server{
+		Handler:           srv.service.HTTPHandler(srv.health),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	return srv, nil
+}
+
+// newBackend builds the Limiter the settings name.
+func newBackend(ctx context.Context, s Settings, logger *slog.Logger) (backend, error) {
+	switch s.Backend {
+	case "memory":
+		return memoryBackend{algorithms.NewMemory()}, nil
+	}
+	return nil, fmt.Errorf("server: RLS_BACKEND %q is not memory or redis", s.Backend)
+}
+
+// memoryBackend is the in-process backend: always reachable.
+type memoryBackend struct{ *algorithms.Memory }
+
+func (memoryBackend) Ping(context.Context) error { return nil }
+
+func (m memoryBackend) Close() error {
+	m.Memory.Close()
+	return nil
+}
+
+// GRPCAddr returns the address the gRPC listener is bound to.
+func (srv *Server) GRPCAddr() net.Addr { return srv.grpcLis.Addr() }
+
+// HTTPAddr returns the address the HTTP listener is bound to, or nil when
+// HTTP is disabled.
+func (srv *Server) HTTPAddr() net.Addr {
+	if srv.httpLis == nil {
+		return nil
+	}
+	return srv.httpLis.Addr()
+}
+
+// Serve serves gRPC and HTTP until ctx ends, then shuts down gracefully:
+// health turns NOT_SERVING, after RLS_SHUTDOWN_DELAY new calls are refused,
+// and in-flight calls get up to RLS_SHUTDOWN_TIMEOUT to finish.
+func (srv *Server) Serve(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() { errc <- srv.grpc.Serve(srv.grpcLis) }()
+	if srv.httpLis != nil {
+		go func() { errc <- srv.http.Serve(srv.httpLis) }()
+	}
+	srv.log.Info("serving", "grpc", srv.GRPCAddr().String(), "http", addrString(srv.HTTPAddr()), "backend", srv.settings.Backend)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		err = fmt.Errorf("server: %w", err)
+	}
+	srv.shutdown()
+	return err
+}
+
+func (srv *Server) shutdown() {
+	srv.log.Info("shutting down")
+	srv.health.Shutdown()
+	time.Sleep(srv.settings.ShutdownDelay)
+
+	ctx, cancel := context.WithTimeout(context.Background(), srv.settings.ShutdownTimeout)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		srv.grpc.GracefulStop()
+		close(done)
+	}()
+	if srv.httpLis != nil {
+		if err := srv.http.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			srv.log.Warn("http shutdown", "err", err)
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		srv.log.Warn("in-flight calls did not finish in time; closing them", "timeout", srv.settings.ShutdownTimeout)
+		srv.grpc.Stop()
+	}
+	if err := srv.backend.Close(); err != nil {
+		srv.log.Warn("closing backend", "err", err)
+	}
+	srv.log.Info("stopped")
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
