@@ -78,7 +78,11 @@ type Rule struct {
 	// Limits all apply; all must admit. Empty when Unlimited.
 	Limits []RateLimit
 	// Unlimited rules are matched and reported but never counted.
-	Unlimited      bool
+	Unlimited bool
+	// Name and Replaces are the name and replaces of an Unlimited rule's
+	// rate_limit; a limited rule keeps them on each of its Limits.
+	Name           string
+	Replaces       []string
 	ShadowMode     bool
 	DetailedMetric bool
 	ValueToMetric  bool

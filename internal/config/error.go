@@ -1,0 +1,45 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Error is a configuration error: what is wrong, and where. Every error that
+// Parse and Load report about a file is an *Error; find it with errors.As.
+// It prints as "file:line: field: message", leaving out the line when it is
+// unknown (0) and the field when the error concerns the whole file.
+type Error struct {
+	// File is the name of the file, as given to Parse or found by Load.
+	File string
+	// Line is the 1-based line of the offending YAML node, 0 when unknown.
+	Line int
+	// Field is the path of the offending field, such as
+	// "descriptors[0].rate_limit.unit"; empty for the file as a whole.
+	Field string
+	// Msg says what is wrong.
+	Msg string
+	// Err is the underlying cause, if any: an *fs.PathError, or an error
+	// wrapping algorithms.ErrInvalidLimit.
+	Err error
+}
+
+// Error returns the error as "file:line: field: message".
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Unwrap returns the underlying cause, or nil.
+func (e *Error) Unwrap() error { return e.Err }

@@ -1,0 +1,133 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+)
+
+// write creates the file dir/name holding data.
+func write(t *testing.T, dir, name, data string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(path, []byte(data), 0o644))
+	return path
+}
+
+const (
+	edgeYAML  = "domain: edge\ndescriptors:\n  - {key: k, rate_limit: {unit: second, requests_per_unit: 1}}\n"
+	otherYAML = "domain: other\ndescriptors:\n  - {key: k, rate_limit: {unit: minute, requests_per_unit: 2}}\n"
+)
+
+func TestLoadFile(t *testing.T) {
+	dir := t.TempDir()
+	path := write(t, dir, "limits.conf", edgeYAML) // a named file loads whatever its extension
+	c, err := Load(path, Options{DefaultAlgorithm: algorithms.FixedWindow})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"edge"}, c.Domains())
+	assert.Equal(t, []string{path}, c.Files())
+	require.Len(t, c.Rules(), 1)
+	assert.Equal(t, algorithms.FixedWindow, c.Rules()[0].Limits[0].Limit.Algorithm)
+	assert.Equal(t, path, c.Rules()[0].File)
+}
+
+func TestLoadDirectory(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "b.yml", otherYAML)
+	write(t, dir, "a.yaml", edgeYAML)
+	write(t, dir, "c.txt", "not: [yaml")
+	write(t, dir, "README", "domain: readme\n")
+	write(t, dir, ".hidden.yaml", "domain: hidden\n")
+	write(t, dir, "a.yaml.bak", "domain: backup\n")
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "nested.yaml"), 0o755))
+	write(t, filepath.Join(dir, "nested.yaml"), "deep.yaml", "domain: deep\n")
+
+	c, err := Load(dir, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"edge", "other"}, c.Domains())
+	assert.Equal(t, []string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yml")}, c.Files())
+}
+
+func TestLoadKubernetesConfigMap(t *testing.T) {
+	// A ConfigMap volume: the files live in a timestamped directory, ..data
+	// links to it, and each key is a link through ..data.
+	dir := t.TempDir()
+	real := filepath.Join(dir, "..2026_01_01_00_00_00.000000001")
+	require.NoError(t, os.Mkdir(real, 0o755))
+	write(t, real, "edge.yaml", edgeYAML)
+	write(t, real, "other.yml", otherYAML)
+	require.NoError(t, os.Symlink(filepath.Base(real), filepath.Join(dir, "..data")))
+	require.NoError(t, os.Symlink(filepath.Join("..data", "edge.yaml"), filepath.Join(dir, "edge.yaml")))
+	require.NoError(t, os.Symlink(filepath.Join("..data", "other.yml"), filepath.Join(dir, "other.yml")))
+
+	c, err := Load(dir, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"edge", "other"}, c.Domains())
+	assert.Equal(t, []string{filepath.Join(dir, "edge.yaml"), filepath.Join(dir, "other.yml")}, c.Files())
+	m, ok := c.Match("other", entries("k=v"))
+	require.True(t, ok)
+	assert.Equal(t, filepath.Join(dir, "other.yml"), m.Rule.File)
+}
+
+func TestLoadErrors(t *testing.T) {
+	t.Run("missing path", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "nope")
+		_, err := Load(path, Options{})
+		var e *Error
+		require.True(t, errors.As(err, &e), "%v", err)
+		assert.Equal(t, path, e.File)
+		assert.ErrorIs(t, err, fs.ErrNotExist)
+		assert.Contains(t, err.Error(), path)
+		assert.Contains(t, err.Error(), "no such file or directory")
+	})
+	t.Run("directory without YAML files", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "notes.txt", "domain: x\n")
+		write(t, dir, ".x.yaml", "domain: x\n")
+		_, err := Load(dir, Options{})
+		var e *Error
+		require.True(t, errors.As(err, &e), "%v", err)
+		assert.Equal(t, &Error{File: dir, Msg: "no *.yaml or *.yml files in directory"}, e)
+	})
+	t.Run("broken symlink", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "a.yaml", edgeYAML)
+		link := filepath.Join(dir, "gone.yaml")
+		require.NoError(t, os.Symlink(filepath.Join(dir, "..data", "gone.yaml"), link))
+		_, err := Load(dir, Options{})
+		var e *Error
+		require.True(t, errors.As(err, &e), "%v", err)
+		assert.Equal(t, link, e.File)
+		assert.ErrorIs(t, err, fs.ErrNotExist)
+	})
+	t.Run("an invalid file names its path and line", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "a.yaml", edgeYAML)
+		bad := write(t, dir, "b.yaml", "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n")
+		_, err := Load(dir, Options{})
+		var e *Error
+		require.True(t, errors.As(err, &e), "%v", err)
+		assert.Equal(t, bad, e.File)
+		assert.Equal(t, 4, e.Line)
+		assert.Equal(t, "descriptors[0].rate_limit.unit", e.Field)
+	})
+	t.Run("the same domain in two files", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "a.yaml", edgeYAML)
+		second := write(t, dir, "b.yaml", "# again\n"+edgeYAML)
+		_, err := Load(dir, Options{})
+		var e *Error
+		require.True(t, errors.As(err, &e), "%v", err)
+		assert.Equal(t, second, e.File)
+		assert.Equal(t, 2, e.Line)
+		assert.Equal(t, "domain", e.Field)
+		assert.Contains(t, e.Msg, "duplicate domain \"edge\"")
+	})
+}

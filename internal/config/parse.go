@@ -1,0 +1,555 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+)
+
+// MaxDepth is the deepest descriptors may nest: a request descriptor has at
+// most this many entries.
+const MaxDepth = 64
+
+// MaxShards is the most keys a limit may be split across.
+const MaxShards = 64
+
+// The fields each kind of mapping may hold.
+var (
+	rootFields       = []string{"domain", "descriptors"}
+	descriptorFields = []string{"key", "value", "rate_limit", "rate_limits", "descriptors",
+		"shadow_mode", "detailed_metric", "value_to_metric", "share_threshold"}
+	rateLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
+		"unit_multiplier", "algorithm", "burst", "shards"}
+	rateLimitsItemFields = []string{"unit", "requests_per_unit", "name", "replaces",
+		"unit_multiplier", "algorithm", "burst", "shards"}
+	replacesFields = []string{"name"}
+)
+
+// Parse builds a Config from files, one domain per file, in order. It
+// returns the first error it finds: an *Error naming the file, line and
+// field, except for an invalid opts.DefaultAlgorithm. No files give an empty
+// Config, which knows no domain.
+//
+// Parse is safe for concurrent use: it keeps no state between calls.
+func Parse(files []File, opts Options) (*Config, error) {
+	def := opts.DefaultAlgorithm
+	if def == 0 {
+		def = algorithms.SlidingWindowCounter
+	}
+	if !def.Valid() {
+		return nil, fmt.Errorf("config: invalid default algorithm %s", def)
+	}
+	c := &Config{domains: make(map[string]*domain, len(files))}
+	for i, f := range files {
+		if f.Name == "" {
+			return nil, &Error{File: "files[" + strconv.Itoa(i) + "]", Msg: "file has no name"}
+		}
+		p := &fileParser{decoder: newDecoder(f.Name, len(f.Data)), def: def}
+		d, err := p.parse(f.Data)
+		if err != nil {
+			return nil, err
+		}
+		if prev := c.domains[d.name]; prev != nil {
+			return nil, &Error{File: f.Name, Line: d.line, Field: "domain",
+				Msg: fmt.Sprintf("duplicate domain %q (also in %s:%d)", d.name, prev.file, prev.line)}
+		}
+		c.domains[d.name] = d
+		c.names = append(c.names, d.name)
+		c.rules = append(c.rules, p.rules...)
+		c.files = append(c.files, f.Name)
+	}
+	slices.Sort(c.names)
+	return c, nil
+}
+
+// fileParser turns one file into a domain's tree and rules.
+type fileParser struct {
+	*decoder
+	def    algorithms.Algorithm
+	domain string
+	// rules collects the file's rules in document order.
+	rules []*Rule
+	// segments holds the path segments ("key" or "key_value") from the top
+	// level down to the descriptor being read.
+	segments []string
+}
+
+// parse reads the file's one document.
+func (p *fileParser) parse(data []byte) (*domain, error) {
+	root, err := readDocument(p.file, data)
+	if err != nil {
+		return nil, err
+	}
+	rn, err := p.resolve(root, "")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case isNull(rn):
+		return nil, p.errorf(root, "", "empty document: want a mapping with domain and descriptors")
+	case rn.Kind != yaml.MappingNode:
+		return nil, p.errorf(root, "", "want a mapping with domain and descriptors, got %s", describe(rn))
+	}
+	fs, err := p.mapping(root, "", rootFields)
+	if err != nil {
+		return nil, err
+	}
+	name, at, err := p.optionalString(fs, "", "domain")
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		if at == nil {
+			at = root
+		}
+		return nil, p.errorf(at, "domain", "config file cannot have empty domain")
+	}
+	p.domain = name
+	d := &domain{name: name, file: p.file, line: at.Line, top: &level{}}
+	v, ok, err := p.get(fs, "", "descriptors")
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		if err := p.descriptors(v, d.top, nil, 1); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// optionalString returns field name of fs as a string ("" when absent or
+// null) and the node it was read from (nil when absent).
+func (p *fileParser) optionalString(fs fields, path, name string) (string, *yaml.Node, error) {
+	v, ok, err := p.get(fs, path, name)
+	if err != nil {
+		return "", nil, err
+	}
+	if !ok {
+		if f, present := fs[name]; present {
+			return "", f.value, nil
+		}
+		return "", nil, nil
+	}
+	s, err := p.str(v)
+	return s, v.at, err
+}
+
+// optionalBool returns field name of fs, false when absent or null.
+func (p *fileParser) optionalBool(fs fields, path, name string) (bool, error) {
+	v, ok, err := p.get(fs, path, name)
+	if err != nil || !ok {
+		return false, err
+	}
+	return p.boolean(v)
+}
+
+// descriptors reads the descriptor list v into lvl; their parent is parent
+// (nil at the top level) and they are at the given depth (1 at the top).
+func (p *fileParser) descriptors(v value, lvl *level, parent *node, depth int) error {
+	items, err := p.list(v)
+	if err != nil {
+		return err
+	}
+	if depth > MaxDepth && len(items) > 0 {
+		return p.errorf(v.at, v.path, "descriptors nested more than %d deep", MaxDepth)
+	}
+	for i, item := range items {
+		if err := p.descriptor(item, v.path+"["+strconv.Itoa(i)+"]", lvl, parent, depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// descriptor reads the descriptor at into lvl.
+func (p *fileParser) descriptor(at *yaml.Node, path string, lvl *level, parent *node, depth int) error {
+	fs, err := p.mapping(at, path, descriptorFields)
+	if err != nil {
+		return err
+	}
+	if err := p.charge(len(path)/16, at, path); err != nil {
+		return err
+	}
+	n := &node{parent: parent, line: at.Line}
+	key, keyAt, err := p.optionalString(fs, path, "key")
+	if err != nil {
+		return err
+	}
+	if key == "" {
+		if keyAt == nil {
+			keyAt = at
+		}
+		return p.errorf(keyAt, joinPath(path, "key"), "descriptor has empty key")
+	}
+	n.key = key
+	if n.value, _, err = p.optionalString(fs, path, "value"); err != nil {
+		return err
+	}
+	segment := n.key
+	switch {
+	case n.value == "":
+		n.kind = keyNode
+	case strings.HasSuffix(n.value, "*"):
+		n.kind = wildcardNode
+		n.prefix = strings.TrimSuffix(n.value, "*")
+		segment += "_" + n.value
+	default:
+		n.kind = exactNode
+		segment += "_" + n.value
+	}
+	p.segments = append(p.segments[:depth-1], segment)
+	if prev := lvl.add(n); prev != nil {
+		return p.errorf(at, path, "duplicate descriptor %q (first at line %d)", p.rulePath(), prev.line)
+	}
+
+	var shadow bool
+	for _, flag := range []struct {
+		name string
+		dst  *bool
+	}{
+		{"shadow_mode", &shadow},
+		{"detailed_metric", &n.detailedMetric},
+		{"value_to_metric", &n.valueToMetric},
+		{"share_threshold", &n.share},
+	} {
+		if *flag.dst, err = p.optionalBool(fs, path, flag.name); err != nil {
+			return err
+		}
+	}
+	n.shareKey = n.kind == wildcardNode && n.share || parent != nil && parent.shareKey
+	n.metricValues = n.kind == keyNode && (n.detailedMetric || n.valueToMetric) ||
+		n.kind == wildcardNode && n.valueToMetric ||
+		parent != nil && parent.metricValues
+
+	rule := &Rule{
+		Domain:         p.domain,
+		ShadowMode:     shadow,
+		DetailedMetric: n.detailedMetric,
+		ValueToMetric:  n.valueToMetric,
+		File:           p.file,
+		Line:           at.Line,
+	}
+	limited, err := p.rule(fs, path, rule)
+	if err != nil {
+		return err
+	}
+	if limited {
+		rule.Path = p.rulePath()
+		if err := p.charge(len(rule.Path)/16, at, path); err != nil {
+			return err
+		}
+		n.rule = rule
+		p.rules = append(p.rules, rule)
+	}
+
+	v, ok, err := p.get(fs, path, "descriptors")
+	if err != nil || !ok {
+		return err
+	}
+	children := &level{}
+	if err := p.descriptors(v, children, n, depth+1); err != nil {
+		return err
+	}
+	if !children.empty() {
+		n.children = children
+	}
+	return nil
+}
+
+// rulePath returns the Rule.Path of the descriptor being read.
+func (p *fileParser) rulePath() string {
+	return p.domain + "." + strings.Join(p.segments, ".")
+}
+
+// parsedLimit is one limit of a rule and where it was configured.
+type parsedLimit struct {
+	RateLimit
+	at   *yaml.Node
+	path string
+	// replacesAt locates each entry of Replaces.
+	replacesAt []*yaml.Node
+	// replacesPaths names each entry of Replaces.
+	replacesPaths []string
+}
+
+// rule fills in r's limits from the rate_limit and rate_limits fields of the
+// descriptor fs at path, and reports whether it has any (or is unlimited).
+func (p *fileParser) rule(fs fields, path string, r *Rule) (bool, error) {
+	one, hasOne, err := p.get(fs, path, "rate_limit")
+	if err != nil {
+		return false, err
+	}
+	many, hasMany, err := p.get(fs, path, "rate_limits")
+	if err != nil {
+		return false, err
+	}
+	var limits []parsedLimit
+	if hasOne {
+		rfs, err := p.mapping(one.at, one.path, rateLimitFields)
+		if err != nil {
+			return false, err
+		}
+		unlimited, err := p.optionalBool(rfs, one.path, "unlimited")
+		if err != nil {
+			return false, err
+		}
+		if unlimited {
+			if hasMany {
+				return false, p.errorf(many.at, many.path, "should not be combined with an unlimited rate_limit")
+			}
+			return true, p.unlimited(rfs, one.path, r)
+		}
+		l, err := p.limit(rfs, one.at, one.path)
+		if err != nil {
+			return false, err
+		}
+		limits = append(limits, l)
+	}
+	if hasMany {
+		items, err := p.list(many)
+		if err != nil {
+			return false, err
+		}
+		for j, item := range items {
+			ip := many.path + "[" + strconv.Itoa(j) + "]"
+			ifs, err := p.mapping(item, ip, rateLimitsItemFields)
+			if err != nil {
+				return false, err
+			}
+			l, err := p.limit(ifs, item, ip)
+			if err != nil {
+				return false, err
+			}
+			limits = append(limits, l)
+		}
+	}
+	for j, b := range limits {
+		for _, a := range limits[:j] {
+			if a.Limit.Algorithm == b.Limit.Algorithm && a.Limit.Window == b.Limit.Window {
+				return false, p.errorf(b.at, b.path, "same algorithm (%s) and window (%s) as %s: the two would share one state",
+					b.Limit.Algorithm, windowString(b.Unit, b.UnitMultiplier), a.path)
+			}
+		}
+		for k, name := range b.Replaces {
+			for _, a := range limits {
+				if a.Name == name {
+					return false, p.errorf(b.replacesAt[k], b.replacesPaths[k],
+						"replaces should not name %q, a limit of the same descriptor", name)
+				}
+			}
+		}
+	}
+	for _, l := range limits {
+		r.Limits = append(r.Limits, l.RateLimit)
+	}
+	return len(r.Limits) > 0, nil
+}
+
+// unlimited makes r an unlimited rule from the rate_limit fs at path.
+func (p *fileParser) unlimited(fs fields, path string, r *Rule) error {
+	unit, at, err := p.optionalString(fs, path, "unit")
+	if err != nil {
+		return err
+	}
+	if unit != "" {
+		return p.errorf(at, joinPath(path, "unit"), "should not specify rate limit unit when unlimited")
+	}
+	for _, name := range []string{"unit_multiplier", "algorithm", "burst", "shards"} {
+		v, ok, err := p.get(fs, path, name)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return p.errorf(v.at, v.path, "should not be set when unlimited")
+		}
+	}
+	// requests_per_unit means nothing here, but envoyproxy/ratelimit accepts
+	// it (in its range), so it is checked and ignored.
+	if v, ok, err := p.get(fs, path, "requests_per_unit"); err != nil {
+		return err
+	} else if ok {
+		if _, err := p.uint(v, 0, algorithms.MaxRequests); err != nil {
+			return err
+		}
+	}
+	l := parsedLimit{}
+	if err := p.names(fs, path, &l); err != nil {
+		return err
+	}
+	r.Unlimited = true
+	r.Name = l.Name
+	r.Replaces = l.Replaces
+	return nil
+}
+
+// names reads the name and replaces of the rate limit fs at path into l.
+func (p *fileParser) names(fs fields, path string, l *parsedLimit) error {
+	var err error
+	if l.Name, _, err = p.optionalString(fs, path, "name"); err != nil {
+		return err
+	}
+	v, ok, err := p.get(fs, path, "replaces")
+	if err != nil || !ok {
+		return err
+	}
+	items, err := p.list(v)
+	if err != nil {
+		return err
+	}
+	for j, item := range items {
+		ip := v.path + "[" + strconv.Itoa(j) + "]"
+		ifs, err := p.mapping(item, ip, replacesFields)
+		if err != nil {
+			return err
+		}
+		name, at, err := p.optionalString(ifs, ip, "name")
+		if err != nil {
+			return err
+		}
+		if at == nil {
+			at = item
+		}
+		np := joinPath(ip, "name")
+		switch name {
+		case "":
+			return p.errorf(at, np, "should not have an empty replaces entry")
+		case l.Name:
+			return p.errorf(at, np, "replaces should not contain name of same descriptor")
+		}
+		l.Replaces = append(l.Replaces, name)
+		l.replacesAt = append(l.replacesAt, at)
+		l.replacesPaths = append(l.replacesPaths, np)
+	}
+	return nil
+}
+
+// unitsWanted lists the valid units for error messages.
+const unitsWanted = "want second, minute, hour, day, week, month or year"
+
+// parseUnit returns the unit named s, in any case, as envoyproxy/ratelimit
+// reads it.
+func parseUnit(s string) (Unit, bool) {
+	upper := strings.ToUpper(s)
+	for u := Second; u <= Year; u++ {
+		if strings.ToUpper(u.String()) == upper {
+			return u, true
+		}
+	}
+	return 0, false
+}
+
+// limit reads the rate limit fs, written at at with path path.
+func (p *fileParser) limit(fs fields, at *yaml.Node, path string) (parsedLimit, error) {
+	l := parsedLimit{at: at, path: path}
+	unitName, unitAt, err := p.optionalString(fs, path, "unit")
+	if err != nil {
+		return l, err
+	}
+	unit, ok := parseUnit(unitName)
+	if !ok {
+		if unitAt == nil {
+			unitAt = at
+		}
+		return l, p.errorf(unitAt, joinPath(path, "unit"), "invalid rate limit unit %q (%s)", unitName, unitsWanted)
+	}
+	windowAt, windowPath := unitAt, joinPath(path, "unit")
+
+	number := func(name string, lo, hi, def uint64) (uint64, *yaml.Node, error) {
+		v, ok, err := p.get(fs, path, name)
+		if err != nil || !ok {
+			return def, nil, err
+		}
+		n, err := p.uint(v, lo, hi)
+		return n, v.at, err
+	}
+	requests, requestsAt, err := number("requests_per_unit", 0, algorithms.MaxRequests, 0)
+	if err != nil {
+		return l, err
+	}
+	multiplier, multiplierAt, err := number("unit_multiplier", 1, math.MaxUint32, 1)
+	if err != nil {
+		return l, err
+	}
+	if multiplierAt != nil {
+		windowAt, windowPath = multiplierAt, joinPath(path, "unit_multiplier")
+	}
+
+	alg := p.def
+	algName, algAt, err := p.optionalString(fs, path, "algorithm")
+	if err != nil {
+		return l, err
+	}
+	if algAt != nil {
+		if alg, err = algorithms.ParseAlgorithm(algName); err != nil {
+			e := p.errorf(algAt, joinPath(path, "algorithm"),
+				"unknown algorithm %q (want fixed_window, sliding_window_log, sliding_window_counter or token_bucket)", algName)
+			e.Err = err
+			return l, e
+		}
+	}
+
+	var burst uint64
+	var burstAt *yaml.Node
+	if v, ok, err := p.get(fs, path, "burst"); err != nil {
+		return l, err
+	} else if ok {
+		if alg != algorithms.TokenBucket {
+			return l, p.errorf(v.at, v.path, "burst applies only to token_bucket, not %s", alg)
+		}
+		if burst, err = p.uint(v, 1, algorithms.MaxRequests); err != nil {
+			return l, err
+		}
+		burstAt = v.at
+	}
+	shards, _, err := number("shards", 1, MaxShards, 1)
+	if err != nil {
+		return l, err
+	}
+	if err := p.names(fs, path, &l); err != nil {
+		return l, err
+	}
+
+	if multiplier > uint64(algorithms.MaxWindow/unit.Duration()) {
+		return l, p.errorf(windowAt, windowPath, "window of %s exceeds the longest window, %d days",
+			windowString(unit, uint32(multiplier)), algorithms.MaxWindow/(24*time.Hour))
+	}
+	limit := algorithms.Limit{Algorithm: alg, Window: time.Duration(multiplier) * unit.Duration()}
+	// Validate grows field by field, so that its error names the right one.
+	for _, step := range []struct {
+		set  func()
+		at   *yaml.Node
+		path string
+	}{
+		{func() {}, windowAt, windowPath},
+		{func() { limit.Requests = requests }, requestsAt, joinPath(path, "requests_per_unit")},
+		{func() { limit.Burst = burst }, burstAt, joinPath(path, "burst")},
+	} {
+		step.set()
+		if err := limit.Validate(); err != nil {
+			if step.at == nil {
+				step.at = at
+			}
+			e := p.errorf(step.at, step.path, "%v", err)
+			e.Err = err
+			return l, e
+		}
+	}
+	l.Limit = limit
+	l.Unit = unit
+	l.UnitMultiplier = uint32(multiplier)
+	l.Shards = uint32(shards)
+	return l, nil
+}
+
+// windowString names a window for humans: "1 second", "5 minute".
+func windowString(u Unit, multiplier uint32) string {
+	return strconv.FormatUint(uint64(multiplier), 10) + " " + u.String()
+}
