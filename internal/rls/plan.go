@@ -28,7 +28,8 @@ type plan struct {
 
 // descPlan is one request descriptor's part of a plan.
 type descPlan struct {
-	unlimited bool
+	// unlimited is the descriptor's unlimited rule, if it matched one.
+	unlimited *config.Rule
 	// first and n select the descriptor's ops: ops[first : first+n].
 	first, n int
 }
@@ -68,7 +69,8 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 			return nil, err
 		}
 		if matched && m.Rule.Unlimited && d.GetLimit() == nil {
-			p.descs[i].unlimited = true
+			p.descs[i].unlimited = m.Rule
+			replaced = addNames(replaced, m.Rule.Replaces)
 			continue
 		}
 		if len(limits) == 0 {
@@ -98,12 +100,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 				rule = m.Rule
 			}
 			p.limits = append(p.limits, planLimit{desc: i, limit: rl, rule: rule, shadow: shadow})
-			for _, name := range rl.Replaces {
-				if replaced == nil {
-					replaced = make(map[string]bool)
-				}
-				replaced[name] = true
-			}
+			replaced = addNames(replaced, rl.Replaces)
 		}
 		p.descs[i].n = len(p.ops) - p.descs[i].first
 	}
@@ -170,11 +167,27 @@ var overrideUnits = map[typev3.RateLimitUnit]config.Unit{
 	typev3.RateLimitUnit_YEAR:   config.Year,
 }
 
-// dropReplaced removes the limits whose name another applied limit replaces.
+// addNames adds names to the set, creating it when needed.
+func addNames(set map[string]bool, names []string) map[string]bool {
+	for _, n := range names {
+		if set == nil {
+			set = make(map[string]bool)
+		}
+		set[n] = true
+	}
+	return set
+}
+
+// dropReplaced removes the limits, and the unlimited rules, whose name
+// another applied limit or rule replaces.
 func (p *plan) dropReplaced(replaced map[string]bool) {
 	ops, limits := p.ops[:0], p.limits[:0]
 	for i := range p.descs {
-		p.descs[i].first, p.descs[i].n = 0, 0
+		d := &p.descs[i]
+		d.first, d.n = 0, 0
+		if d.unlimited != nil && d.unlimited.Name != "" && replaced[d.unlimited.Name] {
+			d.unlimited = nil
+		}
 	}
 	for i, l := range p.limits {
 		if l.limit.Name != "" && replaced[l.limit.Name] {
@@ -211,7 +224,7 @@ func (p *plan) response(results []algorithms.Result) *rlsv3.RateLimitResponse {
 	for i, d := range p.descs {
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		resp.Statuses[i] = st
-		if d.unlimited {
+		if d.unlimited != nil {
 			st.LimitRemaining = math.MaxUint32
 			continue
 		}
@@ -271,7 +284,7 @@ func (p *plan) failureResponse(code rlsv3.RateLimitResponse_Code) *rlsv3.RateLim
 	for i, d := range p.descs {
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		resp.Statuses[i] = st
-		if d.unlimited {
+		if d.unlimited != nil {
 			st.LimitRemaining = math.MaxUint32
 			continue
 		}

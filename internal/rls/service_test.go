@@ -42,6 +42,10 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1, algorithm: fixed_window}
   - key: free
     rate_limit: {unlimited: true}
+  - key: vip
+    rate_limit: {unlimited: true, name: vip, replaces: [{name: fixed_limit}]}
+  - key: staff
+    rate_limit: {unit: second, requests_per_unit: 1, algorithm: fixed_window, replaces: [{name: vip}]}
   - key: zero
     rate_limit: {unit: second, requests_per_unit: 0}
   - key: user
@@ -377,6 +381,24 @@ func TestReplaces(t *testing.T) {
 	assert.Equal(t, []rlsv3.RateLimitResponse_Code{ok, ok}, codesOf(resp))
 	assert.Nil(t, resp.GetStatuses()[0].GetCurrentLimit())
 	assert.EqualValues(t, 49, resp.GetStatuses()[1].GetLimitRemaining())
+}
+
+func TestUnlimitedRulesReplaceAndAreReplaced(t *testing.T) {
+	f := newFixture(t, nil)
+	for range 5 {
+		resp := f.call(t, request(desc("fixed", "v"), desc("vip", "x")))
+		assert.Equal(t, []rlsv3.RateLimitResponse_Code{ok, ok}, codesOf(resp))
+		assert.Nil(t, resp.GetStatuses()[0].GetCurrentLimit())
+		assert.EqualValues(t, math.MaxUint32, resp.GetStatuses()[1].GetLimitRemaining())
+	}
+	// The vip rule replaced the fixed limit: nothing was counted.
+	assert.EqualValues(t, 2, f.call(t, request(desc("fixed", "v"))).GetStatuses()[0].GetLimitRemaining())
+
+	// A limit that replaces the unlimited rule removes it from the answer.
+	resp := f.call(t, request(desc("vip", "x"), desc("staff", "y")))
+	assert.EqualValues(t, 0, resp.GetStatuses()[0].GetLimitRemaining())
+	assert.EqualValues(t, 0, resp.GetStatuses()[1].GetLimitRemaining())
+	assert.EqualValues(t, 1, resp.GetStatuses()[1].GetCurrentLimit().GetRequestsPerUnit())
 }
 
 func TestWithoutConfigEverythingIsOK(t *testing.T) {
