@@ -1,0 +1,242 @@
+package algorithms
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"sync"
+	"time"
+)
+
+// Defaults of a Memory, overridden by MemoryOptions.
+const (
+	defaultShards        = 128
+	defaultSweepInterval = time.Second
+	// sweepSample is how many entries of one shard a sweep round looks at
+	// under the shard's lock.
+	sweepSample = 32
+	// sweepRounds bounds the rounds per shard and tick. Another round runs
+	// while more than a quarter of the last sample had expired.
+	sweepRounds = 16
+)
+
+// Memory is the in-memory Limiter: it keeps every limit's state in process,
+// in maps sharded by a hash of the state's Identity, each behind its own
+// mutex. A state is dropped once its Expiry has passed, when it is next
+// touched or by a background sweep, so memory follows the active keys.
+//
+// Memory is safe for concurrent use. Create one with NewMemory (the zero
+// Memory is not usable) and call Close to stop its sweep.
+type Memory struct {
+	now    func() time.Time
+	seed   maphash.Seed
+	mask   uint64
+	shards []memoryShard
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+type memoryShard struct {
+	mu      sync.Mutex
+	entries map[string]*memoryEntry
+	_       [48]byte // keep neighbouring locks off one cache line
+}
+
+type memoryEntry struct {
+	state State
+	// expires is the state's Expiry in microseconds, as of its last change.
+	expires int64
+}
+
+// MemoryOption configures a Memory.
+type MemoryOption func(*memoryConfig)
+
+type memoryConfig struct {
+	now    func() time.Time
+	shards int
+	sweep  time.Duration
+}
+
+// WithClock makes a Memory read the time from now instead of time.Now.
+func WithClock(now func() time.Time) MemoryOption {
+	return func(c *memoryConfig) { c.now = now }
+}
+
+// WithShards sets the number of lock shards, rounded up to a power of two
+// (default 128).
+func WithShards(n int) MemoryOption {
+	return func(c *memoryConfig) { c.shards = n }
+}
+
+// WithSweepInterval sets how often the background sweep drops expired
+// states (default one second); 0 or less runs no sweep, leaving expired
+// states to be dropped when touched.
+func WithSweepInterval(d time.Duration) MemoryOption {
+	return func(c *memoryConfig) { c.sweep = d }
+}
+
+// NewMemory returns an empty Memory and starts its background sweep.
+func NewMemory(opts ...MemoryOption) *Memory {
+	cfg := memoryConfig{now: time.Now, shards: defaultShards, sweep: defaultSweepInterval}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	n := 1
+	if cfg.shards > 1 {
+		n = 1 << bits.Len(uint(cfg.shards-1))
+	}
+	m := &Memory{
+		now:    cfg.now,
+		seed:   maphash.MakeSeed(),
+		mask:   uint64(n - 1),
+		shards: make([]memoryShard, n),
+	}
+	for i := range m.shards {
+		m.shards[i].entries = make(map[string]*memoryEntry)
+	}
+	if cfg.sweep > 0 {
+		m.stop, m.done = make(chan struct{}), make(chan struct{})
+		go m.sweepEvery(cfg.sweep)
+	}
+	return m
+}
+
+// Do applies ops in order, each atomically on the state of
+// Identity(op.Key, op.Limit), all at one reading of the clock, and returns
+// their results in the same order. Op.Shards is ignored: one exact state
+// serves the whole limit. A refund of a state that does not exist creates
+// none. Do fails, applying nothing, when ctx is already done or an op's
+// Limit is invalid (the error wraps ErrInvalidLimit).
+func (m *Memory) Do(ctx context.Context, ops []Op) ([]Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("algorithms: %w", err)
+	}
+	for i := range ops {
+		if err := ops[i].Limit.Validate(); err != nil {
+			return nil, fmt.Errorf("algorithms: op %d: %w", i, err)
+		}
+	}
+	now := m.now()
+	t := now.UnixMicro()
+	results := make([]Result, len(ops))
+	for i := range ops {
+		results[i] = m.apply(&ops[i], now, t)
+	}
+	return results, nil
+}
+
+// apply runs one op under its shard's lock.
+func (m *Memory) apply(op *Op, now time.Time, t int64) Result {
+	id := Identity(op.Key, op.Limit)
+	sh := &m.shards[maphash.String(m.seed, id)&m.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+
+	e := sh.entries[id]
+	if e != nil && e.expires <= t {
+		// Expired under the limit it was last used with: it is new again.
+		delete(sh.entries, id)
+		e = nil
+	}
+	if e == nil {
+		st := NewState(op.Limit.Algorithm)
+		if op.Refund {
+			return st.Refund(op.Limit, now, op.Hits, op.Receipt)
+		}
+		res := st.Take(op.Limit, now, op.Hits)
+		if exp := st.Expiry(op.Limit).UnixMicro(); exp > t {
+			sh.entries[id] = &memoryEntry{state: st, expires: exp}
+		}
+		return res
+	}
+	var res Result
+	if op.Refund {
+		res = e.state.Refund(op.Limit, now, op.Hits, op.Receipt)
+	} else {
+		res = e.state.Take(op.Limit, now, op.Hits)
+	}
+	if e.expires = e.state.Expiry(op.Limit).UnixMicro(); e.expires <= t {
+		delete(sh.entries, id)
+	}
+	return res
+}
+
+// Len returns the number of states held, counting expired ones that have not
+// been dropped yet.
+func (m *Memory) Len() int {
+	n := 0
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		n += len(sh.entries)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Close stops the background sweep and waits for it to return. Do keeps
+// working afterwards; expired states are then dropped only when touched.
+// Close may be called more than once.
+func (m *Memory) Close() {
+	m.closeOnce.Do(func() {
+		if m.stop != nil {
+			close(m.stop)
+			<-m.done
+		}
+	})
+}
+
+func (m *Memory) sweepEvery(d time.Duration) {
+	defer close(m.done)
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-tick.C:
+			m.sweep()
+		}
+	}
+}
+
+// sweep visits every shard once and drops expired states from a random
+// sample of it, taking more samples while they are mostly expired. It
+// returns how many states it dropped.
+func (m *Memory) sweep() int {
+	t := m.now().UnixMicro()
+	dropped := 0
+	for i := range m.shards {
+		dropped += m.shards[i].sweep(t)
+	}
+	return dropped
+}
+
+func (sh *memoryShard) sweep(t int64) int {
+	dropped := 0
+	for range sweepRounds {
+		seen, expired := 0, 0
+		sh.mu.Lock()
+		// Map iteration starts at a random entry, so successive samples
+		// cover the whole shard.
+		for id, e := range sh.entries {
+			if seen == sweepSample {
+				break
+			}
+			seen++
+			if e.expires <= t {
+				delete(sh.entries, id)
+				expired++
+			}
+		}
+		sh.mu.Unlock()
+		dropped += expired
+		if seen < sweepSample || 4*expired <= seen {
+			break
+		}
+	}
+	return dropped
+}

@@ -1,0 +1,93 @@
+package algorithms_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+)
+
+func TestSlidingWindowLogSteps(t *testing.T) {
+	const us, ms = time.Microsecond, time.Millisecond
+	runSteps(t, []stepCase{
+		{
+			name:  "three per second",
+			limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 3, Window: time.Second},
+			steps: []step{
+				{at: 0, n: 0, allowed: true, remaining: 3, reset: 0},
+				{at: 0, n: 2, allowed: true, remaining: 1, reset: time.Second},
+				{at: 400 * ms, n: 1, allowed: true, remaining: 0, reset: time.Second},
+				// k = 3 + 2 − 3 = 2: the second oldest entry, logged at 0.
+				{at: 400 * ms, n: 2, allowed: false, remaining: 0, reset: 600 * ms},
+				{at: time.Second - us, n: 1, allowed: false, remaining: 0, reset: us},
+				// Entries with ts ≤ now − W are gone: both of t0.
+				{at: time.Second, n: 2, allowed: true, remaining: 0, reset: time.Second},
+				{at: time.Second, n: 1, allowed: false, remaining: 0, reset: 400 * ms},
+				{at: 1100 * ms, n: 1, refund: true, receipt: 6, allowed: true, remaining: 1, reset: 900 * ms},
+				{at: 1100 * ms, n: 1, refund: true, allowed: true, remaining: 2, reset: 300 * ms},
+				{at: 1400 * ms, n: 0, allowed: true, remaining: 3, reset: 0},
+				{at: 1400 * ms, n: 4, allowed: false, remaining: 3, reset: time.Second},
+			},
+		},
+		{
+			name:  "receipts name their own entries",
+			limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Window: time.Minute},
+			steps: []step{
+				{at: 0, n: 3, allowed: true, remaining: 7, reset: time.Minute},
+				{at: 0, n: 4, allowed: true, remaining: 3, reset: time.Minute},
+				{at: 10 * time.Second, n: 2, allowed: true, remaining: 1, reset: time.Minute},
+				// The middle entry of the second Take: its run splits.
+				{at: 20 * time.Second, n: 1, refund: true, receipt: 2, allowed: true, remaining: 2, reset: 50 * time.Second},
+				{at: 20 * time.Second, n: 4, refund: true, receipt: 2, allowed: true, remaining: 5, reset: 50 * time.Second},
+				{at: 20 * time.Second, n: 4, refund: true, receipt: 2, allowed: true, remaining: 5, reset: 50 * time.Second},
+				{at: 20 * time.Second, n: 2, refund: true, receipt: 3, allowed: true, remaining: 7, reset: 40 * time.Second},
+				{at: 20 * time.Second, n: 8, allowed: false, remaining: 7, reset: 40 * time.Second},
+				{at: 20 * time.Second, n: 1, refund: true, receipt: 1, allowed: true, remaining: 8, reset: 40 * time.Second},
+				{at: time.Minute, n: 10, allowed: true, remaining: 0, reset: time.Minute},
+			},
+		},
+		{
+			name:  "most entries over a year",
+			limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: algorithms.MaxLogRequests, Window: year},
+			steps: []step{
+				{at: 0, n: algorithms.MaxLogRequests, allowed: true, remaining: 0, reset: year},
+				{at: day, n: 1, allowed: false, remaining: 0, reset: year - day},
+				{at: year - us, n: algorithms.MaxLogRequests, allowed: false, remaining: 0, reset: us},
+				{at: year, n: algorithms.MaxLogRequests, allowed: true, remaining: 0, reset: year},
+				{at: year, n: 99_999, refund: true, allowed: true, remaining: 99_999, reset: year},
+			},
+		},
+	})
+}
+
+// TestSlidingWindowLogManyTakes logs one entry per Take at distinct times,
+// the worst case for the deque, and checks that entries leave in order.
+func TestSlidingWindowLogManyTakes(t *testing.T) {
+	const L = algorithms.MaxLogRequests
+	l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: L, Window: time.Second}
+	var s algorithms.SlidingWindowLogState
+	for i := range L {
+		require.True(t, s.Take(l, t0.Add(time.Duration(i)*time.Microsecond), 1).Allowed)
+	}
+	last := t0.Add((L - 1) * time.Microsecond)
+	res := s.Take(l, last, 1)
+	require.False(t, res.Allowed)
+	require.Equal(t, time.Second-(L-1)*time.Microsecond, res.ResetAfter)
+	// 1000 hits wait for the 1000th oldest entry.
+	res = s.Take(l, last, 1000)
+	require.Equal(t, time.Second-(L-1000)*time.Microsecond, res.ResetAfter)
+	// Then one hit every 10µs, exactly the rate L per W, for three windows:
+	// every one fits as the oldest leaves.
+	for i := range 3 * L {
+		now := t0.Add(time.Second + time.Duration(10*i)*time.Microsecond)
+		res := s.Take(l, now, 1)
+		require.True(t, res.Allowed, "take %d", i)
+		if i >= L {
+			require.Zero(t, res.Remaining, "take %d", i)
+			require.Equal(t, time.Second, res.ResetAfter, "take %d", i)
+		}
+	}
+	require.False(t, s.Take(l, t0.Add(time.Second+time.Duration(30*L-1)*time.Microsecond), 1).Allowed)
+}

@@ -1,0 +1,40 @@
+package algorithms
+
+import "time"
+
+// State is the state one limit keeps under one algorithm: FixedWindowState,
+// SlidingWindowLogState, SlidingWindowCounterState or TokenBucketState.
+//
+// Take asks for n hits at time now and consumes them when admitted; n = 0
+// checks without consuming. Refund gives n hits back at time now: with the
+// Receipt of an admitted Take, what that Take consumed; with the zero Receipt
+// (At and Seq both 0), the newest n hits. A refund is always allowed and
+// reports the remaining hits and the reset of an admitted request. Expiry
+// returns the time from which the state behaves as a new one under l, so a
+// store may drop it; a past time, possibly the zero Time, when it already
+// does.
+//
+// Times count in whole microseconds (now.UnixMicro()); l must satisfy
+// Limit.Validate. The rules are those of the package documentation. A State
+// is not safe for concurrent use.
+type State interface {
+	Take(l Limit, now time.Time, n uint64) Result
+	Refund(l Limit, now time.Time, n uint64, r Receipt) Result
+	Expiry(l Limit) time.Time
+}
+
+// NewState returns a new, empty state for algorithm a, or nil when a is not
+// a valid Algorithm.
+func NewState(a Algorithm) State {
+	switch a {
+	case FixedWindow:
+		return new(FixedWindowState)
+	case SlidingWindowLog:
+		return new(SlidingWindowLogState)
+	case SlidingWindowCounter:
+		return new(SlidingWindowCounterState)
+	case TokenBucket:
+		return new(TokenBucketState)
+	}
+	return nil
+}
