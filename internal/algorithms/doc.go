@@ -36,7 +36,8 @@
 // state restarts at (i, 0). Admit iff c + n ≤ L, then c += n. remaining =
 // L − c (0 if c > L). reset = (i+1)·W − now, except that an admitted request
 // leaving c = 0 reports 0. Give-back with a receipt taken at time a subtracts
-// from c only while ⌊a/W⌋ = w. The state can be dropped at (w+1)·W.
+// from c only while ⌊a/W⌋ = w; without a receipt it subtracts from c. The
+// state can be dropped at (w+1)·W.
 //
 // # sliding_window_log
 //
@@ -46,9 +47,11 @@
 // added and the receipt remembers seq+1. remaining = L − c. When denied,
 // reset = ts_k + W − now where ts_k is the timestamp of the k-th oldest entry,
 // k = c + n − L. When admitted, reset = newest ts + W − now (0 when empty).
-// Give-back with a receipt removes exactly the entries the receipt names;
-// give-back without one removes the newest entries. Denied hits are never
-// logged, and two hits in the same microsecond are two entries.
+// Give-back of n hits with a receipt (a, Seq) removes the entries
+// (a, Seq) … (a, Seq+n−1) that are still logged; give-back without one
+// removes the n newest entries. Denied hits are never logged, and two hits in
+// the same microsecond are two entries. Dropping an empty log restarts the
+// sequence at 1.
 //
 // # sliding_window_counter
 //
@@ -64,18 +67,28 @@
 // window i (s' = S meaning the start of window i+1); otherwise slice
 // s' = S − ⌊(L−n)·S/cur⌋ of window i+1 (s' = S meaning window i+2). Give-back
 // with a receipt taken at time a subtracts from cur if ⌊a/W⌋ = w, from prev if
-// ⌊a/W⌋ = w−1, else from nothing. The state can be dropped at (w+2)·W.
+// ⌊a/W⌋ = w−1, else from nothing; without a receipt it subtracts from cur,
+// then what cur cannot cover from prev. The state can be dropped at (w+2)·W.
 //
 // # token_bucket
 //
 // The bucket holds up to B tokens (Limit.Burst, default L) and refills L
 // tokens per window. Its level is kept in millionths of a token: capacity
 // C = B·S, and each whole slice adds L. State: the level and the slice index t
-// of the last refill; a new bucket is full. At slice τ = ⌊now/q⌋ > t the level
-// becomes min(C, level + (τ−t)·L) and t = τ (a clock that went backwards does
-// not refill). Admit iff level ≥ n·S, then level −= n·S. remaining =
+// of the last refill; a new bucket is full. First the level becomes
+// min(level, C), so a lowered burst applies at once. Then at slice
+// τ = ⌊now/q⌋ > t the level becomes C if τ−t ≥ ⌈(C−level)/L⌉, else
+// level + (τ−t)·L, and t = τ (a clock that went backwards refills nothing and
+// leaves t as it is). Admit iff level ≥ n·S, then level −= n·S. remaining =
 // ⌊level/S⌋. When admitted, reset = (t + ⌈(C−level)/L⌉)·q − now (0 when
 // full). When denied, reset = (t + ⌈(n·S−level)/L⌉)·q − now. Give-back adds
-// n·S up to C. A token bucket with L = 0 never refills, so it must have B = 0.
+// n·S up to C. A token bucket with L = 0 never refills, so it must have B = 0,
+// and any bucket must refill from empty within MaxWindow (B·W ≤ L·MaxWindow).
 // The state can be dropped once the bucket is full again.
+//
+// # Receipts
+//
+// An admitted take, even of 0 hits, returns a receipt: the time of the
+// decision and, for the log, the sequence number of its first entry. A
+// receipt whose time and sequence number are both 0 means "no receipt".
 package algorithms

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // MaxIdentityPart is the longest domain, key or value kept verbatim in an
@@ -24,7 +25,7 @@ const MaxIdentityPart = 256
 // cannot collide with a literal value, and a long value cannot dodge its limit.
 func Identity(k Key, l Limit) string {
 	var b strings.Builder
-	n := len(k.Domain) + 16
+	n := len(k.Domain) + len(l.Algorithm.String()) + 22
 	for _, e := range k.Entries {
 		n += len(e.Key) + len(e.Value) + 2
 	}
@@ -39,7 +40,8 @@ func Identity(k Key, l Limit) string {
 	b.WriteByte('|')
 	b.WriteString(l.Algorithm.String())
 	b.WriteByte(':')
-	b.WriteString(strconv.FormatInt(int64(l.Window.Seconds()), 10))
+	var digits [20]byte
+	b.Write(strconv.AppendInt(digits[:0], int64(l.Window/time.Second), 10))
 	return b.String()
 }
 

@@ -116,6 +116,8 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: burst %d exceeds %d", ErrInvalidLimit, l.Burst, uint64(MaxRequests))
 	case l.Algorithm == TokenBucket && l.Requests == 0 && l.Burst != 0:
 		return fmt.Errorf("%w: a token_bucket with requests_per_unit 0 never refills, so its burst must be 0", ErrInvalidLimit)
+	case l.Algorithm == TokenBucket && l.Burst*uint64(l.Window/time.Second) > l.Requests*uint64(MaxWindow/time.Second):
+		return fmt.Errorf("%w: a token_bucket with burst %d takes longer than %s to refill at %d per %s", ErrInvalidLimit, l.Burst, MaxWindow, l.Requests, l.Window)
 	}
 	return nil
 }
