@@ -1,0 +1,5 @@
+package redistest
+
+import "testing"
+
+func TestMain(m *testing.M) { Main(m) }

@@ -1,0 +1,587 @@
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+const (
+	logName    = "redis.log"
+	stderrName = "stderr.log"
+	confName   = "redis.conf"
+
+	// readyTimeout bounds how long a process may take to answer PING.
+	readyTimeout = 15 * time.Second
+	// stopTimeout bounds a graceful stop before the process is killed.
+	stopTimeout = 10 * time.Second
+	// startAttempts is how often a new server tries fresh ports when the
+	// ones it picked were taken in the meantime.
+	startAttempts = 5
+)
+
+// errPortInUse marks a start that failed because a port was taken.
+var errPortInUse = errors.New("port already in use")
+
+// Server is one redis-server process (or a Sentinel) listening on
+// 127.0.0.1. Its directory, port and configuration stay the same across Stop
+// and Start. Its methods are safe for concurrent use.
+type Server struct {
+	bin     string
+	cfg     serverConfig
+	dir     string
+	port    int
+	tlsPort int
+	admin   *redis.Client
+
+	mu     sync.Mutex
+	proc   *os.Process
+	exited chan struct{}
+	paused bool
+}
+
+// serverConfig says what kind of process a Server runs.
+type serverConfig struct {
+	cluster     bool
+	nodeTimeout time.Duration // cluster-node-timeout; cluster nodes only
+	sentinel    bool
+	tls         *TLSFiles
+	directives  []string // extra configuration lines
+}
+
+// TLSFiles names the PEM files a redis-server serves TLS with.
+type TLSFiles struct {
+	// CertFile and KeyFile hold the server's certificate and private key.
+	CertFile, KeyFile string
+	// CAFile holds the CA that client certificates must chain to. It is
+	// required when AuthClients is set.
+	CAFile string
+	// AuthClients makes the server demand a client certificate.
+	AuthClients bool
+}
+
+// Standalone starts a fresh redis-server for this test and stops it, and
+// removes its directory, when the test ends.
+func Standalone(t testing.TB) *Server {
+	t.Helper()
+	return newServer(t, serverConfig{})
+}
+
+// StandaloneTLS starts a fresh redis-server that serves TLS on TLSAddr with
+// the given files, besides plain TCP on Addr, and stops it when the test
+// ends. When the installed redis-server was built without TLS, it skips the
+// test, or fails it when CI is "true".
+func StandaloneTLS(t testing.TB, files TLSFiles) *Server {
+	t.Helper()
+	bin := lookBinary(t, "redis-server")
+	s, err := startServer(bin, serverConfig{tls: &files})
+	if err != nil {
+		if msg := err.Error(); strings.Contains(msg, "not built with TLS") || strings.Contains(msg, "Bad directive") {
+			msg := fmt.Sprintf("redistest: %s does not support TLS: %v", bin, err)
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(s.destroy)
+	return s
+}
+
+func newServer(t testing.TB, cfg serverConfig) *Server {
+	t.Helper()
+	bin := lookBinary(t, "redis-server")
+	s, err := startServer(bin, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.destroy)
+	return s
+}
+
+// startServer creates a directory and a configuration for a new server and
+// starts it, trying fresh ports when the ones it picked were taken.
+func startServer(bin string, cfg serverConfig) (*Server, error) {
+	major, err := serverMajor(bin)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	nports := 1
+	if cfg.tls != nil {
+		nports = 2
+	}
+	for attempt := 1; ; attempt++ {
+		ports, err := reservePorts(nports, cfg.cluster)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		s := &Server{bin: bin, cfg: cfg, dir: dir, port: ports[0]}
+		if cfg.tls != nil {
+			s.tlsPort = ports[1]
+		}
+		if err := os.WriteFile(filepath.Join(dir, confName), []byte(s.config(major)), 0o600); err != nil {
+			releasePorts(ports...)
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("redistest: %w", err)
+		}
+		err = s.Start()
+		if err == nil {
+			s.admin = redis.NewClient(&redis.Options{
+				Addr:                     s.Addr(),
+				DisableIdentity:          true,
+				Protocol:                 2,
+				MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+				ContextTimeoutEnabled:    true,
+				DialTimeout:              time.Second,
+				ReadTimeout:              5 * time.Second,
+				MaxRetries:               -1,
+				PoolSize:                 4,
+			})
+			return s, nil
+		}
+		releasePorts(ports...)
+		if !errors.Is(err, errPortInUse) || attempt == startAttempts {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		// Start afresh: a cluster node may have written its nodes.conf.
+		if err := clearDir(dir); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func clearDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("redistest: %w", err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("redistest: %w", err)
+		}
+	}
+	return nil
+}
+
+// config returns the server's configuration file.
+func (s *Server) config(major int) string {
+	var b strings.Builder
+	line := func(format string, args ...any) {
+		fmt.Fprintf(&b, format, args...)
+		b.WriteByte('\n')
+	}
+	line("port %d", s.port)
+	line("bind 127.0.0.1")
+	line("protected-mode no")
+	line("daemonize no")
+	line("dir %s", strconv.Quote(s.dir))
+	line("logfile %s", strconv.Quote(filepath.Join(s.dir, logName)))
+	if !s.cfg.sentinel {
+		line(`save ""`)
+		line("appendonly no")
+		line("maxmemory-policy noeviction")
+		// A replica's first sync must not wait for more replicas to arrive.
+		line("repl-diskless-sync yes")
+		line("repl-diskless-sync-delay 0")
+		if major >= 7 {
+			line("enable-debug-command yes")
+			// Do not wait for lagging replicas on SIGTERM.
+			line("shutdown-on-sigterm nosave now")
+		}
+	}
+	if s.cfg.cluster {
+		line("cluster-enabled yes")
+		line("cluster-config-file nodes.conf")
+		line("cluster-node-timeout %d", s.cfg.nodeTimeout.Milliseconds())
+		// A replica may always take over, however long its master was gone.
+		line("cluster-replica-validity-factor 0")
+	}
+	if f := s.cfg.tls; f != nil {
+		line("tls-port %d", s.tlsPort)
+		line("tls-cert-file %s", strconv.Quote(f.CertFile))
+		line("tls-key-file %s", strconv.Quote(f.KeyFile))
+		if f.CAFile != "" {
+			line("tls-ca-cert-file %s", strconv.Quote(f.CAFile))
+		}
+		if f.AuthClients {
+			line("tls-auth-clients yes")
+		} else {
+			line("tls-auth-clients no")
+		}
+	}
+	for _, d := range s.cfg.directives {
+		line("%s", d)
+	}
+	return b.String()
+}
+
+// String names the server by kind and address, for messages.
+func (s *Server) String() string {
+	kind := "redis-server"
+	if s.cfg.sentinel {
+		kind = "redis-sentinel"
+	}
+	return kind + " " + s.Addr()
+}
+
+// Addr returns the server's plain TCP address, "127.0.0.1:port".
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Port returns the server's plain TCP port.
+func (s *Server) Port() int { return s.port }
+
+// TLSAddr returns the address on which the server speaks TLS, or "" when it
+// does not.
+func (s *Server) TLSAddr() string {
+	if s.tlsPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.tlsPort))
+}
+
+// Dir returns the server's working directory, which holds its configuration
+// (redis.conf) and its log (redis.log).
+func (s *Server) Dir() string { return s.dir }
+
+// Client returns a go-redis client for the server's plain TCP address, closed
+// when the test ends. Like ratewarden's own client it honours context
+// deadlines, speaks RESP2 and sends no CLIENT SETINFO.
+func (s *Server) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr:                     s.Addr(),
+		ContextTimeoutEnabled:    true,
+		DisableIdentity:          true,
+		Protocol:                 2,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Running reports whether the server's process is running (paused or not).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil
+}
+
+// Start starts the server's process again after Stop or Kill, on the same
+// port, with the same directory and configuration, and waits until it
+// answers PING. A cluster node rejoins its cluster. Start fails if the
+// process is already running or does not come up; the error then includes
+// the end of the server's log.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		return fmt.Errorf("redistest: %s is already running", s)
+	}
+	args := []string{filepath.Join(s.dir, confName)}
+	if s.cfg.sentinel {
+		args = append(args, "--sentinel")
+	}
+	out, err := os.OpenFile(filepath.Join(s.dir, stderrName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("redistest: %w", err)
+	}
+	defer out.Close()
+	cmd := exec.Command(s.bin, args...)
+	cmd.Dir = s.dir
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: start %s: %w", s, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	if err := waitReady(s.Addr(), cmd.Process.Pid, exited); err != nil {
+		_ = cmd.Process.Kill()
+		<-exited
+		tail := s.logTail()
+		if strings.Contains(tail, "already in use") {
+			err = fmt.Errorf("%w: %w", errPortInUse, err)
+		}
+		return fmt.Errorf("redistest: start %s: %w; end of its log:\n%s", s, err, tail)
+	}
+	s.proc, s.exited, s.paused = cmd.Process, exited, false
+	return nil
+}
+
+// waitReady polls addr until the server with process id pid answers, its
+// process exits, or readyTimeout passes.
+func waitReady(addr string, pid int, exited <-chan struct{}) error {
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		err := ping(addr, pid)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no answer within %v: %w", readyTimeout, err)
+		}
+		select {
+		case <-exited:
+			return errors.New("process exited")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// ping checks over a new connection that the server on addr answers PING
+// and is the process pid, not some other server that holds the port.
+func ping(addr string, pid int) error {
+	conn, err := net.DialTimeout("tcp", addr, 250*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(time.Second)); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(conn, "PING\r\nINFO server\r\n"); err != nil {
+		return err
+	}
+	r := bufio.NewReader(conn)
+	reply, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if reply != "+PONG\r\n" {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(reply))
+	}
+	header, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(header, "$")))
+	if err != nil || !strings.HasPrefix(header, "$") {
+		return fmt.Errorf("INFO answered %q", strings.TrimSpace(header))
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	if want := fmt.Sprintf("process_id:%d\r\n", pid); !strings.Contains(string(body), want) {
+		return fmt.Errorf("another process answers on %s", addr)
+	}
+	return nil
+}
+
+// Stop shuts the server down with SIGTERM (resuming it first if paused) and
+// waits for it to exit, killing it if it takes longer than 10 seconds.
+// Nothing is persisted, so its data is gone. Stop does nothing when the
+// server is not running.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return
+	}
+	_ = s.proc.Signal(syscall.SIGTERM)
+	_ = s.proc.Signal(syscall.SIGCONT)
+	select {
+	case <-s.exited:
+	case <-time.After(stopTimeout):
+		_ = s.proc.Kill()
+		<-s.exited
+	}
+	s.proc, s.exited, s.paused = nil, nil, false
+}
+
+// Kill kills the server with SIGKILL, as a crash would, and waits for it to
+// exit. Kill does nothing when the server is not running.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return
+	}
+	_ = s.proc.Kill()
+	<-s.exited
+	s.proc, s.exited, s.paused = nil, nil, false
+}
+
+// Pause freezes the server with SIGSTOP: it keeps its connections but answers
+// nothing, like a server stalled by the operating system or the network.
+// Pause does nothing when the server is not running.
+func (s *Server) Pause() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return
+	}
+	_ = s.proc.Signal(syscall.SIGSTOP)
+	s.paused = true
+}
+
+// Resume lets a paused server run again with SIGCONT. Resume does nothing
+// when the server is not running.
+func (s *Server) Resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return
+	}
+	_ = s.proc.Signal(syscall.SIGCONT)
+	s.paused = false
+}
+
+// answering reports whether the server runs and is not paused.
+func (s *Server) answering() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil && !s.paused
+}
+
+// destroy kills the server for good and removes its directory.
+func (s *Server) destroy() {
+	s.Kill()
+	if s.admin != nil {
+		_ = s.admin.Close()
+	}
+	_ = os.RemoveAll(s.dir)
+	releasePorts(s.port, s.tlsPort)
+}
+
+// logTail returns the last lines of the server's stderr and log.
+func (s *Server) logTail() string {
+	var b strings.Builder
+	for _, name := range []string{stderrName, logName} {
+		data, err := os.ReadFile(filepath.Join(s.dir, name))
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		if len(lines) > 25 {
+			lines = lines[len(lines)-25:]
+		}
+		fmt.Fprintf(&b, "--- %s ---\n%s\n", name, strings.Join(lines, "\n"))
+	}
+	if b.Len() == 0 {
+		return "(empty)"
+	}
+	return b.String()
+}
+
+// do runs one command through the server's administration client.
+func (s *Server) do(ctx context.Context, args ...any) (any, error) {
+	v, err := s.admin.Do(ctx, args...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redistest: %s: %v: %w", s, args, err)
+	}
+	return v, nil
+}
+
+// fields runs a command that answers "name:value" lines (INFO, CLUSTER INFO)
+// and returns them as a map.
+func (s *Server) fields(ctx context.Context, args ...any) (map[string]string, error) {
+	v, err := s.do(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	text, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("redistest: %s: %v answered %T, want text", s, args, v)
+	}
+	m := make(map[string]string)
+	for l := range strings.Lines(text) {
+		name, value, ok := strings.Cut(strings.TrimSpace(l), ":")
+		if ok {
+			m[name] = value
+		}
+	}
+	return m, nil
+}
+
+// role returns the first element of ROLE: "master", "slave" or "sentinel".
+func (s *Server) role(ctx context.Context) (string, error) {
+	v, err := s.do(ctx, "ROLE")
+	if err != nil {
+		return "", err
+	}
+	if a, ok := v.([]any); ok && len(a) > 0 {
+		if r, ok := a[0].(string); ok {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("redistest: %s: ROLE answered %v", s, v)
+}
+
+// masterPort returns, for a replica, the port of its master as ROLE says,
+// and 0 for a master.
+func (s *Server) masterPort(ctx context.Context) (int, error) {
+	v, err := s.do(ctx, "ROLE")
+	if err != nil {
+		return 0, err
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) == 0 {
+		return 0, fmt.Errorf("redistest: %s: ROLE answered %v", s, v)
+	}
+	if a[0] != "slave" {
+		return 0, nil
+	}
+	if len(a) < 3 {
+		return 0, fmt.Errorf("redistest: %s: ROLE answered %v", s, v)
+	}
+	port, ok := a[2].(int64)
+	if !ok {
+		return 0, fmt.Errorf("redistest: %s: ROLE answered master port %T", s, a[2])
+	}
+	return int(port), nil
+}
+
+// replicaInSync reports, for a replica, whether its link to its master is up.
+func (s *Server) replicaInSync(ctx context.Context) error {
+	info, err := s.fields(ctx, "INFO", "replication")
+	if err != nil {
+		return err
+	}
+	if info["role"] == "slave" && info["master_link_status"] != "up" {
+		return fmt.Errorf("redistest: %s: replica link to its master is %q", s, info["master_link_status"])
+	}
+	return nil
+}
+
+// poll calls check until it returns nil or ctx ends; it then returns the
+// last error check returned.
+func poll(ctx context.Context, check func(context.Context) error) error {
+	for {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%w)", err, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

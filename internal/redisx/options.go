@@ -1,0 +1,283 @@
+package redisx
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Mode says how ratewarden reaches Redis.
+type Mode string
+
+// The modes. The zero Mode means ModeStandalone.
+const (
+	// ModeStandalone talks to one Redis server.
+	ModeStandalone Mode = "standalone"
+	// ModeCluster talks to a Redis Cluster, seeded with any of its nodes.
+	ModeCluster Mode = "cluster"
+	// ModeSentinel asks Redis Sentinels for the current master and talks to it.
+	ModeSentinel Mode = "sentinel"
+)
+
+// Defaults for the Options fields whose zero value means "the default".
+//
+// ratewarden answers Envoy within a backend budget of about 10ms, which the
+// caller carries as the context's deadline; the client always honours that
+// deadline, for dialing, writing, reading and waiting between retries, so
+// no setting here can stretch a request past it. The timeouts below only
+// bound commands that run without a deadline (health checks, background
+// connections) and keep a stalled server from holding a connection for
+// go-redis's default of five seconds.
+const (
+	// DefaultDialTimeout bounds establishing one connection.
+	DefaultDialTimeout = time.Second
+	// DefaultReadTimeout bounds waiting for one reply.
+	DefaultReadTimeout = 500 * time.Millisecond
+	// DefaultWriteTimeout bounds writing one command.
+	DefaultWriteTimeout = 500 * time.Millisecond
+	// DefaultMaxRetries is one retry, at once, without backoff: it rides
+	// out a connection that broke after the pool checked it, or a LOADING,
+	// READONLY or MASTERDOWN reply from a server in the middle of a
+	// failover, within the same request. More retries would only spend the
+	// budget on a server that is failing. A retry can repeat a script whose
+	// reply was lost with the connection; for a rate limiter that counts a
+	// hit twice, which errs on the strict side and only happens when a
+	// connection breaks mid-command.
+	DefaultMaxRetries = 1
+)
+
+// Options describes how to reach Redis. The field tags let
+// github.com/kelseyhightower/envconfig fill it: nested in a specification
+// under `envconfig:"REDIS"` with prefix RLS, Addrs reads RLS_REDIS_ADDRS (a
+// comma list), SentinelMaster RLS_REDIS_SENTINEL_MASTER, TLSCAFile
+// RLS_REDIS_TLS_CA_FILE, and so on. The zero value of every field means its
+// documented default; the zero Options is not valid because it has no
+// address.
+type Options struct {
+	// Addrs lists host:port addresses: the server in standalone mode, any
+	// nodes of the cluster in cluster mode (the others are discovered), or
+	// the Sentinels in sentinel mode.
+	Addrs []string `split_words:"true"`
+	// Mode is standalone (the default), cluster or sentinel.
+	Mode Mode `split_words:"true"`
+
+	// SentinelMaster is the name under which the Sentinels monitor the
+	// master. Sentinel mode needs it.
+	SentinelMaster string `split_words:"true"`
+	// SentinelUsername and SentinelPassword authenticate to the Sentinels,
+	// when they require it.
+	SentinelUsername string `split_words:"true"`
+	SentinelPassword string `split_words:"true"`
+
+	// Username and Password authenticate to Redis: an ACL user and its
+	// password, or only a password for the default user (requirepass).
+	Username string `split_words:"true"`
+	Password string `split_words:"true"`
+	// DB selects a database in standalone and sentinel mode. A Redis Cluster
+	// has only database 0.
+	DB int `split_words:"true"`
+
+	// TLS makes every connection, to Redis and to the Sentinels, use TLS 1.2
+	// or newer.
+	TLS bool `split_words:"true"`
+	// TLSCAFile is a PEM file of the CAs that server certificates must chain
+	// to; empty means the system's roots.
+	TLSCAFile string `envconfig:"TLS_CA_FILE"`
+	// TLSCertFile and TLSKeyFile hold a PEM client certificate and its key,
+	// for servers that demand one (tls-auth-clients). Both or neither.
+	TLSCertFile string `split_words:"true"`
+	TLSKeyFile  string `split_words:"true"`
+	// TLSServerName is the name that every server certificate must carry;
+	// empty means the host of the address dialed, which suits clusters and
+	// Sentinels whose nodes have certificates of their own.
+	TLSServerName string `split_words:"true"`
+	// TLSInsecureSkipVerify accepts any server certificate. For tests only.
+	TLSInsecureSkipVerify bool `split_words:"true"`
+
+	// PoolSize is the number of connections kept per server; 0 means
+	// go-redis's default (10 per CPU, 5 per CPU and node in cluster mode).
+	PoolSize int `split_words:"true"`
+	// MinIdleConns is the number of idle connections kept open ahead of
+	// need, so that a burst does not pay for dialing; 0 means none.
+	MinIdleConns int `split_words:"true"`
+
+	// DialTimeout, ReadTimeout and WriteTimeout bound dialing, reading a
+	// reply and writing a command when the caller's context has no earlier
+	// deadline; 0 means DefaultDialTimeout, DefaultReadTimeout and
+	// DefaultWriteTimeout.
+	DialTimeout  time.Duration `split_words:"true"`
+	ReadTimeout  time.Duration `split_words:"true"`
+	WriteTimeout time.Duration `split_words:"true"`
+
+	// MaxRetries is how often a command that failed on a broken connection
+	// or a transient server error (LOADING, READONLY, TRYAGAIN) is retried
+	// in standalone and sentinel mode: 0 means DefaultMaxRetries, a negative
+	// number means never. In cluster mode the cluster client instead follows
+	// up to three MOVED/ASK redirects and retries within those attempts.
+	MaxRetries int `split_words:"true"`
+}
+
+// mode returns o.Mode, with the zero Mode read as standalone.
+func (o Options) mode() Mode {
+	if o.Mode == "" {
+		return ModeStandalone
+	}
+	return o.Mode
+}
+
+// Validate reports every problem with o, in plain words, or nil.
+func (o Options) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("redisx: "+format, args...))
+	}
+	mode := o.mode()
+	switch mode {
+	case ModeStandalone, ModeCluster, ModeSentinel:
+	default:
+		add("unknown mode %q (want standalone, cluster or sentinel)", string(o.Mode))
+	}
+
+	if len(o.Addrs) == 0 {
+		add("no Redis address")
+	}
+	for _, a := range o.Addrs {
+		if err := checkAddr(a); err != nil {
+			add("address %q: %v", a, err)
+		}
+	}
+	if mode == ModeStandalone && len(o.Addrs) > 1 {
+		add("mode standalone takes one address, got %d", len(o.Addrs))
+	}
+
+	if mode == ModeSentinel && o.SentinelMaster == "" {
+		add("mode sentinel needs a sentinel master name")
+	}
+	if mode != ModeSentinel && (o.SentinelMaster != "" || o.SentinelUsername != "" || o.SentinelPassword != "") {
+		add("sentinel settings need mode sentinel, not %s", mode)
+	}
+
+	if o.DB < 0 {
+		add("DB %d is negative", o.DB)
+	}
+	if mode == ModeCluster && o.DB != 0 {
+		add("mode cluster has only DB 0, got DB %d", o.DB)
+	}
+
+	if !o.TLS && (o.TLSCAFile != "" || o.TLSCertFile != "" || o.TLSKeyFile != "" || o.TLSServerName != "" || o.TLSInsecureSkipVerify) {
+		add("TLS settings need TLS on")
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		add("a TLS client certificate needs both a cert file and a key file")
+	}
+
+	for _, f := range []struct {
+		name  string
+		value int64
+	}{
+		{"PoolSize", int64(o.PoolSize)},
+		{"MinIdleConns", int64(o.MinIdleConns)},
+		{"DialTimeout", int64(o.DialTimeout)},
+		{"ReadTimeout", int64(o.ReadTimeout)},
+		{"WriteTimeout", int64(o.WriteTimeout)},
+	} {
+		if f.value < 0 {
+			add("%s is negative", f.name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkAddr checks that a is host:port with a port in 1..65535.
+func checkAddr(a string) error {
+	if strings.TrimSpace(a) != a {
+		return errors.New("surrounding spaces")
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if host == "" {
+		return errors.New("no host")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("port %q is not in 1..65535", port)
+	}
+	return nil
+}
+
+// redacted stands in for a secret in String and LogValue.
+const redacted = "[redacted]"
+
+// LogValue presents o to log/slog with its passwords redacted.
+func (o Options) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.String("mode", string(o.mode())),
+		slog.Any("addrs", o.Addrs),
+	}
+	str := func(key, value string) {
+		if value != "" {
+			attrs = append(attrs, slog.String(key, value))
+		}
+	}
+	secret := func(key, value string) {
+		if value != "" {
+			attrs = append(attrs, slog.String(key, redacted))
+		}
+	}
+	str("sentinel_master", o.SentinelMaster)
+	str("sentinel_username", o.SentinelUsername)
+	secret("sentinel_password", o.SentinelPassword)
+	str("username", o.Username)
+	secret("password", o.Password)
+	if o.DB != 0 {
+		attrs = append(attrs, slog.Int("db", o.DB))
+	}
+	if o.TLS {
+		attrs = append(attrs, slog.Bool("tls", true))
+		str("tls_ca_file", o.TLSCAFile)
+		str("tls_cert_file", o.TLSCertFile)
+		str("tls_key_file", o.TLSKeyFile)
+		str("tls_server_name", o.TLSServerName)
+		if o.TLSInsecureSkipVerify {
+			attrs = append(attrs, slog.Bool("tls_insecure_skip_verify", true))
+		}
+	}
+	for _, n := range []struct {
+		key   string
+		value int
+	}{{"pool_size", o.PoolSize}, {"min_idle_conns", o.MinIdleConns}, {"max_retries", o.MaxRetries}} {
+		if n.value != 0 {
+			attrs = append(attrs, slog.Int(n.key, n.value))
+		}
+	}
+	for _, d := range []struct {
+		key   string
+		value time.Duration
+	}{{"dial_timeout", o.DialTimeout}, {"read_timeout", o.ReadTimeout}, {"write_timeout", o.WriteTimeout}} {
+		if d.value != 0 {
+			attrs = append(attrs, slog.Duration(d.key, d.value))
+		}
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// String formats o as space-separated key=value pairs, with its passwords
+// redacted; fields left at their zero value are omitted.
+func (o Options) String() string {
+	var b strings.Builder
+	for i, a := range o.LogValue().Group() {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%v", a.Key, a.Value)
+	}
+	return b.String()
+}
+
+// GoString formats o for %#v like String, so that no verb prints a password.
+func (o Options) GoString() string { return "redisx.Options{" + o.String() + "}" }
