@@ -151,14 +151,14 @@ func (o Options) tlsConfig() (*tls.Config, error) {
 		ServerName:         o.TLSServerName,
 		InsecureSkipVerify: o.TLSInsecureSkipVerify, //nolint:gosec // documented as for tests only
 	}
-	if o.TLSCAFile != "" {
-		pem, err := os.ReadFile(o.TLSCAFile)
+	if o.TLSCaFile != "" {
+		pem, err := os.ReadFile(o.TLSCaFile)
 		if err != nil {
 			return nil, fmt.Errorf("redisx: TLS CA file: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("redisx: TLS CA file %s holds no PEM certificate", o.TLSCAFile)
+			return nil, fmt.Errorf("redisx: TLS CA file %s holds no PEM certificate", o.TLSCaFile)
 		}
 		c.RootCAs = pool
 	}

@@ -268,7 +268,7 @@ func TestNewClientTLS(t *testing.T) {
 	base := redisx.Options{
 		Addrs:       []string{s.TLSAddr()},
 		TLS:         true,
-		TLSCAFile:   certs.CAFile,
+		TLSCaFile:   certs.CAFile,
 		TLSCertFile: certs.ClientCertFile,
 		TLSKeyFile:  certs.ClientKeyFile,
 	}
@@ -279,14 +279,14 @@ func TestNewClientTLS(t *testing.T) {
 	}{
 		{name: "verified, with client certificate"},
 		{name: "server name from the certificate", change: func(o *redisx.Options) { o.TLSServerName = "localhost" }},
-		{name: "unknown CA", change: func(o *redisx.Options) { o.TLSCAFile = "" }, wantErr: []string{"certificate signed by unknown authority"}},
+		{name: "unknown CA", change: func(o *redisx.Options) { o.TLSCaFile = "" }, wantErr: []string{"certificate signed by unknown authority"}},
 		{name: "wrong server name", change: func(o *redisx.Options) { o.TLSServerName = "redis.example" }, wantErr: []string{"certificate is valid for localhost, not redis.example"}},
-		{name: "insecure skips verification", change: func(o *redisx.Options) { o.TLSCAFile, o.TLSInsecureSkipVerify = "", true }},
+		{name: "insecure skips verification", change: func(o *redisx.Options) { o.TLSCaFile, o.TLSInsecureSkipVerify = "", true }},
 		// With TLS 1.3 the server rejects a missing client certificate after
 		// the client's side of the handshake is done: the client learns it
 		// from an alert or a reset on its first write or read.
 		{name: "no client certificate", change: func(o *redisx.Options) { o.TLSCertFile, o.TLSKeyFile = "", "" }, wantErr: []string{"certificate required", "connection reset by peer", "EOF"}},
-		{name: "plain TCP to the TLS port", change: func(o *redisx.Options) { o.TLS, o.TLSCAFile, o.TLSCertFile, o.TLSKeyFile = false, "", "", "" }, wantErr: []string{"connection reset by peer", "EOF"}},
+		{name: "plain TCP to the TLS port", change: func(o *redisx.Options) { o.TLS, o.TLSCaFile, o.TLSCertFile, o.TLSKeyFile = false, "", "", "" }, wantErr: []string{"connection reset by peer", "EOF"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -350,8 +350,8 @@ func TestNewClientErrors(t *testing.T) {
 		wantErr string
 	}{
 		{name: "invalid options", opts: redisx.Options{Mode: redisx.ModeSentinel, Addrs: []string{"a:1"}}, wantErr: "redisx: mode sentinel needs a sentinel master name"},
-		{name: "missing CA file", opts: redisx.Options{Addrs: []string{"a:1"}, TLS: true, TLSCAFile: filepath.Join(dir, "nope.pem")}, wantErr: "redisx: TLS CA file: open"},
-		{name: "CA file without PEM", opts: redisx.Options{Addrs: []string{"a:1"}, TLS: true, TLSCAFile: notPEM}, wantErr: "holds no PEM certificate"},
+		{name: "missing CA file", opts: redisx.Options{Addrs: []string{"a:1"}, TLS: true, TLSCaFile: filepath.Join(dir, "nope.pem")}, wantErr: "redisx: TLS CA file: open"},
+		{name: "CA file without PEM", opts: redisx.Options{Addrs: []string{"a:1"}, TLS: true, TLSCaFile: notPEM}, wantErr: "holds no PEM certificate"},
 		{name: "missing client certificate", opts: redisx.Options{Addrs: []string{"a:1"}, TLS: true, TLSCertFile: filepath.Join(dir, "c.pem"), TLSKeyFile: filepath.Join(dir, "k.pem")}, wantErr: "redisx: TLS client certificate:"},
 	}
 	for _, tt := range tests {

@@ -53,72 +53,73 @@ const (
 // Options describes how to reach Redis. The field tags let
 // github.com/kelseyhightower/envconfig fill it: nested in a specification
 // under `envconfig:"REDIS"` with prefix RLS, Addrs reads RLS_REDIS_ADDRS (a
-// comma list), SentinelMaster RLS_REDIS_SENTINEL_MASTER, TLSCAFile
-// RLS_REDIS_TLS_CA_FILE, and so on. The zero value of every field means its
+// comma list), SentinelMaster RLS_REDIS_SENTINEL_MASTER, TLSCaFile
+// RLS_REDIS_TLS_CA_FILE, and so on. No field has an envconfig name of its
+// own, so no variable is read without its prefix. The zero value of every field means its
 // documented default; the zero Options is not valid because it has no
 // address.
 type Options struct {
 	// Addrs lists host:port addresses: the server in standalone mode, any
 	// nodes of the cluster in cluster mode (the others are discovered), or
 	// the Sentinels in sentinel mode.
-	Addrs []string `split_words:"true"`
+	Addrs []string `split_words:"true" default:"localhost:6379" desc:"comma list of host:port: the server, any cluster nodes, or the Sentinels"`
 	// Mode is standalone (the default), cluster or sentinel.
-	Mode Mode `split_words:"true"`
+	Mode Mode `split_words:"true" default:"standalone" desc:"standalone, cluster or sentinel"`
 
 	// SentinelMaster is the name under which the Sentinels monitor the
 	// master. Sentinel mode needs it.
-	SentinelMaster string `split_words:"true"`
+	SentinelMaster string `split_words:"true" desc:"name the Sentinels monitor the master under (sentinel mode)"`
 	// SentinelUsername and SentinelPassword authenticate to the Sentinels,
 	// when they require it.
-	SentinelUsername string `split_words:"true"`
-	SentinelPassword string `split_words:"true"`
+	SentinelUsername string `split_words:"true" desc:"ACL user for the Sentinels, when they require one"`
+	SentinelPassword string `split_words:"true" desc:"password for the Sentinels, when they require one"`
 
 	// Username and Password authenticate to Redis: an ACL user and its
 	// password, or only a password for the default user (requirepass).
-	Username string `split_words:"true"`
-	Password string `split_words:"true"`
+	Username string `split_words:"true" desc:"Redis ACL user"`
+	Password string `split_words:"true" desc:"Redis password (of the ACL user, or requirepass)"`
 	// DB selects a database in standalone and sentinel mode. A Redis Cluster
 	// has only database 0.
-	DB int `split_words:"true"`
+	DB int `split_words:"true" desc:"database number (standalone and sentinel mode)"`
 
 	// TLS makes every connection, to Redis and to the Sentinels, use TLS 1.2
 	// or newer.
-	TLS bool `split_words:"true"`
-	// TLSCAFile is a PEM file of the CAs that server certificates must chain
+	TLS bool `split_words:"true" desc:"connect to Redis and the Sentinels over TLS 1.2+"`
+	// TLSCaFile is a PEM file of the CAs that server certificates must chain
 	// to; empty means the system's roots.
-	TLSCAFile string `envconfig:"TLS_CA_FILE"`
+	TLSCaFile string `split_words:"true" desc:"PEM CAs for server certificates; empty means the system roots"`
 	// TLSCertFile and TLSKeyFile hold a PEM client certificate and its key,
 	// for servers that demand one (tls-auth-clients). Both or neither.
-	TLSCertFile string `split_words:"true"`
-	TLSKeyFile  string `split_words:"true"`
+	TLSCertFile string `split_words:"true" desc:"PEM client certificate, for servers that demand one"`
+	TLSKeyFile  string `split_words:"true" desc:"PEM key of the client certificate"`
 	// TLSServerName is the name that every server certificate must carry;
 	// empty means the host of the address dialed, which suits clusters and
 	// Sentinels whose nodes have certificates of their own.
-	TLSServerName string `split_words:"true"`
+	TLSServerName string `split_words:"true" desc:"name every server certificate must carry; empty means the dialed host"`
 	// TLSInsecureSkipVerify accepts any server certificate. For tests only.
-	TLSInsecureSkipVerify bool `split_words:"true"`
+	TLSInsecureSkipVerify bool `split_words:"true" desc:"accept any server certificate (tests only)"`
 
 	// PoolSize is the number of connections kept per server; 0 means
 	// go-redis's default (10 per CPU, 5 per CPU and node in cluster mode).
-	PoolSize int `split_words:"true"`
+	PoolSize int `split_words:"true" desc:"connections per Redis server; 0 means go-redis default (10 per CPU)"`
 	// MinIdleConns is the number of idle connections kept open ahead of
 	// need, so that a burst does not pay for dialing; 0 means none.
-	MinIdleConns int `split_words:"true"`
+	MinIdleConns int `split_words:"true" desc:"idle connections kept open ahead of need"`
 
 	// DialTimeout, ReadTimeout and WriteTimeout bound dialing, reading a
 	// reply and writing a command when the caller's context has no earlier
 	// deadline; 0 means DefaultDialTimeout, DefaultReadTimeout and
 	// DefaultWriteTimeout.
-	DialTimeout  time.Duration `split_words:"true"`
-	ReadTimeout  time.Duration `split_words:"true"`
-	WriteTimeout time.Duration `split_words:"true"`
+	DialTimeout  time.Duration `split_words:"true" desc:"bound on dialing one connection when the request has no earlier deadline (0: 1s)"`
+	ReadTimeout  time.Duration `split_words:"true" desc:"bound on reading one reply when the request has no earlier deadline (0: 500ms)"`
+	WriteTimeout time.Duration `split_words:"true" desc:"bound on writing one command when the request has no earlier deadline (0: 500ms)"`
 
 	// MaxRetries is how often a command that failed on a broken connection
 	// or a transient server error (LOADING, READONLY, TRYAGAIN) is retried
 	// in standalone and sentinel mode: 0 means DefaultMaxRetries, a negative
 	// number means never. In cluster mode the cluster client instead follows
 	// up to three MOVED/ASK redirects and retries within those attempts.
-	MaxRetries int `split_words:"true"`
+	MaxRetries int `split_words:"true" desc:"retries of a command on a broken connection (0: 1, negative: none)"`
 }
 
 // mode returns o.Mode, with the zero Mode read as standalone.
@@ -168,7 +169,7 @@ func (o Options) Validate() error {
 		add("mode cluster has only DB 0, got DB %d", o.DB)
 	}
 
-	if !o.TLS && (o.TLSCAFile != "" || o.TLSCertFile != "" || o.TLSKeyFile != "" || o.TLSServerName != "" || o.TLSInsecureSkipVerify) {
+	if !o.TLS && (o.TLSCaFile != "" || o.TLSCertFile != "" || o.TLSKeyFile != "" || o.TLSServerName != "" || o.TLSInsecureSkipVerify) {
 		add("TLS settings need TLS on")
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
@@ -239,7 +240,7 @@ func (o Options) LogValue() slog.Value {
 	}
 	if o.TLS {
 		attrs = append(attrs, slog.Bool("tls", true))
-		str("tls_ca_file", o.TLSCAFile)
+		str("tls_ca_file", o.TLSCaFile)
 		str("tls_cert_file", o.TLSCertFile)
 		str("tls_key_file", o.TLSKeyFile)
 		str("tls_server_name", o.TLSServerName)

@@ -38,14 +38,6 @@ type Server struct {
 	http    *http.Server
 }
 
-// backend is a Limiter with the means to check and release it.
-type backend interface {
-	rls.Limiter
-	// Ping reports whether the backend is reachable.
-	Ping(ctx context.Context) error
-	Close() error
-}
-
 // New loads the configuration, builds the backend and binds the listeners.
 // A configuration error is returned with its file, line and field.
 func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) {
@@ -59,7 +51,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	}
 	logger.Info("loaded rate limit configuration", "path", s.ConfigPath, "domains", len(cfg.Domains()), "files", len(cfg.Files()))
 
-	b, err := newBackend(ctx, s, logger)
+	b, err := newBackend(s, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -89,25 +81,6 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return srv, nil
-}
-
-// newBackend builds the Limiter the settings name.
-func newBackend(ctx context.Context, s Settings, logger *slog.Logger) (backend, error) {
-	switch s.Backend {
-	case "memory":
-		return memoryBackend{algorithms.NewMemory()}, nil
-	}
-	return nil, fmt.Errorf("server: RLS_BACKEND %q is not memory or redis", s.Backend)
-}
-
-// memoryBackend is the in-process backend: always reachable.
-type memoryBackend struct{ *algorithms.Memory }
-
-func (memoryBackend) Ping(context.Context) error { return nil }
-
-func (m memoryBackend) Close() error {
-	m.Memory.Close()
-	return nil
 }
 
 // GRPCAddr returns the address the gRPC listener is bound to.

@@ -119,7 +119,9 @@ func TestHealthAndReflection(t *testing.T) {
 		assert.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.GetStatus())
 	}
 
-	stream, err := reflectionpb.NewServerReflectionClient(s.conn).ServerReflectionInfo(ctx)
+	streamCtx, cancel := context.WithCancel(ctx)
+	defer cancel() // an open stream would hold up the graceful stop
+	stream, err := reflectionpb.NewServerReflectionClient(s.conn).ServerReflectionInfo(streamCtx)
 	require.NoError(t, err)
 	require.NoError(t, stream.Send(&reflectionpb.ServerReflectionRequest{
 		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{},
@@ -212,6 +214,21 @@ func TestSettingsErrorsNameTheVariable(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+func TestVariablesWithoutThePrefixAreIgnored(t *testing.T) {
+	t.Setenv("BACKEND", "redis")
+	t.Setenv("CONFIG_PATH", "/nowhere")
+	t.Setenv("REDIS_ADDRS", "bad address")
+	t.Setenv("TLS_CA_FILE", "/nowhere.pem")
+	t.Setenv("RLS_REDIS_ADDRS", "127.0.0.1:6379,127.0.0.1:6380")
+	t.Setenv("RLS_REDIS_TLS_CA_FILE", "/etc/ca.pem")
+	s, err := LoadSettings()
+	require.NoError(t, err)
+	assert.Equal(t, "memory", s.Backend)
+	assert.Equal(t, "./config", s.ConfigPath)
+	assert.Equal(t, []string{"127.0.0.1:6379", "127.0.0.1:6380"}, s.Redis.Addrs)
+	assert.Equal(t, "/etc/ca.pem", s.Redis.TLSCaFile)
 }
 
 func TestConfigErrorStopsStartup(t *testing.T) {

@@ -4,38 +4,46 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
 // EnvPrefix prefixes every environment variable the server reads.
 const EnvPrefix = "RLS"
 
-// Settings is everything the server reads from its environment. Each field
-// is the variable RLS_<split_words>; the README lists them all, and
+// Settings is everything the server reads from its environment: each field
+// is the variable RLS_ and its name in upper-case words (GRPCAddr is
+// RLS_GRPC_ADDR). No field has an envconfig name of its own, so no variable
+// is ever read without the RLS_ prefix. The README lists them all, and
 // PrintUsage prints the same list.
 type Settings struct {
-	GRPCAddr   string `envconfig:"GRPC_ADDR" default:":8081" desc:"gRPC listen address (RateLimitService, health, reflection)"`
-	HTTPAddr   string `envconfig:"HTTP_ADDR" default:":8080" desc:"HTTP listen address (/healthcheck, /json, /rlconfig); empty disables HTTP"`
-	ConfigPath string `envconfig:"CONFIG_PATH" default:"./config" desc:"limits YAML: a file, or a directory of *.yaml and *.yml files"`
+	GRPCAddr   string `split_words:"true" default:":8081" desc:"gRPC listen address (RateLimitService, health, reflection)"`
+	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /json, /rlconfig); empty disables HTTP"`
+	ConfigPath string `split_words:"true" default:"./config" desc:"limits YAML: a file, or a directory of *.yaml and *.yml files"`
 
-	Backend          string        `envconfig:"BACKEND" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
-	DefaultAlgorithm string        `envconfig:"DEFAULT_ALGORITHM" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
-	FailureMode      string        `envconfig:"FAILURE_MODE" default:"error" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
-	BackendTimeout   time.Duration `envconfig:"BACKEND_TIMEOUT" default:"10ms" desc:"longest wait for the backend per request"`
-	ShadowMode       bool          `envconfig:"SHADOW_MODE" default:"false" desc:"count and report, but answer OK to every request"`
-	RefundOnDeny     bool          `envconfig:"REFUND_ON_DENY" default:"true" desc:"give back what a denied request took from its other descriptors and limits"`
+	Backend          string        `split_words:"true" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
+	DefaultAlgorithm string        `split_words:"true" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
+	FailureMode      string        `split_words:"true" default:"error" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
+	BackendTimeout   time.Duration `split_words:"true" default:"10ms" desc:"longest wait for the backend per request"`
+	ShadowMode       bool          `split_words:"true" default:"false" desc:"count and report, but answer OK to every request"`
+	RefundOnDeny     bool          `split_words:"true" default:"true" desc:"give back what a denied request took from its other descriptors and limits"`
 
-	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
-	LogFormat string `envconfig:"LOG_FORMAT" default:"text" desc:"text or json"`
+	// Redis is read from RLS_REDIS_*: RLS_REDIS_ADDRS, RLS_REDIS_MODE, ….
+	Redis     redisx.Options
+	KeyPrefix string `split_words:"true" default:"ratewarden:" desc:"prefix of every Redis key; must not contain '{' or '}'"`
 
-	ShutdownDelay   time.Duration `envconfig:"SHUTDOWN_DELAY" default:"0s" desc:"on SIGTERM, how long to report NOT_SERVING before refusing new calls"`
-	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"on SIGTERM, how long in-flight calls may take to finish"`
+	LogLevel  string `split_words:"true" default:"info" desc:"debug, info, warn or error"`
+	LogFormat string `split_words:"true" default:"text" desc:"text or json"`
+
+	ShutdownDelay   time.Duration `split_words:"true" default:"0s" desc:"on SIGTERM, how long to report NOT_SERVING before refusing new calls"`
+	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"on SIGTERM, how long in-flight calls may take to finish"`
 }
 
 // LoadSettings reads Settings from the environment and validates them. Its
@@ -55,6 +63,14 @@ func (s Settings) Validate() error {
 	}
 	if s.Backend != "memory" && s.Backend != "redis" {
 		return fmt.Errorf("server: RLS_BACKEND %q is not memory or redis", s.Backend)
+	}
+	if s.Backend == "redis" {
+		if err := s.Redis.Validate(); err != nil {
+			return fmt.Errorf("server: RLS_REDIS_*: %w", err)
+		}
+		if strings.ContainsAny(s.KeyPrefix, "{}") {
+			return fmt.Errorf("server: RLS_KEY_PREFIX %q must not contain '{' or '}'", s.KeyPrefix)
+		}
 	}
 	if _, err := algorithms.ParseAlgorithm(s.DefaultAlgorithm); err != nil {
 		return fmt.Errorf("server: RLS_DEFAULT_ALGORITHM: %w", err)

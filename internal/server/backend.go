@@ -1,0 +1,64 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/redisx"
+	"github.com/ratewarden/ratewarden/internal/rls"
+)
+
+// backend is a Limiter with the means to check and release it.
+type backend interface {
+	rls.Limiter
+	// Ping reports whether the backend is reachable.
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// newBackend builds the Limiter the settings name. It does not wait for
+// Redis: a server started while Redis is down serves (answering per the
+// failure mode) and connects when Redis appears.
+func newBackend(s Settings, logger *slog.Logger) (backend, error) {
+	switch s.Backend {
+	case "memory":
+		return memoryBackend{algorithms.NewMemory()}, nil
+	case "redis":
+		client, err := redisx.NewClient(s.Redis)
+		if err != nil {
+			return nil, fmt.Errorf("server: RLS_REDIS_*: %w", err)
+		}
+		lim, err := redisx.NewLimiter(client, redisx.WithKeyPrefix(s.KeyPrefix))
+		if err != nil {
+			client.Close()
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		logger.Info("redis backend", "redis", s.Redis, "key_prefix", s.KeyPrefix)
+		return redisBackend{Limiter: lim, client: client}, nil
+	}
+	return nil, fmt.Errorf("server: RLS_BACKEND %q is not memory or redis", s.Backend)
+}
+
+// memoryBackend is the in-process backend: always reachable.
+type memoryBackend struct{ *algorithms.Memory }
+
+func (memoryBackend) Ping(context.Context) error { return nil }
+
+func (m memoryBackend) Close() error {
+	m.Memory.Close()
+	return nil
+}
+
+// redisBackend counts in Redis.
+type redisBackend struct {
+	*redisx.Limiter
+	client redis.UniversalClient
+}
+
+func (r redisBackend) Ping(ctx context.Context) error { return r.client.Ping(ctx).Err() }
+
+func (r redisBackend) Close() error { return r.client.Close() }
