@@ -1,0 +1,245 @@
+package redisx
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
+)
+
+// TestLimiterMatchesMemory drives the Redis Limiter and the in-memory one,
+// the reference, through the same random sequences of operations on the same
+// fake clock, and requires identical Results at every step.
+func TestLimiterMatchesMemory(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			client := b.client(t)
+			sequences, steps := 3, 1000
+			if b.name == "cluster" {
+				sequences, steps = 1, 600
+			}
+			for _, alg := range algorithms.Algorithms {
+				t.Run(alg.String(), func(t *testing.T) {
+					for seq := range sequences {
+						seed := uint64(seq)*10 + uint64(alg)
+						t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+							runDifferential(t, client, alg, seed, steps)
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+// subject is one limit of a differential sequence and the receipts of its
+// admitted takes.
+type subject struct {
+	key      algorithms.Key
+	limit    algorithms.Limit
+	receipts []takeReceipt
+}
+
+type takeReceipt struct {
+	receipt algorithms.Receipt
+	hits    uint64
+}
+
+// diffWindows are the windows a sequence draws from.
+var diffWindows = []time.Duration{time.Second, time.Minute, 24 * time.Hour, 365 * 24 * time.Hour}
+
+func runDifferential(t *testing.T, client redis.UniversalClient, alg algorithms.Algorithm, seed uint64, steps int) {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	// A realistic instant at a random microsecond of 2026.
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rng.Int64N(int64(365*24*time.Hour))) / time.Microsecond * time.Microsecond)
+	clock := algotest.NewClock(start)
+	mem := algorithms.NewMemory(algorithms.WithClock(clock.Now), algorithms.WithSweepInterval(0))
+	t.Cleanup(mem.Close)
+	lim, err := NewLimiter(client, WithClock(clock.Now), WithKeyPrefix(testPrefix(t)))
+	require.NoError(t, err)
+
+	subjects := make([]*subject, 6)
+	for i := range subjects {
+		subjects[i] = &subject{
+			key:   algorithms.Key{Domain: "differential", Entries: []algorithms.Entry{{Key: "subject", Value: strconv.Itoa(i)}}},
+			limit: randomLimit(rng, alg, i, diffWindows[rng.IntN(len(diffWindows))]),
+		}
+		require.NoError(t, subjects[i].limit.Validate())
+	}
+	bigLogTakes := 0
+
+	ctx := context.Background()
+	for step := range steps {
+		clock.Advance(randomStep(rng, clock.Now(), subjects[rng.IntN(len(subjects))].limit))
+		if rng.IntN(50) == 0 {
+			// A changed limit keeps the state (the numbers are not part of
+			// the identity) and counts on under the new numbers.
+			i := rng.IntN(len(subjects))
+			s := subjects[i]
+			l := randomLimit(rng, alg, rng.IntN(len(subjects)), s.limit.Window)
+			s.limit.Requests, s.limit.Burst = l.Requests, l.Burst
+			require.NoError(t, s.limit.Validate())
+		}
+		ops := make([]algorithms.Op, 1+rng.IntN(8))
+		owners := make([]*subject, len(ops))
+		for i := range ops {
+			s := subjects[rng.IntN(len(subjects))]
+			owners[i] = s
+			ops[i] = randomOp(rng, s, &bigLogTakes)
+		}
+
+		want, err := mem.Do(ctx, ops)
+		require.NoError(t, err)
+		got, err := lim.Do(ctx, ops)
+		require.NoError(t, err)
+		for i := range ops {
+			require.Equal(t, want[i], got[i], "step %d at %s, op %d of %d: %s",
+				step, clock.Now().Format(time.RFC3339Nano), i, len(ops), describeOp(ops[i]))
+			if !ops[i].Refund && want[i].Allowed {
+				s := owners[i]
+				s.receipts = append(s.receipts, takeReceipt{receipt: want[i].Receipt, hits: ops[i].Hits})
+				if len(s.receipts) > 16 {
+					s.receipts = s.receipts[1:]
+				}
+			}
+		}
+	}
+}
+
+// randomLimit draws the numbers of subject i's limit: the first subjects
+// take the extremes (0, 1 and the largest), the others values in between.
+func randomLimit(rng *rand.Rand, alg algorithms.Algorithm, i int, window time.Duration) algorithms.Limit {
+	largest := uint64(algorithms.MaxRequests)
+	if alg == algorithms.SlidingWindowLog {
+		largest = algorithms.MaxLogRequests
+	}
+	var requests uint64
+	switch i {
+	case 0:
+		requests = 0
+	case 1:
+		requests = 1
+	case 2:
+		requests = largest
+	case 3:
+		requests = 2 + rng.Uint64N(9)
+	default:
+		requests = []uint64{3, 10, 100, 1000, 65536, largest - 1}[rng.IntN(6)]
+	}
+	l := algorithms.Limit{
+		Algorithm: alg,
+		Requests:  requests,
+		Window:    window,
+	}
+	if alg == algorithms.TokenBucket && requests > 0 {
+		switch rng.IntN(5) {
+		case 0:
+			l.Burst = 1
+		case 1:
+			l.Burst = max(requests/3, 1)
+		case 2:
+			l.Burst = min(requests*10, algorithms.MaxRequests)
+		case 3:
+			l.Burst = algorithms.MaxRequests
+		}
+		// A bucket must refill from empty within MaxWindow.
+		l.Burst = min(l.Burst, requests*uint64(algorithms.MaxWindow/l.Window))
+	}
+	return l
+}
+
+// randomStep draws how far the clock moves: not at all, a microsecond, a
+// few slices, part of a window, to just around a window boundary, a long
+// idle, or now and then a little back.
+func randomStep(rng *rand.Rand, now time.Time, l algorithms.Limit) time.Duration {
+	w := l.Window
+	q := w / algorithms.SlicesPerWindow
+	switch p := rng.IntN(100); {
+	case p < 20:
+		return 0
+	case p < 35:
+		return time.Microsecond
+	case p < 45:
+		return time.Duration(1+rng.Int64N(3*int64(q)/1000)) * time.Microsecond
+	case p < 65:
+		return time.Duration(rng.Int64N(int64(w)/1000)) * time.Microsecond
+	case p < 85:
+		us, wu := now.UnixMicro(), w.Microseconds()
+		next := us - us%wu + wu
+		return time.Duration(next-us+rng.Int64N(3)-1) * time.Microsecond
+	case p < 88:
+		return w + time.Duration(rng.Int64N(2*int64(w)/1000))*time.Microsecond
+	case p < 90:
+		return -time.Duration(1+rng.Int64N(1_000_000)) * time.Microsecond
+	}
+	return time.Duration(rng.Int64N(3*int64(q)/1000+1)) * time.Microsecond
+}
+
+// randomOp draws a take or a refund of s, with hits from 0 to beyond the
+// capacity. Taking a whole large sliding window log costs a script a
+// hundred thousand entries, so bigLogTakes bounds how often that happens.
+func randomOp(rng *rand.Rand, s *subject, bigLogTakes *int) algorithms.Op {
+	capacity := s.limit.Capacity()
+	op := algorithms.Op{Key: s.key, Limit: s.limit}
+	bigLog := s.limit.Algorithm == algorithms.SlidingWindowLog && capacity > 1000
+	hits := func() uint64 {
+		switch p := rng.IntN(100); {
+		case p < 10:
+			return 0
+		case p < 35:
+			return 1
+		case p < 50:
+			return 2 + rng.Uint64N(4)
+		case p < 70:
+			if bigLog {
+				return rng.Uint64N(1001)
+			}
+			return rng.Uint64N(capacity + 2)
+		case p < 80:
+			if bigLog && *bigLogTakes >= 2 {
+				return rng.Uint64N(1001)
+			}
+			if bigLog {
+				*bigLogTakes++
+			}
+			return capacity
+		case p < 90:
+			return capacity + 1
+		}
+		return capacity + 2 + rng.Uint64N(math.MaxUint64-capacity-2)
+	}
+	switch p := rng.IntN(100); {
+	case p < 65:
+		op.Hits = hits()
+	case p < 85 && len(s.receipts) > 0:
+		r := s.receipts[rng.IntN(len(s.receipts))]
+		op.Refund, op.Receipt, op.Hits = true, r.receipt, r.hits
+		if rng.IntN(4) == 0 {
+			op.Hits = hits()
+		}
+	default:
+		op.Refund, op.Hits = true, hits()
+	}
+	return op
+}
+
+func describeOp(op algorithms.Op) string {
+	var b strings.Builder
+	if op.Refund {
+		fmt.Fprintf(&b, "refund %d (receipt %+v)", op.Hits, op.Receipt)
+	} else {
+		fmt.Fprintf(&b, "take %d", op.Hits)
+	}
+	fmt.Fprintf(&b, " of %s L=%d W=%s B=%d", op.Key.Entries[0].Value, op.Limit.Requests, op.Limit.Window, op.Limit.Burst)
+	return b.String()
+}

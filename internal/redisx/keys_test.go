@@ -1,0 +1,168 @@
+package redisx
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/redistest"
+)
+
+func TestNewKeySpaceRejectsBraces(t *testing.T) {
+	for _, prefix := range []string{"{", "}", "a{b", "rl:}", "{x}"} {
+		_, err := newKeySpace(prefix)
+		assert.Error(t, err, "prefix %q", prefix)
+	}
+	for _, prefix := range []string{"", "rl:", "a#b|c=d:"} {
+		_, err := newKeySpace(prefix)
+		assert.NoError(t, err, "prefix %q", prefix)
+	}
+}
+
+func TestKeysLayout(t *testing.T) {
+	ks, err := newKeySpace("rl:")
+	require.NoError(t, err)
+	k := algorithms.Key{Domain: "edge", Entries: []algorithms.Entry{{Key: "api_key", Value: "a{b}#1"}}}
+	fw := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Minute}
+	log := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Window: time.Hour}
+
+	assert.Equal(t, []string{"rl:{edge|api_key=a%7Bb%7D#1|fixed_window:60}"}, ks.keys(k, fw, unsharded))
+	assert.Equal(t, []string{"rl:{edge|api_key=a%7Bb%7D#1|fixed_window:60#3}"}, ks.keys(k, fw, 3))
+	assert.Equal(t, []string{
+		"rl:{edge|api_key=a%7Bb%7D#1|sliding_window_log:3600}",
+		"rl:{edge|api_key=a%7Bb%7D#1|sliding_window_log:3600}:seq",
+	}, ks.keys(k, log, unsharded))
+}
+
+// keyInput is everything a key is built from.
+type keyInput struct {
+	prefix string
+	key    algorithms.Key
+	limit  algorithms.Limit
+	shard  int
+}
+
+// randomKeyInput draws inputs rich in the characters that could blur the
+// encoding: braces, the identity's separators, '#', '%', and long values.
+func randomKeyInput(r *rand.Rand) keyInput {
+	const alphabet = "ab{}|=:#%0123456789\x00\n"
+	str := func() string {
+		var n int
+		switch r.IntN(8) {
+		case 0:
+			n = 0
+		case 1:
+			n = algorithms.MaxIdentityPart - 2 + r.IntN(5)
+		default:
+			n = 1 + r.IntN(5)
+		}
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	in := keyInput{
+		prefix: strings.NewReplacer("{", "", "}", "").Replace(str()),
+		key:    algorithms.Key{Domain: str()},
+		limit: algorithms.Limit{
+			Algorithm: algorithms.Algorithms[r.IntN(len(algorithms.Algorithms))],
+			Requests:  r.Uint64N(3),
+			Window:    time.Duration(1+r.IntN(3)) * time.Second,
+		},
+		shard: unsharded,
+	}
+	if r.IntN(2) == 0 {
+		in.shard = r.IntN(12)
+	}
+	for range r.IntN(3) {
+		in.key.Entries = append(in.key.Entries, algorithms.Entry{Key: str(), Value: str()})
+	}
+	return in
+}
+
+// canonical returns a string equal for two inputs exactly when they must
+// share keys: the limit's numbers other than algorithm and window are not
+// part of a key.
+func (in keyInput) canonical() string {
+	return fmt.Sprintf("%q %q %d %d %d", in.prefix, in.key, in.limit.Algorithm, in.limit.Window, in.shard)
+}
+
+func TestKeysInjective(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	owner := map[string]string{} // key → canonical input
+	for range 20_000 {
+		in := randomKeyInput(r)
+		ks, err := newKeySpace(in.prefix)
+		require.NoError(t, err)
+		want := in.canonical()
+		for _, key := range ks.keys(in.key, in.limit, in.shard) {
+			if got, ok := owner[key]; ok {
+				require.Equal(t, got, want, "two inputs share key %q", key)
+			}
+			owner[key] = want
+		}
+	}
+	require.Greater(t, len(owner), 16_000, "the inputs should rarely repeat")
+}
+
+func TestKeysHashTag(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 10_000 {
+		in := randomKeyInput(r)
+		ks, err := newKeySpace(in.prefix)
+		require.NoError(t, err)
+		tag := ks.tag(in.key, in.limit, in.shard)
+		for _, key := range ks.keys(in.key, in.limit, in.shard) {
+			// Redis hashes the text between the first '{' and the first '}'
+			// after it.
+			open := strings.IndexByte(key, '{')
+			end := strings.IndexByte(key[open+1:], '}')
+			require.Positive(t, end, "key %q has an empty or unterminated tag", key)
+			require.Equal(t, tag, key[open:open+end+2], "key %q", key)
+		}
+	}
+}
+
+func TestKeysShareOneClusterSlot(t *testing.T) {
+	cluster := redistest.SharedCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := rand.New(rand.NewPCG(5, 6))
+	slots := map[int]bool{}
+	for range 200 {
+		in := randomKeyInput(r)
+		in.limit.Algorithm = algorithms.SlidingWindowLog // the one with two keys
+		ks, err := newKeySpace(in.prefix)
+		require.NoError(t, err)
+		keys := ks.keys(in.key, in.limit, in.shard)
+		require.Len(t, keys, 2)
+		first, err := cluster.KeySlot(ctx, keys[0])
+		require.NoError(t, err)
+		second, err := cluster.KeySlot(ctx, keys[1])
+		require.NoError(t, err)
+		require.Equal(t, first, second, "keys %q", keys)
+		slots[first] = true
+	}
+	require.Greater(t, len(slots), 100, "limits should spread over many slots")
+
+	// The shards of one limit spread over slots.
+	ks, err := newKeySpace("rl:")
+	require.NoError(t, err)
+	k := algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "tenant", Value: "hot"}}}
+	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1000, Window: time.Second}
+	shardSlots := map[int]bool{}
+	for shard := range 16 {
+		slot, err := cluster.KeySlot(ctx, ks.keys(k, l, shard)[0])
+		require.NoError(t, err)
+		shardSlots[slot] = true
+	}
+	require.Greater(t, len(shardSlots), 8, "shards should land in different slots")
+}

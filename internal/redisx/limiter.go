@@ -1,0 +1,340 @@
+package redisx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/lua"
+)
+
+// Limiter applies rate limit operations to state kept in Redis, each Op as one
+// atomic Lua script on its limit's keys (see the lua package), so any number
+// of Limiters on any number of hosts share one exact view. It works with a
+// standalone server, Sentinel and Redis Cluster alike. It implements
+// rls.Limiter and is safe for concurrent use.
+type Limiter struct {
+	client  redis.UniversalClient
+	keys    keySpace
+	clock   func() time.Time
+	intN    func(n int) int
+	slack   string // milliseconds every key is kept past its state's expiry
+	scripts [algorithms.TokenBucket + 1]*script
+}
+
+// clockSlack is how much longer keys live when the Limiter's clock is not the
+// server's.
+const clockSlack = 24 * time.Hour
+
+// Option configures a Limiter.
+type Option func(*limiterOptions)
+
+type limiterOptions struct {
+	prefix string
+	clock  func() time.Time
+	intN   func(n int) int
+}
+
+// WithKeyPrefix starts every key the Limiter writes with prefix instead of
+// DefaultKeyPrefix. The prefix must not contain '{' or '}'.
+func WithKeyPrefix(prefix string) Option {
+	return func(o *limiterOptions) { o.prefix = prefix }
+}
+
+// WithClock makes the Limiter decide at now() instead of at the Redis server's
+// TIME. It is meant for tests; replicas in production share Redis's clock.
+// Redis still expires keys by its own clock, which now() need not follow, so
+// every key is then kept clockSlack longer than its state needs; state kept
+// past that point behaves exactly as a new one would, so only its memory is
+// spent.
+func WithClock(now func() time.Time) Option {
+	return func(o *limiterOptions) { o.clock = now }
+}
+
+// WithRandom sets how the Limiter picks a shard of a split limit: intN(n)
+// returns an integer in [0, n). It must be safe for concurrent use. The
+// default is math/rand/v2's IntN.
+func WithRandom(intN func(n int) int) Option {
+	return func(o *limiterOptions) { o.intN = intN }
+}
+
+// NewLimiter returns a Limiter that keeps its state in the Redis that client
+// reaches: a *redis.Client, *redis.ClusterClient or a failover client. It does
+// not contact Redis; scripts are loaded on first use.
+func NewLimiter(client redis.UniversalClient, opts ...Option) (*Limiter, error) {
+	if client == nil {
+		return nil, errors.New("redisx: nil client")
+	}
+	o := limiterOptions{prefix: DefaultKeyPrefix, intN: rand.IntN}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	keys, err := newKeySpace(o.prefix)
+	if err != nil {
+		return nil, err
+	}
+	if o.intN == nil {
+		return nil, errors.New("redisx: nil random source")
+	}
+	l := &Limiter{client: client, keys: keys, clock: o.clock, intN: o.intN, slack: "0"}
+	if o.clock != nil {
+		l.slack = strconv.FormatInt(clockSlack.Milliseconds(), 10)
+	}
+	names := [...]string{
+		algorithms.FixedWindow:          lua.FixedWindow,
+		algorithms.SlidingWindowLog:     lua.SlidingWindowLog,
+		algorithms.SlidingWindowCounter: lua.SlidingWindowCounter,
+		algorithms.TokenBucket:          lua.TokenBucket,
+	}
+	for _, a := range algorithms.Algorithms {
+		if l.scripts[a], err = loadScript(names[a]); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// Do applies ops, each atomically on its own limit's state, and returns one
+// Result per Op in the same order (see rls.Limiter). All ops travel in one
+// pipelined round trip; a cluster client splits it per node.
+//
+// An Op with Shards = N > 1 splits its limit over N states (fewer when the
+// limit is smaller than N, so that every shard can admit) whose limits sum to
+// the limit exactly. A take goes to a random shard; when that shard denies, it
+// tries exactly one other shard, which costs a second round trip shared by all
+// such ops of the call, and the Result is that shard's. Result.Receipt.Shard
+// names the shard that decided, and a refund with that receipt goes back to
+// it; a refund without a receipt goes to a random shard.
+//
+// Do returns an error wrapping algorithms.ErrInvalidLimit when an Op's limit
+// is invalid, and an error wrapping the Redis or context error when Redis
+// could not decide; scripts missing from a node's cache are loaded and run
+// again, nothing else is retried.
+func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	for i := range ops {
+		if err := ops[i].Limit.Validate(); err != nil {
+			return nil, fmt.Errorf("redisx: op %d: %w", i, err)
+		}
+	}
+	results := make([]algorithms.Result, len(ops))
+	shards := make([]int, len(ops))
+	calls := make([]*scriptCall, len(ops))
+	now := l.now()
+	for i := range ops {
+		shards[i] = l.pickShard(&ops[i])
+		calls[i] = l.call(&ops[i], shards[i], now)
+	}
+	if err := runScripts(ctx, l.client, calls); err != nil {
+		return nil, err
+	}
+
+	var again []int
+	for i, c := range calls {
+		r, err := decodeReply(c.cmd.Val())
+		if err != nil {
+			return nil, fmt.Errorf("redisx: %s: %w", c.script.name, err)
+		}
+		results[i] = r.result(&ops[i], shards[i])
+		if n := shardCount(&ops[i]); !ops[i].Refund && !r.allowed && n > 1 {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return results, nil
+	}
+
+	calls = calls[:0]
+	now = l.now()
+	for _, i := range again {
+		// Another shard, uniformly among the other n−1.
+		other := l.intN(shardCount(&ops[i]) - 1)
+		if other >= shards[i] {
+			other++
+		}
+		shards[i] = other
+		calls = append(calls, l.call(&ops[i], other, now))
+	}
+	if err := runScripts(ctx, l.client, calls); err != nil {
+		return nil, err
+	}
+	for k, c := range calls {
+		r, err := decodeReply(c.cmd.Val())
+		if err != nil {
+			return nil, fmt.Errorf("redisx: %s: %w", c.script.name, err)
+		}
+		i := again[k]
+		results[i] = r.result(&ops[i], shards[i])
+	}
+	return results, nil
+}
+
+// now returns the injected clock's time as a script argument, or "" for the
+// server's TIME.
+func (l *Limiter) now() string {
+	if l.clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(l.clock().UnixMicro(), 10)
+}
+
+// pickShard returns the shard op goes to first: unsharded when its limit is
+// not split, the receipt's shard for a refund that has one, and a random
+// shard otherwise.
+func (l *Limiter) pickShard(op *algorithms.Op) int {
+	n := shardCount(op)
+	if n <= 1 {
+		return unsharded
+	}
+	if op.Refund && op.Receipt != (algorithms.Receipt{}) && int(op.Receipt.Shard) < n {
+		return int(op.Receipt.Shard)
+	}
+	return l.intN(n)
+}
+
+// shardCount returns how many states op's limit is split over: Op.Shards, but
+// no more than the limit (and the burst of a token bucket), so that every
+// shard's share is at least one; 1 means not split.
+func shardCount(op *algorithms.Op) int {
+	n := uint64(op.Shards)
+	n = min(n, op.Limit.Requests, op.Limit.Capacity())
+	if n <= 1 {
+		return 1
+	}
+	return int(n)
+}
+
+// shardLimit returns shard i's share of l when l is split over n shards:
+// ⌊L/n⌋, plus one for the first L mod n shards, so the shares sum to L; the
+// same for the burst of a token bucket.
+func shardLimit(l algorithms.Limit, n, i int) algorithms.Limit {
+	if i == unsharded {
+		return l
+	}
+	share := func(v uint64) uint64 {
+		s := v / uint64(n)
+		if uint64(i) < v%uint64(n) {
+			s++
+		}
+		return s
+	}
+	burst := l.Capacity()
+	l.Requests = share(l.Requests)
+	if l.Algorithm == algorithms.TokenBucket {
+		l.Burst = share(burst)
+	}
+	return l
+}
+
+// call builds the script run of op on shard at now.
+func (l *Limiter) call(op *algorithms.Op, shard int, now string) *scriptCall {
+	lim := shardLimit(op.Limit, shardCount(op), shard)
+	capacity := lim.Capacity()
+	hits := op.Hits
+	mode := "take"
+	if op.Refund {
+		mode = "refund"
+		// No state holds more than 2·MaxRequests hits (a sliding window
+		// counter's two windows), so giving back more gives back everything;
+		// the bound keeps the number exact in Lua.
+		hits = min(hits, 2*algorithms.MaxRequests+1)
+	} else {
+		// Asking for more than the capacity is denied whatever the excess.
+		hits = min(hits, capacity+1)
+	}
+	at, seq := "", ""
+	if op.Refund && (op.Receipt.At != 0 || op.Receipt.Seq != 0) {
+		at = strconv.FormatInt(op.Receipt.At, 10)
+		seq = strconv.FormatUint(op.Receipt.Seq, 10)
+	}
+	return &scriptCall{
+		script: l.scripts[lim.Algorithm],
+		keys:   l.keys.keys(op.Key, lim, shard),
+		args: []any{
+			mode,
+			now,
+			strconv.FormatUint(lim.Requests, 10),
+			strconv.FormatInt(lim.WindowMicros(), 10),
+			strconv.FormatUint(hits, 10),
+			at,
+			seq,
+			strconv.FormatUint(capacity, 10),
+			l.slack,
+		},
+	}
+}
+
+// reply is a script's answer.
+type reply struct {
+	allowed   bool
+	remaining uint64
+	reset     int64 // µs
+	at        int64 // µs since the Unix epoch
+	seq       uint64
+}
+
+// maxResetMicros is the longest reset a Result can carry.
+const maxResetMicros = math.MaxInt64 / int64(time.Microsecond)
+
+// result returns r as the Result of op decided on shard. Only an admitted
+// take has a receipt.
+func (r reply) result(op *algorithms.Op, shard int) algorithms.Result {
+	res := algorithms.Result{
+		Allowed:    r.allowed,
+		Remaining:  r.remaining,
+		ResetAfter: time.Duration(min(r.reset, maxResetMicros)) * time.Microsecond,
+	}
+	if r.allowed && !op.Refund {
+		res.Receipt = algorithms.Receipt{At: r.at, Seq: r.seq}
+		if shard != unsharded {
+			res.Receipt.Shard = uint32(shard)
+		}
+	}
+	return res
+}
+
+// replyLen is the length of every script's reply.
+const replyLen = 5
+
+// decodeReply checks and decodes a script's reply: an array of replyLen
+// integers {allowed (0 or 1), remaining ≥ 0, reset ≥ 0, now, seq ≥ 0}.
+func decodeReply(v any) (reply, error) {
+	vals, ok := v.([]any)
+	if !ok {
+		return reply{}, fmt.Errorf("unexpected reply %T, want an array", v)
+	}
+	if len(vals) != replyLen {
+		return reply{}, fmt.Errorf("unexpected reply of %d values, want %d", len(vals), replyLen)
+	}
+	var ints [replyLen]int64
+	for i, x := range vals {
+		n, ok := x.(int64)
+		if !ok {
+			return reply{}, fmt.Errorf("unexpected reply value %d of type %T, want an integer", i, x)
+		}
+		ints[i] = n
+	}
+	switch {
+	case ints[0] != 0 && ints[0] != 1:
+		return reply{}, fmt.Errorf("unexpected allowed %d, want 0 or 1", ints[0])
+	case ints[1] < 0:
+		return reply{}, fmt.Errorf("unexpected remaining %d", ints[1])
+	case ints[2] < 0:
+		return reply{}, fmt.Errorf("unexpected reset %d", ints[2])
+	case ints[4] < 0:
+		return reply{}, fmt.Errorf("unexpected seq %d", ints[4])
+	}
+	return reply{
+		allowed:   ints[0] == 1,
+		remaining: uint64(ints[1]),
+		reset:     ints[2],
+		at:        ints[3],
+		seq:       uint64(ints[4]),
+	}, nil
+}

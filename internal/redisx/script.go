@@ -1,0 +1,90 @@
+package redisx
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/lua"
+)
+
+// script is one Lua script, run by its SHA-1 digest with EVALSHA so that its
+// text crosses the network only when a node does not have it cached.
+type script struct {
+	name string
+	src  string
+	sha  string
+}
+
+// loadScript reads the embedded script called name.
+func loadScript(name string) (*script, error) {
+	src, err := lua.Source(name)
+	if err != nil {
+		return nil, fmt.Errorf("redisx: %w", err)
+	}
+	sum := sha1.Sum([]byte(src))
+	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}, nil
+}
+
+// scriptCall is one run of a script: its keys and arguments, and once run,
+// the command holding its reply.
+type scriptCall struct {
+	script *script
+	keys   []string
+	args   []any
+	cmd    *redis.Cmd
+}
+
+// runScripts runs every call in one pipelined round trip with EVALSHA (a
+// cluster client splits the pipeline per node). The calls that a node answers
+// with NOSCRIPT, because its script cache was flushed or it restarted or
+// failed over, run again in a second pipeline with EVAL, which also caches the
+// script there; nothing else is retried. It returns an error wrapping the
+// first failure of any call, and nil when every call has a reply.
+func runScripts(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	pipe := client.Pipeline()
+	for _, c := range calls {
+		c.cmd = pipe.EvalSha(ctx, c.script.sha, c.keys, c.args...)
+	}
+	// Exec's error is the first failed command's; each command is inspected
+	// below instead.
+	_, _ = pipe.Exec(ctx)
+
+	var missing []*scriptCall
+	for _, c := range calls {
+		if err := c.cmd.Err(); err != nil {
+			if !isNoScript(err) {
+				return fmt.Errorf("redisx: run %s: %w", c.script.name, err)
+			}
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+
+	pipe = client.Pipeline()
+	for _, c := range missing {
+		c.cmd = pipe.Eval(ctx, c.script.src, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, c := range missing {
+		if err := c.cmd.Err(); err != nil {
+			return fmt.Errorf("redisx: run %s: %w", c.script.name, err)
+		}
+	}
+	return nil
+}
+
+// isNoScript reports whether err says that the script is not in the node's
+// cache.
+func isNoScript(err error) bool {
+	return errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")
+}

@@ -1,0 +1,95 @@
+-- fixed_window: count + n ≤ L per epoch-aligned window of W microseconds,
+-- exactly as internal/algorithms/doc.go states it.
+--
+-- KEYS[1]  hash {w = window index, c = count}
+-- ARGV     mode, now, L, W, n, receipt time (see lua.go)
+-- reply    {allowed, remaining, reset, now, 0}
+--
+-- Every number stays an integer below 2^53, so Lua's doubles hold it exactly.
+
+-- A script that reads TIME and then writes must replicate as its effects,
+-- not as itself: the default since Redis 5 and the only way since Redis 7,
+-- where this call does nothing.
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+
+-- fdiv returns ⌊a/b⌋ for b > 0, corrected for the rounding of a/b.
+local function fdiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q + 0 -- turns −0 into 0
+end
+
+-- cdiv returns ⌈a/b⌉ for b > 0.
+local function cdiv(a, b)
+  return 0 - fdiv(-a, b)
+end
+
+-- int formats an integer for a Redis command, never in exponent notation.
+local function int(x)
+  return string.format('%.0f', x)
+end
+
+-- clock returns ARGV's now, or Redis TIME in microseconds.
+local function clock(arg)
+  if arg ~= '' then
+    return tonumber(arg)
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- expire makes key vanish at drop (µs, after now), when its state behaves as
+-- a new one, or ARGV[9] milliseconds later.
+local function expire(key, drop, now)
+  redis.call('PEXPIRE', key, int(cdiv(drop - now, 1000) + tonumber(ARGV[9])))
+end
+local key = KEYS[1]
+local take = ARGV[1] == 'take'
+local now = clock(ARGV[2])
+local L = tonumber(ARGV[3])
+local W = tonumber(ARGV[4])
+local n = tonumber(ARGV[5])
+
+-- Move to the window holding now; another window restarts the count.
+local i = fdiv(now, W)
+local state = redis.call('HMGET', key, 'w', 'c')
+local w, c = tonumber(state[1]), tonumber(state[2])
+if w ~= i or c == nil then
+  w, c = i, 0
+end
+
+local allowed, reset = 1, 0
+if take then
+  if n > L then
+    allowed, reset = 0, W
+  elseif c + n <= L then
+    c = c + n
+  else
+    allowed, reset = 0, (i + 1) * W - now
+  end
+else
+  local a = ARGV[6]
+  if a == '' or fdiv(tonumber(a), W) == w then
+    c = math.max(c - n, 0)
+  end
+end
+if allowed == 1 and c > 0 then
+  reset = (i + 1) * W - now
+end
+
+-- The state behaves as a new one once the window ends, or now if it counts
+-- nothing.
+if c > 0 then
+  redis.call('HSET', key, 'w', int(w), 'c', int(c))
+  expire(key, (w + 1) * W, now)
+else
+  redis.call('DEL', key)
+end
+
+return {allowed, math.max(L - c, 0), reset, now, 0}

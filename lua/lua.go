@@ -1,0 +1,54 @@
+// Package lua holds ratewarden's Redis scripts, one per rate limit algorithm,
+// embedded into the binary.
+//
+// Every script follows internal/algorithms/doc.go exactly, bit for bit with
+// the Go code there: every number it forms is an integer below 2^53, which
+// Lua's doubles hold exactly. Each script takes one limit's keys, which share
+// one hash tag, and these arguments:
+//
+//	ARGV[1] "take" to consume hits, "refund" to give them back
+//	ARGV[2] now in microseconds since the Unix epoch, or "" for Redis TIME
+//	ARGV[3] L, the requests per window
+//	ARGV[4] W, the window in microseconds
+//	ARGV[5] n, the hits, at most 2^33
+//	ARGV[6] refund: the receipt's time in microseconds, or "" without one
+//	ARGV[7] refund: the receipt's sequence number (sliding_window_log)
+//	ARGV[8] B, the bucket's capacity in tokens (token_bucket)
+//	ARGV[9] milliseconds to keep every key past the time its state needs
+//
+// Each answers the same array of five integers:
+//
+//	{allowed (0 or 1), remaining, reset in µs, now in µs, seq}
+//
+// where seq is, for an admitted sliding_window_log take, the sequence number
+// of its first entry, and 0 otherwise.
+//
+// A script deletes its keys as soon as their state behaves as a new one, and
+// otherwise sets them to expire when it will (plus ARGV[9]), so idle limits
+// vanish on their own.
+package lua
+
+import (
+	"embed"
+	"fmt"
+)
+
+//go:embed *.lua
+var files embed.FS
+
+// The names of the scripts, one per algorithm, as Source takes them.
+const (
+	FixedWindow          = "fixed_window.lua"
+	SlidingWindowLog     = "sliding_window_log.lua"
+	SlidingWindowCounter = "sliding_window_counter.lua"
+	TokenBucket          = "token_bucket.lua"
+)
+
+// Source returns the text of the named script. It is safe for concurrent use.
+func Source(name string) (string, error) {
+	b, err := files.ReadFile(name)
+	if err != nil {
+		return "", fmt.Errorf("lua: %w", err)
+	}
+	return string(b), nil
+}

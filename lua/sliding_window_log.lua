@@ -1,0 +1,143 @@
+-- sliding_window_log: one sorted-set entry per admitted hit, scored by its
+-- time; admits when the hits in (now − W, now] plus n stay within L, exactly
+-- as internal/algorithms/doc.go states it.
+--
+-- KEYS[1]  sorted set: one member per admitted hit, scored by its time in µs;
+--          the member is the hit's sequence number, zero-padded to 16 digits
+--          so that members of equal score sort by sequence number
+-- KEYS[2]  string: the last sequence number issued
+-- ARGV     mode, now, L, W, n, receipt time, receipt seq (see lua.go)
+-- reply    {allowed, remaining, reset, now, seq of the first entry added}
+--
+-- Sequence numbers make every hit its own member, even many in one
+-- microsecond. Denied hits are never logged.
+
+-- A script that reads TIME and then writes must replicate as its effects,
+-- not as itself: the default since Redis 5 and the only way since Redis 7,
+-- where this call does nothing.
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+
+-- fdiv returns ⌊a/b⌋ for b > 0, corrected for the rounding of a/b.
+local function fdiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q + 0 -- turns −0 into 0
+end
+
+-- cdiv returns ⌈a/b⌉ for b > 0.
+local function cdiv(a, b)
+  return 0 - fdiv(-a, b)
+end
+
+-- int formats an integer for a Redis command, never in exponent notation.
+local function int(x)
+  return string.format('%.0f', x)
+end
+
+-- clock returns ARGV's now, or Redis TIME in microseconds.
+local function clock(arg)
+  if arg ~= '' then
+    return tonumber(arg)
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- expire makes key vanish at drop (µs, after now), when its state behaves as
+-- a new one, or ARGV[9] milliseconds later.
+local function expire(key, drop, now)
+  redis.call('PEXPIRE', key, int(cdiv(drop - now, 1000) + tonumber(ARGV[9])))
+end
+-- member returns the sorted-set member of sequence number seq.
+local function member(seq)
+  return string.format('%016.0f', seq)
+end
+
+-- chunk bounds the arguments of one command, below Lua's C stack limit.
+local chunk = 1000
+
+local log, seqkey = KEYS[1], KEYS[2]
+local take = ARGV[1] == 'take'
+local now = clock(ARGV[2])
+local L = tonumber(ARGV[3])
+local W = tonumber(ARGV[4])
+local n = tonumber(ARGV[5])
+
+redis.call('ZREMRANGEBYSCORE', log, '-inf', int(now - W))
+local c = redis.call('ZCARD', log)
+if c == 0 then
+  -- An empty log is a new one: sequence numbers start again.
+  redis.call('DEL', seqkey)
+end
+
+local allowed, reset, first = 1, 0, 0
+if take then
+  if n > L then
+    allowed, reset = 0, W
+  elseif c + n <= L then
+    first = (tonumber(redis.call('GET', seqkey)) or 0) + 1
+    if n > 0 then
+      redis.call('INCRBY', seqkey, int(n))
+      local args = {}
+      for seq = first, first + n - 1 do
+        args[#args + 1] = int(now)
+        args[#args + 1] = member(seq)
+        if #args == 2 * chunk or seq == first + n - 1 then
+          redis.call('ZADD', log, unpack(args))
+          args = {}
+        end
+      end
+      c = c + n
+    end
+  else
+    allowed = 0
+    local kth = redis.call('ZRANGE', log, c + n - L - 1, c + n - L - 1, 'WITHSCORES')
+    reset = tonumber(kth[2]) + W - now
+  end
+elseif n > 0 then
+  if ARGV[6] == '' then
+    redis.call('ZREMRANGEBYRANK', log, -n, -1)
+  else
+    local at, from = ARGV[6], tonumber(ARGV[7])
+    local gone = {}
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, at, at)) do
+      local seq = tonumber(m)
+      if seq >= from and seq < from + n then
+        gone[#gone + 1] = m
+        if #gone == chunk then
+          redis.call('ZREM', log, unpack(gone))
+          gone = {}
+        end
+      end
+    end
+    if #gone > 0 then
+      redis.call('ZREM', log, unpack(gone))
+    end
+  end
+  c = redis.call('ZCARD', log)
+end
+
+-- The state behaves as a new one once its newest entry leaves the window,
+-- or now when it is empty.
+local drop = now
+if c > 0 then
+  local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+  drop = tonumber(newest[2]) + W
+end
+if allowed == 1 then
+  reset = drop - now
+end
+if drop > now then
+  expire(log, drop, now)
+  expire(seqkey, drop, now)
+else
+  redis.call('DEL', log, seqkey)
+end
+
+return {allowed, math.max(L - c, 0), reset, now, first}

@@ -1,0 +1,140 @@
+-- token_bucket: up to B tokens, refilled at L per window in whole slices of
+-- W/S, kept in millionths of a token, exactly as internal/algorithms/doc.go
+-- states it.
+--
+-- KEYS[1]  hash {l = level in millionths of a token, t = slice of the last
+--          refill, x = when the bucket is full again in µs}
+-- ARGV     mode, now, L, W, n, receipt time, receipt seq, B (see lua.go)
+-- reply    {allowed, remaining, reset, now, 0}
+--
+-- Every number stays an integer below 2^53 (C = B·S ≤ 2^32·10^6), so Lua's
+-- doubles hold it exactly.
+
+-- A script that reads TIME and then writes must replicate as its effects,
+-- not as itself: the default since Redis 5 and the only way since Redis 7,
+-- where this call does nothing.
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+
+-- fdiv returns ⌊a/b⌋ for b > 0, corrected for the rounding of a/b.
+local function fdiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q + 0 -- turns −0 into 0
+end
+
+-- cdiv returns ⌈a/b⌉ for b > 0.
+local function cdiv(a, b)
+  return 0 - fdiv(-a, b)
+end
+
+-- int formats an integer for a Redis command, never in exponent notation.
+local function int(x)
+  return string.format('%.0f', x)
+end
+
+-- clock returns ARGV's now, or Redis TIME in microseconds.
+local function clock(arg)
+  if arg ~= '' then
+    return tonumber(arg)
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- expire makes key vanish at drop (µs, after now), when its state behaves as
+-- a new one, or ARGV[9] milliseconds later.
+local function expire(key, drop, now)
+  redis.call('PEXPIRE', key, int(cdiv(drop - now, 1000) + tonumber(ARGV[9])))
+end
+local S = 1000000
+-- MAXWAIT caps a reported wait at 2^53−1 µs (about 285 years): only a burst
+-- that takes longer than that to refill from empty reaches it.
+local MAXWAIT = 9007199254740991
+
+local key = KEYS[1]
+local take = ARGV[1] == 'take'
+local now = clock(ARGV[2])
+local L = tonumber(ARGV[3])
+local W = tonumber(ARGV[4])
+local n = tonumber(ARGV[5])
+local B = tonumber(ARGV[8])
+local q = W / S
+local C = B * S
+
+-- wait returns (t + ⌈(want − level)/L⌉)·q − from for want > level, capped
+-- at MAXWAIT. It is formed as k·q + r with r = (t·q − from) mod q, so every
+-- term stays exact.
+local function wait(level, t, want, from)
+  local base = t * q - from
+  local j = -fdiv(base, q)
+  local r = base + j * q
+  local k = cdiv(want - level, L) - j
+  if k > fdiv(MAXWAIT - r, q) then
+    return MAXWAIT
+  end
+  return k * q + r
+end
+
+-- A state that has reached its expiry x is a new, full bucket.
+local tau = fdiv(now, q)
+local state = redis.call('HMGET', key, 'l', 't', 'x')
+local level, t, x = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+if level == nil or t == nil or x == nil or x <= now then
+  level, t = C, tau
+else
+  -- Refill to slice tau: min(C, level + (tau − t)·L), without forming a
+  -- product above C. A level above C, left by a larger burst, is cut to C;
+  -- a clock that went back refills nothing.
+  level = math.min(level, C)
+  if tau > t then
+    if L > 0 then
+      if tau - t >= cdiv(C - level, L) then
+        level = C
+      else
+        level = level + (tau - t) * L
+      end
+    end
+    t = tau
+  end
+end
+
+local allowed, reset = 1, 0
+if take then
+  if n > B then
+    allowed, reset = 0, W
+  elseif level >= n * S then
+    level = level - n * S
+  else
+    -- 0 < n ≤ B here, so L > 0.
+    allowed, reset = 0, wait(level, t, n * S, now)
+  end
+elseif n > B then
+  level = C
+else
+  level = math.min(level + n * S, C)
+end
+if allowed == 1 and level < C then
+  reset = wait(level, t, C, now)
+end
+
+-- The state behaves as a new one once the bucket is full again: at the
+-- refill slice when it is, else when the refill completes (in absolute
+-- microseconds, capped at MAXWAIT like every wait).
+x = t * q
+if level < C then
+  x = wait(level, t, C, 0)
+end
+if x > now then
+  redis.call('HSET', key, 'l', int(level), 't', int(t), 'x', int(x))
+  expire(key, x, now)
+else
+  redis.call('DEL', key)
+end
+
+return {allowed, fdiv(level, S), reset, now, 0}
