@@ -1,7 +1,8 @@
 // Package lua holds ratewarden's Redis scripts, one per rate limit algorithm,
 // embedded into the binary.
 //
-// Every script follows internal/algorithms/doc.go exactly, bit for bit with
+// Every script (prelude.lua's helpers, then its own file) follows
+// internal/algorithms/doc.go exactly, bit for bit with
 // the Go code there: every number it forms is an integer below 2^53, which
 // Lua's doubles hold exactly. Each script takes one limit's keys, which share
 // one hash tag, and these arguments:
@@ -44,11 +45,26 @@ const (
 	TokenBucket          = "token_bucket.lua"
 )
 
-// Source returns the text of the named script. It is safe for concurrent use.
+// prelude is the file of helpers every script starts with.
+const prelude = "prelude.lua"
+
+//go:embed prelude.lua
+var preludeSource string
+
+// Source returns the text of the named script, with the helpers of
+// prelude.lua in front of it, ready for EVAL. It is safe for concurrent use.
 func Source(name string) (string, error) {
-	b, err := files.ReadFile(name)
+	if name == prelude {
+		return "", fmt.Errorf("lua: %s is not a script", name)
+	}
+	body, err := files.ReadFile(name)
 	if err != nil {
 		return "", fmt.Errorf("lua: %w", err)
 	}
-	return string(b), nil
+	return Prelude() + "\n" + string(body), nil
 }
+
+// Prelude returns the helpers every script starts with: exact floor and
+// ceiling division (fdiv, cdiv), integer formatting (int), the clock (clock)
+// and key expiry (expire).
+func Prelude() string { return preludeSource }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,34 +12,12 @@ import (
 	"github.com/ratewarden/ratewarden/lua"
 )
 
-// scriptHelpers returns the helpers every script opens with, from the
-// redis.replicate_commands guard to the end of expire, and requires all four
-// scripts to share them verbatim.
-func scriptHelpers(t *testing.T) string {
-	t.Helper()
-	var helpers string
-	for _, name := range []string{lua.FixedWindow, lua.SlidingWindowLog, lua.SlidingWindowCounter, lua.TokenBucket} {
-		src, err := lua.Source(name)
-		require.NoError(t, err)
-		start := strings.Index(src, "if redis.replicate_commands then")
-		end := strings.Index(src, "local function expire(")
-		require.True(t, start >= 0 && end > start, "%s lacks the shared helpers", name)
-		end += strings.Index(src[end:], "\nend\n") + len("\nend\n")
-		h := src[start:end]
-		if helpers == "" {
-			helpers = h
-		}
-		require.Equal(t, helpers, h, "%s's helpers differ from the others'", name)
-	}
-	return helpers
-}
-
 // TestLuaDivisionIsExact checks the scripts' floor and ceiling division on
 // the integers they meet, up to 2^53 in magnitude, where a/b rounded to a
 // double can land on the wrong side of an integer.
 func TestLuaDivisionIsExact(t *testing.T) {
 	client := redistest.SharedStandalone(t).Client(t)
-	driver := scriptHelpers(t) + `
+	driver := lua.Prelude() + `
 local out = {}
 for k = 1, #ARGV, 2 do
   local a, b = tonumber(ARGV[k]), tonumber(ARGV[k + 1])
