@@ -15,13 +15,17 @@ local L = tonumber(ARGV[3])
 local W = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 
--- Move to the window holding now; another window restarts the count.
-local i = fdiv(now, W)
+-- Move to window i = max(⌊now/W⌋, w): a later window restarts the count, a
+-- clock that went backwards keeps counting in the current one.
 local state = redis.call('HMGET', key, 'w', 'c')
 local w, c = tonumber(state[1]), tonumber(state[2])
-if w ~= i or c == nil then
+local i = fdiv(now, W)
+if w == nil or c == nil then
+  w, c = i, 0
+elseif i > w then
   w, c = i, 0
 end
+i = w
 
 local allowed, reset = 1, 0
 if take then

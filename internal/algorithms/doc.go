@@ -32,8 +32,9 @@
 //
 // # fixed_window
 //
-// State: the window index w and the count c. Let i = ⌊now/W⌋; if w ≠ i the
-// state restarts at (i, 0). Admit iff c + n ≤ L, then c += n. remaining =
+// State: the window index w and the count c. Let i = max(⌊now/W⌋, w); if
+// i > w the state restarts at (i, 0), so a clock that went backwards keeps
+// counting in the current window. Admit iff c + n ≤ L, then c += n. remaining =
 // L − c (0 if c > L). reset = (i+1)·W − now, except that an admitted request
 // leaving c = 0 reports 0. Give-back with a receipt taken at time a subtracts
 // from c only while ⌊a/W⌋ = w; without a receipt it subtracts from c. The

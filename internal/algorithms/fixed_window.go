@@ -10,9 +10,11 @@ type FixedWindowState struct {
 	count  uint64
 }
 
-// roll moves the state to the window holding t and returns that window's end.
+// roll moves the state to window max(⌊t/W⌋, w) and returns that window's
+// end: a later window restarts the count, a clock that went backwards keeps
+// counting in the current one.
 func (s *FixedWindowState) roll(w, t int64) (end int64) {
-	if i := floorDiv(t, w); i != s.window {
+	if i := floorDiv(t, w); i > s.window || s.count == 0 {
 		s.window, s.count = i, 0
 	}
 	return (s.window + 1) * w

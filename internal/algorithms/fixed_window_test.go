@@ -34,6 +34,15 @@ func TestFixedWindowSteps(t *testing.T) {
 			},
 		},
 		{
+			name:  "a clock that goes back keeps the count",
+			limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 2, Window: time.Second},
+			steps: []step{
+				{at: b, n: 2, allowed: true, remaining: 0, reset: time.Second},
+				{at: b - 10*us, n: 1, allowed: false, remaining: 0, reset: time.Second + 10*us},
+				{at: b + time.Second, n: 1, allowed: true, remaining: 1, reset: time.Second},
+			},
+		},
+		{
 			name:  "most requests per day",
 			limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: math.MaxUint32, Window: day},
 			steps: []step{
