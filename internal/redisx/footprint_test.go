@@ -1,0 +1,93 @@
+package redisx
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/redistest"
+)
+
+// TestFootprint measures, on a server of its own, what one limit costs Redis:
+// the bytes its keys take (MEMORY USAGE) and the commands its script runs
+// per decision (INFO commandstats, without the EVALSHA itself). The README's
+// table of algorithms quotes the figures it logs.
+func TestFootprint(t *testing.T) {
+	srv := redistest.Standalone(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	lim, err := NewLimiter(client)
+	require.NoError(t, err)
+
+	key := algorithms.Key{Domain: "edge", Entries: []algorithms.Entry{{Key: "api_key", Value: "k-5f2a9c1e7b3d4a60"}}}
+	var rows []string
+	for _, alg := range algorithms.Algorithms {
+		limit := algorithms.Limit{Algorithm: alg, Requests: 100, Window: time.Minute}
+		op := algorithms.Op{Key: key, Limit: limit, Hits: 1}
+		// Warm up the script cache and the state, then count what 100
+		// decisions (the last of them denied) run inside Redis.
+		_, err := lim.Do(ctx, []algorithms.Op{op})
+		require.NoError(t, err)
+		require.NoError(t, client.ConfigResetStat(ctx).Err())
+		const decisions = 100
+		for range decisions {
+			_, err := lim.Do(ctx, []algorithms.Op{op})
+			require.NoError(t, err)
+		}
+		calls := commandCalls(t, client.Info(ctx, "commandstats").Val())
+		assert.Equal(t, decisions, calls["evalsha"], "one EVALSHA per decision")
+		inside := 0
+		for cmd, n := range calls {
+			if cmd != "evalsha" && cmd != "config|resetstat" && cmd != "info" {
+				inside += n
+			}
+		}
+
+		keys := lim.keys.keys(key, limit, unsharded)
+		bytes := func() int64 {
+			var total int64
+			for _, k := range keys {
+				n, err := client.MemoryUsage(ctx, k).Result()
+				if err == nil {
+					total += n
+				}
+			}
+			return total
+		}
+		full := bytes() // 100 hits admitted: the limit is full
+		require.Positive(t, full)
+		rows = append(rows, fmt.Sprintf("| %s | %d | %d | %.1f |", alg, len(keys), full, float64(inside)/decisions))
+		if alg != algorithms.SlidingWindowLog {
+			assert.Less(t, full, int64(256), "%s keeps a constant, small state", alg)
+		}
+	}
+	t.Logf("per limit of 100 a minute, full (Redis %s):\n| algorithm | keys | bytes (MEMORY USAGE) | commands per decision inside the script |\n%s",
+		client.InfoMap(ctx, "server").Item("Server", "redis_version"), strings.Join(rows, "\n"))
+}
+
+// commandCalls parses INFO commandstats into calls per command.
+func commandCalls(t *testing.T, info string) map[string]int {
+	t.Helper()
+	calls := map[string]int{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, field := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(field, "calls="); ok {
+				n, err := strconv.Atoi(v)
+				require.NoError(t, err)
+				calls[strings.TrimPrefix(name, "cmdstat_")] = n
+			}
+		}
+	}
+	return calls
+}
