@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,4 +32,18 @@ func TestInvalidSettingStopsStartup(t *testing.T) {
 	err := run(context.Background(), nil, &out, &out)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "RLS_FAILURE_MODE")
+}
+
+// TestReadmeListsEveryVariable keeps the README's environment table in step
+// with the variables the server reads.
+func TestReadmeListsEveryVariable(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-h"}, &out, &out))
+	names := regexp.MustCompile(`(?m)^(RLS_[A-Z0-9_]+)\s`).FindAllStringSubmatch(out.String(), -1)
+	require.NotEmpty(t, names)
+	for _, m := range names {
+		assert.Contains(t, string(readme), "| `"+m[1]+"` |", "README's environment table lacks %s", m[1])
+	}
 }
