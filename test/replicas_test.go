@@ -194,10 +194,12 @@ descriptors:
 `
 
 // TestBackendsGiveTheSameAnswers sends the same requests to the real binary
-// on memory, Redis and Redis Cluster and compares every status.
+// on memory, Redis, Redis Cluster and Redis behind Sentinel, and compares
+// every status.
 func TestBackendsGiveTheSameAnswers(t *testing.T) {
 	cluster := redistest.SharedCluster(t)
 	standalone := redistest.SharedStandalone(t)
+	sentinel := redistest.Sentinel(t)
 	dir := writeConfig(t, sameLimits)
 	run := fmt.Sprintf("run-%d", rand.Uint64())
 	redis := map[string]string{"RLS_CONFIG_PATH": dir, "RLS_BACKEND": "redis", "RLS_BACKEND_TIMEOUT": "5s"}
@@ -218,6 +220,7 @@ func TestBackendsGiveTheSameAnswers(t *testing.T) {
 		{"memory", startServer(t, map[string]string{"RLS_CONFIG_PATH": dir})},
 		{"standalone", startServer(t, with(map[string]string{"RLS_REDIS_ADDRS": standalone.Addr()}))},
 		{"cluster", startServer(t, with(map[string]string{"RLS_REDIS_MODE": "cluster", "RLS_REDIS_ADDRS": strings.Join(cluster.Addrs(), ",")}))},
+		{"sentinel", startServer(t, with(map[string]string{"RLS_REDIS_MODE": "sentinel", "RLS_REDIS_SENTINEL_MASTER": sentinel.MasterName(), "RLS_REDIS_ADDRS": strings.Join(sentinel.SentinelAddrs(), ",")}))},
 	}
 	desc := func(key string, hits uint64) *ratelimitv3.RateLimitDescriptor {
 		d := &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: key, Value: run}}}
