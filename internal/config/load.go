@@ -20,6 +20,15 @@ import (
 // Every error Load returns is an *Error; errors.Is(err, fs.ErrNotExist)
 // reports a missing path. Load is safe for concurrent use.
 func Load(path string, opts Options) (*Config, error) {
+	files, err := readFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(files, opts)
+}
+
+// readFiles reads the files that Load parses. Its errors are *Error.
+func readFiles(path string) ([]File, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, fileError(path, err)
@@ -29,7 +38,7 @@ func Load(path string, opts Options) (*Config, error) {
 		if err != nil {
 			return nil, fileError(path, err)
 		}
-		return Parse([]File{{Name: path, Data: data}}, opts)
+		return []File{{Name: path, Data: data}}, nil
 	}
 	entries, err := os.ReadDir(path)
 	if err != nil {
@@ -58,7 +67,7 @@ func Load(path string, opts Options) (*Config, error) {
 	if len(files) == 0 {
 		return nil, &Error{File: path, Msg: "no *.yaml or *.yml files in directory"}
 	}
-	return Parse(files, opts)
+	return files, nil
 }
 
 // fileError returns an *Error for a file that could not be read.

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/ratewarden/ratewarden/internal/config"
 )
 
 // maxJSONBody bounds the body of a /json request.
@@ -20,10 +23,15 @@ const maxJSONBody = 4 << 20
 //     reason otherwise;
 //   - /json: POST a RateLimitRequest as JSON, get the RateLimitResponse as
 //     JSON, with status 429 when over limit;
-//   - /rlconfig: the loaded limits, as text.
+//   - /rlconfig: the loaded limits, as text, opening with where and when
+//     they were loaded when WithConfigStatus says so.
 //
 // Further endpoints (such as /metrics) can be added to the returned mux.
-func (s *Service) HTTPHandler(h *Health) *http.ServeMux {
+func (s *Service) HTTPHandler(h *Health, opts ...HTTPOption) *http.ServeMux {
+	var o httpOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthcheck", func(w http.ResponseWriter, r *http.Request) {
 		ok, why := h.Check()
@@ -39,14 +47,69 @@ func (s *Service) HTTPHandler(h *Health) *http.ServeMux {
 	mux.HandleFunc("/rlconfig", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		cfg := s.Config()
+		var st ConfigStatus
+		if o.configStatus != nil {
+			st = o.configStatus()
+			cfg = st.Config
+		}
 		if cfg == nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, "no rate limit configuration loaded")
 			return
 		}
+		if o.configStatus != nil {
+			st.writeHeader(w)
+		}
 		fmt.Fprint(w, cfg.String())
 	})
 	return mux
+}
+
+// HTTPOption adds to what HTTPHandler serves.
+type HTTPOption func(*httpOptions)
+
+type httpOptions struct {
+	configStatus func() ConfigStatus
+}
+
+// WithConfigStatus makes /rlconfig show status's Config, opening with
+// where and when it was loaded and, when the last reload failed, why:
+//
+//	loaded: 2026-11-21T10:00:00Z from ./config (2 files)
+//	last reload error: 2026-11-21T10:05:00Z: config/edge.yaml:14: descriptors[1].rate_limit.unit: …
+//
+// status is called for every request, concurrently.
+func WithConfigStatus(status func() ConfigStatus) HTTPOption {
+	return func(o *httpOptions) { o.configStatus = status }
+}
+
+// ConfigStatus is the configuration in use, where and when it was loaded,
+// and how the last attempt to reload it went.
+type ConfigStatus struct {
+	// Config is the configuration in use; nil when none is loaded.
+	Config *config.Config
+	// Source is where Config was loaded from: a file or a directory.
+	Source string
+	// LoadedAt is when Config was loaded.
+	LoadedAt time.Time
+	// LastError is why the last reload failed, leaving Config in use; nil
+	// when the last reload, or the first load, succeeded.
+	LastError error
+	// LastErrorAt is when the last reload failed.
+	LastErrorAt time.Time
+}
+
+// writeHeader writes the lines that open /rlconfig, and a blank line.
+func (st ConfigStatus) writeHeader(w io.Writer) {
+	n, files := len(st.Config.Files()), "files"
+	if n == 1 {
+		files = "file"
+	}
+	fmt.Fprintf(w, "loaded: %s from %s (%d %s)\n", st.LoadedAt.UTC().Format(time.RFC3339), st.Source, n, files)
+	if st.LastError != nil {
+		fmt.Fprintf(w, "last reload error: %s: %v\n", st.LastErrorAt.UTC().Format(time.RFC3339), st.LastError)
+	}
+	fmt.Fprintln(w)
 }
 
 // serveJSON is ShouldRateLimit over HTTP with JSON bodies.

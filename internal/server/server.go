@@ -14,10 +14,10 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
@@ -31,6 +31,8 @@ type Server struct {
 	service *rls.Service
 	health  *rls.Health
 	backend backend
+	config  *configState
+	watcher *config.Watcher // nil without RLS_CONFIG_WATCH
 
 	grpcLis net.Listener
 	httpLis net.Listener
@@ -44,19 +46,23 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	alg, _ := algorithms.ParseAlgorithm(s.DefaultAlgorithm)
-	cfg, err := config.Load(s.ConfigPath, config.Options{DefaultAlgorithm: alg})
+	watcher, cfg, err := loadConfig(s, logger)
 	if err != nil {
 		return nil, err
 	}
-	logger.Info("loaded rate limit configuration", "path", s.ConfigPath, "domains", len(cfg.Domains()), "files", len(cfg.Files()))
+	logger.Info("loaded rate limit configuration", "path", s.ConfigPath, "domains", len(cfg.Domains()), "files", len(cfg.Files()), "watch", s.ConfigWatch)
+	grpcTLS, err := newGRPCTLS(s, logger, time.Now())
+	if err != nil {
+		return nil, err
+	}
 
 	b, err := newBackend(s, logger)
 	if err != nil {
 		return nil, err
 	}
-	srv := &Server{settings: s, log: logger, backend: b, health: rls.NewHealth()}
+	srv := &Server{settings: s, log: logger, backend: b, health: rls.NewHealth(), watcher: watcher}
 	srv.service = rls.New(b, cfg, s.ServiceOptions(logger))
+	srv.config = newConfigState(srv.service, s.ConfigPath, cfg, time.Now(), logger)
 	srv.health.SetConfigLoaded(true)
 	srv.health.SetBackendError(b.Ping(ctx))
 
@@ -72,12 +78,16 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		}
 	}
 
-	srv.grpc = grpc.NewServer()
+	var grpcOpts []grpc.ServerOption
+	if grpcTLS != nil {
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(grpcTLS.config())))
+	}
+	srv.grpc = grpc.NewServer(grpcOpts...)
 	rlsv3.RegisterRateLimitServiceServer(srv.grpc, srv.service)
 	healthpb.RegisterHealthServer(srv.grpc, srv.health.Server())
 	reflection.Register(srv.grpc)
 	srv.http = &http.Server{
-		Handler:           srv.service.HTTPHandler(srv.health),
+		Handler:           srv.service.HTTPHandler(srv.health, rls.WithConfigStatus(srv.config.Status)),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return srv, nil
@@ -105,6 +115,8 @@ func (srv *Server) Serve(ctx context.Context) error {
 		go func() { errc <- srv.http.Serve(srv.httpLis) }()
 	}
 	srv.log.Info("serving", "grpc", srv.GRPCAddr().String(), "http", addrString(srv.HTTPAddr()), "backend", srv.settings.Backend)
+	stopWatching := srv.watchConfig(ctx)
+	defer stopWatching()
 
 	var err error
 	select {

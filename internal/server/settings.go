@@ -28,6 +28,15 @@ type Settings struct {
 	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /json, /rlconfig); empty disables HTTP"`
 	ConfigPath string `split_words:"true" default:"./config" desc:"limits YAML: a file, or a directory of *.yaml and *.yml files"`
 
+	ConfigWatch        bool          `split_words:"true" default:"true" desc:"reload RLS_CONFIG_PATH when its files change; an invalid change is logged and the limits in force stay"`
+	ConfigPollInterval time.Duration `split_words:"true" default:"10s" desc:"with RLS_CONFIG_WATCH, also re-read RLS_CONFIG_PATH this often, for volumes that send no change notifications; 0s turns it off"`
+
+	// The gRPC TLS fields are spelled Tls and Ca so that split_words makes
+	// their names RLS_GRPC_TLS_CERT_FILE and so on.
+	GRPCTlsCertFile     string `split_words:"true" desc:"PEM certificate chain of the gRPC server; with RLS_GRPC_TLS_KEY_FILE, gRPC is served over TLS 1.2 or later, and the files are re-read when they change"`
+	GRPCTlsKeyFile      string `split_words:"true" desc:"PEM private key of RLS_GRPC_TLS_CERT_FILE"`
+	GRPCTlsClientCaFile string `split_words:"true" desc:"PEM CA certificates: gRPC clients must present a certificate they signed (mutual TLS); needs RLS_GRPC_TLS_CERT_FILE"`
+
 	Backend          string        `split_words:"true" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
 	DefaultAlgorithm string        `split_words:"true" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
 	FailureMode      string        `split_words:"true" default:"error" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
@@ -89,6 +98,15 @@ func (s Settings) Validate() error {
 	}
 	if s.ShutdownDelay < 0 || s.ShutdownTimeout < 0 {
 		return fmt.Errorf("server: RLS_SHUTDOWN_DELAY and RLS_SHUTDOWN_TIMEOUT must not be negative")
+	}
+	if s.ConfigPollInterval < 0 {
+		return fmt.Errorf("server: RLS_CONFIG_POLL_INTERVAL must not be negative, not %s", s.ConfigPollInterval)
+	}
+	if (s.GRPCTlsCertFile == "") != (s.GRPCTlsKeyFile == "") {
+		return fmt.Errorf("server: RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE go together: set both or neither")
+	}
+	if s.GRPCTlsClientCaFile != "" && s.GRPCTlsCertFile == "" {
+		return fmt.Errorf("server: RLS_GRPC_TLS_CLIENT_CA_FILE needs RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE")
 	}
 	return nil
 }

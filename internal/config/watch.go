@@ -1,0 +1,275 @@
+package config
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Defaults for the WatchOptions fields whose zero value means "the default".
+const (
+	// DefaultPollInterval is how often a Watcher re-reads the files even
+	// when no file system notification arrived.
+	DefaultPollInterval = 10 * time.Second
+	// DefaultDebounce is how long the files must be quiet after a
+	// notification before a Watcher reads them.
+	DefaultDebounce = 150 * time.Millisecond
+)
+
+// maxDebounces bounds how long a steady stream of notifications can put off
+// a read: at most maxDebounces times the debounce after the first of them.
+const maxDebounces = 5
+
+// WatchOptions tunes a Watcher. The zero value is ready to use.
+type WatchOptions struct {
+	// Options are the options of every load.
+	Options
+	// PollInterval is how often the files are re-read whatever the file
+	// system notifications say, for file systems that do not send them
+	// (some network and container volume mounts). Zero means
+	// DefaultPollInterval; a negative interval turns polling off.
+	PollInterval time.Duration
+	// Debounce is how long the files must be quiet after a notification
+	// before they are read, so that a burst of writes is read once. Zero
+	// means DefaultDebounce.
+	Debounce time.Duration
+	// Logger receives warnings about watching the file system, such as a
+	// watch that cannot be set up. What is wrong with the configuration
+	// itself goes to Run's callback, not here. Nil discards them.
+	Logger *slog.Logger
+}
+
+func (o WatchOptions) withDefaults() WatchOptions {
+	if o.PollInterval == 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.Debounce <= 0 {
+		o.Debounce = DefaultDebounce
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}
+
+// Watcher keeps the configuration at a path current. NewWatcher loads it;
+// Check reloads it when the content of its files has changed; Run calls
+// Check whenever the file system reports a change, and periodically.
+//
+// It reads the same files as Load: a file, or a directory's *.yaml and
+// *.yml files, which covers editors that write a new file and rename it
+// over the old one, files rewritten in place, files added to or removed
+// from the directory, and Kubernetes ConfigMap volumes, whose update
+// atomically swaps the ..data link that the visible files point through.
+//
+// A change is the content of the files, with their names, differing from
+// what the last Check read: touching a file, or writing the same bytes
+// again, is no change. A Watcher is safe for concurrent use.
+type Watcher struct {
+	path string
+	opts WatchOptions
+
+	mu  sync.Mutex
+	sum [sha256.Size]byte // fingerprint of what the last Check read
+
+	afterCheck func() // called after each of Run's checks; for tests
+}
+
+// NewWatcher loads the configuration at path as Load does and returns it,
+// with a Watcher that reloads it from there. Its errors are Load's.
+func NewWatcher(path string, opts WatchOptions) (*Watcher, *Config, error) {
+	w := &Watcher{path: path, opts: opts.withDefaults()}
+	cfg, _, err := w.Check()
+	if err != nil {
+		return nil, nil, err
+	}
+	return w, cfg, nil
+}
+
+// Path returns the path the Watcher reads.
+func (w *Watcher) Path() string { return w.path }
+
+// Check reads the files at the path. When what it reads is what the last
+// Check (or NewWatcher) read, it reports changed false, and nothing else.
+// Otherwise it reports changed true and either the new Config or the error,
+// an *Error as Load's, that keeps it from loading. A content that failed to
+// load is not reported again until it changes.
+func (w *Watcher) Check() (cfg *Config, changed bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	files, err := readFiles(w.path)
+	var sum [sha256.Size]byte
+	if err != nil {
+		sum = sha256.Sum256([]byte("error\x00" + err.Error()))
+	} else {
+		sum = fingerprint(files)
+	}
+	if sum == w.sum {
+		return nil, false, nil
+	}
+	w.sum = sum
+	if err != nil {
+		return nil, true, err
+	}
+	cfg, err = Parse(files, w.opts.Options)
+	return cfg, true, err
+}
+
+// fingerprint digests the names and contents of files, in order.
+func fingerprint(files []File) [sha256.Size]byte {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range files {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.Name)))
+		h.Write(n[:])
+		h.Write([]byte(f.Name))
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.Data)))
+		h.Write(n[:])
+		h.Write(f.Data)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// Run watches the path until ctx ends, calling onChange with the result of
+// every Check that found a change: the new Config, or the error that keeps
+// the files from loading. It checks once at the start (for changes made
+// since NewWatcher), after every burst of file system notifications about
+// the path once it has been quiet for the debounce (or at the latest five
+// debounces after the burst began), and every poll interval. onChange is called from Run's goroutine only, one call at a
+// time; Run returns when ctx ends, not in the middle of a call.
+func (w *Watcher) Run(ctx context.Context, onChange func(*Config, error)) {
+	check := func() {
+		if cfg, changed, err := w.Check(); changed {
+			onChange(cfg, err)
+		}
+		if w.afterCheck != nil {
+			w.afterCheck()
+		}
+	}
+
+	n := w.notifier()
+	defer n.close()
+	var poll <-chan time.Time
+	if w.opts.PollInterval > 0 {
+		t := time.NewTicker(w.opts.PollInterval)
+		defer t.Stop()
+		poll = t.C
+	}
+	// The first check, for changes made since NewWatcher, waits for quiet
+	// like any other: the files may be in the middle of being written.
+	quiet := time.NewTimer(w.opts.Debounce)
+	defer quiet.Stop()
+	burstStart := time.Now() // zero when no check is waiting
+
+	for {
+		var changedNow bool
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll:
+			n.rewatch()
+			check()
+		case <-quiet.C:
+			burstStart = time.Time{}
+			check()
+		case ev, ok := <-n.events:
+			if !ok {
+				n.events = nil
+				continue
+			}
+			changedNow = n.concerns(ev)
+		case err, ok := <-n.errors:
+			if !ok {
+				n.errors = nil
+				continue
+			}
+			// Typically an overflowing event queue: whatever was lost,
+			// read the files again.
+			w.opts.Logger.Warn("config: file system notifications", "path", w.path, "err", err)
+			changedNow = true
+		}
+		if changedNow {
+			now := time.Now()
+			if burstStart.IsZero() {
+				burstStart = now
+			}
+			wait := min(w.opts.Debounce, burstStart.Add(maxDebounces*w.opts.Debounce).Sub(now))
+			quiet.Reset(max(wait, 0))
+		}
+	}
+}
+
+// notifier is Run's file system watch: the directory of the path (the
+// path itself when it is a directory). Its channels are nil when no watch
+// could be set up, and Run then relies on polling.
+type notifier struct {
+	fs     *fsnotify.Watcher
+	events chan fsnotify.Event
+	errors chan error
+	dir    string
+	file   string // the base name of the path when it is a file, else ""
+	warned bool   // whether the directory's watch is known to be lost
+	log    *slog.Logger
+}
+
+func (w *Watcher) notifier() *notifier {
+	n := &notifier{dir: w.path, log: w.opts.Logger}
+	if info, err := os.Stat(w.path); err == nil && !info.IsDir() {
+		n.dir, n.file = filepath.Dir(w.path), filepath.Base(w.path)
+	}
+	fs, err := fsnotify.NewWatcher()
+	if err != nil {
+		n.log.Warn("config: cannot watch for changes; relying on polling", "path", w.path, "poll_interval", w.opts.PollInterval, "err", err)
+		return n
+	}
+	n.fs, n.events, n.errors = fs, fs.Events, fs.Errors
+	n.rewatch()
+	return n
+}
+
+// rewatch watches the directory again if its watch was lost, as when the
+// directory was removed and made anew. It warns once about a directory it
+// cannot watch, until it can again.
+func (n *notifier) rewatch() {
+	if n.fs == nil || slices.Contains(n.fs.WatchList(), n.dir) {
+		return
+	}
+	if err := n.fs.Add(n.dir); err != nil {
+		if !n.warned {
+			n.log.Warn("config: cannot watch directory for changes; relying on polling", "dir", n.dir, "err", err)
+			n.warned = true
+		}
+		return
+	}
+	n.warned = false
+}
+
+// concerns reports whether ev may change what the path holds. In a watched
+// directory, every event may; next to a watched file, only events about
+// that file and about names starting with "..", which Kubernetes volumes
+// swap to update the files that link through them.
+func (n *notifier) concerns(ev fsnotify.Event) bool {
+	if n.file == "" {
+		return true
+	}
+	base := filepath.Base(ev.Name)
+	return base == n.file || strings.HasPrefix(base, "..")
+}
+
+func (n *notifier) close() {
+	if n.fs != nil {
+		n.fs.Close()
+	}
+}

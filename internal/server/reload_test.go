@@ -1,0 +1,259 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/rls"
+)
+
+// tick is how often tests poll for what they wait for.
+const tick = 5 * time.Millisecond
+
+// reloadYAML is domain "reload" allowing rpu hits a minute per value of k.
+func reloadYAML(rpu int) string {
+	return fmt.Sprintf("domain: reload\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: %d, algorithm: fixed_window}\n", rpu)
+}
+
+func reloadRequest(value string) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{
+		Domain: "reload",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: value}},
+		}},
+	}
+}
+
+// limitOf asks for one hit of k=value and returns the limit that answered.
+func limitOf(ctx context.Context, c rlsv3.RateLimitServiceClient, value string) (uint32, error) {
+	resp, err := c.ShouldRateLimit(ctx, reloadRequest(value))
+	if err != nil {
+		return 0, err
+	}
+	if resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		return 0, fmt.Errorf("k=%s: %s", value, resp.GetOverallCode())
+	}
+	return resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit(), nil
+}
+
+func getBody(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(out)
+}
+
+// outcomes collects what OnConfigReload reports.
+type outcomes struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (o *outcomes) add(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.errs = append(o.errs, err)
+}
+
+func (o *outcomes) all() []error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]error(nil), o.errs...)
+}
+
+func TestConfigReloadChangesAnswersWithoutFailingARequest(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "reload.yaml")
+	require.NoError(t, writeFile(path, reloadYAML(1000)))
+	// Polling off: the change must come through file notifications.
+	s := start(t, map[string]string{"RLS_CONFIG_PATH": dir, "RLS_CONFIG_POLL_INTERVAL": "0s"})
+	reloads := &outcomes{}
+	s.srv.OnConfigReload(reloads.add)
+	ctx := context.Background()
+
+	// Callers keep asking throughout the reload; each asks about a value
+	// of its own, so no limit runs out.
+	var calls, failures atomic.Int64
+	var firstFailure atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rpu, err := limitOf(ctx, s.client, fmt.Sprintf("bg-%d-%d", g, i))
+				calls.Add(1)
+				if err == nil && rpu != 1000 && rpu != 7 {
+					err = fmt.Errorf("answered with a limit of %d", rpu)
+				}
+				if err != nil {
+					failures.Add(1)
+					firstFailure.CompareAndSwap(nil, err.Error())
+				}
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return calls.Load() > 100 }, 5*time.Second, tick)
+
+	rpu, err := limitOf(ctx, s.client, "probe")
+	require.NoError(t, err)
+	require.EqualValues(t, 1000, rpu)
+
+	// Rewritten in place, as `cp` does.
+	changed := time.Now()
+	require.NoError(t, writeFile(path, reloadYAML(7)))
+	n := 0
+	require.Eventually(t, func() bool {
+		n++
+		rpu, err := limitOf(ctx, s.client, fmt.Sprintf("probe-%d", n))
+		return err == nil && rpu == 7
+	}, 2*time.Second, 10*time.Millisecond, "the new limit is not in force within 2 s")
+	t.Logf("new limit in force after %v", time.Since(changed).Round(time.Millisecond))
+
+	before := calls.Load()
+	require.Eventually(t, func() bool { return calls.Load() > before+100 }, 5*time.Second, tick)
+	close(stop)
+	wg.Wait()
+	assert.Zero(t, failures.Load(), "of %d calls; the first: %v", calls.Load(), firstFailure.Load())
+
+	require.NotEmpty(t, reloads.all())
+	assert.NoError(t, reloads.all()[len(reloads.all())-1])
+	code, body := getBody(t, s.http+"/rlconfig")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Regexp(t, `^loaded: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ from `+regexp.QuoteMeta(dir)+` \(1 file\)\n\n`, body)
+	assert.Contains(t, body, "requests_per_unit=7 ")
+	assert.NotContains(t, body, "last reload error")
+}
+
+func TestConfigReloadFailureKeepsTheLimitsInForce(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, writeFile(filepath.Join(dir, "a.yaml"), reloadYAML(3)))
+	s := start(t, map[string]string{"RLS_CONFIG_PATH": dir})
+	reloads := &outcomes{}
+	s.srv.OnConfigReload(reloads.add)
+	ctx := context.Background()
+
+	bad := filepath.Join(dir, "b.yaml")
+	require.NoError(t, writeFile(bad, "domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"))
+	require.Eventually(t, func() bool { return len(reloads.all()) == 1 }, 2*time.Second, tick)
+	err := reloads.all()[0]
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), bad+":4: descriptors[0].rate_limit.unit: ")
+
+	rpu, err := limitOf(ctx, s.client, "v")
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, rpu, "the previous limits stay in force")
+	code, body := getBody(t, s.http+"/rlconfig")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Regexp(t, `^loaded: \S+ from `+regexp.QuoteMeta(dir)+` \(1 file\)\nlast reload error: \S+Z: `+regexp.QuoteMeta(bad)+`:4: descriptors\[0\]\.rate_limit\.unit: `, body)
+	assert.Contains(t, body, "requests_per_unit=3 ")
+	code, _ = getBody(t, s.http+"/healthcheck")
+	assert.Equal(t, http.StatusOK, code, "a failed reload leaves the server serving")
+
+	require.NoError(t, writeFile(bad, "domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"))
+	require.Eventually(t, func() bool { return len(reloads.all()) == 2 }, 2*time.Second, tick)
+	assert.NoError(t, reloads.all()[1])
+	_, body = getBody(t, s.http+"/rlconfig")
+	assert.Regexp(t, `^loaded: \S+ from `+regexp.QuoteMeta(dir)+` \(2 files\)\n\n`, body)
+	assert.Contains(t, body, `domain "other"`)
+}
+
+func TestConfigWatchOff(t *testing.T) {
+	s := start(t, map[string]string{"RLS_CONFIG_WATCH": "false"})
+	assert.Nil(t, s.srv.watcher)
+	_, body := getBody(t, s.http+"/rlconfig")
+	assert.Regexp(t, `^loaded: \S+ from \.\./\.\./config \(2 files\)\n\n`, body)
+}
+
+func TestConfigStateReloaded(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.yaml")
+	require.NoError(t, writeFile(path, reloadYAML(3)))
+	first, err := config.Load(path, config.Options{})
+	require.NoError(t, err)
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	svc := rls.New(algorithms.NewMemory(), first, rls.Options{})
+	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	c := newConfigState(svc, path, first, t0, logger)
+	reloads := &outcomes{}
+	c.onReload(reloads.add)
+	assert.Equal(t, rls.ConfigStatus{Config: first, Source: path, LoadedAt: t0}, c.Status())
+
+	// A failure keeps the configuration and is logged with its place.
+	require.NoError(t, writeFile(path, "domain: reload\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: -1}\n"))
+	_, loadErr := config.Load(path, config.Options{})
+	require.Error(t, loadErr)
+	t1 := t0.Add(time.Minute)
+	c.reloaded(nil, loadErr, t1)
+	assert.Same(t, first, svc.Config())
+	assert.Equal(t, rls.ConfigStatus{Config: first, Source: path, LoadedAt: t0, LastError: loadErr, LastErrorAt: t1}, c.Status())
+	var entry map[string]any
+	require.NoError(t, json.Unmarshal(logs.Bytes(), &entry), logs.String())
+	assert.Equal(t, "ERROR", entry["level"])
+	assert.Equal(t, path, entry["file"])
+	assert.EqualValues(t, 4, entry["line"])
+	assert.Equal(t, "descriptors[0].rate_limit.requests_per_unit", entry["field"])
+	assert.Contains(t, entry["err"], path+":4: ")
+
+	// A success replaces it, and clears the error.
+	require.NoError(t, writeFile(path, reloadYAML(9)))
+	second, err := config.Load(path, config.Options{})
+	require.NoError(t, err)
+	t2 := t1.Add(time.Minute)
+	logs.Reset()
+	c.reloaded(second, nil, t2)
+	assert.Same(t, second, svc.Config())
+	assert.Equal(t, rls.ConfigStatus{Config: second, Source: path, LoadedAt: t2}, c.Status())
+	assert.Contains(t, logs.String(), `"level":"INFO"`)
+
+	assert.Equal(t, []error{loadErr, nil}, reloads.all())
+}
+
+func TestReloadSettings(t *testing.T) {
+	s, err := LoadSettings()
+	require.NoError(t, err)
+	assert.True(t, s.ConfigWatch)
+	assert.Equal(t, 10*time.Second, s.ConfigPollInterval)
+
+	t.Setenv("RLS_CONFIG_POLL_INTERVAL", "-1s")
+	_, err = LoadSettings()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "RLS_CONFIG_POLL_INTERVAL")
+}
+
+func TestRLConfigOfAFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "limits.yml")
+	require.NoError(t, os.WriteFile(path, []byte(reloadYAML(5)), 0o644))
+	s := start(t, map[string]string{"RLS_CONFIG_PATH": path})
+	_, body := getBody(t, s.http+"/rlconfig")
+	first, _, _ := strings.Cut(body, "\n")
+	assert.Regexp(t, `^loaded: \S+ from `+regexp.QuoteMeta(path)+` \(1 file\)$`, first)
+}
