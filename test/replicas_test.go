@@ -143,6 +143,7 @@ func TestShardedHotTenant(t *testing.T) {
 
 	// Find the shards' keys and the masters holding them.
 	client := cluster.Client(t)
+	var mu sync.Mutex // ForEachMaster calls in parallel
 	byMaster := map[string][]string{}
 	err := client.ForEachMaster(context.Background(), func(ctx context.Context, node *redis.Client) error {
 		keys, err := node.Keys(ctx, "*"+run+"*").Result()
@@ -150,9 +151,9 @@ func TestShardedHotTenant(t *testing.T) {
 			return err
 		}
 		sort.Strings(keys)
-		for _, k := range keys {
-			byMaster[node.Options().Addr] = append(byMaster[node.Options().Addr], k)
-		}
+		mu.Lock()
+		defer mu.Unlock()
+		byMaster[node.Options().Addr] = append(byMaster[node.Options().Addr], keys...)
 		return nil
 	})
 	require.NoError(t, err)
