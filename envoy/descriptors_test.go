@@ -1,0 +1,183 @@
+package envoy_test
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	ratelimitfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/envoy"
+)
+
+// listener builds an HTTPListener from a route configuration in YAML and a
+// rate limit filter of domain "d".
+func listener(t *testing.T, routes string) envoy.HTTPListener {
+	t.Helper()
+	rc := &routev3.RouteConfiguration{}
+	require.NoError(t, envoy.FromYAML([]byte(routes), rc))
+	require.NoError(t, envoy.Validate(rc))
+	return envoy.HTTPListener{Routes: rc, RateLimit: &ratelimitfilterv3.RateLimit{Domain: "d"}}
+}
+
+func rateLimits(t *testing.T, yaml string) []*routev3.RateLimit {
+	t.Helper()
+	vh := &routev3.VirtualHost{}
+	yaml = strings.ReplaceAll(yaml, "\t", "  ")
+	require.NoError(t, envoy.FromYAML([]byte("name: v\ndomains: ['*']\nrate_limits: "+yaml), vh))
+	require.NoError(t, envoy.Validate(vh))
+	return vh.GetRateLimits()
+}
+
+func TestDescriptorsActions(t *testing.T) {
+	addr := netip.MustParseAddr("2001:db8::1")
+	req := envoy.Request{
+		Method: "PUT", Path: "/a/b?x=1", Authority: "api.example.com", RemoteAddress: addr,
+		Headers: map[string]string{"x-tenant": "t1", "x-plan": "Gold"}, SourceCluster: "edge",
+	}
+	for _, tc := range []struct {
+		name, limits string
+		req          envoy.Request
+		want         []string
+	}{
+		{"remote address", `[{actions: [{remote_address: {}}]}]`, req, []string{"remote_address=2001:db8::1"}},
+		{"IPv4-mapped remote address", `[{actions: [{remote_address: {}}]}]`,
+			envoy.Request{RemoteAddress: netip.MustParseAddr("::ffff:192.0.2.1")}, []string{"remote_address=192.0.2.1"}},
+		{"no remote address sends nothing", `[{actions: [{remote_address: {}}, {generic_key: {descriptor_value: g}}]}]`,
+			envoy.Request{}, []string{}},
+		{"request header", `[{actions: [{request_headers: {header_name: X-Tenant, descriptor_key: tenant}}]}]`, req, []string{"tenant=t1"}},
+		{"pseudo-header", `[{actions: [{request_headers: {header_name: ":method", descriptor_key: m}}]}]`, req, []string{"m=PUT"}},
+		{"missing header drops the descriptor", `[{actions: [{generic_key: {descriptor_value: g}}, {request_headers: {header_name: x-none, descriptor_key: n}}]}, {actions: [{generic_key: {descriptor_value: h}}]}]`,
+			req, []string{"generic_key=h"}},
+		{"skip_if_absent drops only the entry", `[{actions: [{generic_key: {descriptor_value: g}}, {request_headers: {header_name: x-none, descriptor_key: n, skip_if_absent: true}}]}]`,
+			req, []string{"generic_key=g"}},
+		{"generic key with a key", `[{actions: [{generic_key: {descriptor_key: k, descriptor_value: v}}]}]`, req, []string{"k=v"}},
+		{"header value match keys default to header_match", `[{actions: [{header_value_match: {descriptor_value: put, headers: [{name: ":method", string_match: {exact: PUT}}]}}]}]`,
+			req, []string{"header_match=put"}},
+		{"header value match that fails drops the descriptor", `[{actions: [{header_value_match: {descriptor_value: get, headers: [{name: ":method", string_match: {exact: GET}}]}}]}]`,
+			req, []string{}},
+		{"expect_match false", `[{actions: [{header_value_match: {descriptor_key: k, descriptor_value: not-get, expect_match: false, headers: [{name: ":method", string_match: {exact: GET}}]}}]}]`,
+			req, []string{"k=not-get"}},
+		{"every header must match", `[{actions: [{header_value_match: {descriptor_value: v, headers: [{name: x-tenant, present_match: true}, {name: x-none, present_match: true}]}}]}]`,
+			req, []string{}},
+		{"absent header", `[{actions: [{header_value_match: {descriptor_value: v, headers: [{name: x-none, present_match: false}]}}]}]`,
+			req, []string{"header_match=v"}},
+		{"string matchers", `[
+			{actions: [{header_value_match: {descriptor_value: prefix, headers: [{name: ":path", string_match: {prefix: /a/}}]}}]},
+			{actions: [{header_value_match: {descriptor_value: suffix, headers: [{name: ":path", string_match: {suffix: "x=1"}}]}}]},
+			{actions: [{header_value_match: {descriptor_value: contains, headers: [{name: ":path", string_match: {contains: "/b?"}}]}}]},
+			{actions: [{header_value_match: {descriptor_value: fold, headers: [{name: x-plan, string_match: {exact: gold, ignore_case: true}}]}}]},
+			{actions: [{header_value_match: {descriptor_value: case, headers: [{name: x-plan, string_match: {exact: gold}}]}}]},
+			{actions: [{header_value_match: {descriptor_value: whole, headers: [{name: ":path", string_match: {safe_regex: {regex: "/a/b\\?.*"}}}]}}]},
+			{actions: [{header_value_match: {descriptor_value: part, headers: [{name: ":path", string_match: {safe_regex: {regex: "/a"}}}]}}]}]`,
+			req, []string{"header_match=prefix", "header_match=suffix", "header_match=contains", "header_match=fold", "header_match=whole"}},
+		{"clusters", `[{actions: [{source_cluster: {}}, {destination_cluster: {}}]}]`, req, []string{"source_cluster=edge,destination_cluster="}},
+		{"stage", `[{stage: 1, actions: [{generic_key: {descriptor_value: one}}]}, {actions: [{generic_key: {descriptor_value: zero}}]}]`,
+			req, []string{"generic_key=zero"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds, err := envoy.Descriptors(rateLimits(t, tc.limits), 0, tc.req)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, describe(ds))
+		})
+	}
+}
+
+// TestDescriptorsRefuseWhatIsNotModelled: settings that change what Envoy
+// sends, and that the model does not follow, are errors.
+func TestDescriptorsRefuseWhatIsNotModelled(t *testing.T) {
+	for _, limits := range []string{
+		`[{actions: [{query_parameters: {query_parameter_name: q, descriptor_key: q}}]}]`,
+		`[{actions: [{masked_remote_address: {}}]}]`,
+		`[{disable_key: k, actions: [{remote_address: {}}]}]`,
+		`[{actions: [{header_value_match: {descriptor_value: v, headers: [{name: a, invert_match: true, present_match: true}]}}]}]`,
+		`[{actions: [{header_value_match: {descriptor_value: v, headers: [{name: a, range_match: {start: 1, end: 2}}]}}]}]`,
+		`[{actions: [{generic_key: {descriptor_value: v, default_value: d}}]}]`,
+	} {
+		_, err := envoy.Descriptors(rateLimits(t, limits), 0, envoy.Request{Headers: map[string]string{"a": "1"}})
+		assert.Error(t, err, limits)
+	}
+}
+
+func TestRateLimitRequestRoutes(t *testing.T) {
+	l := listener(t, `
+virtual_hosts:
+  - name: api
+    domains: [api.example.com, "*.api.example.com"]
+    rate_limits: [{actions: [{generic_key: {descriptor_value: api-vh}}]}]
+    routes:
+      - match: {path: /own}
+        route: {cluster: c1, rate_limits: [{actions: [{generic_key: {descriptor_value: own}}]}]}
+      - match: {prefix: /both}
+        route:
+          cluster: c2
+          include_vh_rate_limits: true
+          rate_limits: [{actions: [{generic_key: {descriptor_value: both}}]}]
+      - match: {prefix: /hdr, headers: [{name: x-beta, present_match: true}]}
+        route: {cluster: beta, rate_limits: [{actions: [{destination_cluster: {}}]}]}
+      - match: {prefix: /Redirect, case_sensitive: false}
+        redirect: {path_redirect: /}
+      - match: {prefix: /}
+        route: {cluster: c3}
+  - name: rest
+    domains: ["*"]
+    rate_limits: [{actions: [{generic_key: {descriptor_value: rest-vh}}]}]
+    routes:
+      - match: {prefix: /}
+        route: {cluster: c4}
+`)
+	for _, tc := range []struct {
+		name string
+		req  envoy.Request
+		want []string // nil: no request to the service
+	}{
+		{"route limits replace the virtual host's", envoy.Request{Authority: "api.example.com", Path: "/own?q"}, []string{"generic_key=own"}},
+		{"include_vh_rate_limits adds them after", envoy.Request{Authority: "api.example.com", Path: "/both/x"}, []string{"generic_key=both", "generic_key=api-vh"}},
+		{"no route limits: the virtual host's", envoy.Request{Authority: "api.example.com", Path: "/other"}, []string{"generic_key=api-vh"}},
+		{"wildcard domain", envoy.Request{Authority: "eu.api.example.com", Path: "/own"}, []string{"generic_key=own"}},
+		{"route by header", envoy.Request{Authority: "api.example.com", Path: "/hdr", Headers: map[string]string{"x-beta": "1"}}, []string{"destination_cluster=beta"}},
+		{"route by header, header absent", envoy.Request{Authority: "api.example.com", Path: "/hdr"}, []string{"generic_key=api-vh"}},
+		{"redirects are not rate limited", envoy.Request{Authority: "api.example.com", Path: "/redirect"}, nil},
+		{"catch-all domain", envoy.Request{Authority: "other.example.com", Path: "/own"}, []string{"generic_key=rest-vh"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rr, err := l.RateLimitRequest(tc.req)
+			require.NoError(t, err)
+			if tc.want == nil {
+				assert.Nil(t, rr)
+				return
+			}
+			require.NotNil(t, rr)
+			assert.Equal(t, "d", rr.GetDomain())
+			assert.Equal(t, tc.want, describe(rr.GetDescriptors()))
+		})
+	}
+
+	t.Run("per-route filter configuration is not modelled", func(t *testing.T) {
+		l := listener(t, `
+virtual_hosts:
+  - name: v
+    domains: ["*"]
+    routes:
+      - match: {prefix: /}
+        route: {cluster: c}
+        typed_per_filter_config:
+          envoy.filters.http.ratelimit:
+            "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute
+            vh_rate_limits: INCLUDE
+`)
+		_, err := l.RateLimitRequest(envoy.Request{})
+		assert.ErrorContains(t, err, "not modelled")
+	})
+
+	t.Run("no rate limit filter, no request", func(t *testing.T) {
+		l := listener(t, `{virtual_hosts: [{name: v, domains: ["*"], rate_limits: [{actions: [{remote_address: {}}]}], routes: [{match: {prefix: /}, route: {cluster: c}}]}]}`)
+		l.RateLimit = nil
+		rr, err := l.RateLimitRequest(envoy.Request{RemoteAddress: netip.MustParseAddr("192.0.2.1")})
+		require.NoError(t, err)
+		assert.Nil(t, rr)
+	})
+}

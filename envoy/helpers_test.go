@@ -1,0 +1,114 @@
+package envoy_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/ratewarden/ratewarden/envoy"
+	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/server"
+)
+
+// repoFile returns the path of a file of the repository, from envoy/.
+func repoFile(elem ...string) string {
+	return filepath.Join(append([]string{".."}, elem...)...)
+}
+
+// frontProxy loads envoy.yaml and returns its one HTTP listener.
+func frontProxy(t *testing.T) envoy.HTTPListener {
+	t.Helper()
+	b, err := envoy.LoadBootstrap("envoy.yaml")
+	require.NoError(t, err)
+	ls, err := envoy.HTTPListeners(b)
+	require.NoError(t, err)
+	require.Len(t, ls, 1, "envoy.yaml has one HTTP listener")
+	return ls[0]
+}
+
+// exampleLimits loads the example limits in config/.
+func exampleLimits(t *testing.T) *config.Config {
+	t.Helper()
+	c, err := config.Load(repoFile("config"), config.Options{})
+	require.NoError(t, err)
+	return c
+}
+
+// knownVariables returns every variable the server reads, from the list
+// `server -h` prints.
+func knownVariables(t *testing.T) map[string]bool {
+	t.Helper()
+	var out bytes.Buffer
+	require.NoError(t, server.PrintUsage(&out))
+	vars := map[string]bool{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], server.EnvPrefix+"_") {
+			vars[f[0]] = true
+		}
+	}
+	require.Contains(t, vars, "RLS_GRPC_ADDR", "server -h lists the variables")
+	return vars
+}
+
+// yamlDocuments decodes every document of a YAML file.
+func yamlDocuments(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var docs []map[string]any
+	for {
+		var doc map[string]any
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err, "%s: document %d", path, len(docs)+1)
+		if doc != nil {
+			docs = append(docs, doc)
+		}
+	}
+	return docs
+}
+
+// at walks a decoded YAML value along keys (map keys, or list indexes as
+// ints) and fails the test when the path is missing.
+func at(t *testing.T, v any, path ...any) any {
+	t.Helper()
+	for i, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			require.True(t, ok, "%v: not a mapping", path[:i])
+			v, ok = m[k]
+			require.True(t, ok, "%v: no %q", path[:i], k)
+		case int:
+			l, ok := v.([]any)
+			require.True(t, ok, "%v: not a list", path[:i])
+			require.Less(t, k, len(l), "%v: no item %d", path[:i], k)
+			v = l[k]
+		}
+	}
+	return v
+}
+
+// describe renders descriptors as "k=v,k=v" strings.
+func describe(ds []*ratelimitv3.RateLimitDescriptor) []string {
+	out := []string{}
+	for _, d := range ds {
+		var parts []string
+		for _, e := range d.GetEntries() {
+			parts = append(parts, e.GetKey()+"="+e.GetValue())
+		}
+		out = append(out, strings.Join(parts, ","))
+	}
+	return out
+}
