@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/lua"
 )
 
@@ -87,4 +88,30 @@ func runScripts(ctx context.Context, client redis.UniversalClient, calls []*scri
 // cache.
 func isNoScript(err error) bool {
 	return errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// Prepare loads every script into the script cache of every node Redis has:
+// the server, or each master and replica of a cluster (so that a replica
+// promoted by a failover has them too). It also opens a connection to each.
+// Run it when the backend becomes reachable, so that the first decisions do
+// not pay for connecting and for sending the scripts' text.
+func (l *Limiter) Prepare(ctx context.Context) error {
+	load := func(ctx context.Context, c redis.Scripter) error {
+		for _, s := range l.scripts[algorithms.FixedWindow:] {
+			sha, err := c.ScriptLoad(ctx, s.src).Result()
+			if err != nil {
+				return fmt.Errorf("redisx: load %s: %w", s.name, err)
+			}
+			if sha != s.sha {
+				return fmt.Errorf("redisx: load %s: server digest %s, want %s", s.name, sha, s.sha)
+			}
+		}
+		return nil
+	}
+	if cluster, ok := l.client.(*redis.ClusterClient); ok {
+		return cluster.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+			return load(ctx, node)
+		})
+	}
+	return load(ctx, l.client)
 }

@@ -104,3 +104,39 @@ func TestScriptsSurviveScriptFlush(t *testing.T) {
 		})
 	}
 }
+
+// TestPrepareLoadsEveryScriptEverywhere flushes every node's script cache,
+// runs Prepare, and then sees the first decisions run by digest alone: no
+// EVAL, on any master.
+func TestPrepareLoadsEveryScriptEverywhere(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			masters := b.masters(t)
+			lim, err := NewLimiter(b.client(t), WithKeyPrefix(testPrefix(t)))
+			require.NoError(t, err)
+			ctx := context.Background()
+			flushScripts(t, masters)
+			require.NoError(t, lim.Prepare(ctx))
+			for _, m := range masters {
+				for _, s := range lim.scripts[algorithms.FixedWindow:] {
+					exists, err := m.ScriptExists(ctx, s.sha).Result()
+					require.NoError(t, err)
+					require.Equal(t, []bool{true}, exists, "%s on %s", s.name, m.Options().Addr)
+				}
+			}
+			eval, _ := evalCalls(t, masters)
+			var ops []algorithms.Op
+			for i, alg := range algorithms.Algorithms {
+				ops = append(ops, algorithms.Op{
+					Key:   algorithms.Key{Domain: "prepare", Entries: []algorithms.Entry{{Key: "i", Value: strconv.Itoa(i)}}},
+					Limit: algorithms.Limit{Algorithm: alg, Requests: 10, Window: time.Hour},
+					Hits:  1,
+				})
+			}
+			_, err = lim.Do(ctx, ops)
+			require.NoError(t, err)
+			eval2, _ := evalCalls(t, masters)
+			require.Equal(t, eval, eval2, "prepared scripts run without EVAL")
+		})
+	}
+}
