@@ -60,18 +60,50 @@ type Options struct {
 	FailureMode FailureMode
 	// BackendTimeout bounds each call to the backend.
 	BackendTimeout time.Duration
+	// BreakerFailures is how many consecutive backend failures open the
+	// circuit breaker, which then answers with the FailureMode at once,
+	// without calling the backend, for BreakerCooldown; after that one probe
+	// call goes through and its success closes the breaker. 0 disables the
+	// breaker.
+	BreakerFailures int
+	// BreakerCooldown is how long the breaker stays open; 0 means 1s.
+	BreakerCooldown time.Duration
+	// NearLimitRatio is the share of a limit's capacity at or above which an
+	// admitted request counts as near the limit, in (0, 1]; 0 means 0.8.
+	NearLimitRatio float64
+	// Observer is told every decision, request and backend call, for
+	// metrics; nil observes nothing.
+	Observer Observer
 	// Logger receives the service's logs; nil discards them.
 	Logger *slog.Logger
 }
 
 // DefaultOptions returns the options the service runs with when nothing is
 // configured: sliding window counter, refunds on, failure mode error, 10 ms
-// backend timeout.
+// backend timeout, a circuit breaker that opens for 1s after 20 consecutive
+// failures, and a near-limit ratio of 0.8.
 func DefaultOptions() Options {
 	return Options{
 		DefaultAlgorithm: algorithms.SlidingWindowCounter,
 		RefundOnDeny:     true,
 		FailureMode:      FailError,
 		BackendTimeout:   10 * time.Millisecond,
+		BreakerFailures:  DefaultBreakerFailures,
+		BreakerCooldown:  DefaultBreakerCooldown,
+		NearLimitRatio:   DefaultNearLimitRatio,
 	}
 }
+
+// Defaults of the options whose zero value means "the default" or "off".
+const (
+	// DefaultBreakerFailures is the BreakerFailures of DefaultOptions. A
+	// master lost from a Redis Cluster of three fails about a third of the
+	// calls, and 20 of them in a row come with a probability of (1/3)^20, a
+	// few in ten billion: the breaker opens when nearly every call fails,
+	// not while one master of several is failed over.
+	DefaultBreakerFailures = 20
+	// DefaultBreakerCooldown is what a zero BreakerCooldown means.
+	DefaultBreakerCooldown = time.Second
+	// DefaultNearLimitRatio is what a zero NearLimitRatio means.
+	DefaultNearLimitRatio = 0.8
+)

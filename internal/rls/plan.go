@@ -32,6 +32,9 @@ type descPlan struct {
 	unlimited *config.Rule
 	// first and n select the descriptor's ops: ops[first : first+n].
 	first, n int
+	// metricKey names the matched rule in metrics (config.Match.MetricKey);
+	// empty when no rule matched.
+	metricKey string
 }
 
 // planLimit is the configuration behind one Op.
@@ -87,6 +90,9 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 		shadow := opts.ShadowMode || (matched && m.Rule.ShadowMode)
 
 		p.descs[i].first = len(p.ops)
+		if matched {
+			p.descs[i].metricKey = m.MetricKey
+		}
 		for _, rl := range limits {
 			p.ops = append(p.ops, algorithms.Op{
 				Key:    key,

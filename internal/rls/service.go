@@ -6,6 +6,7 @@ package rls
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,10 +31,16 @@ import (
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	limiter Limiter
-	opts    Options
-	log     *slog.Logger
-	cfg     atomic.Pointer[config.Config]
+	limiter  Limiter
+	opts     Options
+	log      *slog.Logger
+	cfg      atomic.Pointer[config.Config]
+	observer Observer
+	breaker  *breaker // nil without a breaker
+	// now is the clock of the breaker and of the observed durations.
+	now func() time.Time
+	// nearLimitPPM is Options.NearLimitRatio in parts per million.
+	nearLimitPPM uint64
 }
 
 // New returns a Service deciding with limiter under cfg, which may be nil
@@ -45,7 +52,24 @@ func New(limiter Limiter, cfg *config.Config, opts Options) *Service {
 	if !opts.DefaultAlgorithm.Valid() {
 		opts.DefaultAlgorithm = algorithms.SlidingWindowCounter
 	}
-	s := &Service{limiter: limiter, opts: opts, log: opts.Logger}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
+	if !(opts.NearLimitRatio > 0 && opts.NearLimitRatio <= 1) {
+		opts.NearLimitRatio = DefaultNearLimitRatio
+	}
+	if opts.BreakerCooldown <= 0 {
+		opts.BreakerCooldown = DefaultBreakerCooldown
+	}
+	s := &Service{
+		limiter:      limiter,
+		opts:         opts,
+		log:          opts.Logger,
+		observer:     opts.Observer,
+		now:          time.Now,
+		nearLimitPPM: uint64(math.Round(opts.NearLimitRatio * ppm)),
+	}
+	s.breaker = newBreaker(opts.BreakerFailures, opts.BreakerCooldown, s.breakerChanged)
 	s.cfg.Store(cfg)
 	return s
 }
@@ -58,9 +82,20 @@ func (s *Service) SetConfig(cfg *config.Config) { s.cfg.Store(cfg) }
 func (s *Service) Config() *config.Config { return s.cfg.Load() }
 
 // ShouldRateLimit decides whether the request's descriptors are within their
-// limits. Invalid requests get codes.InvalidArgument; a backend failure gets
-// the configured FailureMode.
+// limits. Invalid requests get codes.InvalidArgument; a backend failure, or
+// an open circuit breaker, gets the configured FailureMode.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	start := s.now()
+	resp, err := s.shouldRateLimit(ctx, req)
+	s.observer.ObserveRequest(RequestOutcome{
+		Duration: s.now().Sub(start),
+		Code:     resp.GetOverallCode(),
+		GRPCCode: status.Code(err),
+	})
+	return resp, err
+}
+
+func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if err := validateRequest(req); err != nil {
 		return nil, err
 	}
@@ -76,24 +111,63 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if err != nil {
 		return s.failed(ctx, p, err)
 	}
+	s.observeDecisions(p, results)
 	if p.overLimit(results) && s.opts.RefundOnDeny {
 		s.refund(ctx, p, results)
 	}
 	return p.response(results), nil
 }
 
-// do calls the limiter within the backend timeout.
+// do calls the limiter within the backend timeout, unless the circuit
+// breaker is open, and tells the breaker and the observer how it went.
 func (s *Service) do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	start := s.now()
+	if !s.breaker.allow(start) {
+		s.observer.ObserveBackend(BackendCall{Error: BackendCircuitOpen})
+		return nil, ErrCircuitOpen
+	}
+	callCtx := ctx
 	if s.opts.BackendTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.opts.BackendTimeout)
+		callCtx, cancel = context.WithTimeout(ctx, s.opts.BackendTimeout)
 		defer cancel()
 	}
-	results, err := s.limiter.Do(ctx, ops)
+	results, err := s.limiter.Do(callCtx, ops)
 	if err == nil && len(results) != len(ops) {
 		err = fmt.Errorf("rls: limiter returned %d results for %d operations", len(results), len(ops))
 	}
+	end := s.now()
+	kind := classifyBackendError(ctx, err)
+	switch {
+	case kind == BackendOK:
+		s.breaker.success()
+	case kind == BackendCanceled, errors.Is(err, algorithms.ErrInvalidLimit):
+		// Neither the caller going away nor a limit no backend could
+		// enforce says anything about the backend's health.
+		s.breaker.abandon()
+	default:
+		s.breaker.failure(end)
+	}
+	s.observer.ObserveBackend(BackendCall{Duration: end.Sub(start), Error: kind})
 	return results, err
+}
+
+// breakerChanged logs and reports a change of the circuit breaker's state:
+// opening and closing at warn and info, the probes of an outage (once per
+// cool-down) at debug.
+func (s *Service) breakerChanged(from, to BreakerState) {
+	switch {
+	case to == BreakerOpen && from == BreakerClosed:
+		s.log.Warn("backend circuit breaker opened: answering with the failure mode without calling the backend",
+			"failures", s.opts.BreakerFailures, "cooldown", s.opts.BreakerCooldown, "failure_mode", s.opts.FailureMode.String())
+	case to == BreakerOpen:
+		s.log.Debug("backend circuit breaker probe failed; open again", "cooldown", s.opts.BreakerCooldown)
+	case to == BreakerHalfOpen:
+		s.log.Debug("backend circuit breaker half-open: probing the backend")
+	case to == BreakerClosed:
+		s.log.Info("backend circuit breaker closed: the backend answers again")
+	}
+	s.observer.ObserveBreaker(to)
 }
 
 // refund gives back what the admitted takes of a denied request consumed,
@@ -128,7 +202,9 @@ func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Resu
 // failed answers a request whose backend call failed, as the failure mode
 // says.
 func (s *Service) failed(ctx context.Context, p *plan, err error) (*rlsv3.RateLimitResponse, error) {
-	s.log.WarnContext(ctx, "backend failed", "domain", p.domain, "failure_mode", s.opts.FailureMode.String(), "err", err)
+	// Debug, not Warn: while the backend is down every request fails, and
+	// the breaker and the health check already say so once.
+	s.log.DebugContext(ctx, "backend failed", "domain", p.domain, "failure_mode", s.opts.FailureMode.String(), "err", err)
 	switch s.opts.FailureMode {
 	case FailAllow:
 		return p.failureResponse(rlsv3.RateLimitResponse_OK), nil
