@@ -1,0 +1,221 @@
+// Package metrics exposes ratewarden's Prometheus metrics: it implements
+// rls.Observer over a registry of its own (never the global default one)
+// and serves it in the Prometheus text format. Every metric name starts with
+// ratewarden_; the README lists them all.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ratewarden/ratewarden/internal/rls"
+)
+
+// Namespace prefixes every metric name.
+const Namespace = "ratewarden"
+
+// LatencyBuckets are the upper bounds, in seconds, of the request and backend
+// latency histograms: from 100µs, below a Redis round trip on one host, to
+// 50ms, beyond Envoy's default 20ms timeout.
+var LatencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05}
+
+// ruleLabels are the labels of the per-rule counters.
+var ruleLabels = []string{"domain", "descriptor", "limit", "algorithm", "window"}
+
+// Metrics holds ratewarden's metrics in a registry of its own. It implements
+// rls.Observer. It is safe for concurrent use; the zero value is not usable,
+// use New.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	totalHits   *prometheus.CounterVec
+	withinLimit *prometheus.CounterVec
+	nearLimit   *prometheus.CounterVec
+	overLimit   *prometheus.CounterVec
+	shadowMode  *prometheus.CounterVec
+
+	requests        *prometheus.CounterVec
+	requestDuration prometheus.Histogram
+
+	backendDuration prometheus.Histogram
+	backendErrors   *prometheus.CounterVec
+	breakerState    *prometheus.GaugeVec
+	breakerOpened   prometheus.Counter
+
+	configReloads     *prometheus.CounterVec
+	configLastSuccess prometheus.Gauge
+}
+
+var _ rls.Observer = (*Metrics)(nil)
+
+// New returns Metrics registered in a new registry, together with the Go
+// runtime and process collectors.
+func New() *Metrics {
+	ruleCounter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "rule", Name: name, Help: help,
+		}, ruleLabels)
+	}
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+
+		totalHits: ruleCounter("hits_total",
+			"Hits asked of a limit (envoyproxy/ratelimit's total_hits)."),
+		withinLimit: ruleCounter("within_limit_hits_total",
+			"Hits a limit admitted (within_limit)."),
+		nearLimit: ruleCounter("near_limit_hits_total",
+			"Admitted hits that left a limit used at or above RLS_NEAR_LIMIT_RATIO of its capacity (near_limit)."),
+		overLimit: ruleCounter("over_limit_hits_total",
+			"Hits a limit denied, shadow mode or not (over_limit)."),
+		shadowMode: ruleCounter("shadow_mode_hits_total",
+			"Hits a limit denied that shadow mode let through (shadow_mode)."),
+
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "requests_total",
+			Help: "ShouldRateLimit calls, over gRPC and /json, by overall code (UNKNOWN when the call failed) and gRPC code.",
+		}, []string{"code", "grpc_code"}),
+		requestDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "request_duration_seconds",
+			Help:    "Time to answer a ShouldRateLimit call, from its decoded request to its response.",
+			Buckets: LatencyBuckets,
+		}),
+
+		backendDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Subsystem: "backend", Name: "duration_seconds",
+			Help:    "Time of one call to the backend (one pipelined round trip to Redis), failed or not; calls the circuit breaker refused are not included.",
+			Buckets: LatencyBuckets,
+		}),
+		backendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "backend", Name: "errors_total",
+			Help: "Backend calls that failed, by kind: timeout, unavailable (connection refused, reset or closed), circuit_open (refused by the circuit breaker without trying), other.",
+		}, []string{"kind"}),
+		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: "backend", Name: "circuit_breaker_state",
+			Help: "1 for the circuit breaker's current state (closed, open or half_open), 0 for the others.",
+		}, []string{"state"}),
+		breakerOpened: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "backend", Name: "circuit_breaker_opened_total",
+			Help: "Times the circuit breaker opened, after consecutive failures or a failed probe.",
+		}),
+
+		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "config", Name: "reloads_total",
+			Help: "Reloads of the limits configuration, by result: success or failure (the previous configuration stays in force).",
+		}, []string{"result"}),
+		configLastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: "config", Name: "last_reload_successful",
+			Help: "1 when the last reload of the limits configuration succeeded (or none was tried), 0 when it failed.",
+		}),
+	}
+	m.registry.MustRegister(
+		m.totalHits, m.withinLimit, m.nearLimit, m.overLimit, m.shadowMode,
+		m.requests, m.requestDuration,
+		m.backendDuration, m.backendErrors, m.breakerState, m.breakerOpened,
+		m.configReloads, m.configLastSuccess,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+
+	// Series whose absence would read as "no data" rather than zero.
+	for _, kind := range rls.BackendErrors {
+		m.backendErrors.WithLabelValues(kind.String())
+	}
+	m.ObserveBreaker(rls.BreakerClosed)
+	m.configReloads.WithLabelValues("success")
+	m.configReloads.WithLabelValues("failure")
+	m.configLastSuccess.Set(1)
+	return m
+}
+
+// Handler returns the HTTP handler that serves the metrics in the
+// Prometheus text (or OpenMetrics) format, for /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// Registry returns the registry the metrics live in, so that more
+// collectors can be registered beside them.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// ObserveRequest counts a ShouldRateLimit call and its latency.
+func (m *Metrics) ObserveRequest(o rls.RequestOutcome) {
+	m.requests.WithLabelValues(o.Code.String(), o.GRPCCode.String()).Inc()
+	m.requestDuration.Observe(o.Duration.Seconds())
+}
+
+// ObserveLimit adds one limit's decision to the per-rule counters, by hits.
+func (m *Metrics) ObserveLimit(d rls.LimitDecision) {
+	labels := []string{d.Domain, d.Descriptor, d.Limit, d.Algorithm.String(), windowLabel(d.Window)}
+	hits := float64(d.Hits)
+	m.totalHits.WithLabelValues(labels...).Add(hits)
+	if d.OverLimit {
+		m.overLimit.WithLabelValues(labels...).Add(hits)
+		if d.Shadowed {
+			m.shadowMode.WithLabelValues(labels...).Add(hits)
+		}
+		return
+	}
+	m.withinLimit.WithLabelValues(labels...).Add(hits)
+	if d.NearLimit {
+		m.nearLimit.WithLabelValues(labels...).Add(hits)
+	}
+}
+
+// ObserveBackend records a backend call's latency and, when it failed, its
+// kind of error. A call abandoned by its caller is no backend error.
+func (m *Metrics) ObserveBackend(c rls.BackendCall) {
+	if c.Error != rls.BackendCircuitOpen {
+		m.backendDuration.Observe(c.Duration.Seconds())
+	}
+	switch c.Error {
+	case rls.BackendOK, rls.BackendCanceled:
+	default:
+		m.backendErrors.WithLabelValues(c.Error.String()).Inc()
+	}
+}
+
+// ObserveBreaker records the circuit breaker's new state.
+func (m *Metrics) ObserveBreaker(s rls.BreakerState) {
+	for _, st := range rls.BreakerStates {
+		v := 0.0
+		if st == s {
+			v = 1
+		}
+		m.breakerState.WithLabelValues(st.String()).Set(v)
+	}
+	if s == rls.BreakerOpen {
+		m.breakerOpened.Inc()
+	}
+}
+
+// ObserveConfigReload records a reload of the limits configuration: err is
+// nil when it succeeded.
+func (m *Metrics) ObserveConfigReload(err error) {
+	if err != nil {
+		m.configReloads.WithLabelValues("failure").Inc()
+		m.configLastSuccess.Set(0)
+		return
+	}
+	m.configReloads.WithLabelValues("success").Inc()
+	m.configLastSuccess.Set(1)
+}
+
+// windowLabel writes a window in its largest whole unit: "1s", "90s", "5m",
+// "1h", "7d".
+func windowLabel(w time.Duration) string {
+	const day = 24 * time.Hour
+	for _, u := range []struct {
+		d      time.Duration
+		suffix string
+	}{{day, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if w >= u.d && w%u.d == 0 {
+			return strconv.FormatInt(int64(w/u.d), 10) + u.suffix
+		}
+	}
+	return w.String()
+}

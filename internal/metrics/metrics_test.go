@@ -1,0 +1,180 @@
+package metrics
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rls"
+)
+
+// scrape serves m's handler and returns every sample, keyed by its series as
+// the text format writes it: name{label="value",...}, labels sorted.
+func scrape(t *testing.T, m *Metrics) map[string]float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	body, err := io.ReadAll(rec.Body)
+	require.NoError(t, err)
+	return parseText(t, string(body))
+}
+
+// parseText parses the Prometheus text format into series → value.
+func parseText(t *testing.T, text string) map[string]float64 {
+	t.Helper()
+	samples := make(map[string]float64)
+	for line := range strings.SplitSeq(text, "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		require.Positive(t, i, "sample line %q", line)
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		require.NoError(t, err, "sample line %q", line)
+		samples[line[:i]] = v
+	}
+	return samples
+}
+
+func rule(name, descriptor, limit, algorithm, window string) string {
+	return "ratewarden_rule_" + name + `{algorithm="` + algorithm + `",descriptor="` + descriptor +
+		`",domain="d",limit="` + limit + `",window="` + window + `"}`
+}
+
+func TestRuleCounters(t *testing.T) {
+	m := New()
+	base := rls.LimitDecision{Domain: "d", Descriptor: "d.user", Limit: "per_user",
+		Algorithm: algorithms.TokenBucket, Window: time.Minute, Hits: 2}
+	within := base
+	near := base
+	near.NearLimit = true
+	over := base
+	over.OverLimit = true
+	shadowed := over
+	shadowed.Shadowed = true
+	for _, d := range []rls.LimitDecision{within, within, near, over, shadowed} {
+		m.ObserveLimit(d)
+	}
+	other := base
+	other.Descriptor, other.Limit, other.Algorithm, other.Window, other.Hits = "d.ip", "", algorithms.FixedWindow, 5*time.Second, 1
+	m.ObserveLimit(other)
+
+	got := scrape(t, m)
+	for series, want := range map[string]float64{
+		rule("hits_total", "d.user", "per_user", "token_bucket", "1m"):              10,
+		rule("within_limit_hits_total", "d.user", "per_user", "token_bucket", "1m"): 6,
+		rule("near_limit_hits_total", "d.user", "per_user", "token_bucket", "1m"):   2,
+		rule("over_limit_hits_total", "d.user", "per_user", "token_bucket", "1m"):   4,
+		rule("shadow_mode_hits_total", "d.user", "per_user", "token_bucket", "1m"):  2,
+		rule("hits_total", "d.ip", "", "fixed_window", "5s"):                        1,
+		rule("within_limit_hits_total", "d.ip", "", "fixed_window", "5s"):           1,
+	} {
+		assert.Equal(t, want, got[series], series)
+	}
+	// No decision of d.ip was near, over or shadowed: no series for them.
+	for _, name := range []string{"near_limit_hits_total", "over_limit_hits_total", "shadow_mode_hits_total"} {
+		_, ok := got[rule(name, "d.ip", "", "fixed_window", "5s")]
+		assert.False(t, ok, name)
+	}
+}
+
+func TestRequestAndBackendMetrics(t *testing.T) {
+	m := New()
+	got := scrape(t, m)
+	for _, kind := range []string{"timeout", "unavailable", "circuit_open", "other"} {
+		v, ok := got[`ratewarden_backend_errors_total{kind="`+kind+`"}`]
+		assert.True(t, ok, "every error kind is shown from the start: %s", kind)
+		assert.Zero(t, v)
+	}
+	assert.Equal(t, 1.0, got[`ratewarden_backend_circuit_breaker_state{state="closed"}`])
+	assert.Equal(t, 0.0, got[`ratewarden_backend_circuit_breaker_state{state="open"}`])
+
+	m.ObserveRequest(rls.RequestOutcome{Duration: 300 * time.Microsecond, Code: rlsv3.RateLimitResponse_OK, GRPCCode: codes.OK})
+	m.ObserveRequest(rls.RequestOutcome{Duration: 4 * time.Millisecond, Code: rlsv3.RateLimitResponse_OVER_LIMIT, GRPCCode: codes.OK})
+	m.ObserveRequest(rls.RequestOutcome{Duration: 12 * time.Millisecond, Code: rlsv3.RateLimitResponse_UNKNOWN, GRPCCode: codes.Unavailable})
+	m.ObserveBackend(rls.BackendCall{Duration: 200 * time.Microsecond})
+	m.ObserveBackend(rls.BackendCall{Duration: 10 * time.Millisecond, Error: rls.BackendTimeout})
+	m.ObserveBackend(rls.BackendCall{Duration: time.Millisecond, Error: rls.BackendUnavailable})
+	m.ObserveBackend(rls.BackendCall{Error: rls.BackendCircuitOpen})
+	m.ObserveBackend(rls.BackendCall{Error: rls.BackendCircuitOpen})
+	m.ObserveBackend(rls.BackendCall{Duration: time.Millisecond, Error: rls.BackendCanceled})
+	m.ObserveBreaker(rls.BreakerOpen)
+	m.ObserveBreaker(rls.BreakerHalfOpen)
+	m.ObserveBreaker(rls.BreakerOpen)
+
+	got = scrape(t, m)
+	for series, want := range map[string]float64{
+		`ratewarden_requests_total{code="OK",grpc_code="OK"}`:               1,
+		`ratewarden_requests_total{code="OVER_LIMIT",grpc_code="OK"}`:       1,
+		`ratewarden_requests_total{code="UNKNOWN",grpc_code="Unavailable"}`: 1,
+		`ratewarden_request_duration_seconds_count`:                         3,
+		`ratewarden_request_duration_seconds_bucket{le="0.0005"}`:           1,
+		`ratewarden_request_duration_seconds_bucket{le="0.005"}`:            2,
+		`ratewarden_request_duration_seconds_bucket{le="0.015"}`:            3,
+		`ratewarden_backend_duration_seconds_count`:                         4, // not the refused calls
+		`ratewarden_backend_duration_seconds_bucket{le="0.00025"}`:          1,
+		`ratewarden_backend_errors_total{kind="timeout"}`:                   1,
+		`ratewarden_backend_errors_total{kind="unavailable"}`:               1,
+		`ratewarden_backend_errors_total{kind="circuit_open"}`:              2,
+		`ratewarden_backend_errors_total{kind="other"}`:                     0,
+		`ratewarden_backend_circuit_breaker_state{state="closed"}`:          0,
+		`ratewarden_backend_circuit_breaker_state{state="open"}`:            1,
+		`ratewarden_backend_circuit_breaker_state{state="half_open"}`:       0,
+		`ratewarden_backend_circuit_breaker_opened_total`:                   2,
+		`ratewarden_config_reloads_total{result="success"}`:                 0,
+		`ratewarden_config_last_reload_successful`:                          1,
+	} {
+		assert.Equal(t, want, got[series], series)
+	}
+	_, canceled := got[`ratewarden_backend_errors_total{kind="canceled"}`]
+	assert.False(t, canceled, "a caller going away is no backend error")
+	assert.Contains(t, got, "go_goroutines", "the runtime collector is registered")
+}
+
+func TestConfigReloads(t *testing.T) {
+	m := New()
+	m.ObserveConfigReload(nil)
+	m.ObserveConfigReload(errors.New("config: bad.yaml:3: unknown field"))
+	got := scrape(t, m)
+	assert.Equal(t, 1.0, got[`ratewarden_config_reloads_total{result="success"}`])
+	assert.Equal(t, 1.0, got[`ratewarden_config_reloads_total{result="failure"}`])
+	assert.Equal(t, 0.0, got[`ratewarden_config_last_reload_successful`])
+	m.ObserveConfigReload(nil)
+	got = scrape(t, m)
+	assert.Equal(t, 2.0, got[`ratewarden_config_reloads_total{result="success"}`])
+	assert.Equal(t, 1.0, got[`ratewarden_config_last_reload_successful`])
+}
+
+func TestRegistriesAreIndependent(t *testing.T) {
+	a, b := New(), New()
+	a.ObserveConfigReload(nil)
+	assert.Equal(t, 1.0, scrape(t, a)[`ratewarden_config_reloads_total{result="success"}`])
+	assert.Equal(t, 0.0, scrape(t, b)[`ratewarden_config_reloads_total{result="success"}`])
+}
+
+func TestWindowLabel(t *testing.T) {
+	for w, want := range map[time.Duration]string{
+		time.Second:         "1s",
+		90 * time.Second:    "90s",
+		5 * time.Minute:     "5m",
+		time.Hour:           "1h",
+		36 * time.Hour:      "36h",
+		7 * 24 * time.Hour:  "7d",
+		30 * 24 * time.Hour: "30d",
+		0:                   "0s",
+	} {
+		assert.Equal(t, want, windowLabel(w), w.String())
+	}
+}
