@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
@@ -33,6 +34,9 @@ type Server struct {
 	backend backend
 	config  *configState
 	watcher *config.Watcher // nil without RLS_CONFIG_WATCH
+	metrics *metrics.Metrics
+	// backendWatch keeps health in step with the backend's reachability.
+	backendWatch *backendWatch
 
 	grpcLis net.Listener
 	httpLis net.Listener
@@ -56,15 +60,21 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		return nil, err
 	}
 
+	routeRedisLogs(logger)
 	b, err := newBackend(s, logger)
 	if err != nil {
 		return nil, err
 	}
 	srv := &Server{settings: s, log: logger, backend: b, health: rls.NewHealth(), watcher: watcher}
-	srv.service = rls.New(b, cfg, s.ServiceOptions(logger))
+	srv.metrics = metrics.New()
+	opts := s.ServiceOptions(logger)
+	opts.Observer = srv.metrics
+	srv.service = rls.New(b, cfg, opts)
 	srv.config = newConfigState(srv.service, s.ConfigPath, cfg, time.Now(), logger)
+	srv.OnConfigReload(srv.metrics.ObserveConfigReload)
 	srv.health.SetConfigLoaded(true)
-	srv.health.SetBackendError(b.Ping(ctx))
+	srv.backendWatch = &backendWatch{backend: b, health: srv.health, interval: s.BackendHealthInterval, timeout: s.BackendHealthTimeout, log: logger}
+	srv.backendWatch.check(ctx)
 
 	if srv.grpcLis, err = net.Listen("tcp", s.GRPCAddr); err != nil {
 		b.Close()
@@ -86,8 +96,10 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	rlsv3.RegisterRateLimitServiceServer(srv.grpc, srv.service)
 	healthpb.RegisterHealthServer(srv.grpc, srv.health.Server())
 	reflection.Register(srv.grpc)
+	mux := srv.service.HTTPHandler(srv.health, rls.WithConfigStatus(srv.config.Status))
+	mux.Handle("/metrics", srv.metrics.Handler())
 	srv.http = &http.Server{
-		Handler:           srv.service.HTTPHandler(srv.health, rls.WithConfigStatus(srv.config.Status)),
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return srv, nil
@@ -117,6 +129,7 @@ func (srv *Server) Serve(ctx context.Context) error {
 	srv.log.Info("serving", "grpc", srv.GRPCAddr().String(), "http", addrString(srv.HTTPAddr()), "backend", srv.settings.Backend)
 	stopWatching := srv.watchConfig(ctx)
 	defer stopWatching()
+	stopBackendWatch := srv.backendWatch.start()
 
 	var err error
 	select {
@@ -124,6 +137,7 @@ func (srv *Server) Serve(ctx context.Context) error {
 	case err = <-errc:
 		err = fmt.Errorf("server: %w", err)
 	}
+	stopBackendWatch()
 	srv.shutdown()
 	return err
 }

@@ -25,7 +25,7 @@ const EnvPrefix = "RLS"
 // PrintUsage prints the same list.
 type Settings struct {
 	GRPCAddr   string `split_words:"true" default:":8081" desc:"gRPC listen address (RateLimitService, health, reflection)"`
-	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /json, /rlconfig); empty disables HTTP"`
+	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /json, /rlconfig, /metrics); empty disables HTTP"`
 	ConfigPath string `split_words:"true" default:"./config" desc:"limits YAML: a file, or a directory of *.yaml and *.yml files"`
 
 	ConfigWatch        bool          `split_words:"true" default:"true" desc:"reload RLS_CONFIG_PATH when its files change; an invalid change is logged and the limits in force stay"`
@@ -41,8 +41,14 @@ type Settings struct {
 	DefaultAlgorithm string        `split_words:"true" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
 	FailureMode      string        `split_words:"true" default:"error" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
 	BackendTimeout   time.Duration `split_words:"true" default:"10ms" desc:"longest wait for the backend per request"`
+	BreakerFailures  int           `split_words:"true" default:"20" desc:"consecutive backend failures that open the circuit breaker: requests then get the failure mode at once, without calling the backend; 0 disables it"`
+	BreakerCooldown  time.Duration `split_words:"true" default:"1s" desc:"how long the open circuit breaker waits before letting one probe call through; its success closes the breaker"`
+	NearLimitRatio   float64       `split_words:"true" default:"0.8" desc:"share of a limit's capacity, in (0, 1], at or above which admitted hits count as near_limit in the metrics"`
 	ShadowMode       bool          `split_words:"true" default:"false" desc:"count and report, but answer OK to every request"`
 	RefundOnDeny     bool          `split_words:"true" default:"true" desc:"give back what a denied request took from its other descriptors and limits"`
+
+	BackendHealthInterval time.Duration `split_words:"true" default:"1s" desc:"how often the backend is pinged for grpc.health.v1 and /healthcheck"`
+	BackendHealthTimeout  time.Duration `split_words:"true" default:"250ms" desc:"longest wait for one health ping of the backend"`
 
 	// Redis is read from RLS_REDIS_*: RLS_REDIS_ADDRS, RLS_REDIS_MODE, ….
 	Redis     redisx.Options
@@ -90,6 +96,18 @@ func (s Settings) Validate() error {
 	if s.BackendTimeout <= 0 {
 		return fmt.Errorf("server: RLS_BACKEND_TIMEOUT must be positive, not %s", s.BackendTimeout)
 	}
+	if s.BreakerFailures < 0 {
+		return fmt.Errorf("server: RLS_BREAKER_FAILURES must not be negative, not %d", s.BreakerFailures)
+	}
+	if s.BreakerCooldown <= 0 {
+		return fmt.Errorf("server: RLS_BREAKER_COOLDOWN must be positive, not %s", s.BreakerCooldown)
+	}
+	if !(s.NearLimitRatio > 0 && s.NearLimitRatio <= 1) {
+		return fmt.Errorf("server: RLS_NEAR_LIMIT_RATIO must be in (0, 1], not %v", s.NearLimitRatio)
+	}
+	if s.BackendHealthInterval <= 0 || s.BackendHealthTimeout <= 0 {
+		return fmt.Errorf("server: RLS_BACKEND_HEALTH_INTERVAL and RLS_BACKEND_HEALTH_TIMEOUT must be positive")
+	}
 	if _, err := parseLogLevel(s.LogLevel); err != nil {
 		return err
 	}
@@ -121,6 +139,9 @@ func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
 		RefundOnDeny:     s.RefundOnDeny,
 		FailureMode:      mode,
 		BackendTimeout:   s.BackendTimeout,
+		BreakerFailures:  s.BreakerFailures,
+		BreakerCooldown:  s.BreakerCooldown,
+		NearLimitRatio:   s.NearLimitRatio,
 		Logger:           logger,
 	}
 }

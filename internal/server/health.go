@@ -1,0 +1,68 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/rls"
+)
+
+// backendWatch pings the backend at a fixed interval and tells the service's
+// Health whether it answered, so that grpc.health.v1 and /healthcheck turn
+// NOT_SERVING while Redis is unreachable and SERVING again when it returns,
+// without a restart.
+type backendWatch struct {
+	backend  backend
+	health   *rls.Health
+	interval time.Duration
+	timeout  time.Duration
+	log      *slog.Logger
+
+	down bool // whether the last ping failed; used by run's goroutine only
+}
+
+// check pings the backend once, bounded by the watch's timeout, reports the
+// outcome to health, and logs when reachability changes.
+func (w *backendWatch) check(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	err := w.backend.Ping(ctx)
+	w.health.SetBackendError(err)
+	switch {
+	case err != nil && !w.down:
+		w.log.Warn("backend unreachable: health is NOT_SERVING; requests get the failure mode", "err", err)
+	case err == nil && w.down:
+		w.log.Info("backend reachable again: health is SERVING")
+	}
+	w.down = err != nil
+}
+
+// run checks the backend every interval until ctx ends.
+func (w *backendWatch) run(ctx context.Context) {
+	tick := time.NewTicker(w.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			w.check(ctx)
+		}
+	}
+}
+
+// start runs the watch in a goroutine and returns the function that stops
+// it and waits for it to end.
+func (w *backendWatch) start() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

@@ -1,0 +1,141 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rls"
+)
+
+// flakyBackend is a memory backend whose Ping fails while down is set, or
+// hangs until its context ends while hang is set.
+type flakyBackend struct {
+	memoryBackend
+	down, hang atomic.Bool
+	pings      atomic.Int64
+}
+
+func (b *flakyBackend) Ping(ctx context.Context) error {
+	b.pings.Add(1)
+	if b.hang.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if b.down.Load() {
+		return errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+	}
+	return nil
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestBackendWatchFollowsTheBackend(t *testing.T) {
+	mem := algorithms.NewMemory()
+	b := &flakyBackend{memoryBackend: memoryBackend{mem}}
+	t.Cleanup(mem.Close)
+	h := rls.NewHealth()
+	h.SetConfigLoaded(true)
+	var logs syncBuffer
+	w := &backendWatch{backend: b, health: h, interval: 5 * time.Millisecond, timeout: 20 * time.Millisecond,
+		log: slog.New(slog.NewTextHandler(&logs, nil))}
+
+	serving := func() bool { ok, _ := h.Check(); return ok }
+	w.check(context.Background())
+	require.True(t, serving())
+
+	stop := w.start()
+	defer stop()
+	b.down.Store(true)
+	require.Eventually(t, func() bool { return !serving() }, 2*time.Second, time.Millisecond)
+	_, why := h.Check()
+	assert.Contains(t, why, "backend unreachable: dial tcp")
+	b.down.Store(false)
+	require.Eventually(t, serving, 2*time.Second, time.Millisecond)
+
+	// A backend that hangs is unreachable too: the ping's timeout ends it.
+	b.hang.Store(true)
+	require.Eventually(t, func() bool { return !serving() }, 2*time.Second, time.Millisecond)
+	_, why = h.Check()
+	assert.Contains(t, why, "deadline exceeded")
+	b.hang.Store(false)
+	require.Eventually(t, serving, 2*time.Second, time.Millisecond)
+
+	stop()
+	n := b.pings.Load()
+	time.Sleep(30 * time.Millisecond) // six intervals: a running watch would ping
+	assert.Equal(t, n, b.pings.Load(), "stop ends the pings")
+
+	// Each change is logged once, not each failed ping.
+	assert.Equal(t, 2, bytes.Count([]byte(logs.String()), []byte("backend unreachable")), logs.String())
+	assert.Equal(t, 2, bytes.Count([]byte(logs.String()), []byte("backend reachable again")), logs.String())
+}
+
+func TestRedisLogsGoToDebug(t *testing.T) {
+	var out syncBuffer
+	redisLogger{slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))}.
+		Printf(context.Background(), "redis: connection pool: %s", "failed to dial")
+	assert.Empty(t, out.String(), "not at info level")
+	redisLogger{slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))}.
+		Printf(context.Background(), "redis: connection pool: %s", "failed to dial")
+	assert.Contains(t, out.String(), `level=DEBUG msg="redis: connection pool: failed to dial" component=go-redis`)
+}
+
+func TestOperationsSettings(t *testing.T) {
+	s, err := LoadSettings()
+	require.NoError(t, err)
+	opts := s.ServiceOptions(nil)
+	assert.Equal(t, 20, opts.BreakerFailures)
+	assert.Equal(t, time.Second, opts.BreakerCooldown)
+	assert.InDelta(t, 0.8, opts.NearLimitRatio, 0)
+	assert.Equal(t, time.Second, s.BackendHealthInterval)
+	assert.Equal(t, 250*time.Millisecond, s.BackendHealthTimeout)
+
+	for _, tc := range []struct{ key, value string }{
+		{"RLS_BREAKER_FAILURES", "-1"},
+		{"RLS_BREAKER_FAILURES", "many"},
+		{"RLS_BREAKER_COOLDOWN", "0s"},
+		{"RLS_NEAR_LIMIT_RATIO", "0"},
+		{"RLS_NEAR_LIMIT_RATIO", "1.5"},
+		{"RLS_BACKEND_HEALTH_INTERVAL", "0s"},
+		{"RLS_BACKEND_HEALTH_TIMEOUT", "-1s"},
+	} {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.key, tc.value)
+			_, err := LoadSettings()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.key)
+		})
+	}
+	t.Run("0 disables the breaker", func(t *testing.T) {
+		t.Setenv("RLS_BREAKER_FAILURES", "0")
+		s, err := LoadSettings()
+		require.NoError(t, err)
+		assert.Zero(t, s.ServiceOptions(nil).BreakerFailures)
+	})
+}
