@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+)
+
+// defaultDomain is the domain of the limits that `loadgen limits` writes and
+// that a run sends to by default.
+const defaultDomain = "loadgen"
+
+// The two kinds of descriptor values a run sends. Every value is one of these
+// prefixes, the run's id, a dot and the key's index.
+const (
+	// liveValuePrefix starts values whose limit a run never reaches: a run
+	// measures the cost of admitting them.
+	liveValuePrefix = "k."
+	// exhaustedValuePrefix starts values whose limit is one hit a day: the
+	// run spends it before measuring, so every later request for the value
+	// is over the limit.
+	exhaustedValuePrefix = "x."
+)
+
+// liveLimit returns the requests per day of the live rule of alg: as many as
+// a limit may hold, so that no run reaches it (a sliding window log keeps an
+// entry per hit, so its range is the smallest).
+func liveLimit(alg algorithms.Algorithm) uint64 {
+	if alg == algorithms.SlidingWindowLog {
+		return algorithms.MaxLogRequests
+	}
+	return 1_000_000_000
+}
+
+// writeLimits writes the limits YAML that runs are measured against: in the
+// given domain, one descriptor key per algorithm, named after it. Any value of
+// that key is a limit of its own of liveLimit a day (a "live" value); values
+// starting with exhaustedValuePrefix match a wildcard rule of one hit a day
+// instead, which the run spends before measuring ("exhausted" values).
+func writeLimits(w io.Writer, domain string) error {
+	_, err := fmt.Fprintf(w, "# Limits for ratewarden's load generator (loadgen limits).\n"+
+		"# Each descriptor key is an algorithm. A value starting with %q is a\n"+
+		"# limit no run reaches; one starting with %q a limit of one hit a day,\n"+
+		"# spent before a run measures, so every later request for it is denied.\n"+
+		"domain: %s\ndescriptors:\n", liveValuePrefix, exhaustedValuePrefix, domain)
+	if err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	for _, alg := range algorithms.Algorithms {
+		_, err := fmt.Fprintf(w, "  - key: %[1]s\n"+
+			"    rate_limit: {unit: day, requests_per_unit: %[2]d, algorithm: %[1]s}\n"+
+			"  - key: %[1]s\n"+
+			"    value: %[3]q\n"+
+			"    rate_limit: {unit: day, requests_per_unit: 1, algorithm: %[1]s}\n",
+			alg, liveLimit(alg), exhaustedValuePrefix+"*")
+		if err != nil {
+			return fmt.Errorf("loadgen: %w", err)
+		}
+	}
+	return nil
+}

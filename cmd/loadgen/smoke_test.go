@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/server"
+)
+
+// These tests check that the load generator works end to end against real
+// servers. They never assert speed: only that decisions were made, none
+// failed, and the figures are consistent.
+
+// startServer runs ratewarden's server in-process with the loadgen limits
+// and the given RLS_* variables, and returns its gRPC address. It stops
+// when the test ends.
+func startServer(t *testing.T, env map[string]string) string {
+	t.Helper()
+	limits := filepath.Join(t.TempDir(), "limits.yaml")
+	var b bytes.Buffer
+	require.NoError(t, writeLimits(&b, defaultDomain))
+	require.NoError(t, os.WriteFile(limits, b.Bytes(), 0o644))
+	vars := map[string]string{
+		"RLS_GRPC_ADDR":       "127.0.0.1:0",
+		"RLS_HTTP_ADDR":       "127.0.0.1:0",
+		"RLS_CONFIG_PATH":     limits,
+		"RLS_BACKEND_TIMEOUT": "10s", // the race detector is slow; errors are not under test
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	for k, v := range vars {
+		t.Setenv(k, v)
+	}
+	settings, err := server.LoadSettings()
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, settings, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return srv.GRPCAddr().String()
+}
+
+// runJSON runs loadgen with args and -json and returns the result it
+// printed.
+func runJSON(t *testing.T, args ...string) *result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), append(args, "-json"), &stdout, &stderr)
+	require.NoError(t, err, "stderr:\n%s", stderr.String())
+	var r result
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &r), "stdout: %s", stdout.String())
+	return &r
+}
+
+// checkConsistent checks what every successful run must show.
+func checkConsistent(t *testing.T, r *result) {
+	t.Helper()
+	assert.Positive(t, r.Decisions, "decisions were made")
+	assert.Zero(t, r.Errors, "no errors (first: %s)", r.FirstError)
+	assert.Equal(t, r.Decisions, r.Allowed+r.Denied)
+	assert.Positive(t, r.Seconds)
+	assert.InEpsilon(t, float64(r.Decisions)/r.Seconds, r.Rate, 1e-9)
+	assert.Positive(t, r.P50)
+	assert.LessOrEqual(t, r.P50, r.P99)
+	assert.LessOrEqual(t, r.P99, r.P999)
+	assert.LessOrEqual(t, r.P999, r.Max)
+}
+
+var smokeArgs = []string{"-duration", "2s", "-warmup", "200ms", "-concurrency", "8", "-conns", "2"}
+
+func TestSmokeMemoryBackend(t *testing.T) {
+	addr := startServer(t, map[string]string{"RLS_BACKEND": "memory"})
+	r := runJSON(t, append([]string{"-addr", addr, "-descriptor", "token_bucket", "-keys", "100"}, smokeArgs...)...)
+	checkConsistent(t, r)
+	assert.Equal(t, r.Decisions, r.Allowed, "live values are never over their limit")
+	assert.Nil(t, r.Redis)
+	assert.Equal(t, modeRLS, r.Mode)
+	assert.Equal(t, "token_bucket", r.Key)
+}
+
+func TestSmokeRedisBackend(t *testing.T) {
+	redisSrv := redistest.Standalone(t)
+	addr := startServer(t, map[string]string{
+		"RLS_BACKEND":     "redis",
+		"RLS_REDIS_MODE":  "standalone",
+		"RLS_REDIS_ADDRS": redisSrv.Addr(),
+	})
+	r := runJSON(t, append([]string{"-addr", addr, "-descriptor", "sliding_window_log", "-keys", "50",
+		"-dist", "zipf", "-over", "0.5", "-redis", redisSrv.Addr()}, smokeArgs...)...)
+	checkConsistent(t, r)
+	// Half the calls go to exhausted values: they, and only they, are denied.
+	assert.InDelta(t, 0.5, float64(r.Denied)/float64(r.Decisions), 0.1)
+	require.NotNil(t, r.Redis)
+	// One script per decision (a denial of a lone descriptor refunds
+	// nothing), give or take the calls in flight at either end.
+	assert.InDelta(t, 1.0, r.Redis.EvalshaPerDecision, 0.05)
+	assert.Greater(t, r.Redis.PerDecision, r.Redis.EvalshaPerDecision, "scripts run commands inside Redis")
+	assert.NotContains(t, r.Redis.Commands, "info")
+}
+
+func TestSmokeNoopServer(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := newNoopServer()
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	r := runJSON(t, append([]string{"-addr", lis.Addr().String(), "-over", "0.5"}, smokeArgs...)...)
+	checkConsistent(t, r)
+	assert.Equal(t, r.Decisions, r.Allowed, "the no-op server admits everything")
+}
+
+func TestSmokeEvalsha(t *testing.T) {
+	redisSrv := redistest.Standalone(t)
+	for _, script := range []string{scriptTrivial, scriptFixedWindow} {
+		for _, pipeline := range []string{"1", "4"} {
+			t.Run(script+"/pipeline="+pipeline, func(t *testing.T) {
+				r := runJSON(t, "evalsha", "-redis", redisSrv.Addr(), "-script", script, "-pipeline", pipeline,
+					"-duration", "1s", "-warmup", "100ms", "-concurrency", "4", "-keys", "10")
+				checkConsistent(t, r)
+				assert.Equal(t, r.Decisions, r.Allowed)
+				require.NotNil(t, r.Redis)
+				assert.InDelta(t, 1.0, r.Redis.EvalshaPerDecision, 0.05)
+				if script == scriptTrivial {
+					assert.InDelta(t, 1.0, r.Redis.PerDecision, 0.05, "return 1 runs no command")
+				} else {
+					assert.Greater(t, r.Redis.PerDecision, 2.0, "fixed_window reads and writes its key")
+				}
+			})
+		}
+	}
+}
+
+func TestCommandErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"positional argument", []string{"run", "-keys", "3", "extra"}, `unexpected argument "extra"`},
+		{"bad over", []string{"-over", "2", "-addr", "127.0.0.1:1"}, "-over 2 is not in [0, 1]"},
+		{"bad dist", []string{"-dist", "normal", "-addr", "127.0.0.1:1"}, `-dist "normal"`},
+		{"evalsha without redis", []string{"evalsha"}, "-redis must name"},
+		{"bad script", []string{"evalsha", "-redis", "127.0.0.1:1", "-script", "nope"}, `-script "nope"`},
+		{"serve without profile", []string{"serve"}, "needs -cpuprofile"},
+		{"bad sweep", []string{"bench", "-sweep", "1,x"}, "-sweep"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(context.Background(), tt.args, io.Discard, io.Discard)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestLimitsCommand(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"limits", "-domain", "d"}, &out, io.Discard))
+	assert.Contains(t, out.String(), "domain: d\n")
+	path := filepath.Join(t.TempDir(), "limits.yaml")
+	require.NoError(t, run(context.Background(), []string{"limits", "-o", path}, io.Discard, io.Discard))
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), "domain: "+defaultDomain+"\n")
+}
+
+// TestBenchQuick runs `loadgen bench -quick` as a program (it starts the
+// no-op and profiled servers from its own executable) and checks the files
+// it writes. It takes about half a minute, so -short skips it.
+func TestBenchQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bench -quick takes about half a minute")
+	}
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s not found: install redis-server and redis-tools", bin)
+			}
+			t.Skipf("%s not found", bin)
+		}
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "loadgen")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	outDir := filepath.Join(dir, "out")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bench := exec.CommandContext(ctx, bin, "bench", "-quick", "-root", "../..", "-out", outDir)
+	out, err = bench.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	data, err := os.ReadFile(filepath.Join(outDir, reportJSONPath))
+	require.NoError(t, err)
+	var report benchReport
+	require.NoError(t, json.Unmarshal(data, &report))
+	require.NotEmpty(t, report.Results)
+	groups := map[string]bool{}
+	for _, r := range report.Results {
+		checkConsistent(t, r)
+		groups[r.Group] = true
+	}
+	for _, g := range []string{groupBaseline, groupEvalsha, groupMatrix, groupHot} {
+		assert.True(t, groups[g], "the quick bench measures group %s", g)
+	}
+	md, err := os.ReadFile(filepath.Join(outDir, reportMDPath))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "## Targets")
+	assert.NotContains(t, string(md), "%!")
+	svg, err := os.ReadFile(filepath.Join(outDir, reportSVGPath))
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), "<svg")
+}
