@@ -1,6 +1,15 @@
 package algorithms
 
-import "time"
+import (
+	"errors"
+	"time"
+)
+
+// ErrUnavailable is wrapped by a limiter's error when its backend cannot
+// decide for now (a cluster without a master for a slot, a server still
+// loading its data, a replica that cannot write), as opposed to a broken
+// request.
+var ErrUnavailable = errors.New("backend unavailable")
 
 // Entry is one (key, value) pair of a rate limit descriptor.
 type Entry struct {

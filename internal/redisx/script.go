@@ -62,7 +62,7 @@ func runScripts(ctx context.Context, client redis.UniversalClient, calls []*scri
 	for _, c := range calls {
 		if err := c.cmd.Err(); err != nil {
 			if !isNoScript(err) {
-				return fmt.Errorf("redisx: run %s: %w", c.script.name, err)
+				return runError(c.script.name, err)
 			}
 			missing = append(missing, c)
 		}
@@ -78,10 +78,21 @@ func runScripts(ctx context.Context, client redis.UniversalClient, calls []*scri
 	_, _ = pipe.Exec(ctx)
 	for _, c := range missing {
 		if err := c.cmd.Err(); err != nil {
-			return fmt.Errorf("redisx: run %s: %w", c.script.name, err)
+			return runError(c.script.name, err)
 		}
 	}
 	return nil
+}
+
+// runError wraps the error of running script name, marking the replies by
+// which Redis says it cannot serve for now with algorithms.ErrUnavailable.
+func runError(name string, err error) error {
+	for _, prefix := range []string{"CLUSTERDOWN", "LOADING", "MASTERDOWN", "TRYAGAIN", "READONLY", "BUSY"} {
+		if redis.HasErrorPrefix(err, prefix) {
+			return fmt.Errorf("redisx: run %s: %w: %w", name, algorithms.ErrUnavailable, err)
+		}
+	}
+	return fmt.Errorf("redisx: run %s: %w", name, err)
 }
 
 // isNoScript reports whether err says that the script is not in the node's

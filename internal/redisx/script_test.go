@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
 // evalCalls returns how many EVAL and EVALSHA calls the masters have served.
@@ -139,4 +140,24 @@ func TestPrepareLoadsEveryScriptEverywhere(t *testing.T) {
 			require.Equal(t, eval, eval2, "prepared scripts run without EVAL")
 		})
 	}
+}
+
+// TestRedisThatCannotServeIsUnavailable runs a script against a replica,
+// which refuses writes: the error says the backend is unavailable, so the
+// service counts it as such and not as a broken request.
+func TestRedisThatCannotServeIsUnavailable(t *testing.T) {
+	master, replica := redistest.Standalone(t), redistest.Standalone(t)
+	ctx := context.Background()
+	client := replica.Client(t)
+	require.NoError(t, client.SlaveOf(ctx, "127.0.0.1", strconv.Itoa(master.Port())).Err())
+	lim, err := NewLimiter(client)
+	require.NoError(t, err)
+	_, err = lim.Do(ctx, []algorithms.Op{{
+		Key:   algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: "v"}}},
+		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second},
+		Hits:  1,
+	}})
+	require.Error(t, err)
+	require.ErrorIs(t, err, algorithms.ErrUnavailable)
+	require.Contains(t, err.Error(), "READONLY")
 }

@@ -398,6 +398,7 @@ func TestClassifyBackendError(t *testing.T) {
 		{"reset", bg, fmt.Errorf("x: %w", syscall.ECONNRESET), BackendUnavailable},
 		{"eof", bg, io.EOF, BackendUnavailable},
 		{"closed", bg, net.ErrClosed, BackendUnavailable},
+		{"cluster down", bg, fmt.Errorf("redisx: run x: %w: CLUSTERDOWN", algorithms.ErrUnavailable), BackendUnavailable},
 		{"circuit", bg, ErrCircuitOpen, BackendCircuitOpen},
 		{"canceled by the caller", canceled, context.Canceled, BackendCanceled},
 		{"canceled, caller still there", bg, context.Canceled, BackendOther},

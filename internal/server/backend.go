@@ -17,6 +17,8 @@ type backend interface {
 	rls.Limiter
 	// Ping reports whether the backend is reachable.
 	Ping(ctx context.Context) error
+	// Prepare readies a reachable backend for fast first decisions.
+	Prepare(ctx context.Context) error
 	Close() error
 }
 
@@ -47,6 +49,8 @@ func newBackend(s Settings, logger *slog.Logger) (backend, error) {
 type memoryBackend struct{ *algorithms.Memory }
 
 func (memoryBackend) Ping(context.Context) error { return nil }
+
+func (memoryBackend) Prepare(context.Context) error { return nil }
 
 func (m memoryBackend) Close() error {
 	m.Memory.Close()

@@ -19,8 +19,13 @@ type backendWatch struct {
 	timeout  time.Duration
 	log      *slog.Logger
 
-	down bool // whether the last ping failed; used by run's goroutine only
+	down     bool // whether the last ping failed; used by run's goroutine only
+	prepared bool // whether the backend was prepared since it last came up
 }
+
+// prepareTimeout bounds readying the backend (loading the scripts on every
+// node), which happens off the request path.
+const prepareTimeout = 5 * time.Second
 
 // check pings the backend once, bounded by the watch's timeout, reports the
 // outcome to health, and logs when reachability changes.
@@ -36,6 +41,19 @@ func (w *backendWatch) check(ctx context.Context) {
 		w.log.Info("backend reachable again: health is SERVING")
 	}
 	w.down = err != nil
+	if w.down {
+		w.prepared = false
+		return
+	}
+	if !w.prepared {
+		pctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
+		defer cancel()
+		if err := w.backend.Prepare(pctx); err != nil {
+			w.log.Debug("preparing the backend failed; trying again at the next check", "err", err)
+			return
+		}
+		w.prepared = true
+	}
 }
 
 // run checks the backend every interval until ctx ends.

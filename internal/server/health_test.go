@@ -23,6 +23,12 @@ type flakyBackend struct {
 	memoryBackend
 	down, hang atomic.Bool
 	pings      atomic.Int64
+	prepares   atomic.Int64
+}
+
+func (b *flakyBackend) Prepare(context.Context) error {
+	b.prepares.Add(1)
+	return nil
 }
 
 func (b *flakyBackend) Ping(ctx context.Context) error {
@@ -90,6 +96,9 @@ func TestBackendWatchFollowsTheBackend(t *testing.T) {
 	n := b.pings.Load()
 	time.Sleep(30 * time.Millisecond) // six intervals: a running watch would ping
 	assert.Equal(t, n, b.pings.Load(), "stop ends the pings")
+
+	// The backend was prepared when first seen and after each return.
+	assert.EqualValues(t, 3, b.prepares.Load())
 
 	// Each change is logged once, not each failed ping.
 	assert.Equal(t, 2, bytes.Count([]byte(logs.String()), []byte("backend unreachable")), logs.String())
