@@ -222,21 +222,7 @@ func (p *plan) overLimit(results []algorithms.Result) bool {
 
 // response assembles the answer from the limiter's results, one per op.
 func (p *plan) response(results []algorithms.Result) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(p.descs)),
-	}
-	var retryAfter time.Duration
-	for i, d := range p.descs {
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-		resp.Statuses[i] = st
-		if d.unlimited != nil {
-			st.LimitRemaining = math.MaxUint32
-			continue
-		}
-		if d.n == 0 {
-			continue
-		}
+	return p.assemble(func(d descPlan, st *rlsv3.RateLimitResponse_DescriptorStatus) (bool, time.Duration) {
 		// Report the most constrained limit: among the denied ones the
 		// longest wait, else the one with the fewest remaining.
 		best, over, remaining := -1, false, uint64(math.MaxUint64)
@@ -254,10 +240,41 @@ func (p *plan) response(results []algorithms.Result) *rlsv3.RateLimitResponse {
 		st.CurrentLimit = currentLimit(p.limits[best].limit)
 		st.LimitRemaining = uint32(min(remaining, math.MaxUint32))
 		st.DurationUntilReset = durationProto(r.ResetAfter)
-		if over {
-			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			retryAfter = max(retryAfter, r.ResetAfter)
+		return over, r.ResetAfter
+	})
+}
+
+// failureResponse answers every limited descriptor with code, for a backend
+// that could not decide.
+func (p *plan) failureResponse(code rlsv3.RateLimitResponse_Code) *rlsv3.RateLimitResponse {
+	return p.assemble(func(d descPlan, st *rlsv3.RateLimitResponse_DescriptorStatus) (bool, time.Duration) {
+		st.CurrentLimit = currentLimit(p.limits[d.first].limit)
+		return code == rlsv3.RateLimitResponse_OVER_LIMIT && !p.limits[d.first].shadow, 0
+	})
+}
+
+// assemble builds the response: one status per request descriptor, OK for
+// the unmatched, unlimited for the unlimited, and for each limited one what
+// limited says — whether it is over the limit, and the wait if so. The
+// response carries a retry-after header when any descriptor is over.
+func (p *plan) assemble(limited func(descPlan, *rlsv3.RateLimitResponse_DescriptorStatus) (over bool, wait time.Duration)) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(p.descs)),
+	}
+	var retryAfter time.Duration
+	for i, d := range p.descs {
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		switch {
+		case d.unlimited != nil:
+			st.LimitRemaining = math.MaxUint32
+		case d.n > 0:
+			if over, wait := limited(d, st); over {
+				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+				retryAfter = max(retryAfter, wait)
+			}
 		}
 	}
 	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
@@ -278,32 +295,6 @@ func moreConstrained(a, b algorithms.Result) bool {
 		return a.Remaining < b.Remaining
 	}
 	return a.ResetAfter > b.ResetAfter
-}
-
-// failureResponse answers every limited descriptor with code, for a backend
-// that could not decide.
-func (p *plan) failureResponse(code rlsv3.RateLimitResponse_Code) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(p.descs)),
-	}
-	for i, d := range p.descs {
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-		resp.Statuses[i] = st
-		if d.unlimited != nil {
-			st.LimitRemaining = math.MaxUint32
-			continue
-		}
-		if d.n == 0 {
-			continue
-		}
-		st.CurrentLimit = currentLimit(p.limits[d.first].limit)
-		if code == rlsv3.RateLimitResponse_OVER_LIMIT && !p.limits[d.first].shadow {
-			st.Code = code
-			resp.OverallCode = code
-		}
-	}
-	return resp
 }
 
 // currentLimit describes a configured limit in Envoy's terms.

@@ -447,6 +447,11 @@ func TestFailureModes(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, tc.want, resp.GetOverallCode())
 				assert.Equal(t, []rlsv3.RateLimitResponse_Code{tc.want, ok, ok}, codesOf(resp))
+				if tc.mode == FailDeny {
+					// No wait is known: clients are asked to come back in a second.
+					require.Len(t, resp.GetResponseHeadersToAdd(), 1)
+					assert.Equal(t, "1", resp.GetResponseHeadersToAdd()[0].GetValue())
+				}
 			})
 		}
 	}
