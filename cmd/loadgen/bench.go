@@ -129,8 +129,25 @@ func benchCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	report.Command = "go run ./cmd/loadgen bench " + strings.Join(args, " ")
+	report.Command = reproduceCommand(fs)
 	return writeReportFiles(cfg.Out, report, stderr)
+}
+
+// reproduceCommand returns the command that measures what this bench run
+// did: the flags that were set, without those naming where files are.
+func reproduceCommand(fs *flag.FlagSet) string {
+	cmd := []string{"go", "run", "./cmd/loadgen", "bench"}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "root" || f.Name == "out" {
+			return
+		}
+		if v := f.Value.String(); v == "true" {
+			cmd = append(cmd, "-"+f.Name)
+		} else {
+			cmd = append(cmd, "-"+f.Name+"="+v)
+		}
+	})
+	return strings.Join(cmd, " ")
 }
 
 // parseInts parses a comma list of positive integers.
@@ -453,6 +470,7 @@ func (b *bench) runCell(ctx context.Context, c cell) (*result, *profileResult, e
 		p.Stats = newStatsReader(addrsOf(redisServers))
 		defer p.Stats.Close()
 	}
+	p.CPU = newCPUMeter(append(redisProcs(redisServers), cpuProc{name: cpuServer, pid: target.cmd.Process.Pid})...)
 	r, err := runLoad(ctx, p)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w\n%s", err, target.output())
@@ -487,6 +505,7 @@ func (b *bench) runEvalshaCell(ctx context.Context, c cell) (*result, *profileRe
 		return nil, nil, err
 	}
 	p.Addrs = addrsOf(servers)
+	p.CPU = newCPUMeter(redisProcs(servers)...)
 	p.Stats = newStatsReader(p.Addrs)
 	defer p.Stats.Close()
 	r, err := runEvalsha(ctx, p)
@@ -495,6 +514,15 @@ func (b *bench) runEvalshaCell(ctx context.Context, c cell) (*result, *profileRe
 	}
 	r.Name, r.Group, r.Backend = c.name(), c.Group, c.Backend
 	return r, nil, nil
+}
+
+// redisProcs returns the servers' processes, for the CPU meter.
+func redisProcs(servers []*redisServer) []cpuProc {
+	procs := make([]cpuProc, len(servers))
+	for i, s := range servers {
+		procs[i] = cpuProc{name: cpuRedis, pid: s.cmd.Process.Pid}
+	}
+	return procs
 }
 
 // addrsOf returns the servers' addresses.

@@ -30,6 +30,8 @@ type phases struct {
 	Progress io.Writer
 	// Stats, when not nil, is read before and after measuring.
 	Stats *statsReader
+	// CPU, when not nil, is read before and after measuring.
+	CPU *cpuMeter
 }
 
 // worker is one caller's counters. Only its own goroutine writes them; the
@@ -133,6 +135,14 @@ func measure(ctx context.Context, ph phases, calls []callFunc) (*result, error) 
 			return nil, err
 		}
 	}
+	var cpuBefore map[string]time.Duration
+	if ph.CPU != nil {
+		var err error
+		if cpuBefore, err = ph.CPU.read(); err != nil {
+			finish()
+			return nil, err
+		}
+	}
 	measuring.Store(true)
 	start := time.Now()
 	end := start.Add(ph.Duration)
@@ -155,7 +165,15 @@ loop:
 	tick.Stop()
 	measuring.Store(false)
 	seconds := time.Since(start).Seconds()
+	var cpuAfter map[string]time.Duration
+	var cpuErr error
+	if ph.CPU != nil {
+		cpuAfter, cpuErr = ph.CPU.read()
+	}
 	finish()
+	if cpuErr != nil {
+		return nil, cpuErr
+	}
 
 	r := &result{Concurrency: len(calls), Seconds: seconds}
 	total := NewHistogram()
@@ -177,6 +195,9 @@ loop:
 	r.Decisions = r.Allowed + r.Denied
 	r.Rate = float64(r.Decisions) / seconds
 	r.setLatencies(total)
+	if ph.CPU != nil {
+		r.CPU = cpuPerDecision(cpuBefore, cpuAfter, r.Decisions)
+	}
 	if ph.Stats != nil {
 		// A fresh context: the measurement stands even if ctx ended.
 		statsCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

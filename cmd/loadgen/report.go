@@ -216,6 +216,61 @@ func fmtPer(r *result, per func(*redisCost) float64) string {
 	return fmt.Sprintf("%.2f", per(r.Redis))
 }
 
+// fmtCPU formats the CPU microseconds per decision of one process group.
+func fmtCPU(x *result, name string) string {
+	v, ok := x.CPU[name]
+	if !ok {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// writeCPU writes where the machine's CPU went, per decision, in the cells
+// of the target scenarios and their baselines.
+func (r *benchReport) writeCPU(w io.Writer) {
+	c := r.Config.Concurrency
+	var rows []*result
+	add := func(x *result) {
+		if x != nil && x.CPU != nil && !slices.Contains(rows, x) {
+			rows = append(rows, x)
+		}
+	}
+	add(r.find(func(x *result) bool { return x.Backend == backendNoop && x.Concurrency == c }))
+	for _, pipeline := range []int{1, coalescedPipeline} {
+		add(r.evalshaCell(backendStandalone, scriptFixedWindow, pipeline, c))
+	}
+	for _, backend := range []string{backendMemory, backendStandalone, backendCluster} {
+		add(r.rlsCell(backend, sweepAlgorithm, sweepKeys, c))
+	}
+	for _, x := range r.all(func(x *result) bool { return x.Group == groupHot && x.Key == sweepAlgorithm }) {
+		add(x)
+	}
+	if len(rows) == 0 {
+		return
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("## Where the CPU goes (%d callers)", c)
+	p("")
+	p("CPU time (user + system, from /proc) each process used during the measurement, in microseconds per decision")
+	p("(per script call for raw EVALSHA). The processes share %d CPUs, so %d s of CPU a second over the total is the", r.Machine.CPUs, r.Machine.CPUs)
+	p("most decisions per second this machine could make with that mix.")
+	p("")
+	p("| cell | decisions/s | loadgen | server | Redis | total | %d CPUs ÷ total |", r.Machine.CPUs)
+	p("|---|---|---|---|---|---|---|")
+	for _, x := range rows {
+		total := 0.0
+		for _, v := range x.CPU {
+			total += v
+		}
+		ceiling := "–"
+		if total > 0 {
+			ceiling = fmtRate(float64(r.Machine.CPUs) * 1e6 / total)
+		}
+		p("| %s | %s | %s | %s | %s | %.0f | %s |", x.Name, fmtRate(x.Rate), fmtCPU(x, cpuLoadgen), fmtCPU(x, cpuServer), fmtCPU(x, cpuRedis), total, ceiling)
+	}
+	p("")
+}
+
 // slowestHead, slowestRule and slowestCell add a column with the slowest
 // run of each cell to a table, when cells ran more than once.
 func (r *benchReport) slowestHead() string {
@@ -374,6 +429,7 @@ func (r *benchReport) writeMarkdown(w io.Writer, analysis string) {
 	p(analysisEnd)
 	p("")
 
+	r.writeCPU(w)
 	r.writeBaselines(w)
 	r.writeMatrix(w)
 	r.writeSweep(w)
@@ -422,17 +478,18 @@ func (r *benchReport) writeMatrix(w io.Writer) {
 	p("Uniform keys, no over-limit traffic. *%% no-op* is decisions/s over the no-op's (%s/s); *%% EVALSHA* is over raw", fmtRate(noopRate))
 	p("fixed_window EVALSHA calls/s on the same Redis, one per round trip (a decision is one script call).")
 	p("")
-	p("| backend | algorithm | keys | decisions/s | %% no-op | %% EVALSHA | p50 | p99 | p99.9 | errors | Redis cmds/decision | EVALSHA/decision |%s", r.slowestHead())
-	p("|---|---|---|---|---|---|---|---|---|---|---|---|%s", r.slowestRule())
+	p("| backend | algorithm | keys | decisions/s | %% no-op | %% EVALSHA | p50 | p99 | p99.9 | errors | Redis cmds/decision | EVALSHA/decision | server CPU µs/decision | Redis CPU µs/decision |%s", r.slowestHead())
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s", r.slowestRule())
 	for _, x := range cells {
 		ev := "–"
 		if e := r.evalshaCell(x.Backend, scriptFixedWindow, 1, x.Concurrency); e != nil {
 			ev = fmtShare(share(x.Rate, e.Rate))
 		}
-		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |%s", x.Backend, x.Key, fmtRate(float64(x.Keys)), fmtRate(x.Rate),
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s | %s | %s |%s", x.Backend, x.Key, fmtRate(float64(x.Keys)), fmtRate(x.Rate),
 			fmtShare(share(x.Rate, noopRate)), ev, fmtMicros(x.P50), fmtMicros(x.P99), fmtMicros(x.P999), x.Errors,
 			fmtPer(x, func(c *redisCost) float64 { return c.PerDecision }),
-			fmtPer(x, func(c *redisCost) float64 { return c.EvalshaPerDecision }), r.slowestCell(x))
+			fmtPer(x, func(c *redisCost) float64 { return c.EvalshaPerDecision }),
+			fmtCPU(x, cpuServer), fmtCPU(x, cpuRedis), r.slowestCell(x))
 	}
 	p("")
 }

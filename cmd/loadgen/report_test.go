@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,6 +23,8 @@ func sampleReport() *benchReport {
 	}
 	standalone := rls(groupMatrix, backendStandalone, 64, 7000, 6000)
 	standalone.Redis = newRedisCost(commandStats{"evalsha": 21000, "zadd": 21000}, standalone.Decisions)
+	standalone.Name = "matrix/standalone"
+	standalone.CPU = map[string]float64{cpuLoadgen: 40, cpuServer: 70, cpuRedis: 50}
 	hot := &result{Mode: modeRLS, Group: groupHot, Backend: backendStandalone, Key: sweepAlgorithm, Keys: 1, Over: hotOver,
 		Concurrency: 64, Rate: 9500, Decisions: 28500, Allowed: 2850, Denied: 25650, P99: 4000}
 	hot.Redis = newRedisCost(commandStats{"evalsha": 28500}, hot.Decisions)
@@ -88,6 +91,7 @@ func TestMarkdownKeepsTheAnalysis(t *testing.T) {
 	assert.Contains(t, md, "| CPU | test CPU × 2 |")
 	assert.Contains(t, md, "![decisions/s and p99 against concurrency](docs/bench.svg)")
 	assert.Contains(t, md, "| 4 | 6 000 | 800µs | 5 000 | 900µs | – | – | – | – |")
+	assert.Contains(t, md, "| matrix/standalone | 7 000 | 40 | 70 | 50 | 160 | 12 500 |", "2 CPUs over 160µs per decision")
 
 	// Hand-written analysis survives a new rendering.
 	edited := strings.Replace(md, keptAnalysis(md), "The sliding log spends its time in Redis.\n\nSecond paragraph.", 1)
@@ -169,4 +173,15 @@ func TestRepeatedCellsShowTheirSlowestRun(t *testing.T) {
 	assert.Contains(t, md.String(), "| slowest run /s |")
 	assert.Contains(t, md.String(), "| 7 000 |")
 	assert.NotContains(t, md.String(), "%!")
+}
+
+func TestReproduceCommandLeavesOutPaths(t *testing.T) {
+	fs := newFlagSet("bench", "", io.Discard)
+	fs.String("root", ".", "")
+	fs.String("out", "", "")
+	fs.Bool("quick", false, "")
+	fs.Int("repeat", 1, "")
+	fs.Duration("duration", time.Second, "")
+	require.NoError(t, fs.Parse([]string{"-root", "/src", "-out", "/tmp/x", "-quick", "-repeat", "3", "-duration", "2s"}))
+	assert.Equal(t, "go run ./cmd/loadgen bench -duration=2s -quick -repeat=3", reproduceCommand(fs))
 }

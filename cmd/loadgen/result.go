@@ -56,6 +56,11 @@ type result struct {
 	// cell that ran more than once; the result is the fastest of them.
 	RepeatRates []float64 `json:"repeat_rates,omitempty"`
 
+	// CPU is the CPU time each process used during the measurement, per
+	// decision, in microseconds, by name: loadgen, server, redis. Set in
+	// bench cells only.
+	CPU map[string]float64 `json:"cpu_us_per_decision,omitempty"`
+
 	// Redis is set when the run read INFO commandstats.
 	Redis *redisCost `json:"redis,omitempty"`
 }

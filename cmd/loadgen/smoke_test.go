@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -220,6 +221,15 @@ func TestBenchQuick(t *testing.T) {
 	for _, r := range report.Results {
 		checkConsistent(t, r)
 		groups[r.Group] = true
+		if runtime.GOOS == "linux" {
+			assert.Positive(t, r.CPU[cpuLoadgen], "%s: the load generator's CPU is measured", r.Name)
+			if r.Mode == modeRLS {
+				assert.Contains(t, r.CPU, cpuServer, r.Name)
+			}
+			if r.Backend == backendStandalone {
+				assert.Contains(t, r.CPU, cpuRedis, r.Name)
+			}
+		}
 	}
 	for _, g := range []string{groupBaseline, groupEvalsha, groupMatrix, groupHot} {
 		assert.True(t, groups[g], "the quick bench measures group %s", g)
