@@ -5,6 +5,8 @@ import (
 	"context"
 	"os"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -34,16 +36,41 @@ func TestInvalidSettingStopsStartup(t *testing.T) {
 	assert.Contains(t, err.Error(), "RLS_FAILURE_MODE")
 }
 
-// TestReadmeListsEveryVariable keeps the README's environment table in step
-// with the variables the server reads.
-func TestReadmeListsEveryVariable(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestDocsListEveryVariable keeps the environment table of
+// docs/configuration.md in step with the variables the server reads: one
+// row per variable, with the default that -h prints, and no row for a
+// variable the server does not read.
+func TestDocsListEveryVariable(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
 	require.NoError(t, err)
+	documented := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(RLS_[A-Z0-9_]+)` \\| ([^|]*)\\|").FindAllStringSubmatch(string(doc), -1) {
+		_, dup := documented[m[1]]
+		assert.False(t, dup, "docs/configuration.md lists %s twice", m[1])
+		documented[m[1]] = strings.Trim(strings.TrimSpace(m[2]), "`")
+	}
+
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"-h"}, &out, &out))
-	names := regexp.MustCompile(`(?m)^(RLS_[A-Z0-9_]+)\s`).FindAllStringSubmatch(out.String(), -1)
-	require.NotEmpty(t, names)
-	for _, m := range names {
-		assert.Contains(t, string(readme), "| `"+m[1]+"` |", "README's environment table lacks %s", m[1])
+	lines := strings.Split(out.String(), "\n")
+	header := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "VARIABLE") })
+	require.GreaterOrEqual(t, header, 0, "-h prints a header")
+	defaultAt, meaningAt := strings.Index(lines[header], "DEFAULT"), strings.Index(lines[header], "MEANING")
+	served := map[string]bool{}
+	for _, l := range lines[header+1:] {
+		if !strings.HasPrefix(l, "RLS_") {
+			continue
+		}
+		name := strings.Fields(l)[0]
+		served[name] = true
+		def, ok := documented[name]
+		if !assert.True(t, ok, "docs/configuration.md's environment table lacks %s", name) {
+			continue
+		}
+		assert.Equal(t, strings.TrimSpace(l[defaultAt:meaningAt]), def, "the default of %s", name)
+	}
+	require.NotEmpty(t, served)
+	for name := range documented {
+		assert.True(t, served[name], "docs/configuration.md lists %s, which the server does not read", name)
 	}
 }
