@@ -1,7 +1,7 @@
 // Package metrics exposes ratewarden's Prometheus metrics: it implements
 // rls.Observer over a registry of its own (never the global default one)
 // and serves it in the Prometheus text format. Every metric name starts with
-// ratewarden_; the README lists them all.
+// ratewarden_; docs/operations.md lists them all.
 package metrics
 
 import (

@@ -17,8 +17,8 @@ import (
 
 // TestFootprint measures, on a server of its own, what one limit costs Redis:
 // the bytes its keys take (MEMORY USAGE) and the commands its script runs
-// per decision (INFO commandstats, without the EVALSHA itself). The README's
-// table of algorithms quotes the figures it logs.
+// per decision (INFO commandstats, without the EVALSHA itself). The
+// algorithm table of docs/algorithms.md quotes the figures it logs.
 func TestFootprint(t *testing.T) {
 	srv := redistest.Standalone(t)
 	client := srv.Client(t)

@@ -101,7 +101,7 @@ type Options struct {
 
 	// PoolSize is the number of connections kept per server; 0 means
 	// go-redis's default (10 per CPU, 5 per CPU and node in cluster mode).
-	PoolSize int `split_words:"true" desc:"connections per Redis server; 0 means go-redis default (10 per CPU)"`
+	PoolSize int `split_words:"true" desc:"connections per Redis server; 0 means go-redis default (10 per CPU; in cluster mode 5 per CPU per node)"`
 	// MinIdleConns is the number of idle connections kept open ahead of
 	// need, so that a burst does not pay for dialing; 0 means none.
 	MinIdleConns int `split_words:"true" desc:"idle connections kept open ahead of need"`

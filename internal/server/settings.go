@@ -21,7 +21,7 @@ const EnvPrefix = "RLS"
 // Settings is everything the server reads from its environment: each field
 // is the variable RLS_ and its name in upper-case words (GRPCAddr is
 // RLS_GRPC_ADDR). No field has an envconfig name of its own, so no variable
-// is ever read without the RLS_ prefix. The README lists them all, and
+// is ever read without the RLS_ prefix. docs/configuration.md lists them all, and
 // PrintUsage prints the same list.
 type Settings struct {
 	GRPCAddr   string `split_words:"true" default:":8081" desc:"gRPC listen address (RateLimitService, health, reflection)"`
