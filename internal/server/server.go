@@ -13,6 +13,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -69,7 +70,16 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	srv.metrics = metrics.New()
 	opts := s.ServiceOptions(logger)
 	opts.Observer = srv.metrics
-	srv.service = rls.New(b, cfg, opts)
+	var limiter rls.Limiter = b
+	if s.Backend == "redis" && s.DenyCache {
+		cache := rls.NewDenyCache(b, s.DenyCacheSize, nil)
+		srv.metrics.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ratewarden_deny_cache_hits_total",
+			Help: "Takes denied from the deny cache, without asking the backend.",
+		}, func() float64 { return float64(cache.Hits()) }))
+		limiter = cache
+	}
+	srv.service = rls.New(limiter, cfg, opts)
 	srv.config = newConfigState(srv.service, s.ConfigPath, cfg, time.Now(), logger)
 	srv.OnConfigReload(srv.metrics.ObserveConfigReload)
 	srv.health.SetConfigLoaded(true)

@@ -53,6 +53,9 @@ type Settings struct {
 	// Redis is read from RLS_REDIS_*: RLS_REDIS_ADDRS, RLS_REDIS_MODE, ….
 	Redis     redisx.Options
 	KeyPrefix string `split_words:"true" default:"ratewarden:" desc:"prefix of every Redis key; must not contain '{' or '}'"`
+	// DenyCache answers repeated denials locally (redis backend only).
+	DenyCache     bool `split_words:"true" default:"true" desc:"with the redis backend, answer a take that Redis denied, until its retry time, from memory instead of asking Redis again"`
+	DenyCacheSize int  `split_words:"true" default:"100000" desc:"most denials the deny cache remembers"`
 
 	LogLevel  string `split_words:"true" default:"info" desc:"debug, info, warn or error"`
 	LogFormat string `split_words:"true" default:"text" desc:"text or json"`
@@ -95,6 +98,9 @@ func (s Settings) Validate() error {
 	}
 	if s.BackendTimeout <= 0 {
 		return fmt.Errorf("server: RLS_BACKEND_TIMEOUT must be positive, not %s", s.BackendTimeout)
+	}
+	if s.DenyCacheSize < 1 {
+		return fmt.Errorf("server: RLS_DENY_CACHE_SIZE must be at least 1, not %d", s.DenyCacheSize)
 	}
 	if s.BreakerFailures < 0 {
 		return fmt.Errorf("server: RLS_BREAKER_FAILURES must not be negative, not %d", s.BreakerFailures)
