@@ -118,7 +118,9 @@ func ask(srv *serverProcess, mode string, req *rlsv3.RateLimitRequest) answer {
 	case mode == "allow" && resp.GetOverallCode() == rlsv3.RateLimitResponse_OK && st.GetCurrentLimit() != nil:
 		a.failure = true
 	case mode == "deny" && resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT &&
-		st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT && len(resp.GetResponseHeadersToAdd()) == 0:
+		st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT && st.GetDurationUntilReset() == nil &&
+		len(resp.GetResponseHeadersToAdd()) == 1 && resp.GetResponseHeadersToAdd()[0].GetValue() == "1":
+		// No wait is known: the answer asks to retry in a second.
 		a.failure = true
 	default:
 		a.problem = fmt.Sprintf("unexpected answer %v", resp)

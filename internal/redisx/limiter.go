@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -27,6 +28,7 @@ type Limiter struct {
 	intN    func(n int) int
 	slack   string // milliseconds every key is kept past its state's expiry
 	scripts [algorithms.TokenBucket + 1]*script
+	co      *coalescer // nil without coalescing
 }
 
 // clockSlack is how much longer keys live when the Limiter's clock is not the
@@ -37,9 +39,22 @@ const clockSlack = 24 * time.Hour
 type Option func(*limiterOptions)
 
 type limiterOptions struct {
-	prefix string
-	clock  func() time.Time
-	intN   func(n int) int
+	prefix  string
+	clock   func() time.Time
+	intN    func(n int) int
+	workers int
+}
+
+// DefaultCoalescingWorkers is how many pipelines per CPU a Limiter keeps in
+// flight at once when coalescing.
+const DefaultCoalescingWorkers = 4
+
+// WithCoalescing makes concurrent Do calls share pipelines: up to workers
+// pipelines are in flight at once, each carrying the calls that were waiting
+// when it left. 0 sends every Do in a pipeline of its own. The default is
+// DefaultCoalescingWorkers per CPU.
+func WithCoalescing(workers int) Option {
+	return func(o *limiterOptions) { o.workers = workers }
 }
 
 // WithKeyPrefix starts every key the Limiter writes with prefix instead of
@@ -72,7 +87,7 @@ func NewLimiter(client redis.UniversalClient, opts ...Option) (*Limiter, error) 
 	if client == nil {
 		return nil, errors.New("redisx: nil client")
 	}
-	o := limiterOptions{prefix: DefaultKeyPrefix, intN: rand.IntN}
+	o := limiterOptions{prefix: DefaultKeyPrefix, intN: rand.IntN, workers: DefaultCoalescingWorkers * runtime.GOMAXPROCS(0)}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -98,7 +113,26 @@ func NewLimiter(client redis.UniversalClient, opts ...Option) (*Limiter, error) 
 			return nil, err
 		}
 	}
+	if o.workers > 0 {
+		l.co = newCoalescer(client, o.workers)
+	}
 	return l, nil
+}
+
+// Close stops the Limiter's coalescing workers; Do then fails. It does not
+// close the client.
+func (l *Limiter) Close() {
+	if l.co != nil {
+		l.co.close()
+	}
+}
+
+// run sends calls, coalesced with other Do calls' when coalescing is on.
+func (l *Limiter) run(ctx context.Context, calls []*scriptCall) error {
+	if l.co != nil {
+		return l.co.run(ctx, calls)
+	}
+	return runScripts(ctx, l.client, calls)
 }
 
 // Do applies ops, each atomically on its own limit's state, and returns one
@@ -131,7 +165,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		shards[i] = l.pickShard(&ops[i])
 		calls[i] = l.call(&ops[i], shards[i], now)
 	}
-	if err := runScripts(ctx, l.client, calls); err != nil {
+	if err := l.run(ctx, calls); err != nil {
 		return nil, err
 	}
 
@@ -161,7 +195,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		shards[i] = other
 		calls = append(calls, l.call(&ops[i], other, now))
 	}
-	if err := runScripts(ctx, l.client, calls); err != nil {
+	if err := l.run(ctx, calls); err != nil {
 		return nil, err
 	}
 	for k, c := range calls {

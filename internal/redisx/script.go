@@ -47,36 +47,43 @@ type scriptCall struct {
 // script there; nothing else is retried. It returns an error wrapping the
 // first failure of any call, and nil when every call has a reply.
 func runScripts(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) error {
+	execScripts(ctx, client, calls)
+	return callsError(calls)
+}
+
+// execScripts runs calls as runScripts does, leaving each call's outcome in
+// its command.
+func execScripts(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) {
 	if len(calls) == 0 {
-		return nil
+		return
 	}
 	pipe := client.Pipeline()
 	for _, c := range calls {
 		c.cmd = pipe.EvalSha(ctx, c.script.sha, c.keys, c.args...)
 	}
 	// Exec's error is the first failed command's; each command is inspected
-	// below instead.
+	// instead.
 	_, _ = pipe.Exec(ctx)
 
 	var missing []*scriptCall
 	for _, c := range calls {
-		if err := c.cmd.Err(); err != nil {
-			if !isNoScript(err) {
-				return runError(c.script.name, err)
-			}
+		if isNoScript(c.cmd.Err()) {
 			missing = append(missing, c)
 		}
 	}
 	if len(missing) == 0 {
-		return nil
+		return
 	}
-
 	pipe = client.Pipeline()
 	for _, c := range missing {
 		c.cmd = pipe.Eval(ctx, c.script.src, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx)
-	for _, c := range missing {
+}
+
+// callsError returns the first failure among calls that have run.
+func callsError(calls []*scriptCall) error {
+	for _, c := range calls {
 		if err := c.cmd.Err(); err != nil {
 			return runError(c.script.name, err)
 		}
@@ -98,7 +105,7 @@ func runError(name string, err error) error {
 // isNoScript reports whether err says that the script is not in the node's
 // cache.
 func isNoScript(err error) bool {
-	return errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
 
 // Prepare loads every script into the script cache of every node Redis has:

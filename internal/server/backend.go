@@ -65,4 +65,7 @@ type redisBackend struct {
 
 func (r redisBackend) Ping(ctx context.Context) error { return r.client.Ping(ctx).Err() }
 
-func (r redisBackend) Close() error { return r.client.Close() }
+func (r redisBackend) Close() error {
+	r.Limiter.Close()
+	return r.client.Close()
+}
