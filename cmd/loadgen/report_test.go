@@ -25,6 +25,8 @@ func sampleReport() *benchReport {
 	standalone.Redis = newRedisCost(commandStats{"evalsha": 21000, "zadd": 21000}, standalone.Decisions)
 	standalone.Name = "matrix/standalone"
 	standalone.CPU = map[string]float64{cpuLoadgen: 40, cpuServer: 70, cpuRedis: 50}
+	noopWithCPU := rls(groupBaseline, backendNoop, 64, 10000, 2000)
+	noopWithCPU.CPU = map[string]float64{cpuLoadgen: 20, cpuServer: 20}
 	hot := &result{Mode: modeRLS, Group: groupHot, Backend: backendStandalone, Key: sweepAlgorithm, Keys: 1, Over: hotOver,
 		Concurrency: 64, Rate: 9500, Decisions: 28500, Allowed: 2850, Denied: 25650, P99: 4000}
 	hot.Redis = newRedisCost(commandStats{"evalsha": 28500}, hot.Decisions)
@@ -34,7 +36,7 @@ func sampleReport() *benchReport {
 			DurationText: "3s", WarmupText: "500ms", BackendTimeoutText: "1s"},
 		Machine: machine{CPU: "test CPU", CPUs: 2},
 		Results: []*result{
-			rls(groupBaseline, backendNoop, 64, 10000, 2000),
+			noopWithCPU,
 			rls(groupBaseline, backendNoop, 4, 6000, 800),
 			{Mode: modeEvalsha, Group: groupEvalsha, Backend: backendStandalone, Script: scriptFixedWindow, Pipeline: 1, Keys: sweepKeys, Concurrency: 64, Rate: 14000, P99: 3000},
 			rls(groupMatrix, backendMemory, 64, 9000, 2500),
@@ -54,7 +56,10 @@ func TestTargets(t *testing.T) {
 	assert.Contains(t, rows[0].measured, "81.8% of no-op")
 	assert.Contains(t, rows[0].verdict, "**missed** by 3.2 points")
 
+	assert.NotContains(t, rows[0].measured, "by CPU", "memory's CPU was not measured")
+
 	assert.Contains(t, rows[1].scenario, "(ii) Redis standalone")
+	assert.Contains(t, rows[1].measured, "by CPU per decision 25.0%", "40µs over 160µs")
 	assert.Contains(t, rows[1].verdict, "**missed** by 1.4 points")
 	assert.Contains(t, rows[1].verdict, "p99 **missed** by 1.00ms")
 

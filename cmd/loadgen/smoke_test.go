@@ -111,9 +111,11 @@ func TestSmokeRedisBackend(t *testing.T) {
 	// Half the calls go to exhausted values: they, and only they, are denied.
 	assert.InDelta(t, 0.5, float64(r.Denied)/float64(r.Decisions), 0.1)
 	require.NotNil(t, r.Redis)
-	// One script per decision (a denial of a lone descriptor refunds
-	// nothing), give or take the calls in flight at either end.
-	assert.InDelta(t, 1.0, r.Redis.EvalshaPerDecision, 0.05)
+	// At most one script per decision (a denial of a lone descriptor
+	// refunds nothing; a deny cache or coalescing make it fewer), give or
+	// take the calls in flight at either end.
+	assert.Positive(t, r.Redis.EvalshaPerDecision)
+	assert.LessOrEqual(t, r.Redis.EvalshaPerDecision, 1.05)
 	assert.Greater(t, r.Redis.PerDecision, r.Redis.EvalshaPerDecision, "scripts run commands inside Redis")
 	assert.NotContains(t, r.Redis.Commands, "info")
 }
