@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/ratewarden/ratewarden/internal/server"
 )
 
 // noopService answers every ShouldRateLimit with OK and one OK status per
@@ -29,10 +31,9 @@ func (noopService) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitReques
 }
 
 // newNoopServer returns a gRPC server of the no-op service and of health
-// (always SERVING), built as internal/server builds ratewarden's: with
-// grpc.NewServer and no options.
+// (always SERVING), built with the options ratewarden's own is built with.
 func newNoopServer() *grpc.Server {
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(server.GRPCServerOptions()...)
 	rlsv3.RegisterRateLimitServiceServer(srv, noopService{})
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	return srv

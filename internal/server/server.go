@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -70,6 +71,11 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	srv.metrics = metrics.New()
 	opts := s.ServiceOptions(logger)
 	opts.Observer = srv.metrics
+	if s.Backend == "memory" {
+		// The memory backend never waits: a deadline per request would only
+		// cost a timer.
+		opts.BackendTimeout = 0
+	}
 	var limiter rls.Limiter = b
 	if s.Backend == "redis" && s.DenyCache {
 		cache := rls.NewDenyCache(b, s.DenyCacheSize, nil)
@@ -98,7 +104,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		}
 	}
 
-	var grpcOpts []grpc.ServerOption
+	grpcOpts := GRPCServerOptions()
 	if grpcTLS != nil {
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(grpcTLS.config())))
 	}
@@ -113,6 +119,14 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return srv, nil
+}
+
+// GRPCServerOptions returns the options every ratewarden gRPC server is built
+// with (TLS aside): a pool of stream workers, one per CPU, so that calls run
+// on goroutines whose stacks have already grown instead of a new goroutine
+// per call. The load generator's no-op baseline is built with them too.
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0)))}
 }
 
 // GRPCAddr returns the address the gRPC listener is bound to.
