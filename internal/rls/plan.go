@@ -24,7 +24,17 @@ type plan struct {
 	// ops and limits are parallel: limits[i] says where ops[i] came from.
 	ops    []algorithms.Op
 	limits []planLimit
+
+	// Room for the common request of a few descriptors and limits, so
+	// that it needs no allocation beyond the plan's own.
+	descsBuf  [smallPlan]descPlan
+	opsBuf    [smallPlan]algorithms.Op
+	limitsBuf [smallPlan]planLimit
 }
+
+// smallPlan is how many descriptors and limits a plan holds without
+// allocating more.
+const smallPlan = 2
 
 // descPlan is one request descriptor's part of a plan.
 type descPlan struct {
@@ -49,7 +59,13 @@ type planLimit struct {
 // InvalidArgument statuses for limit overrides that no algorithm can enforce.
 func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*plan, error) {
 	descs := req.GetDescriptors()
-	p := &plan{domain: req.GetDomain(), descs: make([]descPlan, len(descs))}
+	p := &plan{domain: req.GetDomain()}
+	if len(descs) <= smallPlan {
+		p.descs = p.descsBuf[:len(descs)]
+	} else {
+		p.descs = make([]descPlan, len(descs))
+	}
+	p.ops, p.limits = p.opsBuf[:0], p.limitsBuf[:0]
 	if cfg == nil || !cfg.HasDomain(p.domain) {
 		return p, nil
 	}
@@ -93,7 +109,8 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 		if matched {
 			p.descs[i].metricKey = m.MetricKey
 		}
-		for _, rl := range limits {
+		for j := range limits {
+			rl := &limits[j]
 			p.ops = append(p.ops, algorithms.Op{
 				Key:    key,
 				Limit:  rl.Limit,
@@ -118,17 +135,13 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 
 // descriptorLimits returns the limits that apply to descriptor i: the matched
 // rule's, or the descriptor's own override, which keeps the rule's algorithm.
-func descriptorLimits(i int, d *ratelimitv3.RateLimitDescriptor, m config.Match, matched bool, opts Options) ([]*config.RateLimit, error) {
+func descriptorLimits(i int, d *ratelimitv3.RateLimitDescriptor, m config.Match, matched bool, opts Options) ([]config.RateLimit, error) {
 	o := d.GetLimit()
 	if o == nil {
 		if !matched {
 			return nil, nil
 		}
-		limits := make([]*config.RateLimit, len(m.Rule.Limits))
-		for j := range m.Rule.Limits {
-			limits[j] = &m.Rule.Limits[j]
-		}
-		return limits, nil
+		return m.Rule.Limits, nil
 	}
 
 	unit, ok := overrideUnits[o.GetUnit()]
@@ -142,7 +155,7 @@ func descriptorLimits(i int, d *ratelimitv3.RateLimitDescriptor, m config.Match,
 	if mult == 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "rls: descriptors[%d].limit.unit_multiplier must be at least 1", i)
 	}
-	rl := &config.RateLimit{
+	rl := config.RateLimit{
 		Limit: algorithms.Limit{
 			Algorithm: opts.DefaultAlgorithm,
 			Requests:  uint64(o.GetRequestsPerUnit()),
@@ -160,7 +173,7 @@ func descriptorLimits(i int, d *ratelimitv3.RateLimitDescriptor, m config.Match,
 	if err := rl.Limit.Validate(); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "rls: descriptors[%d].limit: %v", i, err)
 	}
-	return []*config.RateLimit{rl}, nil
+	return []config.RateLimit{rl}, nil
 }
 
 // overrideUnits maps the units of a request's limit override.
