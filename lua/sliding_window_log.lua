@@ -40,9 +40,11 @@ if take then
   if n > L then
     allowed, reset = 0, W
   elseif c + n <= L then
-    first = (tonumber(redis.call('GET', seqkey)) or 0) + 1
-    if n > 0 then
-      redis.call('INCRBY', seqkey, int(n))
+    if n == 0 then
+      -- A peek's receipt names the sequence number the next hit would get.
+      first = (tonumber(redis.call('GET', seqkey)) or 0) + 1
+    else
+      first = redis.call('INCRBY', seqkey, int(n)) - n + 1
       local args = {}
       for seq = first, first + n - 1 do
         args[#args + 1] = int(now)
