@@ -19,6 +19,7 @@ local n = tonumber(ARGV[5])
 -- clock that went backwards keeps counting in the current one.
 local state = redis.call('HMGET', key, 'w', 'c')
 local w, c = tonumber(state[1]), tonumber(state[2])
+local w0, c0 = w, c -- as stored, to write only what changed
 local i = fdiv(now, W)
 if w == nil or c == nil then
   w, c = i, 0
@@ -47,8 +48,10 @@ if allowed == 1 and c > 0 then
 end
 
 -- The state behaves as a new one once the window ends, or now if it counts
--- nothing.
-if c > 0 then
+-- nothing. A denial or a peek changes nothing, and writes nothing.
+if w == w0 and c == c0 then
+  -- unchanged: the key keeps its value and its expiry
+elseif c > 0 then
   redis.call('HSET', key, 'w', int(w), 'c', int(c))
   expire(key, (w + 1) * W, now)
 else

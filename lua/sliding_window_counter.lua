@@ -22,6 +22,7 @@ local q = W / S
 
 local state = redis.call('HMGET', key, 'w', 'c', 'p')
 local w, cur, prev = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+local w0, cur0, prev0 = w, cur, prev -- as stored, to write only what changed
 
 -- expiry returns when the state starts to behave as a new one: once both
 -- counts have left the sliding window.
@@ -91,7 +92,9 @@ if allowed == 1 then
 end
 
 local drop = expiry()
-if drop > now then
+if w == w0 and cur == cur0 and prev == prev0 then
+  -- unchanged (a denial or a peek within one window): nothing to write
+elseif drop > now then
   redis.call('HSET', key, 'w', int(w), 'c', int(cur), 'p', int(prev))
   expire(key, drop, now)
 else
