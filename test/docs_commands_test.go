@@ -21,15 +21,11 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
@@ -205,51 +201,6 @@ func (s *docSession) startServer(docEnv map[string]string) error {
 		return fmt.Errorf("the server does not decide: it answered %v", resp)
 	}
 	return nil
-}
-
-// startServerAt starts the server binary as startServer does, but in dir and
-// with no variables but env and the free ports, as `go run ./cmd/server`
-// would start it there: its default RLS_CONFIG_PATH, ./config, is dir's.
-func startServerAt(t *testing.T, dir string, env map[string]string) *serverProcess {
-	t.Helper()
-	p := &serverProcess{t: t, GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), exited: make(chan struct{})}
-	p.cmd = exec.Command(serverBinary)
-	p.cmd.Dir = dir
-	p.cmd.Env = append(os.Environ(), "RLS_GRPC_ADDR="+p.GRPCAddr, "RLS_HTTP_ADDR="+p.HTTPAddr, "RLS_LOG_LEVEL=warn")
-	for k, v := range env {
-		p.cmd.Env = append(p.cmd.Env, k+"="+v)
-	}
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, p.cmd.Start())
-	go func() {
-		p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(p.Stop)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", p.GRPCAddr, 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("server exited at start: %v\n%s", p.cmd.ProcessState, p.Logs())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not listen on %s within 15s\n%s", p.GRPCAddr, p.Logs())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	p.conn = conn
-	p.Client = rlsv3.NewRateLimitServiceClient(conn)
-	p.Health = healthpb.NewHealthClient(conn)
-	return p
 }
 
 // docAddr maps an address of the docs (localhost:8081) to the real address

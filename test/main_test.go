@@ -66,17 +66,30 @@ type serverProcess struct {
 // its gRPC port answers. It is stopped with SIGTERM when the test ends.
 func startServer(t testing.TB, env map[string]string) *serverProcess {
 	t.Helper()
+	vars := map[string]string{"RLS_CONFIG_PATH": "../config"}
+	for k, v := range env {
+		vars[k] = v
+	}
+	return startServerAt(t, "", vars)
+}
+
+// startServerAt starts the server binary in dir (the test's own directory
+// when empty) with free loopback ports, warn-level logs and env, as
+// `go run ./cmd/server` would start there, and waits until its gRPC port
+// answers. It is stopped with SIGTERM when the test ends.
+func startServerAt(t testing.TB, dir string, env map[string]string) *serverProcess {
+	t.Helper()
 	p := &serverProcess{t: t, GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), exited: make(chan struct{})}
 	vars := map[string]string{
-		"RLS_GRPC_ADDR":   p.GRPCAddr,
-		"RLS_HTTP_ADDR":   p.HTTPAddr,
-		"RLS_CONFIG_PATH": "../config",
-		"RLS_LOG_LEVEL":   "warn",
+		"RLS_GRPC_ADDR": p.GRPCAddr,
+		"RLS_HTTP_ADDR": p.HTTPAddr,
+		"RLS_LOG_LEVEL": "warn",
 	}
 	for k, v := range env {
 		vars[k] = v
 	}
 	p.cmd = exec.Command(serverBinary)
+	p.cmd.Dir = dir
 	p.cmd.Env = os.Environ()
 	for k, v := range vars {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
