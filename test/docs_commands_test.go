@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -572,44 +573,22 @@ func (s *docSession) redisServer(args []string) error {
 		names = append(names, name)
 	}
 	cluster := settings["cluster-enabled"] == "yes"
-	var port int
-	for {
-		_, p, _ := net.SplitHostPort(freeAddr(s.t))
-		port, _ = strconv.Atoi(p)
-		if !cluster || port+10000 <= 65535 && portFree(port+10000) {
+	var client *redis.Client
+	for attempt := 1; ; attempt++ {
+		var stop func()
+		var inUse bool
+		client, stop, inUse, err = startDocRedis(s.t, bin, args, cluster)
+		if err == nil {
+			defer stop()
 			break
 		}
+		if !inUse || attempt == 5 {
+			return err
+		}
 	}
-	real := slices.Clone(args)
-	if i := slices.Index(real, "--port"); i >= 0 {
-		real[i+1] = strconv.Itoa(port)
-	} else {
-		real = append(real, "--port", strconv.Itoa(port))
-	}
-	real = append(real, "--bind", "127.0.0.1")
-	cmd := exec.Command(bin, real...)
-	cmd.Dir = s.t.TempDir()
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	}()
-	client := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))})
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for client.Ping(ctx).Err() != nil {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("redis-server did not answer within 10s:\n%s", logs.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 	for _, name := range names {
 		if name == "port" {
 			continue
@@ -627,6 +606,79 @@ func (s *docSession) redisServer(args []string) error {
 		}
 	}
 	return nil
+}
+
+// startDocRedis starts redis-server with args on a free loopback port and
+// waits until it answers PING. When it fails because the port was taken
+// after it was picked, inUse is true and the caller tries again.
+func startDocRedis(t testing.TB, bin string, args []string, cluster bool) (client *redis.Client, stop func(), inUse bool, err error) {
+	var port int
+	for {
+		_, p, _ := net.SplitHostPort(freeAddr(t))
+		port, _ = strconv.Atoi(p)
+		if !cluster || port+10000 <= 65535 && portFree(port+10000) {
+			break
+		}
+	}
+	real := slices.Clone(args)
+	if i := slices.Index(real, "--port"); i >= 0 {
+		real[i+1] = strconv.Itoa(port)
+	} else {
+		real = append(real, "--port", strconv.Itoa(port))
+	}
+	real = append(real, "--bind", "127.0.0.1")
+	cmd := exec.Command(bin, real...)
+	cmd.Dir = t.TempDir()
+	var logs lockedBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, false, err
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	stop = func() {
+		cmd.Process.Kill()
+		<-exited
+	}
+	client = redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for client.Ping(ctx).Err() != nil {
+		select {
+		case <-exited:
+			client.Close()
+			return nil, nil, strings.Contains(logs.String(), "already in use"), fmt.Errorf("redis-server exited at start:\n%s", logs.String())
+		case <-ctx.Done():
+			client.Close()
+			stop()
+			return nil, nil, false, fmt.Errorf("redis-server did not answer within 10s:\n%s", logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return client, stop, false, nil
+}
+
+// lockedBuffer is a bytes.Buffer safe for a process to write while a test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // redisConfigValue returns the value CONFIG GET gives for a setting written

@@ -19,8 +19,10 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
@@ -77,7 +79,28 @@ func startServer(t testing.TB, env map[string]string) *serverProcess {
 // when empty) with free loopback ports, warn-level logs and env, as
 // `go run ./cmd/server` would start there, and waits until its gRPC port
 // answers. It is stopped with SIGTERM when the test ends.
+//
+// A port that was free when it was picked can be taken before the server
+// binds it (an outgoing connection's ephemeral port, a Redis cluster bus),
+// so a start that fails with "address already in use" is tried again on
+// new ports.
 func startServerAt(t testing.TB, dir string, env map[string]string) *serverProcess {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		p, inUse := launchServer(t, dir, env)
+		if p != nil {
+			return p
+		}
+		if !inUse || attempt == 5 {
+			t.Fatalf("server did not start after %d attempts", attempt)
+		}
+		t.Logf("server start %d: a port was taken before the server bound it; trying new ports", attempt)
+	}
+}
+
+// launchServer makes one attempt of startServerAt. It returns nil and true
+// when the server exited because one of its ports was already in use.
+func launchServer(t testing.TB, dir string, env map[string]string) (*serverProcess, bool) {
 	t.Helper()
 	p := &serverProcess{t: t, GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), exited: make(chan struct{})}
 	vars := map[string]string{
@@ -102,31 +125,40 @@ func startServerAt(t testing.TB, dir string, env map[string]string) *serverProce
 		p.cmd.Wait()
 		close(p.exited)
 	}()
-	t.Cleanup(p.Stop)
 
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", p.GRPCAddr, 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("server exited at start: %v\n%s", p.cmd.ProcessState, p.Logs())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not listen on %s within 15s\n%s", p.GRPCAddr, p.Logs())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Readiness is a gRPC health answer, not an open port: the kernel
+	// accepts on the gRPC port from the moment it is bound, before the
+	// HTTP port is, and something else may hold a port that looks open.
 	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	p.conn = conn
 	p.Client = rlsv3.NewRateLimitServiceClient(conn)
 	p.Health = healthpb.NewHealthClient(conn)
-	return p
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := p.Health.Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		select {
+		case <-p.exited:
+			conn.Close()
+			if strings.Contains(p.Logs(), "address already in use") {
+				return nil, true
+			}
+			t.Fatalf("server exited at start: %v\n%s", p.cmd.ProcessState, p.Logs())
+		default:
+		}
+		if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded {
+			break // any answer from the server, even NOT_SERVING
+		}
+		if time.Now().After(deadline) {
+			p.Stop()
+			t.Fatalf("server did not answer health checks on %s within 15s: %v\n%s", p.GRPCAddr, err, p.Logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Cleanup(p.Stop)
+	return p, false
 }
 
 // Write collects the server's output.

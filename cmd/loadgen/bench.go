@@ -428,37 +428,46 @@ func (b *bench) runCell(ctx context.Context, c cell) (*result, *profileResult, e
 	if err := flushMasters(ctx, redisServers); err != nil {
 		return nil, nil, err
 	}
-	grpcAddr, err := freeAddr()
-	if err != nil {
-		return nil, nil, err
-	}
-	httpAddr, err := freeAddr()
-	if err != nil {
-		return nil, nil, err
-	}
-	env["RLS_GRPC_ADDR"], env["RLS_HTTP_ADDR"] = grpcAddr, httpAddr
-
+	// A port free when picked can be taken before the server binds it, so
+	// a start that fails with "address already in use" gets new ports.
 	var target *process
 	var prof *profileResult
-	switch {
-	case c.Backend == backendNoop:
-		target, err = startProcess("no-op server", b.dir, b.self, []string{"noop", "-addr", grpcAddr}, nil)
-	case c.Group == groupProfile:
-		prof = &profileResult{Name: c.name(),
-			cpuPath:    filepath.Join(b.dir, fmt.Sprintf("cpu-%d.pprof", rand.Uint32())),
-			allocsPath: filepath.Join(b.dir, fmt.Sprintf("allocs-%d.pprof", rand.Uint32()))}
-		target, err = startProcess("profiled server", b.dir, b.self,
-			[]string{"serve", "-cpuprofile", prof.cpuPath, "-allocprofile", prof.allocsPath}, env)
-	default:
-		target, err = startProcess("ratewarden server", b.dir, b.serverBin, nil, env)
-	}
-	if err != nil {
-		return nil, nil, err
+	var grpcAddr string
+	var err error
+	for attempt := 1; ; attempt++ {
+		var httpAddr string
+		if grpcAddr, err = freeAddr(); err != nil {
+			return nil, nil, err
+		}
+		if httpAddr, err = freeAddr(); err != nil {
+			return nil, nil, err
+		}
+		env["RLS_GRPC_ADDR"], env["RLS_HTTP_ADDR"] = grpcAddr, httpAddr
+		switch {
+		case c.Backend == backendNoop:
+			target, err = startProcess("no-op server", b.dir, b.self, []string{"noop", "-addr", grpcAddr}, nil)
+		case c.Group == groupProfile:
+			prof = &profileResult{Name: c.name(),
+				cpuPath:    filepath.Join(b.dir, fmt.Sprintf("cpu-%d.pprof", rand.Uint32())),
+				allocsPath: filepath.Join(b.dir, fmt.Sprintf("allocs-%d.pprof", rand.Uint32()))}
+			target, err = startProcess("profiled server", b.dir, b.self,
+				[]string{"serve", "-cpuprofile", prof.cpuPath, "-allocprofile", prof.allocsPath}, env)
+		default:
+			target, err = startProcess("ratewarden server", b.dir, b.serverBin, nil, env)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		err = waitServing(ctx, target, grpcAddr, 30*time.Second)
+		if err == nil {
+			break
+		}
+		target.stop()
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return nil, nil, err
+		}
 	}
 	defer target.stop()
-	if err := waitServing(ctx, target, grpcAddr, 30*time.Second); err != nil {
-		return nil, nil, err
-	}
 
 	p := loadParams{
 		Addr: grpcAddr, Concurrency: c.Concurrency, Conns: b.cfg.Conns,
