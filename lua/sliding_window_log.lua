@@ -61,6 +61,11 @@ if take then
     local kth = redis.call('ZRANGE', log, c + n - L - 1, c + n - L - 1, 'WITHSCORES')
     reset = tonumber(kth[2]) + W - now
   end
+  if allowed == 0 then
+    -- A denial logs nothing, so the newest entry and with it the keys'
+    -- expiry are as they were: nothing more to write.
+    return {0, math.max(L - c, 0), reset, now, 0}
+  end
 elseif n > 0 then
   if ARGV[6] == '' then
     redis.call('ZREMRANGEBYRANK', log, -n, -1)

@@ -78,7 +78,12 @@ elseif n > B then
 else
   level = math.min(level + n * S, C)
 end
-if allowed == 1 and level < C then
+if allowed == 0 then
+  -- A denial changes nothing: the refill above is not kept, and nothing is
+  -- written.
+  return {0, fdiv(level, S), reset, now, 0}
+end
+if level < C then
   reset = wait(level, t, C, now)
 end
 

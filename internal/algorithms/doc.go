@@ -82,10 +82,13 @@
 // level + (τ−t)·L, and t = τ (a clock that went backwards refills nothing and
 // leaves t as it is). Admit iff level ≥ n·S, then level −= n·S. remaining =
 // ⌊level/S⌋. When admitted, reset = (t + ⌈(C−level)/L⌉)·q − now (0 when
-// full). When denied, reset = (t + ⌈(n·S−level)/L⌉)·q − now. Give-back adds
-// n·S up to C. A token bucket with L = 0 never refills, so it must have B = 0,
-// and any bucket must refill from empty within MaxWindow (B·W ≤ L·MaxWindow).
-// The state can be dropped once the bucket is full again.
+// full). When denied, reset = (t + ⌈(n·S−level)/L⌉)·q − now, and the state
+// stays as it was before the refill: a denial changes nothing, so the next
+// call refills from the same t (at the rate the limit has then). Give-back
+// adds n·S up to C. A token bucket with L = 0 never refills, so it must have
+// B = 0, and any bucket must refill from empty within MaxWindow
+// (B·W ≤ L·MaxWindow). The state can be dropped once the bucket is full
+// again, as computed at its last change under the limit of that change.
 //
 // # Receipts
 //

@@ -217,19 +217,25 @@ func (r *refBucket) admitted(l algorithms.Limit, C, q *big.Int, now int64) refRe
 	return res
 }
 
+// take admits or denies; a denial leaves the bucket as it was, refill and
+// all.
 func (r *refBucket) take(l algorithms.Limit, now int64, hits uint64) refResult {
 	m := &r.m
+	level, t, started := r.level, r.t, r.started
 	C, q := r.refill(l, now)
 	S, n := m.n(algorithms.SlicesPerWindow), m.u(hits)
+	var res refResult
 	switch need := m.mul(n, S); {
 	case n.Cmp(r.burst(l)) > 0:
-		return refResult{false, m.floor(r.level, S), m.n(l.WindowMicros())}
+		res = refResult{false, m.floor(r.level, S), m.n(l.WindowMicros())}
 	case r.level.Cmp(need) >= 0:
 		r.level = m.sub(r.level, need)
 		return r.admitted(l, C, q, now)
 	default:
-		return refResult{false, m.floor(r.level, S), r.wait(m.ceil(m.sub(need, r.level), m.u(l.Requests)), q, now)}
+		res = refResult{false, m.floor(r.level, S), r.wait(m.ceil(m.sub(need, r.level), m.u(l.Requests)), q, now)}
 	}
+	r.level, r.t, r.started = level, t, started
+	return res
 }
 
 func (r *refBucket) refund(l algorithms.Limit, now int64, hits uint64) refResult {

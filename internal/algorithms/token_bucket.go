@@ -3,12 +3,14 @@ package algorithms
 import "time"
 
 // TokenBucketState is the state of one token_bucket limit: the level of the
-// bucket in millionths of a token and the index t of the slice it was last
-// refilled at. The zero value is a new, full bucket. A TokenBucketState is
-// not safe for concurrent use.
+// bucket in millionths of a token, the index t of the slice it was last
+// refilled at, and when it is full again as of its last change (its
+// Expiry). The zero value is a new, full bucket. A
+// TokenBucketState is not safe for concurrent use.
 type TokenBucketState struct {
 	level   uint64
 	slice   int64
+	full    int64 // µs; set by every change, kept by a denial
 	started bool
 }
 
@@ -26,8 +28,8 @@ func bucketBurst(l Limit) uint64 {
 
 // refill brings the bucket to slice τ = ⌊t/q⌋, adding L per slice since the
 // last refill up to the capacity C = B·S, and returns C. A level above C,
-// left by a larger burst, is cut to C. A clock that went back refills
-// nothing and leaves the refill slice where it was.
+// left by a larger burst, is cut to C. A clock that went back refills nothing and leaves the refill
+// slice where it was.
 func (s *TokenBucketState) refill(l Limit, q, t int64) uint64 {
 	c := bucketBurst(l) * SlicesPerWindow
 	tau := floorDiv(t, q)
@@ -50,20 +52,29 @@ func (s *TokenBucketState) refill(l Limit, q, t int64) uint64 {
 	return c
 }
 
-// Take asks for n tokens at now: admitted iff the refilled bucket holds n.
+// Take asks for n tokens at now: admitted iff the refilled bucket holds n. A
+// denial changes nothing: the refill it computed is not kept, so the next
+// call refills from the same slice (at the rate the limit then has), as the
+// script, which writes nothing on a denial, does.
 func (s *TokenBucketState) Take(l Limit, now time.Time, n uint64) Result {
 	w, q, t := l.WindowMicros(), l.SliceMicros(), now.UnixMicro()
+	before := *s
 	c := s.refill(l, q, t)
 	const S = SlicesPerWindow
+	var res Result
 	switch {
 	case n > bucketBurst(l):
-		return Result{Remaining: s.level / S, ResetAfter: micros(w)}
+		res = Result{Remaining: s.level / S, ResetAfter: micros(w)}
 	case s.level >= n*S:
 		s.level -= n * S
+		s.settle(l, c, q)
 		return s.admitted(l, c, q, t, Receipt{At: t})
+	default:
+		// 0 < n ≤ B, so L > 0.
+		res = Result{Remaining: s.level / S, ResetAfter: micros(s.until(ceilDiv(n*S-s.level, l.Requests), q, t))}
 	}
-	// Denied: 0 < n ≤ B, so L > 0.
-	return Result{Remaining: s.level / S, ResetAfter: micros(s.until(ceilDiv(n*S-s.level, l.Requests), q, t))}
+	*s = before
+	return res
 }
 
 // Refund puts n tokens back at now, up to the capacity. The receipt makes no
@@ -76,20 +87,29 @@ func (s *TokenBucketState) Refund(l Limit, now time.Time, n uint64, _ Receipt) R
 	} else {
 		s.level = min(c, s.level+n*SlicesPerWindow)
 	}
+	s.settle(l, c, q)
 	return s.admitted(l, c, q, t, Receipt{})
 }
 
-// Expiry returns when the bucket is full again: the slice it was last
-// refilled at when it already is, the zero Time when it was never used.
-func (s *TokenBucketState) Expiry(l Limit) time.Time {
+// Expiry returns when the bucket is full again as of its last change, under
+// the limit of that change, as the script records it: a denial changes
+// nothing, so it keeps the Expiry too. It is the zero Time when the bucket
+// was never used.
+func (s *TokenBucketState) Expiry(Limit) time.Time {
 	if !s.started {
 		return time.Time{}
 	}
-	c := bucketBurst(l) * SlicesPerWindow
+	return time.UnixMicro(s.full)
+}
+
+// settle records when the bucket, as it is now, is full again: the slice it
+// was last refilled at when it already is.
+func (s *TokenBucketState) settle(l Limit, c uint64, q int64) {
 	if s.level >= c {
-		return time.UnixMicro(s.slice * l.SliceMicros())
+		s.full = s.slice * q
+		return
 	}
-	return time.UnixMicro(s.until(ceilDiv(c-s.level, l.Requests), l.SliceMicros(), 0))
+	s.full = s.until(ceilDiv(c-s.level, l.Requests), q, 0)
 }
 
 func (s *TokenBucketState) admitted(l Limit, c uint64, q, t int64, r Receipt) Result {

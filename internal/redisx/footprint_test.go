@@ -17,8 +17,9 @@ import (
 
 // TestFootprint measures, on a server of its own, what one limit costs Redis:
 // the bytes its keys take (MEMORY USAGE) and the commands its script runs
-// per decision (INFO commandstats, without the EVALSHA itself). The
-// algorithm table of docs/algorithms.md quotes the figures it logs.
+// per decision (INFO commandstats, without the EVALSHA itself), and that a
+// denial writes nothing. The algorithm table of docs/algorithms.md quotes
+// the figures it logs.
 func TestFootprint(t *testing.T) {
 	srv := redistest.Standalone(t)
 	client := srv.Client(t)
@@ -50,6 +51,26 @@ func TestFootprint(t *testing.T) {
 			}
 		}
 
+		// The limit is full now: a denial changes nothing, so its script
+		// must write nothing (no write replicated, no expiry moved).
+		require.NoError(t, client.ConfigResetStat(ctx).Err())
+		const denials = 10
+		for range denials {
+			res, err := lim.Do(ctx, []algorithms.Op{op})
+			require.NoError(t, err)
+			require.False(t, res[0].Allowed, "%s: the limit is full", alg)
+		}
+		denied := 0
+		for cmd, n := range commandCalls(t, client.Info(ctx, "commandstats").Val()) {
+			switch cmd {
+			case "evalsha", "config|resetstat", "info":
+			case "time", "hmget", "zremrangebyscore", "zcard", "zrange", "get":
+				denied += n
+			default:
+				t.Errorf("%s: a denial ran %s %d times", alg, cmd, n)
+			}
+		}
+
 		keys := lim.keys.keys(key, limit, unsharded)
 		bytes := func() int64 {
 			var total int64
@@ -63,12 +84,12 @@ func TestFootprint(t *testing.T) {
 		}
 		full := bytes() // 100 hits admitted: the limit is full
 		require.Positive(t, full)
-		rows = append(rows, fmt.Sprintf("| %s | %d | %d | %.1f |", alg, len(keys), full, float64(inside)/decisions))
+		rows = append(rows, fmt.Sprintf("| %s | %d | %d | %.1f | %.1f |", alg, len(keys), full, float64(inside)/decisions, float64(denied)/denials))
 		if alg != algorithms.SlidingWindowLog {
 			assert.Less(t, full, int64(256), "%s keeps a constant, small state", alg)
 		}
 	}
-	t.Logf("per limit of 100 a minute, full (Redis %s):\n| algorithm | keys | bytes (MEMORY USAGE) | commands per decision inside the script |\n%s",
+	t.Logf("per limit of 100 a minute, full (Redis %s):\n| algorithm | keys | bytes (MEMORY USAGE) | commands per decision inside the script | per denial, all reads |\n%s",
 		client.InfoMap(ctx, "server").Item("Server", "redis_version"), strings.Join(rows, "\n"))
 }
 
