@@ -63,7 +63,7 @@ type redisBackend struct {
 	client redis.UniversalClient
 }
 
-func (r redisBackend) Ping(ctx context.Context) error { return r.client.Ping(ctx).Err() }
+func (r redisBackend) Ping(ctx context.Context) error { return redisx.Ping(ctx, r.client) }
 
 func (r redisBackend) Close() error {
 	r.Limiter.Close()
