@@ -77,8 +77,8 @@ func startServer(t testing.TB, env map[string]string) *serverProcess {
 
 // startServerAt starts the server binary in dir (the test's own directory
 // when empty) with free loopback ports, warn-level logs and env, as
-// `go run ./cmd/server` would start there, and waits until its gRPC port
-// answers. It is stopped with SIGTERM when the test ends.
+// `go run ./cmd/server` would start there, and waits until it answers a
+// gRPC health check. It is stopped with SIGTERM when the test ends.
 //
 // A port that was free when it was picked can be taken before the server
 // binds it (an outgoing connection's ephemeral port, a Redis cluster bus),

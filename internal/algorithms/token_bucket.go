@@ -5,8 +5,8 @@ import "time"
 // TokenBucketState is the state of one token_bucket limit: the level of the
 // bucket in millionths of a token, the index t of the slice it was last
 // refilled at, and when it is full again as of its last change (its
-// Expiry). The zero value is a new, full bucket. A
-// TokenBucketState is not safe for concurrent use.
+// Expiry). The zero value is a new, full bucket. A TokenBucketState is not
+// safe for concurrent use.
 type TokenBucketState struct {
 	level   uint64
 	slice   int64
@@ -28,8 +28,8 @@ func bucketBurst(l Limit) uint64 {
 
 // refill brings the bucket to slice τ = ⌊t/q⌋, adding L per slice since the
 // last refill up to the capacity C = B·S, and returns C. A level above C,
-// left by a larger burst, is cut to C. A clock that went back refills nothing and leaves the refill
-// slice where it was.
+// left by a larger burst, is cut to C. A clock that went back refills
+// nothing and leaves the refill slice where it was.
 func (s *TokenBucketState) refill(l Limit, q, t int64) uint64 {
 	c := bucketBurst(l) * SlicesPerWindow
 	tau := floorDiv(t, q)
