@@ -41,10 +41,14 @@ func (c *Config) String() string {
 	return b.String()
 }
 
+// writeLocation writes "file:line", or the file alone when the line is 0,
+// as it is for limits from an xDS server.
 func writeLocation(b *strings.Builder, file string, line int) {
 	b.WriteString(file)
-	b.WriteByte(':')
-	b.WriteString(strconv.Itoa(line))
+	if line > 0 {
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(line))
+	}
 }
 
 func writeRule(b *strings.Builder, r *Rule) {

@@ -10,7 +10,8 @@ import (
 // It prints as "file:line: field: message", leaving out the line when it is
 // unknown (0) and the field when the error concerns the whole file.
 type Error struct {
-	// File is the name of the file, as given to Parse or found by Load.
+	// File is the name of the file, as given to Parse or found by Load, or
+	// the resource, as FromRateLimitConfigs names it.
 	File string
 	// Line is the 1-based line of the offending YAML node, 0 when unknown.
 	Line int

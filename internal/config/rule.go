@@ -86,7 +86,8 @@ type Rule struct {
 	ShadowMode     bool
 	DetailedMetric bool
 	ValueToMetric  bool
-	// File and Line locate the node in its configuration file.
+	// File and Line locate the node in its configuration file. For limits
+	// from an xDS server, File names the resource and Line is 0.
 	File string
 	Line int
 }

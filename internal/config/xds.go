@@ -1,0 +1,183 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+
+	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"gopkg.in/yaml.v3"
+)
+
+// FromRateLimitConfigs builds a Config from RateLimitConfig resources, the
+// limits an xDS management server (Envoy Gateway's, for one) serves to
+// envoyproxy/ratelimit: one domain per resource, each with a tree of
+// descriptors. A resource means what the same fields mean in a limits file,
+// and is checked as strictly: it is written out as the YAML document with
+// those fields and parsed by Parse, so that the two ways in can never drift
+// apart.
+//
+// Every error is an *Error whose File names the resource
+// (`RateLimitConfig "name"`, or `RateLimitConfig [i]` when it has no name)
+// and whose Field is the path of the offending field inside it, such as
+// "descriptors[0].rate_limit.unit"; its Line is 0, since a resource has no
+// lines. The Rules and domains of the Config likewise carry the resource as
+// their File and 0 as their Line.
+//
+// A policy whose unit is UNKNOWN (the enum's zero) is an error, unless it is
+// unlimited. Resources that are nil are skipped. FromRateLimitConfigs is
+// safe for concurrent use.
+func FromRateLimitConfigs(resources []*rlsconfv3.RateLimitConfig, opts Options) (*Config, error) {
+	files := make([]File, 0, len(resources))
+	names := make(map[string]bool, len(resources))
+	domains := make(map[string]string, len(resources))
+	for i, r := range resources {
+		if r == nil {
+			continue
+		}
+		label := ResourceLabel(i, r.GetName())
+		if r.GetName() != "" {
+			if names[r.GetName()] {
+				return nil, &Error{File: label, Field: "name", Msg: "another resource has the same name"}
+			}
+			names[r.GetName()] = true
+		}
+		if d := r.GetDomain(); d != "" {
+			if prev, ok := domains[d]; ok {
+				return nil, &Error{File: label, Field: "domain", Msg: fmt.Sprintf("duplicate domain %q (also in %s)", d, prev)}
+			}
+			domains[d] = label
+		}
+		if err := checkDuplicateDescriptors(label, "descriptors", r.GetDescriptors()); err != nil {
+			return nil, err
+		}
+		doc := xdsDocument{Domain: r.GetDomain(), Descriptors: xdsDescriptors(r.GetDescriptors())}
+		data, err := yaml.Marshal(doc)
+		if err != nil {
+			return nil, &Error{File: label, Msg: "cannot be written as YAML: " + err.Error(), Err: err}
+		}
+		files = append(files, File{Name: label, Data: data})
+	}
+	c, err := Parse(files, opts)
+	if err != nil {
+		if e, ok := err.(*Error); ok {
+			// The line is one of the YAML written above, which nobody sees.
+			e.Line = 0
+		}
+		return nil, err
+	}
+	for _, d := range c.domains {
+		d.line = 0
+	}
+	for _, r := range c.rules {
+		r.Line = 0
+	}
+	return c, nil
+}
+
+// ResourceLabel names the i-th resource, called name, in errors and in
+// Rule.File: `RateLimitConfig "name"`, or `RateLimitConfig [i]` when name is
+// empty.
+func ResourceLabel(i int, name string) string {
+	if name == "" {
+		return "RateLimitConfig [" + strconv.Itoa(i) + "]"
+	}
+	return "RateLimitConfig " + strconv.Quote(name)
+}
+
+// checkDuplicateDescriptors reports two descriptors of one level with the
+// same key and value. Parse would find them too, but would name the line of
+// the first in YAML that nobody sees.
+func checkDuplicateDescriptors(label, path string, ds []*rlsconfv3.RateLimitDescriptor) error {
+	seen := make(map[[2]string]int, len(ds))
+	for i, d := range ds {
+		p := path + "[" + strconv.Itoa(i) + "]"
+		if d.GetKey() != "" {
+			kv := [2]string{d.GetKey(), d.GetValue()}
+			if j, ok := seen[kv]; ok {
+				return &Error{File: label, Field: p, Msg: fmt.Sprintf("duplicate descriptor: key %q and value %q are also those of %s[%d]",
+					kv[0], kv[1], path, j)}
+			}
+			seen[kv] = i
+		}
+		if err := checkDuplicateDescriptors(label, p+".descriptors", d.GetDescriptors()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// xdsDocument is a RateLimitConfig as a limits file writes it.
+type xdsDocument struct {
+	Domain      string           `yaml:"domain"`
+	Descriptors []*xdsDescriptor `yaml:"descriptors,omitempty"`
+}
+
+// xdsDescriptor is a RateLimitDescriptor as a limits file writes it. Fields
+// that are unset in the message are left out, so that a field this package
+// does not know fails the parse only where it is used.
+type xdsDescriptor struct {
+	Key            string           `yaml:"key"`
+	Value          string           `yaml:"value,omitempty"`
+	RateLimit      *xdsRateLimit    `yaml:"rate_limit,omitempty"`
+	Descriptors    []*xdsDescriptor `yaml:"descriptors,omitempty"`
+	ShadowMode     bool             `yaml:"shadow_mode,omitempty"`
+	DetailedMetric bool             `yaml:"detailed_metric,omitempty"`
+	QuotaMode      bool             `yaml:"quota_mode,omitempty"`
+	Metadata       map[string]any   `yaml:"metadata,omitempty"`
+}
+
+// xdsRateLimit is a RateLimitPolicy as a limits file writes it.
+type xdsRateLimit struct {
+	Unit            string        `yaml:"unit,omitempty"`
+	RequestsPerUnit *uint32       `yaml:"requests_per_unit,omitempty"`
+	Unlimited       bool          `yaml:"unlimited,omitempty"`
+	Name            string        `yaml:"name,omitempty"`
+	Replaces        []*xdsReplace `yaml:"replaces,omitempty"`
+}
+
+// xdsReplace is a RateLimitReplace as a limits file writes it.
+type xdsReplace struct {
+	Name string `yaml:"name"`
+}
+
+func xdsDescriptors(ds []*rlsconfv3.RateLimitDescriptor) []*xdsDescriptor {
+	if len(ds) == 0 {
+		return nil
+	}
+	out := make([]*xdsDescriptor, len(ds))
+	for i, d := range ds {
+		out[i] = &xdsDescriptor{
+			Key:            d.GetKey(),
+			Value:          d.GetValue(),
+			RateLimit:      xdsPolicy(d.GetRateLimit()),
+			Descriptors:    xdsDescriptors(d.GetDescriptors()),
+			ShadowMode:     d.GetShadowMode(),
+			DetailedMetric: d.GetDetailedMetric(),
+			QuotaMode:      d.GetQuotaMode(),
+		}
+		if m := d.GetMetadata(); m != nil {
+			out[i].Metadata = m.AsMap()
+		}
+	}
+	return out
+}
+
+// xdsPolicy writes p as a rate_limit. The unit is the enum's name, which
+// Parse reads in any case; an unlimited policy leaves out an UNKNOWN unit
+// and a zero requests_per_unit, which are how the message says "none".
+func xdsPolicy(p *rlsconfv3.RateLimitPolicy) *xdsRateLimit {
+	if p == nil {
+		return nil
+	}
+	out := &xdsRateLimit{Unlimited: p.GetUnlimited(), Name: p.GetName()}
+	if !p.GetUnlimited() || p.GetUnit() != rlsconfv3.RateLimitUnit_UNKNOWN {
+		out.Unit = p.GetUnit().String()
+	}
+	if n := p.GetRequestsPerUnit(); !p.GetUnlimited() || n != 0 {
+		out.RequestsPerUnit = &n
+	}
+	for _, r := range p.GetReplaces() {
+		out.Replaces = append(out.Replaces, &xdsReplace{Name: r.GetName()})
+	}
+	return out
+}
