@@ -55,6 +55,12 @@ func (s *Service) HTTPHandler(h *Health, opts ...HTTPOption) *http.ServeMux {
 		if cfg == nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, "no rate limit configuration loaded")
+			if st.Source != "" {
+				fmt.Fprintf(w, "waiting for %s\n", st.Source)
+			}
+			if st.LastError != nil {
+				fmt.Fprintf(w, "last reload error: %s: %v\n", st.LastErrorAt.UTC().Format(time.RFC3339), st.LastError)
+			}
 			return
 		}
 		if o.configStatus != nil {
@@ -88,8 +94,14 @@ func WithConfigStatus(status func() ConfigStatus) HTTPOption {
 type ConfigStatus struct {
 	// Config is the configuration in use; nil when none is loaded.
 	Config *config.Config
-	// Source is where Config was loaded from: a file or a directory.
+	// Source is where Config was loaded from: a file or a directory, or an
+	// xDS server.
 	Source string
+	// Resources reports that Config's files are resources of an xDS
+	// server.
+	Resources bool
+	// Version is the xDS server's version of Config; empty for files.
+	Version string
 	// LoadedAt is when Config was loaded.
 	LoadedAt time.Time
 	// LastError is why the last reload failed, leaving Config in use; nil
@@ -101,11 +113,18 @@ type ConfigStatus struct {
 
 // writeHeader writes the lines that open /rlconfig, and a blank line.
 func (st ConfigStatus) writeHeader(w io.Writer) {
-	n, files := len(st.Config.Files()), "files"
-	if n == 1 {
-		files = "file"
+	n, files := len(st.Config.Files()), "file"
+	if st.Resources {
+		files = "resource"
 	}
-	fmt.Fprintf(w, "loaded: %s from %s (%d %s)\n", st.LoadedAt.UTC().Format(time.RFC3339), st.Source, n, files)
+	if n != 1 {
+		files += "s"
+	}
+	version := ""
+	if st.Version != "" {
+		version = fmt.Sprintf(", version %q", st.Version)
+	}
+	fmt.Fprintf(w, "loaded: %s from %s%s (%d %s)\n", st.LoadedAt.UTC().Format(time.RFC3339), st.Source, version, n, files)
 	if st.LastError != nil {
 		fmt.Fprintf(w, "last reload error: %s: %v\n", st.LastErrorAt.UTC().Format(time.RFC3339), st.LastError)
 	}

@@ -16,9 +16,16 @@ import (
 // loadConfig loads the limits at RLS_CONFIG_PATH. With RLS_CONFIG_WATCH it
 // also returns the Watcher that keeps them current; without, the Watcher is
 // nil.
+//
+// With limits from an xDS server, it returns an empty Config, which knows no
+// domain, for the service to answer with until the first update.
 func loadConfig(s Settings, logger *slog.Logger) (*config.Watcher, *config.Config, error) {
 	alg, _ := algorithms.ParseAlgorithm(s.DefaultAlgorithm)
 	opts := config.Options{DefaultAlgorithm: alg}
+	if s.configFromXDS() {
+		cfg, err := config.Parse(nil, opts)
+		return nil, cfg, err
+	}
 	if !s.ConfigWatch {
 		cfg, err := config.Load(s.ConfigPath, opts)
 		return nil, cfg, err
@@ -58,6 +65,16 @@ func newConfigState(service *rls.Service, source string, cfg *config.Config, now
 	}
 }
 
+// newXDSConfigState returns the state of limits that come from source, an
+// xDS server: none yet, until the first update.
+func newXDSConfigState(service *rls.Service, source string, logger *slog.Logger) *configState {
+	return &configState{
+		service: service,
+		log:     logger,
+		status:  rls.ConfigStatus{Source: source, Resources: true},
+	}
+}
+
 // Status returns the configuration in force, when it was loaded and how the
 // last reload went.
 func (c *configState) Status() rls.ConfigStatus {
@@ -79,10 +96,16 @@ func (c *configState) onReload(f func(error)) {
 // and is logged with its file, line and field. Then every hook learns the
 // outcome.
 func (c *configState) reloaded(cfg *config.Config, err error, now time.Time) {
+	c.applied(cfg, "", err, now)
+}
+
+// applied is reloaded for an update of the given version from an xDS
+// server ("" for files).
+func (c *configState) applied(cfg *config.Config, version string, err error, now time.Time) {
 	c.mu.Lock()
 	if err == nil {
 		c.service.SetConfig(cfg)
-		c.status.Config, c.status.LoadedAt = cfg, now
+		c.status.Config, c.status.LoadedAt, c.status.Version = cfg, now, version
 		c.status.LastError, c.status.LastErrorAt = nil, time.Time{}
 	} else {
 		c.status.LastError, c.status.LastErrorAt = err, now
@@ -90,10 +113,14 @@ func (c *configState) reloaded(cfg *config.Config, err error, now time.Time) {
 	hooks, source := slices.Clone(c.hooks), c.status.Source
 	c.mu.Unlock()
 
+	attrs := []any{"path", source}
+	if version != "" {
+		attrs = append(attrs, "version", version)
+	}
 	if err == nil {
-		c.log.Info("reloaded rate limit configuration", "path", source, "domains", len(cfg.Domains()), "files", len(cfg.Files()))
+		attrs = append(attrs, "domains", len(cfg.Domains()), "files", len(cfg.Files()))
+		c.log.Info("reloaded rate limit configuration", attrs...)
 	} else {
-		attrs := []any{"path", source}
 		var ce *config.Error
 		if errors.As(err, &ce) {
 			attrs = append(attrs, "file", ce.File, "line", ce.Line, "field", ce.Field)
@@ -126,10 +153,11 @@ func (srv *Server) watchConfig(ctx context.Context) (stop func()) {
 }
 
 // OnConfigReload registers f to be called after every attempt to reload the
-// limits from RLS_CONFIG_PATH: with nil when the new configuration is in
-// force, or with the error that kept the previous one. An attempt is made
-// only when the content of the files has changed, and only with
-// RLS_CONFIG_WATCH. f is called from one goroutine, one call at a time, and
+// limits from RLS_CONFIG_PATH, or to take an update from the xDS server:
+// with nil when the new configuration is in force, or with the error that
+// kept the previous one. An attempt is made only when the content of the
+// files has changed, and only with RLS_CONFIG_WATCH; with RLS_CONFIG_SOURCE=xds,
+// for every response of the server. f is called from one goroutine, one call at a time, and
 // should return quickly. OnConfigReload is safe for concurrent use; call it
 // before Serve to see every attempt.
 func (srv *Server) OnConfigReload(f func(err error)) { srv.config.onReload(f) }

@@ -23,6 +23,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/xds"
 )
 
 // Server is a running ratewarden: its listeners are bound by New, and Serve
@@ -36,6 +37,7 @@ type Server struct {
 	backend backend
 	config  *configState
 	watcher *config.Watcher // nil without RLS_CONFIG_WATCH
+	xds     *xds.Client     // nil unless RLS_CONFIG_SOURCE=xds
 	metrics *metrics.Metrics
 	// backendWatch keeps health in step with the backend's reachability.
 	backendWatch *backendWatch
@@ -56,7 +58,15 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	logger.Info("loaded rate limit configuration", "path", s.ConfigPath, "domains", len(cfg.Domains()), "files", len(cfg.Files()), "watch", s.ConfigWatch)
+	xdsClient, err := newXDSClient(s, logger, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	if xdsClient == nil {
+		logger.Info("loaded rate limit configuration", "path", s.ConfigPath, "domains", len(cfg.Domains()), "files", len(cfg.Files()), "watch", s.ConfigWatch)
+	} else {
+		logger.Info("rate limit configuration comes from an xDS server; serving without limits, not ready, until its first update", "xds_server", s.XDSServerURL, "node_id", s.XDSNodeID)
+	}
 	grpcTLS, err := newGRPCTLS(s, logger, time.Now())
 	if err != nil {
 		return nil, err
@@ -67,7 +77,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	srv := &Server{settings: s, log: logger, backend: b, health: rls.NewHealth(), watcher: watcher}
+	srv := &Server{settings: s, log: logger, backend: b, health: rls.NewHealth(), watcher: watcher, xds: xdsClient}
 	srv.metrics = metrics.New()
 	opts := s.ServiceOptions(logger)
 	opts.Observer = srv.metrics
@@ -87,8 +97,12 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	}
 	srv.service = rls.New(limiter, cfg, opts)
 	srv.config = newConfigState(srv.service, s.ConfigPath, cfg, time.Now(), logger)
+	if srv.xds != nil {
+		srv.config = newXDSConfigState(srv.service, xdsSource(s), logger)
+		srv.watchXDS()
+	}
 	srv.OnConfigReload(srv.metrics.ObserveConfigReload)
-	srv.health.SetConfigLoaded(true)
+	srv.health.SetConfigLoaded(srv.xds == nil)
 	srv.backendWatch = &backendWatch{backend: b, health: srv.health, interval: s.BackendHealthInterval, timeout: s.BackendHealthTimeout, log: logger}
 	srv.backendWatch.check(ctx)
 
@@ -153,6 +167,8 @@ func (srv *Server) Serve(ctx context.Context) error {
 	srv.log.Info("serving", "grpc", srv.GRPCAddr().String(), "http", addrString(srv.HTTPAddr()), "backend", srv.settings.Backend)
 	stopWatching := srv.watchConfig(ctx)
 	defer stopWatching()
+	stopXDS := srv.subscribeXDS(ctx)
+	defer stopXDS()
 	stopBackendWatch := srv.backendWatch.start()
 
 	var err error

@@ -28,6 +28,9 @@ type Settings struct {
 	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /json, /rlconfig, /metrics); empty disables HTTP"`
 	ConfigPath string `split_words:"true" default:"./config" desc:"limits YAML: a file, or a directory of *.yaml and *.yml files"`
 
+	// ConfigSource and the XDS fields: see xds.go.
+	ConfigSource string `split_words:"true" default:"file" desc:"where the limits come from: file (RLS_CONFIG_PATH) or xds (RateLimitConfig resources from the xDS server at RLS_XDS_SERVER_URL, as Envoy Gateway serves them); envoyproxy/ratelimit's FILE and GRPC_XDS_SOTW mean the same"`
+
 	ConfigWatch        bool          `split_words:"true" default:"true" desc:"reload RLS_CONFIG_PATH when its files change; an invalid change is logged and the limits in force stay"`
 	ConfigPollInterval time.Duration `split_words:"true" default:"10s" desc:"with RLS_CONFIG_WATCH, also re-read RLS_CONFIG_PATH this often, for volumes that send no change notifications; 0s turns it off"`
 
@@ -36,6 +39,21 @@ type Settings struct {
 	GRPCTlsCertFile     string `split_words:"true" desc:"PEM certificate chain of the gRPC server; with RLS_GRPC_TLS_KEY_FILE, gRPC is served over TLS 1.2 or later, and the files are re-read when they change"`
 	GRPCTlsKeyFile      string `split_words:"true" desc:"PEM private key of RLS_GRPC_TLS_CERT_FILE"`
 	GRPCTlsClientCaFile string `split_words:"true" desc:"PEM CA certificates: gRPC clients must present a certificate they signed (mutual TLS); needs RLS_GRPC_TLS_CERT_FILE"`
+
+	XDSServerURL              string            `split_words:"true" default:"localhost:18000" desc:"with RLS_CONFIG_SOURCE=xds, the xDS management server, host:port"`
+	XDSNodeID                 string            `split_words:"true" default:"default" desc:"node id sent to the xDS server, which serves each node its own limits (Envoy Gateway serves envoy-ratelimit)"`
+	XDSNodeMetadata           string            `split_words:"true" desc:"node metadata sent to the xDS server: comma list of key=value"`
+	XDSHeaders                map[string]string `split_words:"true" desc:"gRPC metadata sent to the xDS server when the stream opens: comma list of key:value"`
+	XDSTls                    bool              `split_words:"true" default:"false" desc:"connect to the xDS server over TLS 1.2 or later"`
+	XDSTlsCertFile            string            `split_words:"true" desc:"PEM client certificate chain presented to the xDS server (mutual TLS); needs RLS_XDS_TLS"`
+	XDSTlsKeyFile             string            `split_words:"true" desc:"PEM private key of RLS_XDS_TLS_CERT_FILE"`
+	XDSTlsCaFile              string            `split_words:"true" desc:"PEM CA certificates the xDS server's certificate must chain to; empty means the system roots"`
+	XDSTlsServerName          string            `split_words:"true" desc:"name the xDS server's certificate must carry; empty means the host of RLS_XDS_SERVER_URL"`
+	XDSBackoffInitialInterval time.Duration     `split_words:"true" default:"1s" desc:"first wait before reconnecting to the xDS server; each failure in a row doubles it"`
+	XDSBackoffMaxInterval     time.Duration     `split_words:"true" default:"30s" desc:"longest wait before reconnecting to the xDS server, before the jitter"`
+	XDSBackoffRandomFactor    float64           `split_words:"true" default:"0.5" desc:"with RLS_XDS_BACKOFF_JITTER, each wait is drawn from ± this share of itself, in [0, 1]"`
+	XDSBackoffJitter          bool              `split_words:"true" default:"true" desc:"spread the waits before reconnecting at random, so that replicas do not return together"`
+	XDSMaxMessageBytes        int               `split_words:"true" default:"4194304" desc:"largest response taken from the xDS server, in bytes"`
 
 	Backend          string        `split_words:"true" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
 	DefaultAlgorithm string        `split_words:"true" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
@@ -125,6 +143,9 @@ func (s Settings) Validate() error {
 	}
 	if s.ConfigPollInterval < 0 {
 		return fmt.Errorf("server: RLS_CONFIG_POLL_INTERVAL must not be negative, not %s", s.ConfigPollInterval)
+	}
+	if err := s.validateXDS(); err != nil {
+		return err
 	}
 	if (s.GRPCTlsCertFile == "") != (s.GRPCTlsKeyFile == "") {
 		return fmt.Errorf("server: RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE go together: set both or neither")
