@@ -175,9 +175,11 @@ func TestXDSServesEnvoyGatewayLimits(t *testing.T) {
 	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, healthOf(t, s))
 	rules = egRules(5, 10)
 	xs.Set("envoy-ratelimit", "1", xdstest.Config(egListener, egRoute, rules...))
+	before := len(xs.Requests())
 	xs.Restart()
-	_, err = xs.WaitFor(xdsWait, func(r xdstest.Request) bool { return r.ACK("1") && r.Stream == 1 && xs.Streams() == 2 })
+	_, err = xs.WaitFrom(before, xdsWait, ackOf("1"))
 	require.NoError(t, err)
+	assert.Equal(t, 2, xs.Streams())
 	assert.Equal(t, 10, admits(t, s, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-org": "umbrella"}}, 20))
 	assert.Equal(t, 1.0, scrapeMetrics(t, s.http)[`ratewarden_xds_connected`])
 }

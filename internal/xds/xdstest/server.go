@@ -184,9 +184,16 @@ var ErrTimeout = errors.New("xdstest: no matching request in time")
 // WaitFor returns the first request, among those sent already and those to
 // come within timeout, for which match is true.
 func (s *Server) WaitFor(timeout time.Duration, match func(Request) bool) (Request, error) {
+	return s.WaitFrom(0, timeout, match)
+}
+
+// WaitFrom is WaitFor for the requests from the from-th on (0-based, in
+// the order of Requests), so that a test can wait for what is sent after a
+// point.
+func (s *Server) WaitFrom(from int, timeout time.Duration, match func(Request) bool) (Request, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	seen := 0
+	seen := from
 	for {
 		s.mu.Lock()
 		reqs, changed := s.requests[seen:], s.changed

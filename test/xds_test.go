@@ -1,0 +1,143 @@
+package test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/xds/xdstest"
+)
+
+// envoyGatewayEnv is what Envoy Gateway sets for envoyproxy/ratelimit to take
+// its limits from Envoy Gateway's xDS server (its ratelimit resource.go), with
+// the RLS_ variable that carries each for ratewarden. certs stands for the
+// files Envoy Gateway mounts under /certs (tls.crt, tls.key, ca.crt).
+func envoyGatewayEnv(xdsServer string, certs redistest.Certs) map[string]string {
+	return map[string]string{
+		"RLS_CONFIG_SOURCE":     "GRPC_XDS_SOTW",        // CONFIG_TYPE
+		"RLS_XDS_SERVER_URL":    xdsServer,              // CONFIG_GRPC_XDS_SERVER_URL (envoy-gateway:18001)
+		"RLS_XDS_NODE_ID":       "envoy-ratelimit",      // CONFIG_GRPC_XDS_NODE_ID
+		"RLS_XDS_TLS":           "true",                 // CONFIG_GRPC_XDS_SERVER_USE_TLS
+		"RLS_XDS_TLS_CERT_FILE": certs.ClientCertFile,   // CONFIG_GRPC_XDS_CLIENT_TLS_CERT (/certs/tls.crt)
+		"RLS_XDS_TLS_KEY_FILE":  certs.ClientKeyFile,    // CONFIG_GRPC_XDS_CLIENT_TLS_KEY (/certs/tls.key)
+		"RLS_XDS_TLS_CA_FILE":   certs.CAFile,           // CONFIG_GRPC_XDS_SERVER_TLS_CACERT (/certs/ca.crt)
+		"RLS_CONFIG_PATH":       "/nonexistent/limits/", // RUNTIME_ROOT and friends: unused with xDS
+		// Reconnect quickly in the test.
+		"RLS_XDS_BACKOFF_INITIAL_INTERVAL": "50ms",
+		"RLS_XDS_BACKOFF_MAX_INTERVAL":     "500ms",
+	}
+}
+
+// mutualTLSServer is the TLS of Envoy Gateway's xDS server: its certificate,
+// and client certificates required, signed by the same CA.
+func mutualTLSServer(t *testing.T, certs redistest.Certs) *tls.Config {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(certs.ServerCertFile, certs.ServerKeyFile)
+	require.NoError(t, err)
+	pem, err := os.ReadFile(certs.CAFile)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(pem))
+	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS12}
+}
+
+// httpGet returns the status and body of GET url.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// TestXDSFromEnvoyGateway runs the server binary as Envoy Gateway runs
+// envoyproxy/ratelimit: limits from an xDS server over mutual TLS, as node
+// envoy-ratelimit. It starts before the xDS server has limits for it,
+// serving without limits and not ready; enforces the first snapshot, then an
+// update; and survives the xDS server's restart, taking its new limits.
+func TestXDSFromEnvoyGateway(t *testing.T) {
+	certs := redistest.NewCerts(t)
+	xs := xdstest.Start(t, mutualTLSServer(t, certs))
+	addr := strings.Replace(xs.Addr(), "127.0.0.1", "localhost", 1) // the name the certificate carries
+	srv := startServer(t, envoyGatewayEnv(addr, certs))
+	ctx := context.Background()
+
+	const listener, route = "default/eg/http", "httproute/default/backend/rule/0/match/0/*"
+	rules := []xdstest.Rule{
+		{Headers: []xdstest.HeaderMatch{{Name: "x-user-id", Distinct: true}}, Requests: 3, Unit: rlsconfv3.RateLimitUnit_MINUTE},
+	}
+	check := func(rules []xdstest.Rule, user string) rlsv3.RateLimitResponse_Code {
+		t.Helper()
+		resp, err := srv.Client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
+			Domain:      listener,
+			Descriptors: xdstest.Descriptors(route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": user}}),
+		})
+		require.NoError(t, err)
+		return resp.GetOverallCode()
+	}
+	admitted := func(rules []xdstest.Rule, user string, n int) int {
+		t.Helper()
+		for i := range n {
+			if check(rules, user) != rlsv3.RateLimitResponse_OK {
+				return i
+			}
+		}
+		return n
+	}
+
+	assert.False(t, srv.Serving(ctx), "not ready without limits")
+	code, body := httpGet(t, "http://"+srv.HTTPAddr+"/healthcheck")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "no rate limit configuration loaded")
+	assert.Equal(t, 5, admitted(rules, "alice", 5), "every descriptor unmatched")
+
+	xs.Set("envoy-ratelimit", "1", xdstest.Config(listener, route, rules...))
+	_, err := xs.WaitFor(20*time.Second, func(r xdstest.Request) bool { return r.ACK("1") })
+	require.NoError(t, err, "the server accepts the snapshot over mutual TLS\n%s", srv.Logs())
+	require.Eventually(t, func() bool { return srv.Serving(ctx) }, 10*time.Second, 10*time.Millisecond)
+	first := xs.Requests()[0]
+	assert.Equal(t, "envoy-ratelimit", first.Node.GetId())
+	assert.Equal(t, 3, admitted(rules, "bob", 10))
+	assert.Equal(t, 3, admitted(rules, "carol", 10), "each user has a limit of their own")
+	code, body = httpGet(t, "http://"+srv.HTTPAddr+"/rlconfig")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, `from xDS server `+addr+` (node envoy-ratelimit), version "1" (1 resource)`)
+
+	rules[0].Requests = 5
+	xs.Set("envoy-ratelimit", "2", xdstest.Config(listener, route, rules...))
+	_, err = xs.WaitFor(10*time.Second, func(r xdstest.Request) bool { return r.ACK("2") })
+	require.NoError(t, err)
+	assert.Equal(t, 2, admitted(rules, "bob", 10), "5 a minute now, 3 used")
+
+	// Envoy Gateway restarts: its snapshot versions start over, with other
+	// limits behind them.
+	xs.Stop()
+	assert.Equal(t, 0, admitted(rules, "bob", 1), "the limits stay while the xDS server is away")
+	assert.True(t, srv.Serving(ctx))
+	rules[0].Requests = 8
+	xs.Set("envoy-ratelimit", "1", xdstest.Config(listener, route, rules...))
+	before := len(xs.Requests())
+	xs.Restart()
+	_, err = xs.WaitFrom(before, 20*time.Second, func(r xdstest.Request) bool { return r.ACK("1") })
+	require.NoError(t, err)
+	assert.Equal(t, 2, xs.Streams())
+	assert.Equal(t, 3, admitted(rules, "bob", 10), "8 a minute: 5 used")
+
+	srv.Stop()
+	require.NotNil(t, srv.cmd.ProcessState)
+	assert.True(t, srv.cmd.ProcessState.Success(), "SIGTERM stops the server cleanly while it is subscribed: %v", srv.cmd.ProcessState)
+}
