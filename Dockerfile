@@ -17,6 +17,10 @@ COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/ratewarden ./cmd/server
 
 FROM gcr.io/distroless/static-debian12:nonroot
+# Envoy Gateway (and Istio's sample Deployment) run envoyproxy/ratelimit's
+# image with the command /bin/ratelimit: the same binary is there too, so
+# that swapping the image is enough.
+COPY --from=builder /out/ratewarden /bin/ratelimit
 COPY --from=builder /out/ratewarden /usr/local/bin/ratewarden
 COPY config/ /etc/ratewarden/config/
 ENV RLS_CONFIG_PATH=/etc/ratewarden/config

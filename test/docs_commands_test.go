@@ -751,6 +751,12 @@ var docsCovered = []coveredCommandSpec{
 		why:    "Docker does not run in the tests: the Dockerfile is checked to build a static binary that runs as non-root",
 	},
 	{
+		prefix: []string{"helm", "upgrade", "--install", "eg", "oci://docker.io/envoyproxy/gateway-helm"},
+		files:  []string{"envoy/gateway/values.yaml", "envoy/gateway/envoy-gateway.yaml", "Dockerfile"},
+		tests:  []string{"envoy.TestEnvoyGatewayHelmValues", "envoy.TestEnvoyGatewayConfig", "envoy.TestImageRunsAsEnvoyGatewayStartsIt", "test.TestXDSFromEnvoyGateway"},
+		why:    "Kubernetes does not run in the tests: the values are checked against Envoy Gateway's API and Deployment, and the server binary takes limits from an xDS server as Envoy Gateway runs it",
+	},
+	{
 		prefix: []string{"kubectl", "apply", "-f", "envoy/istio/ratewarden.yaml"},
 		files:  []string{"envoy/istio/ratewarden.yaml"},
 		tests:  []string{"envoy.TestIstioManifestsParse", "envoy.TestIstioRatewardenDeployment"},
