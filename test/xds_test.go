@@ -2,11 +2,8 @@ package test
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -40,19 +37,6 @@ func envoyGatewayEnv(xdsServer string, certs redistest.Certs) map[string]string 
 	}
 }
 
-// mutualTLSServer is the TLS of Envoy Gateway's xDS server: its certificate,
-// and client certificates required, signed by the same CA.
-func mutualTLSServer(t *testing.T, certs redistest.Certs) *tls.Config {
-	t.Helper()
-	cert, err := tls.LoadX509KeyPair(certs.ServerCertFile, certs.ServerKeyFile)
-	require.NoError(t, err)
-	pem, err := os.ReadFile(certs.CAFile)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	require.True(t, pool.AppendCertsFromPEM(pem))
-	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS12}
-}
-
 // httpGet returns the status and body of GET url.
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
@@ -71,7 +55,8 @@ func httpGet(t *testing.T, url string) (int, string) {
 // update; and survives the xDS server's restart, taking its new limits.
 func TestXDSFromEnvoyGateway(t *testing.T) {
 	certs := redistest.NewCerts(t)
-	xs := xdstest.Start(t, mutualTLSServer(t, certs))
+	serverTLS, _ := xdstest.MutualTLS(t, certs)
+	xs := xdstest.Start(t, serverTLS)
 	addr := strings.Replace(xs.Addr(), "127.0.0.1", "localhost", 1) // the name the certificate carries
 	srv := startServer(t, envoyGatewayEnv(addr, certs))
 	ctx := context.Background()

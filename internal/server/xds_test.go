@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
@@ -188,7 +187,8 @@ func TestXDSServesEnvoyGatewayLimits(t *testing.T) {
 // demands a client certificate, with the files the settings name.
 func TestXDSMutualTLS(t *testing.T) {
 	certs := redistest.NewCerts(t)
-	xs := xdstest.Start(t, testServerTLS(t, certs))
+	serverTLS, _ := xdstest.MutualTLS(t, certs)
+	xs := xdstest.Start(t, serverTLS)
 	xs.Set("envoy-ratelimit", "7", xdstest.Config(egListener, egRoute, egRules(1, 1)...))
 	env := xdsEnv(xs)
 	env["RLS_XDS_SERVER_URL"] = strings.Replace(xs.Addr(), "127.0.0.1", "localhost", 1)
@@ -201,16 +201,6 @@ func TestXDSMutualTLS(t *testing.T) {
 	require.NoError(t, err)
 	alice := xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": "alice"}}
 	assert.Equal(t, 1, admits(t, s, egRules(1, 1), alice, 5))
-}
-
-// testServerTLS is the TLS of an xDS server with the server certificate of
-// certs that demands a client certificate their CA signed.
-func testServerTLS(t *testing.T, certs redistest.Certs) *tls.Config {
-	t.Helper()
-	g, err := newGRPCTLS(Settings{GRPCTlsCertFile: certs.ServerCertFile, GRPCTlsKeyFile: certs.ServerKeyFile, GRPCTlsClientCaFile: certs.CAFile},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now())
-	require.NoError(t, err)
-	return g.config()
 }
 
 // TestXDSSettingsErrorsNameTheVariable: bad RLS_CONFIG_SOURCE and RLS_XDS_*

@@ -8,8 +8,10 @@ package xdstest
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -24,6 +26,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
 // Server is a running management server. Its methods are safe for
@@ -210,4 +214,30 @@ func (s *Server) WaitFrom(from int, timeout time.Duration, match func(Request) b
 			return Request{}, ErrTimeout
 		}
 	}
+}
+
+// MutualTLS returns the TLS configuration of a management server that serves
+// the server certificate of certs and demands client certificates signed by
+// their CA, as Envoy Gateway's does, and a pool holding that CA, for
+// clients.
+func MutualTLS(t testing.TB, certs redistest.Certs) (*tls.Config, *x509.CertPool) {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(certs.ServerCertFile, certs.ServerKeyFile)
+	if err != nil {
+		t.Fatalf("xdstest: %v", err)
+	}
+	pem, err := os.ReadFile(certs.CAFile)
+	if err != nil {
+		t.Fatalf("xdstest: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("xdstest: no certificate in %s", certs.CAFile)
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    pool,
+		MinVersion:   tls.VersionTLS12,
+	}, pool
 }
