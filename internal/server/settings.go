@@ -46,6 +46,9 @@ type Settings struct {
 	NearLimitRatio   float64       `split_words:"true" default:"0.8" desc:"share of a limit's capacity, in (0, 1], at or above which admitted hits count as near_limit in the metrics"`
 	ShadowMode       bool          `split_words:"true" default:"false" desc:"count and report, but answer OK to every request"`
 	RefundOnDeny     bool          `split_words:"true" default:"true" desc:"give back what a denied request took from its other descriptors and limits"`
+	QuotaMode        bool          `split_words:"true" default:"false" desc:"put every descriptor in quota mode, as quota_mode puts one: a descriptor over its limit is reported OVER_LIMIT but denies the request only when every quota descriptor of it is over"`
+
+	ResponseDynamicMetadata bool `split_words:"true" default:"false" desc:"answer with dynamic metadata: the request's domain, descriptors and hits, and the metadata of the rules that admitted it"`
 
 	BackendHealthInterval time.Duration `split_words:"true" default:"1s" desc:"how often the backend is pinged for grpc.health.v1 and /healthcheck"`
 	BackendHealthTimeout  time.Duration `split_words:"true" default:"250ms" desc:"longest wait for one health ping of the backend"`
@@ -142,13 +145,16 @@ func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
 	return rls.Options{
 		DefaultAlgorithm: alg,
 		ShadowMode:       s.ShadowMode,
+		QuotaMode:        s.QuotaMode,
 		RefundOnDeny:     s.RefundOnDeny,
-		FailureMode:      mode,
-		BackendTimeout:   s.BackendTimeout,
-		BreakerFailures:  s.BreakerFailures,
-		BreakerCooldown:  s.BreakerCooldown,
-		NearLimitRatio:   s.NearLimitRatio,
-		Logger:           logger,
+
+		ResponseDynamicMetadata: s.ResponseDynamicMetadata,
+		FailureMode:             mode,
+		BackendTimeout:          s.BackendTimeout,
+		BreakerFailures:         s.BreakerFailures,
+		BreakerCooldown:         s.BreakerCooldown,
+		NearLimitRatio:          s.NearLimitRatio,
+		Logger:                  logger,
 	}
 }
 
