@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -13,14 +14,30 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
-// loadConfig loads the limits at RLS_CONFIG_PATH. With RLS_CONFIG_WATCH it
-// also returns the Watcher that keeps them current; without, the Watcher is
-// nil.
-func loadConfig(s Settings, logger *slog.Logger) (*config.Watcher, *config.Config, error) {
+// ConfigOptions returns the config.Options these settings ask for.
+func (s Settings) ConfigOptions() config.Options {
 	alg, _ := algorithms.ParseAlgorithm(s.DefaultAlgorithm)
-	opts := config.Options{DefaultAlgorithm: alg}
+	wildcards, _ := config.ParseWildcardPrecedence(s.WildcardPrecedence)
+	return config.Options{
+		DefaultAlgorithm:   alg,
+		MergeDomains:       s.ConfigMergeDomains,
+		WildcardPrecedence: wildcards,
+		DotFiles:           s.ConfigDotFiles,
+	}
+}
+
+// loadConfig loads the limits at RLS_CONFIG_PATH. With RLS_CONFIG_WATCH it
+// also returns the Watcher that keeps them current, and a path with nothing
+// to load yet is no error: the Config is then nil until the Watcher finds
+// files. Without RLS_CONFIG_WATCH, the Watcher is nil and such a path is an
+// error.
+func loadConfig(s Settings, logger *slog.Logger) (*config.Watcher, *config.Config, error) {
+	opts := s.ConfigOptions()
 	if !s.ConfigWatch {
 		cfg, err := config.Load(s.ConfigPath, opts)
+		if errors.Is(err, config.ErrNoConfig) {
+			return nil, nil, fmt.Errorf("server: RLS_CONFIG_PATH: nothing to load, and without RLS_CONFIG_WATCH nothing would be: %w", err)
+		}
 		return nil, cfg, err
 	}
 	poll := s.ConfigPollInterval
@@ -31,6 +48,7 @@ func loadConfig(s Settings, logger *slog.Logger) (*config.Watcher, *config.Confi
 		Options:      opts,
 		PollInterval: poll,
 		Logger:       logger,
+		WaitForFiles: true,
 	})
 }
 
@@ -87,12 +105,15 @@ func (c *configState) reloaded(cfg *config.Config, err error, now time.Time) {
 	} else {
 		c.status.LastError, c.status.LastErrorAt = err, now
 	}
-	hooks, source := slices.Clone(c.hooks), c.status.Source
+	hooks, source, inForce := slices.Clone(c.hooks), c.status.Source, c.status.Config
 	c.mu.Unlock()
 
-	if err == nil {
+	switch {
+	case err == nil:
 		c.log.Info("reloaded rate limit configuration", "path", source, "domains", len(cfg.Domains()), "files", len(cfg.Files()))
-	} else {
+	case inForce == nil && errors.Is(err, config.ErrNoConfig):
+		c.log.Warn("no rate limit configuration yet: every descriptor is answered as unmatched, and readiness waits for files", "path", source, "err", err)
+	default:
 		attrs := []any{"path", source}
 		var ce *config.Error
 		if errors.As(err, &ce) {

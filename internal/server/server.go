@@ -56,7 +56,11 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	logger.Info("loaded rate limit configuration", "path", s.ConfigPath, "domains", len(cfg.Domains()), "files", len(cfg.Files()), "watch", s.ConfigWatch)
+	if cfg != nil {
+		logger.Info("loaded rate limit configuration", "path", s.ConfigPath, "domains", len(cfg.Domains()), "files", len(cfg.Files()), "watch", s.ConfigWatch)
+	} else {
+		logger.Warn("no rate limit configuration yet: every descriptor is answered as unmatched, and readiness waits until files appear", "path", s.ConfigPath)
+	}
 	grpcTLS, err := newGRPCTLS(s, logger, time.Now())
 	if err != nil {
 		return nil, err
@@ -88,7 +92,10 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	srv.service = rls.New(limiter, cfg, opts)
 	srv.config = newConfigState(srv.service, s.ConfigPath, cfg, time.Now(), logger)
 	srv.OnConfigReload(srv.metrics.ObserveConfigReload)
-	srv.health.SetConfigLoaded(true)
+	// Ready once limits are in force: at the start, or after the first
+	// reload that found files when there were none.
+	srv.health.SetConfigLoaded(cfg != nil)
+	srv.OnConfigReload(func(error) { srv.health.SetConfigLoaded(srv.config.Status().Config != nil) })
 	srv.backendWatch = &backendWatch{backend: b, health: srv.health, interval: s.BackendHealthInterval, timeout: s.BackendHealthTimeout, log: logger}
 	srv.backendWatch.check(ctx)
 

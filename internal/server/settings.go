@@ -11,6 +11,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
@@ -26,10 +27,13 @@ const EnvPrefix = "RLS"
 type Settings struct {
 	GRPCAddr   string `split_words:"true" default:":8081" desc:"gRPC listen address (RateLimitService, health, reflection)"`
 	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /json, /rlconfig, /metrics); empty disables HTTP"`
-	ConfigPath string `split_words:"true" default:"./config" desc:"limits YAML: a file, or a directory of *.yaml and *.yml files"`
+	ConfigPath string `split_words:"true" default:"./config" desc:"limits YAML: a file, or a directory whose files, in its subdirectories too, are all read"`
 
-	ConfigWatch        bool          `split_words:"true" default:"true" desc:"reload RLS_CONFIG_PATH when its files change; an invalid change is logged and the limits in force stay"`
+	ConfigWatch        bool          `split_words:"true" default:"true" desc:"reload RLS_CONFIG_PATH when its files change; an invalid change is logged and the limits in force stay. A path with nothing to load yet is waited for, not ready"`
 	ConfigPollInterval time.Duration `split_words:"true" default:"10s" desc:"with RLS_CONFIG_WATCH, also re-read RLS_CONFIG_PATH this often, for volumes that send no change notifications; 0s turns it off"`
+	ConfigMergeDomains bool          `split_words:"true" default:"false" desc:"let several files configure one domain: their descriptors join one tree; a descriptor given twice stays an error"`
+	ConfigDotFiles     bool          `split_words:"true" default:"false" desc:"also read files and directories of RLS_CONFIG_PATH whose names start with '.', which Kubernetes ConfigMap volumes use for a second copy of their files"`
+	WildcardPrecedence string        `split_words:"true" default:"first" desc:"which of several wildcard values of one key that match a value wins: first (in the order of the files) or most_specific (the most characters besides '*')"`
 
 	// The gRPC TLS fields are spelled Tls and Ca so that split_words makes
 	// their names RLS_GRPC_TLS_CERT_FILE and so on.
@@ -92,6 +96,9 @@ func (s Settings) Validate() error {
 		if strings.ContainsAny(s.KeyPrefix, "{}") {
 			return fmt.Errorf("server: RLS_KEY_PREFIX %q must not contain '{' or '}'", s.KeyPrefix)
 		}
+	}
+	if _, err := config.ParseWildcardPrecedence(s.WildcardPrecedence); err != nil {
+		return fmt.Errorf("server: RLS_WILDCARD_PRECEDENCE: %w", err)
 	}
 	if _, err := algorithms.ParseAlgorithm(s.DefaultAlgorithm); err != nil {
 		return fmt.Errorf("server: RLS_DEFAULT_ALGORITHM: %w", err)
