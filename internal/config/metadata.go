@@ -1,8 +1,11 @@
 package config
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 	"gopkg.in/yaml.v3"
@@ -28,67 +31,29 @@ func (p *fileParser) metadata(v value) (*structpb.Struct, error) {
 	return s, nil
 }
 
-// metadataStruct reads the mapping at, following aliases and "<<" merge keys
-// (the mapping's own keys win over merged ones).
+// metadataStruct reads the mapping at, any field names allowed, aliases
+// and "<<" merge keys followed as in the rest of the file.
 func (p *fileParser) metadataStruct(at *yaml.Node, path string, depth int) (*structpb.Struct, error) {
 	if depth >= maxMetadataDepth {
 		return nil, p.errorf(at, path, "metadata nested more than %d deep", maxMetadataDepth)
 	}
-	n, err := p.resolve(at, path)
+	fs, err := p.mapping(at, path, nil)
 	if err != nil {
 		return nil, err
 	}
-	if n.Kind != yaml.MappingNode {
-		return nil, p.errorf(at, path, "want a mapping, got %s", describe(n))
+	// In the order written, so that the first mistake is the one reported.
+	names := make([]string, 0, len(fs))
+	for name := range fs {
+		names = append(names, name)
 	}
-	s := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(n.Content)/2)}
-	own := make(map[string]int, len(n.Content)/2) // the line of each own key
-	var merges []*yaml.Node
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, err := p.resolve(n.Content[i], path)
-		if err != nil {
+	slices.SortFunc(names, func(a, b string) int {
+		ka, kb := fs[a].key, fs[b].key
+		return cmp.Or(cmp.Compare(ka.Line, kb.Line), cmp.Compare(ka.Column, kb.Column), strings.Compare(a, b))
+	})
+	s := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(fs))}
+	for _, name := range names {
+		if s.Fields[name], err = p.metadataValue(fs[name].value, joinPath(path, name), depth+1); err != nil {
 			return nil, err
-		}
-		if k.Kind != yaml.ScalarNode {
-			return nil, p.errorf(k, path, "want a field name, got %s", describe(k))
-		}
-		if k.ShortTag() == "!!merge" {
-			merges = append(merges, n.Content[i+1])
-			continue
-		}
-		name := k.Value
-		fp := joinPath(path, name)
-		if line, ok := own[name]; ok {
-			return nil, p.errorf(k, fp, "field given twice (first at line %d)", line)
-		}
-		own[name] = k.Line
-		if s.Fields[name], err = p.metadataValue(n.Content[i+1], fp, depth+1); err != nil {
-			return nil, err
-		}
-	}
-	for _, m := range merges {
-		mv, err := p.resolve(m, path)
-		if err != nil {
-			return nil, err
-		}
-		sources := []*yaml.Node{m}
-		switch mv.Kind {
-		case yaml.MappingNode:
-		case yaml.SequenceNode:
-			sources = mv.Content
-		default:
-			return nil, p.errorf(m, path, "merge key (<<) wants a mapping or a list of mappings, got %s", describe(mv))
-		}
-		for _, src := range sources {
-			merged, err := p.metadataStruct(src, path, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			for name, f := range merged.Fields {
-				if _, ok := s.Fields[name]; !ok {
-					s.Fields[name] = f
-				}
-			}
 		}
 	}
 	return s, nil

@@ -112,16 +112,29 @@ func TestServerKeepsLimitsWhenFilesGo(t *testing.T) {
 // files would never be read again, so a path with nothing to load is an
 // error at the start.
 func TestNothingToLoadWithoutWatchStopsStartup(t *testing.T) {
-	t.Setenv("RLS_CONFIG_PATH", t.TempDir())
-	t.Setenv("RLS_CONFIG_WATCH", "false")
-	t.Setenv("RLS_GRPC_ADDR", "127.0.0.1:0")
-	t.Setenv("RLS_HTTP_ADDR", "")
-	settings, err := LoadSettings()
-	require.NoError(t, err)
-	_, err = New(context.Background(), settings, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	require.Error(t, err)
+	err := startError(t, map[string]string{"RLS_CONFIG_PATH": t.TempDir(), "RLS_CONFIG_WATCH": "false"})
 	assert.Contains(t, err.Error(), "RLS_CONFIG_PATH")
 	assert.Contains(t, err.Error(), "no configuration files")
+}
+
+// startError builds a server with the environment env on top of the
+// defaults, which must fail, and returns its error.
+func startError(t *testing.T, env map[string]string) error {
+	t.Helper()
+	t.Setenv("RLS_GRPC_ADDR", "127.0.0.1:0")
+	t.Setenv("RLS_HTTP_ADDR", "")
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	settings, err := LoadSettings()
+	require.NoError(t, err)
+	srv, err := New(context.Background(), settings, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if srv != nil {
+		srv.grpcLis.Close()
+		srv.backend.Close()
+	}
+	require.Error(t, err)
+	return err
 }
 
 // TestConfigSettings: the settings of how files are read reach the loader.
@@ -131,14 +144,8 @@ func TestConfigSettings(t *testing.T) {
 	require.NoError(t, writeFile(filepath.Join(dir, "b.yaml"), "domain: reload\ndescriptors:\n  - {key: k, value: \"wi*\", rate_limit: {unit: minute, requests_per_unit: 6}}\n"))
 	require.NoError(t, writeFile(filepath.Join(dir, ".c.yaml"), "domain: dot\n"))
 
-	t.Setenv("RLS_CONFIG_PATH", dir)
-	t.Setenv("RLS_GRPC_ADDR", "127.0.0.1:0")
-	t.Setenv("RLS_HTTP_ADDR", "")
-	settings, err := LoadSettings()
-	require.NoError(t, err)
-	_, err = New(context.Background(), settings, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	require.Error(t, err, "one domain in two files")
-	assert.Contains(t, err.Error(), `duplicate domain "reload"`)
+	err := startError(t, map[string]string{"RLS_CONFIG_PATH": dir})
+	assert.Contains(t, err.Error(), `duplicate domain "reload"`, "one domain in two files")
 
 	for _, tc := range []struct {
 		env map[string]string
