@@ -30,6 +30,10 @@ const (
 // a read: at most maxDebounces times the debounce after the first of them.
 const maxDebounces = 5
 
+// maxRescans bounds how often one of Run's checks reads the files again
+// because it found new directories to watch.
+const maxRescans = 8
+
 // WatchOptions tunes a Watcher. The zero value is ready to use.
 type WatchOptions struct {
 	// Options are the options of every load.
@@ -179,15 +183,21 @@ func (w *Watcher) Run(ctx context.Context, onChange func(*Config, error)) {
 	n := w.notifier()
 	defer n.close()
 	check := func() {
-		cfg, changed, err := w.Check()
-		// Watch what the files are now before anyone learns of them, so
-		// that no later change goes unnoticed.
-		n.sync(w.watchPlan())
-		w.mu.Lock()
-		w.watching = n.watching()
-		w.mu.Unlock()
-		if changed {
-			onChange(cfg, err)
+		// A directory that appeared since the last check is watched from
+		// now on; what was written into it before that is read by checking
+		// again, until no new directory turns up.
+		for range maxRescans {
+			cfg, changed, err := w.Check()
+			added := n.sync(w.watchPlan())
+			w.mu.Lock()
+			w.watching = n.watching()
+			w.mu.Unlock()
+			if changed {
+				onChange(cfg, err)
+			}
+			if !added {
+				break
+			}
 		}
 		if w.afterCheck != nil {
 			w.afterCheck()
@@ -273,14 +283,14 @@ func (w *Watcher) notifier() *notifier {
 	return n
 }
 
-// sync watches the directories of plan, and no others. It warns once about
-// a directory it cannot watch, until it can watch them all again. A
-// directory whose watch was lost, as when it was removed and made anew, is
-// watched again.
-func (n *notifier) sync(plan scanned) {
+// sync watches the directories of plan, and no others, and reports whether
+// it watches one it did not watch before. It warns once about a directory
+// it cannot watch, until it can watch them all again. A directory whose
+// watch was lost, as when it was removed and made anew, is watched again.
+func (n *notifier) sync(plan scanned) (added bool) {
 	n.file, n.missing = plan.file, plan.missing
 	if n.fs == nil {
-		return
+		return false
 	}
 	want := make(map[string]bool, len(plan.dirs))
 	for _, d := range plan.dirs {
@@ -310,8 +320,10 @@ func (n *notifier) sync(plan scanned) {
 			continue
 		}
 		n.watched[d] = true
+		added = true
 	}
 	n.warned = failed
+	return added
 }
 
 // concerns reports whether ev may change what the path holds. In the
