@@ -78,7 +78,8 @@ func TestServerWaitsForConfiguration(t *testing.T) {
 				rpu, err := limitOf(ctx, s.client, "w")
 				return err == nil && rpu == 4
 			}, 5*time.Second, tick)
-			assert.Equal(t, healthpb.HealthCheckResponse_SERVING, healthOf(t, s))
+			// Readiness follows once the reload's hooks have run.
+			require.Eventually(t, func() bool { return healthOf(t, s) == healthpb.HealthCheckResponse_SERVING }, 5*time.Second, tick)
 			code, _ = getBody(t, s.http+"/healthcheck")
 			assert.Equal(t, http.StatusOK, code)
 			code, body = getBody(t, s.http+"/rlconfig")
