@@ -1,17 +1,68 @@
 package config
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
-// Options holds the settings that apply to every file. The zero value is
-// ready to use.
+// Options holds the settings that apply to every file, and how Load finds
+// the files. The zero value is ready to use, and reads files as
+// envoyproxy/ratelimit does with RUNTIME_IGNOREDOTFILES set.
 type Options struct {
 	// DefaultAlgorithm enforces limits that name no algorithm. Zero means
 	// algorithms.SlidingWindowCounter.
 	DefaultAlgorithm algorithms.Algorithm
+	// MergeDomains lets several files configure one domain: the top-level
+	// descriptors of every file that names it join one tree, as with
+	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG. A descriptor given in two
+	// of them is still an error. Without it, a domain in two files is an
+	// error.
+	MergeDomains bool
+	// WildcardPrecedence chooses among several wildcard values of one key
+	// that match a request's value. Zero means FirstWildcard.
+	WildcardPrecedence WildcardPrecedence
+	// DotFiles makes Load read the files and directories whose names start
+	// with '.', which it skips otherwise. Kubernetes ConfigMap volumes keep a
+	// second copy of their files under such a directory (..data).
+	DotFiles bool
+}
+
+// WildcardPrecedence says which of several matching wildcard values of one
+// key wins.
+type WildcardPrecedence uint8
+
+const (
+	// FirstWildcard tries the wildcards in the order of the files, and of
+	// the descriptors within a file, as envoyproxy/ratelimit does.
+	FirstWildcard WildcardPrecedence = iota
+	// MostSpecificWildcard prefers the wildcard with the most bytes besides
+	// its '*'s, then the first: among trailing wildcards ("10.*",
+	// "10.1.*"), the longest prefix.
+	MostSpecificWildcard
+)
+
+// String returns the precedence as RLS_WILDCARD_PRECEDENCE spells it.
+func (w WildcardPrecedence) String() string {
+	switch w {
+	case FirstWildcard:
+		return "first"
+	case MostSpecificWildcard:
+		return "most_specific"
+	}
+	return fmt.Sprintf("WildcardPrecedence(%d)", uint8(w))
+}
+
+// ParseWildcardPrecedence returns the precedence named first or
+// most_specific.
+func ParseWildcardPrecedence(s string) (WildcardPrecedence, error) {
+	for _, w := range []WildcardPrecedence{FirstWildcard, MostSpecificWildcard} {
+		if w.String() == s {
+			return w, nil
+		}
+	}
+	return 0, fmt.Errorf("config: unknown wildcard precedence %q (want first or most_specific)", s)
 }
 
 // File is one configuration file: its name (used in errors and in
@@ -21,8 +72,8 @@ type File struct {
 	Data []byte
 }
 
-// Config is a loaded set of limits: one domain per file, each a tree of
-// descriptors. A Config is immutable, and safe for concurrent use.
+// Config is a loaded set of limits: one tree of descriptors per domain. A
+// Config is immutable, and safe for concurrent use.
 type Config struct {
 	domains map[string]*domain
 	names   []string
@@ -30,7 +81,7 @@ type Config struct {
 	files   []string
 }
 
-// domain is one domain's tree and where it was configured.
+// domain is one domain's tree and where it was first configured.
 type domain struct {
 	name string
 	file string

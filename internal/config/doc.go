@@ -9,10 +9,10 @@
 // accepts is accepted with the same meaning, with the exceptions listed
 // below.
 //
-//	domain: edge                      # required, unique across files
+//	domain: edge                      # required, unique across files unless merged
 //	descriptors:
 //	  - key: api_key                  # required
-//	    value: premium                # optional; "prefix*" matches by prefix
+//	    value: premium                # optional; each '*' matches any run of bytes
 //	    rate_limit:
 //	      unit: minute                # second|minute|hour|day|week|month|year, any case
 //	      requests_per_unit: 100      # 0 to 4294967295; 0 denies every hit
@@ -27,6 +27,8 @@
 //	    rate_limits:                  # extension: more limits, all of which apply
 //	      - {unit: day, requests_per_unit: 10000}
 //	    shadow_mode: false            # decide and count, but always answer OK
+//	    quota_mode: false             # over the limit denies only when all quotas are
+//	    metadata: {tier: gold}        # any mapping, returned in the response's dynamic metadata
 //	    detailed_metric: false        # key-only node: the request's value joins the metric key
 //	    value_to_metric: false        # key-only or wildcard node: likewise
 //	    share_threshold: false        # wildcard node: all matching values share one state
@@ -56,14 +58,15 @@
 //     key in a rate_limit), which envoyproxy/ratelimit ignores;
 //   - a second YAML document;
 //   - unlimited with any unit, even an invalid one (envoyproxy/ratelimit
-//     rejects only a valid one).
+//     rejects only a valid one);
+//   - a key given twice in a descriptor's metadata (envoyproxy/ratelimit
+//     keeps the last), and a metadata number that is not finite.
 //
-// And matching differs in two corners:
-//   - Where several wildcard values of one key match, the longest prefix
-//     wins (envoyproxy/ratelimit takes the first in file order).
-//   - A key ending in '*' is a literal key, and key "a_b" is distinct from
-//     key "a" with value "b" (envoyproxy/ratelimit joins key and value with
-//     '_' before comparing, so there they collide).
+// And matching differs in one corner: a key holding '*' is a literal key,
+// and key "a_b" is distinct from key "a" with value "b" (envoyproxy/ratelimit
+// joins key and value with '_' before comparing, so there they collide).
+// Options.WildcardPrecedence may make the wildcard with the most literal
+// bytes win over the first one that matches.
 //
 // An unlimited rate_limit may carry requests_per_unit, which is checked and
 // ignored, as envoyproxy/ratelimit does; its name and replaces are kept in

@@ -20,8 +20,8 @@ type Error struct {
 	Field string
 	// Msg says what is wrong.
 	Msg string
-	// Err is the underlying cause, if any: an *fs.PathError, or an error
-	// wrapping algorithms.ErrInvalidLimit.
+	// Err is the underlying cause, if any: an *fs.PathError, an error
+	// wrapping algorithms.ErrInvalidLimit, or one wrapping ErrNoConfig.
 	Err error
 }
 

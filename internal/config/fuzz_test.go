@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
@@ -12,6 +14,14 @@ import (
 // branch of exact values to that branch's own rule.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(matchConfig))
+	f.Add([]byte(precedenceConfig))
+	names, err := filepath.Glob(filepath.Join("testdata", "envoyproxy", "*.yaml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, name := range names {
+		f.Add(envoyFile(f, filepath.Base(name)).Data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse([]File{{Name: "fuzz.yaml", Data: data}}, Options{})
 		if err != nil {
@@ -38,8 +48,9 @@ func FuzzParse(f *testing.F) {
 // checkBranches walks the nodes under lvl and asserts that a request naming
 // each node's branch matches that node's rule, or nothing when it has none.
 // An exact node is reached by its value, which must win over every other
-// node; a wildcard or key-only node by a value made up for it, where no node
-// that takes precedence claims that value.
+// node; a wildcard or key-only node by a value made up for it (each '*' of a
+// wildcard's pattern filled in), where no node that takes precedence claims
+// that value.
 func checkBranches(t *testing.T, c *Config, domain string, lvl *level, path []algorithms.Entry) {
 	if lvl == nil || len(path) > 8 {
 		return
@@ -56,7 +67,7 @@ func checkBranches(t *testing.T, c *Config, domain string, lvl *level, path []al
 			value := n.value
 			switch n.kind {
 			case wildcardNode:
-				value = n.prefix + "\x00fuzz"
+				value = strings.Join(n.parts, "\x00fuzz")
 			case keyNode:
 				value = "\x00fuzz"
 			}

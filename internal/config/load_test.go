@@ -38,21 +38,36 @@ func TestLoadFile(t *testing.T) {
 	assert.Equal(t, path, c.Rules()[0].File)
 }
 
+// TestLoadDirectory reads the files envoyproxy/ratelimit's runtime loader
+// reads with RUNTIME_IGNOREDOTFILES: every file of the directory and its
+// subdirectories, whatever its name, but not those whose names start with
+// '.', nor what a symlink to a directory holds.
 func TestLoadDirectory(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "b.yml", otherYAML)
 	write(t, dir, "a.yaml", edgeYAML)
-	write(t, dir, "c.txt", "not: [yaml")
-	write(t, dir, "README", "domain: readme\n")
+	write(t, dir, "limits", "domain: noext\n")
+	sub := filepath.Join(dir, "team", "payments")
+	require.NoError(t, os.MkdirAll(sub, 0o755))
+	write(t, sub, "deep.conf", "domain: deep\n")
 	write(t, dir, ".hidden.yaml", "domain: hidden\n")
-	write(t, dir, "a.yaml.bak", "domain: backup\n")
-	require.NoError(t, os.Mkdir(filepath.Join(dir, "nested.yaml"), 0o755))
-	write(t, filepath.Join(dir, "nested.yaml"), "deep.yaml", "domain: deep\n")
+	require.NoError(t, os.Mkdir(filepath.Join(dir, ".git"), 0o755))
+	write(t, filepath.Join(dir, ".git"), "config.yaml", "domain: git\n")
+	require.NoError(t, os.Symlink("team", filepath.Join(dir, "linked")))
 
 	c, err := Load(dir, Options{})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"edge", "other"}, c.Domains())
-	assert.Equal(t, []string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yml")}, c.Files())
+	assert.Equal(t, []string{"deep", "edge", "noext", "other"}, c.Domains())
+	assert.Equal(t, []string{
+		filepath.Join(dir, "a.yaml"),
+		filepath.Join(dir, "b.yml"),
+		filepath.Join(dir, "limits"),
+		filepath.Join(sub, "deep.conf"),
+	}, c.Files())
+
+	c, err = Load(dir, Options{DotFiles: true})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"deep", "edge", "git", "hidden", "noext", "other"}, c.Domains())
 }
 
 func TestLoadKubernetesConfigMap(t *testing.T) {
@@ -84,17 +99,29 @@ func TestLoadErrors(t *testing.T) {
 		require.True(t, errors.As(err, &e), "%v", err)
 		assert.Equal(t, path, e.File)
 		assert.ErrorIs(t, err, fs.ErrNotExist)
+		assert.ErrorIs(t, err, ErrNoConfig)
 		assert.Contains(t, err.Error(), path)
 		assert.Contains(t, err.Error(), "no such file or directory")
 	})
-	t.Run("directory without YAML files", func(t *testing.T) {
+	t.Run("directory without files", func(t *testing.T) {
 		dir := t.TempDir()
-		write(t, dir, "notes.txt", "domain: x\n")
 		write(t, dir, ".x.yaml", "domain: x\n")
+		require.NoError(t, os.Mkdir(filepath.Join(dir, "empty"), 0o755))
 		_, err := Load(dir, Options{})
 		var e *Error
 		require.True(t, errors.As(err, &e), "%v", err)
-		assert.Equal(t, &Error{File: dir, Msg: "no *.yaml or *.yml files in directory"}, e)
+		assert.Equal(t, &Error{File: dir, Msg: "no configuration files in directory", Err: ErrNoConfig}, e)
+		assert.NotErrorIs(t, err, fs.ErrNotExist)
+	})
+	t.Run("a file that is not YAML", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "a.yaml", edgeYAML)
+		notes := write(t, dir, "notes.txt", "not: [yaml")
+		_, err := Load(dir, Options{})
+		var e *Error
+		require.True(t, errors.As(err, &e), "%v", err)
+		assert.Equal(t, notes, e.File)
+		assert.NotErrorIs(t, err, ErrNoConfig)
 	})
 	t.Run("broken symlink", func(t *testing.T) {
 		dir := t.TempDir()

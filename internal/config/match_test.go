@@ -21,12 +21,12 @@ descriptors:
     value: 50.0.0.5
     rate_limit: {unit: second, requests_per_unit: 0}
   - key: remote_address
-    value: "10.*"
-    rate_limit: {unit: second, requests_per_unit: 100}
-  - key: remote_address
     value: "10.1.*"
     share_threshold: true
     rate_limit: {unit: second, requests_per_unit: 1000}
+  - key: remote_address
+    value: "10.*"
+    rate_limit: {unit: second, requests_per_unit: 100}
   - key: path
     value: "/api/*"
     value_to_metric: true
@@ -103,7 +103,7 @@ func TestMatch(t *testing.T) {
 		{name: "key-only", domain: "edge", request: entries("remote_address=1.2.3.4"), path: "edge.remote_address"},
 		{name: "exact beats wildcard and key-only", domain: "edge", request: entries("remote_address=50.0.0.5"), path: "edge.remote_address_50.0.0.5"},
 		{name: "wildcard beats key-only", domain: "edge", request: entries("remote_address=10.0.0.1"), path: "edge.remote_address_10.*"},
-		{name: "longest wildcard wins, and shares its state", domain: "edge", request: entries("remote_address=10.1.2.3"),
+		{name: "the first wildcard that matches wins, and shares its state", domain: "edge", request: entries("remote_address=10.1.2.3"),
 			path: "edge.remote_address_10.1.*", key: entries("remote_address=10.1.*")},
 		{name: "a value equal to a wildcard's prefix", domain: "edge", request: entries("remote_address=10."), path: "edge.remote_address_10.*"},
 		{name: "an empty value falls to key-only", domain: "edge", request: entries("remote_address="), path: "edge.remote_address"},

@@ -24,7 +24,7 @@ const MaxShards = 64
 var (
 	rootFields       = []string{"domain", "descriptors"}
 	descriptorFields = []string{"key", "value", "rate_limit", "rate_limits", "descriptors",
-		"shadow_mode", "detailed_metric", "value_to_metric", "share_threshold"}
+		"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"}
 	rateLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
 		"unit_multiplier", "algorithm", "burst", "shards"}
 	rateLimitsItemFields = []string{"unit", "requests_per_unit", "name", "replaces",
@@ -32,10 +32,10 @@ var (
 	replacesFields = []string{"name"}
 )
 
-// Parse builds a Config from files, one domain per file, in order. It
-// returns the first error it finds: an *Error naming the file, line and
-// field, except for an invalid opts.DefaultAlgorithm. No files give an empty
-// Config, which knows no domain.
+// Parse builds a Config from files, in order: one domain per file, or with
+// opts.MergeDomains one domain from every file that names it. It returns the
+// first error it finds: an *Error naming the file, line and field, except
+// for invalid opts. No files give an empty Config, which knows no domain.
 //
 // Parse is safe for concurrent use: it keeps no state between calls.
 func Parse(files []File, opts Options) (*Config, error) {
@@ -46,22 +46,29 @@ func Parse(files []File, opts Options) (*Config, error) {
 	if !def.Valid() {
 		return nil, fmt.Errorf("config: invalid default algorithm %s", def)
 	}
+	if opts.WildcardPrecedence > MostSpecificWildcard {
+		return nil, fmt.Errorf("config: invalid wildcard precedence %s", opts.WildcardPrecedence)
+	}
 	c := &Config{domains: make(map[string]*domain, len(files))}
 	for i, f := range files {
 		if f.Name == "" {
 			return nil, &Error{File: "files[" + strconv.Itoa(i) + "]", Msg: "file has no name"}
 		}
-		p := &fileParser{decoder: newDecoder(f.Name, len(f.Data)), def: def}
+		p := &fileParser{
+			decoder:      newDecoder(f.Name, len(f.Data)),
+			def:          def,
+			mostSpecific: opts.WildcardPrecedence == MostSpecificWildcard,
+			merge:        opts.MergeDomains,
+			domains:      c.domains,
+		}
 		d, err := p.parse(f.Data)
 		if err != nil {
 			return nil, err
 		}
-		if prev := c.domains[d.name]; prev != nil {
-			return nil, &Error{File: f.Name, Line: d.line, Field: "domain",
-				Msg: fmt.Sprintf("duplicate domain %q (also in %s:%d)", d.name, prev.file, prev.line)}
+		if c.domains[d.name] == nil {
+			c.domains[d.name] = d
+			c.names = append(c.names, d.name)
 		}
-		c.domains[d.name] = d
-		c.names = append(c.names, d.name)
 		c.rules = append(c.rules, p.rules...)
 		c.files = append(c.files, f.Name)
 	}
@@ -72,8 +79,14 @@ func Parse(files []File, opts Options) (*Config, error) {
 // fileParser turns one file into a domain's tree and rules.
 type fileParser struct {
 	*decoder
-	def    algorithms.Algorithm
-	domain string
+	def algorithms.Algorithm
+	// mostSpecific orders wildcards by their literal bytes.
+	mostSpecific bool
+	// merge lets the file add to a domain of an earlier file, which
+	// domains holds.
+	merge   bool
+	domains map[string]*domain
+	domain  string
 	// rules collects the file's rules in document order.
 	rules []*Rule
 	// segments holds the path segments ("key" or "key_value") from the top
@@ -81,7 +94,8 @@ type fileParser struct {
 	segments []string
 }
 
-// parse reads the file's one document.
+// parse reads the file's one document into its domain: a new one, or with
+// merge the one an earlier file configured.
 func (p *fileParser) parse(data []byte) (*domain, error) {
 	root, err := readDocument(p.file, data)
 	if err != nil {
@@ -112,7 +126,13 @@ func (p *fileParser) parse(data []byte) (*domain, error) {
 		return nil, p.errorf(at, "domain", "config file cannot have empty domain")
 	}
 	p.domain = name
-	d := &domain{name: name, file: p.file, line: at.Line, top: &level{}}
+	d := p.domains[name]
+	switch {
+	case d == nil:
+		d = &domain{name: name, file: p.file, line: at.Line, top: &level{}}
+	case !p.merge:
+		return nil, p.errorf(at, "domain", "duplicate domain %q (also in %s:%d)", name, d.file, d.line)
+	}
 	v, ok, err := p.get(fs, "", "descriptors")
 	if err != nil {
 		return nil, err
@@ -178,7 +198,7 @@ func (p *fileParser) descriptor(at *yaml.Node, path string, lvl *level, parent *
 	if err := p.charge(len(path)/16, at, path); err != nil {
 		return err
 	}
-	n := &node{parent: parent, line: at.Line}
+	n := &node{parent: parent, file: p.file, line: at.Line}
 	key, keyAt, err := p.optionalString(fs, path, "key")
 	if err != nil {
 		return err
@@ -197,25 +217,29 @@ func (p *fileParser) descriptor(at *yaml.Node, path string, lvl *level, parent *
 	switch {
 	case n.value == "":
 		n.kind = keyNode
-	case strings.HasSuffix(n.value, "*"):
-		n.kind = wildcardNode
-		n.prefix = strings.TrimSuffix(n.value, "*")
+	case strings.Contains(n.value, "*"):
+		n.setPattern()
 		segment += "_" + n.value
 	default:
 		n.kind = exactNode
 		segment += "_" + n.value
 	}
 	p.segments = append(p.segments[:depth-1], segment)
-	if prev := lvl.add(n); prev != nil {
-		return p.errorf(at, path, "duplicate descriptor %q (first at line %d)", p.rulePath(), prev.line)
+	if prev := lvl.add(n, p.mostSpecific); prev != nil {
+		first := "line " + strconv.Itoa(prev.line)
+		if prev.file != p.file {
+			first = prev.file + ":" + strconv.Itoa(prev.line)
+		}
+		return p.errorf(at, path, "duplicate descriptor %q (first at %s)", p.rulePath(), first)
 	}
 
-	var shadow bool
+	var shadow, quota bool
 	for _, flag := range []struct {
 		name string
 		dst  *bool
 	}{
 		{"shadow_mode", &shadow},
+		{"quota_mode", &quota},
 		{"detailed_metric", &n.detailedMetric},
 		{"value_to_metric", &n.valueToMetric},
 		{"share_threshold", &n.share},
@@ -224,18 +248,33 @@ func (p *fileParser) descriptor(at *yaml.Node, path string, lvl *level, parent *
 			return err
 		}
 	}
+	// As in envoyproxy/ratelimit, a '*' in the key counts too, although
+	// keys are matched literally here.
+	if n.share && !strings.Contains(n.key, "*") && !strings.Contains(n.value, "*") {
+		v, _, _ := p.get(fs, path, "share_threshold")
+		return p.errorf(v.at, v.path, "share_threshold can only be used with wildcard values (containing '*'), but found %q", segment)
+	}
 	n.shareKey = n.kind == wildcardNode && n.share || parent != nil && parent.shareKey
-	n.metricValues = n.kind == keyNode && (n.detailedMetric || n.valueToMetric) ||
-		n.kind == wildcardNode && n.valueToMetric ||
-		parent != nil && parent.metricValues
+	n.valueMetric = n.valueToMetric && (n.kind == keyNode || n.kind == wildcardNode && !n.share) ||
+		parent != nil && parent.valueMetric
+	n.detailedValues = n.kind == keyNode || n.kind == wildcardNode && !n.share ||
+		parent != nil && parent.detailedValues
 
 	rule := &Rule{
 		Domain:         p.domain,
 		ShadowMode:     shadow,
+		QuotaMode:      quota,
 		DetailedMetric: n.detailedMetric,
 		ValueToMetric:  n.valueToMetric,
 		File:           p.file,
 		Line:           at.Line,
+	}
+	if v, ok, err := p.get(fs, path, "metadata"); err != nil {
+		return err
+	} else if ok {
+		if rule.Metadata, err = p.metadata(v); err != nil {
+			return err
+		}
 	}
 	limited, err := p.rule(fs, path, rule)
 	if err != nil {

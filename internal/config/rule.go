@@ -3,6 +3,8 @@ package config
 import (
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
@@ -81,11 +83,18 @@ type Rule struct {
 	Unlimited bool
 	// Name and Replaces are the name and replaces of an Unlimited rule's
 	// rate_limit; a limited rule keeps them on each of its Limits.
-	Name           string
-	Replaces       []string
-	ShadowMode     bool
+	Name       string
+	Replaces   []string
+	ShadowMode bool
+	// QuotaMode makes the rule a quota: a request over it is denied only
+	// when every quota descriptor of the request is over its limit.
+	QuotaMode      bool
 	DetailedMetric bool
 	ValueToMetric  bool
+	// Metadata is the descriptor's metadata, returned in the response's
+	// dynamic metadata when the rule admits a request; nil when the
+	// descriptor has none. It must not be modified.
+	Metadata *structpb.Struct
 	// File and Line locate the node in its configuration file. For limits
 	// from an xDS server, File names the resource and Line is 0.
 	File string
@@ -99,7 +108,9 @@ type Match struct {
 	// with a value replaced by its wildcard pattern at levels whose node sets
 	// share_threshold.
 	Key algorithms.Key
-	// MetricKey is the rule's Path, with the request's values filled in where
-	// the matched nodes set detailed_metric or value_to_metric.
+	// MetricKey names the match as envoyproxy/ratelimit names its stats:
+	// the rule's Path, with the request's values at every level when the
+	// rule sets detailed_metric, else at the levels that set
+	// value_to_metric; a wildcard with share_threshold keeps its pattern.
 	MetricKey string
 }

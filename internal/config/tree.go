@@ -12,8 +12,8 @@ type nodeKind uint8
 const (
 	// exactNode matches the entry with its key and value.
 	exactNode nodeKind = iota + 1
-	// wildcardNode matches its key and any value starting with its prefix
-	// (its configured value without the final '*').
+	// wildcardNode matches its key and any value that its pattern (its
+	// configured value, holding at least one '*') matches.
 	wildcardNode
 	// keyNode matches its key and any value.
 	keyNode
@@ -24,9 +24,13 @@ type node struct {
 	kind nodeKind
 	key  string
 	// value is the configured value: "" for a key-only node, the pattern
-	// ("v*") for a wildcard.
-	value  string
-	prefix string
+	// ("v*", "a*b") for a wildcard.
+	value string
+	// parts is a wildcard's pattern split at each '*': ["a", "b"] for
+	// "a*b"; literal is the sum of their lengths, the shortest value the
+	// pattern can match.
+	parts   []string
+	literal int
 	// share, detailedMetric and valueToMetric are the node's own flags.
 	share, detailedMetric, valueToMetric bool
 	// rule is the node's rule, nil when it has no rate limit.
@@ -36,10 +40,48 @@ type node struct {
 	// parent is nil at a domain's top level.
 	parent *node
 	// shareKey reports whether this node or an ancestor replaces the
-	// request's value in Match.Key; metricValues whether one puts the
-	// request's value into Match.MetricKey.
-	shareKey, metricValues bool
-	line                   int
+	// request's value in Match.Key.
+	shareKey bool
+	// valueMetric reports whether this node or an ancestor puts the
+	// request's value into the metric key of a rule without
+	// detailed_metric; detailedValues whether one does for a rule with it.
+	valueMetric, detailedValues bool
+	// file and line locate the descriptor.
+	file string
+	line int
+}
+
+// setPattern makes n, whose value holds a '*', a wildcard node.
+func (n *node) setPattern() {
+	n.kind = wildcardNode
+	n.parts = strings.Split(n.value, "*")
+	for _, p := range n.parts {
+		n.literal += len(p)
+	}
+}
+
+// matches reports whether the wildcard n matches v: each '*' of its pattern
+// stands for any run of bytes, the empty one too. It does not allocate.
+func (n *node) matches(v string) bool {
+	if len(v) < n.literal {
+		return false
+	}
+	first, last := n.parts[0], n.parts[len(n.parts)-1]
+	if !strings.HasPrefix(v, first) || !strings.HasSuffix(v, last) {
+		return false
+	}
+	// The literal length check keeps the prefix and suffix apart; the
+	// parts between them must follow in order, and the leftmost place
+	// of each leaves the most room for the rest.
+	rest := v[len(first) : len(v)-len(last)]
+	for _, p := range n.parts[1 : len(n.parts)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return true
 }
 
 // level holds the nodes of one level of the tree: a domain's top-level
@@ -52,7 +94,8 @@ type level struct {
 type keyNodes struct {
 	// values holds the exact and wildcard nodes by configured value.
 	values map[string]*node
-	// wildcards holds the wildcard nodes, longest prefix first.
+	// wildcards holds the wildcard nodes in the order they are tried: the
+	// order of the files, or the most literal bytes first.
 	wildcards []*node
 	// any is the key-only node, or nil.
 	any *node
@@ -62,8 +105,9 @@ type keyNodes struct {
 func (l *level) empty() bool { return len(l.keys) == 0 }
 
 // add adds n to l, unless l holds a node with the same key and value: then it
-// returns that node.
-func (l *level) add(n *node) (existing *node) {
+// returns that node. Wildcards are tried in the order they are added, unless
+// mostSpecific puts those with more literal bytes first.
+func (l *level) add(n *node, mostSpecific bool) (existing *node) {
 	kn := l.keys[n.key]
 	if kn == nil {
 		if l.keys == nil {
@@ -88,7 +132,7 @@ func (l *level) add(n *node) (existing *node) {
 	kn.values[n.value] = n
 	if n.kind == wildcardNode {
 		ws := append(kn.wildcards, n)
-		for i := len(ws) - 1; i > 0 && len(ws[i].prefix) > len(ws[i-1].prefix); i-- {
+		for i := len(ws) - 1; mostSpecific && i > 0 && ws[i].literal > ws[i-1].literal; i-- {
 			ws[i], ws[i-1] = ws[i-1], ws[i]
 		}
 		kn.wildcards = ws
@@ -96,9 +140,9 @@ func (l *level) add(n *node) (existing *node) {
 	return nil
 }
 
-// lookup returns the node of l that matches e: the exact node, else the
-// wildcard with the longest matching prefix, else the key-only node; nil when
-// none matches.
+// lookup returns the node of l that matches e: the node with e's value, else
+// the first wildcard that matches it, else the key-only node; nil when none
+// matches.
 func (l *level) lookup(e algorithms.Entry) *node {
 	kn := l.keys[e.Key]
 	if kn == nil {
@@ -108,7 +152,7 @@ func (l *level) lookup(e algorithms.Entry) *node {
 		return n
 	}
 	for _, n := range kn.wildcards {
-		if strings.HasPrefix(e.Value, n.prefix) {
+		if n.matches(e.Value) {
 			return n
 		}
 	}
@@ -121,13 +165,14 @@ func (l *level) lookup(e algorithms.Entry) *node {
 // differs from entries or Rule.Path.
 //
 // As in envoyproxy/ratelimit, it walks the tree one entry at a time. At each
-// level it prefers the node with the entry's key and value, then a wildcard
-// node whose prefix the value starts with (the longest such prefix, where
-// several match), then the node with the entry's key alone. The rule that
-// applies is the one of the node matched by the last entry: a request with
-// more entries than the matched branch is deep, or one that ends at a node
-// without a rate limit, matches nothing. An unknown domain, or no entries,
-// match nothing.
+// level it prefers the node with the entry's key and value, then the first
+// wildcard node of that key whose pattern matches the value (in the order of
+// the files, or with the most literal bytes under
+// Options.WildcardPrecedence MostSpecificWildcard), then the node with the
+// entry's key alone. The rule that applies is the one of the node matched by
+// the last entry: a request with more entries than the matched branch is
+// deep, or one that ends at a node without a rate limit, matches nothing. An
+// unknown domain, or no entries, match nothing.
 //
 // The returned Key holds domain and entries. Its Entries is entries itself
 // (not a copy) unless a matched node is a wildcard with share_threshold: then
@@ -178,7 +223,8 @@ func (n *node) match(domain string, entries []algorithms.Entry) Match {
 		}
 		m.Key.Entries = shared
 	}
-	if n.metricValues {
+	detailed := n.rule.DetailedMetric
+	if detailed && n.detailedValues || !detailed && n.valueMetric {
 		size := len(n.rule.Path)
 		for _, e := range entries {
 			size += len(e.Value) + 1
@@ -186,27 +232,37 @@ func (n *node) match(domain string, entries []algorithms.Entry) Match {
 		var b strings.Builder
 		b.Grow(size)
 		b.WriteString(n.rule.Domain)
-		n.writeMetricKey(&b, entries, len(entries)-1)
+		n.writeMetricKey(&b, entries, len(entries)-1, detailed)
 		m.MetricKey = b.String()
 	}
 	return m
 }
 
 // writeMetricKey writes the metric key's segments from the top level down to
-// n, which entries[i] matched.
-func (n *node) writeMetricKey(b *strings.Builder, entries []algorithms.Entry, i int) {
+// n, which entries[i] matched, as envoyproxy/ratelimit names its stats. With
+// detailed (the matched rule's detailed_metric) every level shows the
+// request's value; without, only key-only and wildcard levels with
+// value_to_metric do, the others their configured value. A wildcard with
+// share_threshold always shows its pattern, and an empty value is left out.
+func (n *node) writeMetricKey(b *strings.Builder, entries []algorithms.Entry, i int, detailed bool) {
 	if n.parent != nil {
-		n.parent.writeMetricKey(b, entries, i-1)
+		n.parent.writeMetricKey(b, entries, i-1, detailed)
 	}
 	b.WriteByte('.')
 	b.WriteString(n.key)
 	v := entries[i].Value
 	switch {
-	case n.kind == exactNode || n.kind == wildcardNode && !n.valueToMetric:
-		b.WriteByte('_')
-		b.WriteString(n.value)
-	case v == "":
-	case n.kind == wildcardNode || n.detailedMetric || n.valueToMetric:
+	case n.kind == wildcardNode && n.share:
+		v = n.value
+	case detailed:
+	case n.kind == exactNode:
+		v = n.value
+	case n.kind == wildcardNode && !n.valueToMetric:
+		v = n.value
+	case n.kind == keyNode && !n.valueToMetric:
+		v = ""
+	}
+	if v != "" {
 		b.WriteByte('_')
 		b.WriteString(v)
 	}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,6 +30,10 @@ const (
 // a read: at most maxDebounces times the debounce after the first of them.
 const maxDebounces = 5
 
+// maxRescans bounds how often one of Run's checks reads the files again
+// because it found new directories to watch.
+const maxRescans = 8
+
 // WatchOptions tunes a Watcher. The zero value is ready to use.
 type WatchOptions struct {
 	// Options are the options of every load.
@@ -47,6 +51,11 @@ type WatchOptions struct {
 	// watch that cannot be set up. What is wrong with the configuration
 	// itself goes to Run's callback, not here. Nil discards them.
 	Logger *slog.Logger
+	// WaitForFiles makes a path with nothing to load (one that does not
+	// exist yet, or an empty directory, as when a volume is mounted late)
+	// no error for NewWatcher: it returns the Watcher and a nil Config, and
+	// Run reports the Config once files appear.
+	WaitForFiles bool
 }
 
 func (o WatchOptions) withDefaults() WatchOptions {
@@ -66,11 +75,13 @@ func (o WatchOptions) withDefaults() WatchOptions {
 // Check reloads it when the content of its files has changed; Run calls
 // Check whenever the file system reports a change, and periodically.
 //
-// It reads the same files as Load: a file, or a directory's *.yaml and
-// *.yml files, which covers editors that write a new file and rename it
-// over the old one, files rewritten in place, files added to or removed
-// from the directory, and Kubernetes ConfigMap volumes, whose update
-// atomically swaps the ..data link that the visible files point through.
+// It reads the same files as Load: a file, or a directory's files and its
+// subdirectories', which it watches too. That covers editors that write a
+// new file and rename it over the old one, files rewritten in place, files
+// and subdirectories added or removed, Kubernetes ConfigMap volumes, whose
+// update atomically swaps the ..data link that the visible files point
+// through, and a path that does not exist yet (its nearest existing parent
+// is watched until it does).
 //
 // A change is the content of the files, with their names, differing from
 // what the last Check read: touching a file, or writing the same bytes
@@ -79,18 +90,26 @@ type Watcher struct {
 	path string
 	opts WatchOptions
 
-	mu  sync.Mutex
-	sum [sha256.Size]byte // fingerprint of what the last Check read
+	mu      sync.Mutex
+	sum     [sha256.Size]byte // fingerprint of what the last Check read
+	scanned scanned           // what the last Check found, files aside
+	// watching lists the directories Run watches, after its last check.
+	watching []string
 
 	afterCheck func() // called after each of Run's checks; for tests
 }
 
 // NewWatcher loads the configuration at path as Load does and returns it,
-// with a Watcher that reloads it from there. Its errors are Load's.
+// with a Watcher that reloads it from there. Its errors are Load's, except
+// that with opts.WaitForFiles a path with nothing to load (an error
+// wrapping ErrNoConfig) returns the Watcher with a nil Config.
 func NewWatcher(path string, opts WatchOptions) (*Watcher, *Config, error) {
 	w := &Watcher{path: path, opts: opts.withDefaults()}
 	cfg, _, err := w.Check()
 	if err != nil {
+		if opts.WaitForFiles && errors.Is(err, ErrNoConfig) {
+			return w, nil, nil
+		}
 		return nil, nil, err
 	}
 	return w, cfg, nil
@@ -107,7 +126,10 @@ func (w *Watcher) Path() string { return w.path }
 func (w *Watcher) Check() (cfg *Config, changed bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	files, err := readFiles(w.path)
+	s := scan(w.path, w.opts.DotFiles)
+	files, err := s.files, s.err
+	s.files = nil
+	w.scanned = s
 	var sum [sha256.Size]byte
 	if err != nil {
 		sum = sha256.Sum256([]byte("error\x00" + err.Error()))
@@ -123,6 +145,14 @@ func (w *Watcher) Check() (cfg *Config, changed bool, err error) {
 	}
 	cfg, err = Parse(files, w.opts.Options)
 	return cfg, true, err
+}
+
+// watchPlan returns what the last Check found: the directories to watch,
+// the base name of the path when it is a file, and whether it is missing.
+func (w *Watcher) watchPlan() scanned {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.scanned
 }
 
 // fingerprint digests the names and contents of files, in order.
@@ -150,17 +180,29 @@ func fingerprint(files []File) [sha256.Size]byte {
 // debounces after the burst began), and every poll interval. onChange is called from Run's goroutine only, one call at a
 // time; Run returns when ctx ends, not in the middle of a call.
 func (w *Watcher) Run(ctx context.Context, onChange func(*Config, error)) {
+	n := w.notifier()
+	defer n.close()
 	check := func() {
-		if cfg, changed, err := w.Check(); changed {
-			onChange(cfg, err)
+		// A directory that appeared since the last check is watched from
+		// now on; what was written into it before that is read by checking
+		// again, until no new directory turns up.
+		for range maxRescans {
+			cfg, changed, err := w.Check()
+			added := n.sync(w.watchPlan())
+			w.mu.Lock()
+			w.watching = n.watching()
+			w.mu.Unlock()
+			if changed {
+				onChange(cfg, err)
+			}
+			if !added {
+				break
+			}
 		}
 		if w.afterCheck != nil {
 			w.afterCheck()
 		}
 	}
-
-	n := w.notifier()
-	defer n.close()
 	var poll <-chan time.Time
 	if w.opts.PollInterval > 0 {
 		t := time.NewTicker(w.opts.PollInterval)
@@ -179,7 +221,6 @@ func (w *Watcher) Run(ctx context.Context, onChange func(*Config, error)) {
 		case <-ctx.Done():
 			return
 		case <-poll:
-			n.rewatch()
 			check()
 		case <-quiet.C:
 			burstStart = time.Time{}
@@ -211,61 +252,106 @@ func (w *Watcher) Run(ctx context.Context, onChange func(*Config, error)) {
 	}
 }
 
-// notifier is Run's file system watch: the directory of the path (the
-// path itself when it is a directory). Its channels are nil when no watch
+// notifier is Run's file system watch: the directories that hold the
+// files, as the last Check found them. Its channels are nil when no watch
 // could be set up, and Run then relies on polling.
 type notifier struct {
 	fs     *fsnotify.Watcher
 	events chan fsnotify.Event
 	errors chan error
-	dir    string
-	file   string // the base name of the path when it is a file, else ""
-	warned bool   // whether the directory's watch is known to be lost
-	log    *slog.Logger
+	path   string
+	// watched holds the directories being watched.
+	watched map[string]bool
+	// file is the base name of the path when it is a file, else "";
+	// missing reports that the path does not exist, and an ancestor is
+	// watched for it.
+	file    string
+	missing bool
+	warned  bool // whether a directory could not be watched
+	log     *slog.Logger
 }
 
 func (w *Watcher) notifier() *notifier {
-	n := &notifier{dir: w.path, log: w.opts.Logger}
-	if info, err := os.Stat(w.path); err == nil && !info.IsDir() {
-		n.dir, n.file = filepath.Dir(w.path), filepath.Base(w.path)
-	}
+	n := &notifier{path: filepath.Clean(w.path), watched: make(map[string]bool), log: w.opts.Logger}
 	fs, err := fsnotify.NewWatcher()
 	if err != nil {
 		n.log.Warn("config: cannot watch for changes; relying on polling", "path", w.path, "poll_interval", w.opts.PollInterval, "err", err)
 		return n
 	}
 	n.fs, n.events, n.errors = fs, fs.Events, fs.Errors
-	n.rewatch()
+	n.sync(w.watchPlan())
 	return n
 }
 
-// rewatch watches the directory again if its watch was lost, as when the
-// directory was removed and made anew. It warns once about a directory it
-// cannot watch, until it can again.
-func (n *notifier) rewatch() {
-	if n.fs == nil || slices.Contains(n.fs.WatchList(), n.dir) {
-		return
+// sync watches the directories of plan, and no others, and reports whether
+// it watches one it did not watch before. It warns once about a directory
+// it cannot watch, until it can watch them all again. A directory whose
+// watch was lost, as when it was removed and made anew, is watched again.
+func (n *notifier) sync(plan scanned) (added bool) {
+	n.file, n.missing = plan.file, plan.missing
+	if n.fs == nil {
+		return false
 	}
-	if err := n.fs.Add(n.dir); err != nil {
-		if !n.warned {
-			n.log.Warn("config: cannot watch directory for changes; relying on polling", "dir", n.dir, "err", err)
-			n.warned = true
+	want := make(map[string]bool, len(plan.dirs))
+	for _, d := range plan.dirs {
+		want[filepath.Clean(d)] = true
+	}
+	watching := make(map[string]bool, len(n.watched))
+	for _, d := range n.fs.WatchList() {
+		watching[d] = true
+	}
+	for d := range n.watched {
+		if !want[d] {
+			n.fs.Remove(d) // fails for a directory that is gone, which is no matter
+			delete(n.watched, d)
 		}
-		return
 	}
-	n.warned = false
+	failed := false
+	for d := range want {
+		if watching[d] {
+			n.watched[d] = true
+			continue
+		}
+		if err := n.fs.Add(d); err != nil {
+			if !n.warned {
+				n.log.Warn("config: cannot watch directory for changes; relying on polling", "dir", d, "err", err)
+			}
+			failed = true
+			continue
+		}
+		n.watched[d] = true
+		added = true
+	}
+	n.warned = failed
+	return added
 }
 
-// concerns reports whether ev may change what the path holds. In a watched
-// directory, every event may; next to a watched file, only events about
-// that file and about names starting with "..", which Kubernetes volumes
-// swap to update the files that link through them.
+// concerns reports whether ev may change what the path holds. In the
+// watched directory tree, every event may; next to a watched file, only
+// events about that file and about names starting with "..", which
+// Kubernetes volumes swap to update the files that link through them; above
+// a missing path, only events about the path or a directory on the way to
+// it.
 func (n *notifier) concerns(ev fsnotify.Event) bool {
-	if n.file == "" {
-		return true
+	switch {
+	case n.missing:
+		name := filepath.Clean(ev.Name)
+		return name == n.path || strings.HasPrefix(n.path, name+string(filepath.Separator))
+	case n.file != "":
+		base := filepath.Base(ev.Name)
+		return base == n.file || strings.HasPrefix(base, "..")
 	}
-	base := filepath.Base(ev.Name)
-	return base == n.file || strings.HasPrefix(base, "..")
+	return true
+}
+
+// watching returns the watched directories, sorted.
+func (n *notifier) watching() []string {
+	dirs := make([]string, 0, len(n.watched))
+	for d := range n.watched {
+		dirs = append(dirs, d)
+	}
+	slices.Sort(dirs)
+	return dirs
 }
 
 func (n *notifier) close() {

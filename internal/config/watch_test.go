@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -45,8 +46,16 @@ type report struct {
 
 // reports collects the callbacks of a running Watcher.
 type reports struct {
+	w   *Watcher
 	mu  sync.Mutex
 	got []report
+}
+
+// watching reports whether the Watcher watched dir after its last check.
+func (r *reports) watching(dir string) bool {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	return slices.Contains(r.w.watching, filepath.Clean(dir))
 }
 
 func (r *reports) add(cfg *Config, err error) {
@@ -94,7 +103,7 @@ func watch(t *testing.T, path string, opts WatchOptions) (*reports, *Config, *at
 	w.afterCheck = func() { checks.Add(1) }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	r := &reports{}
+	r := &reports{w: w}
 	go func() {
 		defer close(done)
 		w.Run(ctx, r.add)
@@ -157,7 +166,7 @@ func TestWatcherDirectoryFilesAddedAndRemoved(t *testing.T) {
 	requireLimits(t, r, "a=1", "b=2")
 	require.NoError(t, os.Remove(a))
 	requireLimits(t, r, "b=2")
-	write(t, dir, "notes.txt", "not yaml at all: [")
+	write(t, dir, ".notes.txt", "not yaml at all: [")
 	write(t, dir, "b.yml", limitsYAML("b", 5))
 	requireLimits(t, r, "b=5")
 	for _, rep := range r.all() {

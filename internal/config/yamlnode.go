@@ -212,8 +212,8 @@ func joinPath(path, name string) string {
 }
 
 // mapping reads the mapping n, whose path is path, and returns its fields.
-// A field not in allowed is an error, as is a field given twice. Fields
-// brought in by "<<" merge keys yield to the mapping's own.
+// A field not in allowed is an error (nil allows any), as is a field given
+// twice. Fields brought in by "<<" merge keys yield to the mapping's own.
 func (d *decoder) mapping(n *yaml.Node, path string, allowed []string) (fields, error) {
 	return d.mergedMapping(n, path, allowed, 0)
 }
@@ -241,7 +241,7 @@ func (d *decoder) mergedMapping(at *yaml.Node, path string, allowed []string, de
 			continue
 		}
 		name := k.Value
-		if !slices.Contains(allowed, name) {
+		if allowed != nil && !slices.Contains(allowed, name) {
 			return nil, d.errorf(k, joinPath(path, name), "unknown field (want %s)", strings.Join(allowed, ", "))
 		}
 		if prev, ok := fs[name]; ok {

@@ -53,6 +53,15 @@ type Options struct {
 	DefaultAlgorithm algorithms.Algorithm
 	// ShadowMode answers OK to everything while still counting.
 	ShadowMode bool
+	// QuotaMode puts every descriptor in quota mode, as each rule's
+	// quota_mode puts its own: a descriptor over its limit is reported
+	// OVER_LIMIT, but denies the request only when every quota descriptor of
+	// it is over.
+	QuotaMode bool
+	// ResponseDynamicMetadata makes every response carry dynamic metadata:
+	// the request's domain, descriptors and hits, and the metadata of the
+	// rules that admitted it.
+	ResponseDynamicMetadata bool
 	// RefundOnDeny gives back what a denied request took from its other
 	// descriptors and limits.
 	RefundOnDeny bool

@@ -19,6 +19,10 @@ import (
 // to one of its descriptors, and how to report the results.
 type plan struct {
 	domain string
+	// req is the request, for the response's dynamic metadata, which
+	// dynamicMetadata asks for.
+	req             *rlsv3.RateLimitRequest
+	dynamicMetadata bool
 	// descs holds, per request descriptor, how it matched.
 	descs []descPlan
 	// ops and limits are parallel: limits[i] says where ops[i] came from.
@@ -45,6 +49,12 @@ type descPlan struct {
 	// metricKey names the matched rule in metrics (config.Match.MetricKey);
 	// empty when no rule matched.
 	metricKey string
+	// quota reports that the descriptor is in quota mode (Options.QuotaMode,
+	// or the quota_mode of the rule whose limits apply to it).
+	quota bool
+	// rule is the matched rule when its limits apply (no override), for
+	// its metadata.
+	rule *config.Rule
 }
 
 // planLimit is the configuration behind one Op.
@@ -59,13 +69,16 @@ type planLimit struct {
 // InvalidArgument statuses for limit overrides that no algorithm can enforce.
 func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*plan, error) {
 	descs := req.GetDescriptors()
-	p := &plan{domain: req.GetDomain()}
+	p := &plan{domain: req.GetDomain(), req: req, dynamicMetadata: opts.ResponseDynamicMetadata}
 	if len(descs) <= smallPlan {
 		p.descs = p.descsBuf[:len(descs)]
 	} else {
 		p.descs = make([]descPlan, len(descs))
 	}
 	p.ops, p.limits = p.opsBuf[:0], p.limitsBuf[:0]
+	for i := range p.descs {
+		p.descs[i].quota = opts.QuotaMode
+	}
 	if cfg == nil || !cfg.HasDomain(p.domain) {
 		return p, nil
 	}
@@ -108,6 +121,10 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 		p.descs[i].first = len(p.ops)
 		if matched {
 			p.descs[i].metricKey = m.MetricKey
+			if d.GetLimit() == nil {
+				p.descs[i].rule = m.Rule
+				p.descs[i].quota = p.descs[i].quota || m.Rule.QuotaMode
+			}
 		}
 		for j := range limits {
 			rl := &limits[j]
@@ -223,16 +240,6 @@ func (p *plan) dropReplaced(replaced map[string]bool) {
 	p.ops, p.limits = ops, limits
 }
 
-// overLimit reports whether any limit outside shadow mode denied.
-func (p *plan) overLimit(results []algorithms.Result) bool {
-	for i, r := range results {
-		if !r.Allowed && !p.limits[i].shadow {
-			return true
-		}
-	}
-	return false
-}
-
 // response assembles the answer from the limiter's results, one per op.
 func (p *plan) response(results []algorithms.Result) *rlsv3.RateLimitResponse {
 	return p.assemble(func(d descPlan, st *rlsv3.RateLimitResponse_DescriptorStatus) (bool, time.Duration) {
@@ -269,29 +276,37 @@ func (p *plan) failureResponse(code rlsv3.RateLimitResponse_Code) *rlsv3.RateLim
 // assemble builds the response: one status per request descriptor, OK for
 // the unmatched, unlimited for the unlimited, and for each limited one what
 // limited says — whether it is over the limit, and the wait if so. The
-// response carries a retry-after header when any descriptor is over.
+// request is over its limits as a verdict decides (quota mode), and then the
+// response carries a retry-after header.
 func (p *plan) assemble(limited func(descPlan, *rlsv3.RateLimitResponse_DescriptorStatus) (over bool, wait time.Duration)) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(p.descs)),
 	}
-	var retryAfter time.Duration
+	var v verdict
 	for i, d := range p.descs {
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		resp.Statuses[i] = st
-		switch {
-		case d.unlimited != nil:
+		if d.unlimited != nil {
 			st.LimitRemaining = math.MaxUint32
-		case d.n > 0:
-			if over, wait := limited(d, st); over {
-				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-				retryAfter = max(retryAfter, wait)
-			}
+			continue
 		}
+		var over bool
+		var wait time.Duration
+		if d.n > 0 {
+			over, wait = limited(d, st)
+		}
+		if over {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		v.add(d.quota, over, wait)
 	}
-	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+	if over, retryAfter := v.result(); over {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, retryAfterHeader(retryAfter))
+	}
+	if p.dynamicMetadata {
+		resp.DynamicMetadata = p.responseMetadata(resp.Statuses)
 	}
 	return resp
 }

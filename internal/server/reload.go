@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -13,21 +14,37 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
+// ConfigOptions returns the config.Options these settings ask for.
+func (s Settings) ConfigOptions() config.Options {
+	alg, _ := algorithms.ParseAlgorithm(s.DefaultAlgorithm)
+	wildcards, _ := config.ParseWildcardPrecedence(s.WildcardPrecedence)
+	return config.Options{
+		DefaultAlgorithm:   alg,
+		MergeDomains:       s.ConfigMergeDomains,
+		WildcardPrecedence: wildcards,
+		DotFiles:           s.ConfigDotFiles,
+	}
+}
+
 // loadConfig loads the limits at RLS_CONFIG_PATH. With RLS_CONFIG_WATCH it
-// also returns the Watcher that keeps them current; without, the Watcher is
-// nil.
+// also returns the Watcher that keeps them current, and a path with nothing
+// to load yet is no error: the Config is then nil until the Watcher finds
+// files. Without RLS_CONFIG_WATCH, the Watcher is nil and such a path is an
+// error.
 //
 // With limits from an xDS server, it returns an empty Config, which knows no
 // domain, for the service to answer with until the first update.
 func loadConfig(s Settings, logger *slog.Logger) (*config.Watcher, *config.Config, error) {
-	alg, _ := algorithms.ParseAlgorithm(s.DefaultAlgorithm)
-	opts := config.Options{DefaultAlgorithm: alg}
+	opts := s.ConfigOptions()
 	if s.configFromXDS() {
 		cfg, err := config.Parse(nil, opts)
 		return nil, cfg, err
 	}
 	if !s.ConfigWatch {
 		cfg, err := config.Load(s.ConfigPath, opts)
+		if errors.Is(err, config.ErrNoConfig) {
+			return nil, nil, fmt.Errorf("server: RLS_CONFIG_PATH: nothing to load, and without RLS_CONFIG_WATCH nothing would be: %w", err)
+		}
 		return nil, cfg, err
 	}
 	poll := s.ConfigPollInterval
@@ -38,6 +55,7 @@ func loadConfig(s Settings, logger *slog.Logger) (*config.Watcher, *config.Confi
 		Options:      opts,
 		PollInterval: poll,
 		Logger:       logger,
+		WaitForFiles: true,
 	})
 }
 
@@ -110,17 +128,20 @@ func (c *configState) applied(cfg *config.Config, version string, err error, now
 	} else {
 		c.status.LastError, c.status.LastErrorAt = err, now
 	}
-	hooks, source := slices.Clone(c.hooks), c.status.Source
+	hooks, source, inForce := slices.Clone(c.hooks), c.status.Source, c.status.Config
 	c.mu.Unlock()
 
 	attrs := []any{"path", source}
 	if version != "" {
 		attrs = append(attrs, "version", version)
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		attrs = append(attrs, "domains", len(cfg.Domains()), "files", len(cfg.Files()))
 		c.log.Info("reloaded rate limit configuration", attrs...)
-	} else {
+	case inForce == nil && errors.Is(err, config.ErrNoConfig):
+		c.log.Warn("no rate limit configuration yet: every descriptor is answered as unmatched, and readiness waits for files", append(attrs, "err", err)...)
+	default:
 		var ce *config.Error
 		if errors.As(err, &ce) {
 			attrs = append(attrs, "file", ce.File, "line", ce.Line, "field", ce.Field)

@@ -62,10 +62,13 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	if xdsClient == nil {
-		logger.Info("loaded rate limit configuration", "path", s.ConfigPath, "domains", len(cfg.Domains()), "files", len(cfg.Files()), "watch", s.ConfigWatch)
-	} else {
+	switch {
+	case xdsClient != nil:
 		logger.Info("rate limit configuration comes from an xDS server; serving without limits, not ready, until its first update", "xds_server", s.XDSServerURL, "node_id", s.XDSNodeID)
+	case cfg != nil:
+		logger.Info("loaded rate limit configuration", "path", s.ConfigPath, "domains", len(cfg.Domains()), "files", len(cfg.Files()), "watch", s.ConfigWatch)
+	default:
+		logger.Warn("no rate limit configuration yet: every descriptor is answered as unmatched, and readiness waits until files appear", "path", s.ConfigPath)
 	}
 	grpcTLS, err := newGRPCTLS(s, logger, time.Now())
 	if err != nil {
@@ -102,7 +105,10 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		srv.watchXDS()
 	}
 	srv.OnConfigReload(srv.metrics.ObserveConfigReload)
-	srv.health.SetConfigLoaded(srv.xds == nil)
+	// Ready once limits are in force: at the start, or after the first
+	// reload or xDS update that brought some.
+	srv.health.SetConfigLoaded(srv.xds == nil && cfg != nil)
+	srv.OnConfigReload(func(error) { srv.health.SetConfigLoaded(srv.config.Status().Config != nil) })
 	srv.backendWatch = &backendWatch{backend: b, health: srv.health, interval: s.BackendHealthInterval, timeout: s.BackendHealthTimeout, log: logger}
 	srv.backendWatch.check(ctx)
 

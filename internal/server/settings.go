@@ -11,6 +11,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
@@ -26,13 +27,16 @@ const EnvPrefix = "RLS"
 type Settings struct {
 	GRPCAddr   string `split_words:"true" default:":8081" desc:"gRPC listen address (RateLimitService, health, reflection)"`
 	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /json, /rlconfig, /metrics); empty disables HTTP"`
-	ConfigPath string `split_words:"true" default:"./config" desc:"limits YAML: a file, or a directory of *.yaml and *.yml files"`
+	ConfigPath string `split_words:"true" default:"./config" desc:"limits YAML: a file, or a directory whose files, in its subdirectories too, are all read"`
 
 	// ConfigSource and the XDS fields: see xds.go.
 	ConfigSource string `split_words:"true" default:"file" desc:"where the limits come from: file (RLS_CONFIG_PATH) or xds (RateLimitConfig resources from the xDS server at RLS_XDS_SERVER_URL, as Envoy Gateway serves them); envoyproxy/ratelimit's FILE and GRPC_XDS_SOTW mean the same"`
 
-	ConfigWatch        bool          `split_words:"true" default:"true" desc:"reload RLS_CONFIG_PATH when its files change; an invalid change is logged and the limits in force stay"`
+	ConfigWatch        bool          `split_words:"true" default:"true" desc:"reload RLS_CONFIG_PATH when its files change; an invalid change is logged and the limits in force stay. A path with nothing to load yet is waited for, not ready"`
 	ConfigPollInterval time.Duration `split_words:"true" default:"10s" desc:"with RLS_CONFIG_WATCH, also re-read RLS_CONFIG_PATH this often, for volumes that send no change notifications; 0s turns it off"`
+	ConfigMergeDomains bool          `split_words:"true" default:"false" desc:"let several files configure one domain: their descriptors join one tree; a descriptor given twice stays an error"`
+	ConfigDotFiles     bool          `split_words:"true" default:"false" desc:"also read files and directories of RLS_CONFIG_PATH whose names start with '.', which Kubernetes ConfigMap volumes use for a second copy of their files"`
+	WildcardPrecedence string        `split_words:"true" default:"first" desc:"which of several wildcard values of one key that match a value wins: first (in the order of the files) or most_specific (the most characters besides '*')"`
 
 	// The gRPC TLS fields are spelled Tls and Ca so that split_words makes
 	// their names RLS_GRPC_TLS_CERT_FILE and so on.
@@ -64,6 +68,9 @@ type Settings struct {
 	NearLimitRatio   float64       `split_words:"true" default:"0.8" desc:"share of a limit's capacity, in (0, 1], at or above which admitted hits count as near_limit in the metrics"`
 	ShadowMode       bool          `split_words:"true" default:"false" desc:"count and report, but answer OK to every request"`
 	RefundOnDeny     bool          `split_words:"true" default:"true" desc:"give back what a denied request took from its other descriptors and limits"`
+	QuotaMode        bool          `split_words:"true" default:"false" desc:"put every descriptor in quota mode, as quota_mode puts one: a descriptor over its limit is reported OVER_LIMIT but denies the request only when every quota descriptor of it is over"`
+
+	ResponseDynamicMetadata bool `split_words:"true" default:"false" desc:"answer with dynamic metadata: the request's domain, descriptors and hits, and the metadata of the rules that admitted it"`
 
 	BackendHealthInterval time.Duration `split_words:"true" default:"1s" desc:"how often the backend is pinged for grpc.health.v1 and /healthcheck"`
 	BackendHealthTimeout  time.Duration `split_words:"true" default:"250ms" desc:"longest wait for one health ping of the backend"`
@@ -107,6 +114,9 @@ func (s Settings) Validate() error {
 		if strings.ContainsAny(s.KeyPrefix, "{}") {
 			return fmt.Errorf("server: RLS_KEY_PREFIX %q must not contain '{' or '}'", s.KeyPrefix)
 		}
+	}
+	if _, err := config.ParseWildcardPrecedence(s.WildcardPrecedence); err != nil {
+		return fmt.Errorf("server: RLS_WILDCARD_PRECEDENCE: %w", err)
 	}
 	if _, err := algorithms.ParseAlgorithm(s.DefaultAlgorithm); err != nil {
 		return fmt.Errorf("server: RLS_DEFAULT_ALGORITHM: %w", err)
@@ -163,13 +173,16 @@ func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
 	return rls.Options{
 		DefaultAlgorithm: alg,
 		ShadowMode:       s.ShadowMode,
+		QuotaMode:        s.QuotaMode,
 		RefundOnDeny:     s.RefundOnDeny,
-		FailureMode:      mode,
-		BackendTimeout:   s.BackendTimeout,
-		BreakerFailures:  s.BreakerFailures,
-		BreakerCooldown:  s.BreakerCooldown,
-		NearLimitRatio:   s.NearLimitRatio,
-		Logger:           logger,
+
+		ResponseDynamicMetadata: s.ResponseDynamicMetadata,
+		FailureMode:             mode,
+		BackendTimeout:          s.BackendTimeout,
+		BreakerFailures:         s.BreakerFailures,
+		BreakerCooldown:         s.BreakerCooldown,
+		NearLimitRatio:          s.NearLimitRatio,
+		Logger:                  logger,
 	}
 }
 

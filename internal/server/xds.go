@@ -12,8 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/xds"
 )
 
@@ -119,7 +117,6 @@ func newXDSClient(s Settings, logger *slog.Logger, now time.Time) (*xds.Client, 
 		return nil, err
 	}
 	metadata, _ := parseNodeMetadata(s.XDSNodeMetadata)
-	alg, _ := algorithms.ParseAlgorithm(s.DefaultAlgorithm)
 	c, err := xds.New(xds.Options{
 		ServerURL:       s.XDSServerURL,
 		NodeID:          s.XDSNodeID,
@@ -128,7 +125,7 @@ func newXDSClient(s Settings, logger *slog.Logger, now time.Time) (*xds.Client, 
 		TLS:             tlsConfig,
 		Backoff:         s.xdsBackoff(),
 		MaxMessageBytes: s.XDSMaxMessageBytes,
-		Config:          config.Options{DefaultAlgorithm: alg},
+		Config:          s.ConfigOptions(),
 		Logger:          logger,
 	})
 	if err != nil {

@@ -79,13 +79,6 @@ func admits(t *testing.T, s *started, rules []xdstest.Rule, req xdstest.HTTPRequ
 	return n
 }
 
-func healthOf(t *testing.T, s *started) healthpb.HealthCheckResponse_ServingStatus {
-	t.Helper()
-	resp, err := healthpb.NewHealthClient(s.conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
-	require.NoError(t, err)
-	return resp.GetStatus()
-}
-
 func ackOf(version string) func(xdstest.Request) bool {
 	return func(r xdstest.Request) bool { return r.ACK(version) }
 }
