@@ -12,6 +12,9 @@ type Options struct {
 	// DefaultAlgorithm enforces limits that name no algorithm. Zero means
 	// algorithms.SlidingWindowCounter.
 	DefaultAlgorithm algorithms.Algorithm
+	// AllowNegativeHits is the allow_negative_hits of descriptors that do
+	// not set it: whether their rules let is_negative_hits give hits back.
+	AllowNegativeHits bool
 }
 
 // File is one configuration file: its name (used in errors and in

@@ -24,7 +24,7 @@ const MaxShards = 64
 var (
 	rootFields       = []string{"domain", "descriptors"}
 	descriptorFields = []string{"key", "value", "rate_limit", "rate_limits", "descriptors",
-		"shadow_mode", "detailed_metric", "value_to_metric", "share_threshold"}
+		"shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "allow_negative_hits"}
 	rateLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
 		"unit_multiplier", "algorithm", "burst", "shards"}
 	rateLimitsItemFields = []string{"unit", "requests_per_unit", "name", "replaces",
@@ -51,7 +51,7 @@ func Parse(files []File, opts Options) (*Config, error) {
 		if f.Name == "" {
 			return nil, &Error{File: "files[" + strconv.Itoa(i) + "]", Msg: "file has no name"}
 		}
-		p := &fileParser{decoder: newDecoder(f.Name, len(f.Data)), def: def}
+		p := &fileParser{decoder: newDecoder(f.Name, len(f.Data)), def: def, allowNegative: opts.AllowNegativeHits}
 		d, err := p.parse(f.Data)
 		if err != nil {
 			return nil, err
@@ -72,8 +72,10 @@ func Parse(files []File, opts Options) (*Config, error) {
 // fileParser turns one file into a domain's tree and rules.
 type fileParser struct {
 	*decoder
-	def    algorithms.Algorithm
-	domain string
+	def algorithms.Algorithm
+	// allowNegative is the AllowNegativeHits of rules that do not say.
+	allowNegative bool
+	domain        string
 	// rules collects the file's rules in document order.
 	rules []*Rule
 	// segments holds the path segments ("key" or "key_value") from the top
@@ -144,9 +146,14 @@ func (p *fileParser) optionalString(fs fields, path, name string) (string, *yaml
 
 // optionalBool returns field name of fs, false when absent or null.
 func (p *fileParser) optionalBool(fs fields, path, name string) (bool, error) {
+	return p.optionalBoolOr(fs, path, name, false)
+}
+
+// optionalBoolOr returns field name of fs, def when absent or null.
+func (p *fileParser) optionalBoolOr(fs fields, path, name string, def bool) (bool, error) {
 	v, ok, err := p.get(fs, path, name)
 	if err != nil || !ok {
-		return false, err
+		return def, err
 	}
 	return p.boolean(v)
 }
@@ -229,13 +236,19 @@ func (p *fileParser) descriptor(at *yaml.Node, path string, lvl *level, parent *
 		n.kind == wildcardNode && n.valueToMetric ||
 		parent != nil && parent.metricValues
 
+	allowNegative, err := p.optionalBoolOr(fs, path, "allow_negative_hits", p.allowNegative)
+	if err != nil {
+		return err
+	}
+
 	rule := &Rule{
-		Domain:         p.domain,
-		ShadowMode:     shadow,
-		DetailedMetric: n.detailedMetric,
-		ValueToMetric:  n.valueToMetric,
-		File:           p.file,
-		Line:           at.Line,
+		Domain:            p.domain,
+		ShadowMode:        shadow,
+		AllowNegativeHits: allowNegative,
+		DetailedMetric:    n.detailedMetric,
+		ValueToMetric:     n.valueToMetric,
+		File:              p.file,
+		Line:              at.Line,
 	}
 	limited, err := p.rule(fs, path, rule)
 	if err != nil {

@@ -81,11 +81,16 @@ type Rule struct {
 	Unlimited bool
 	// Name and Replaces are the name and replaces of an Unlimited rule's
 	// rate_limit; a limited rule keeps them on each of its Limits.
-	Name           string
-	Replaces       []string
-	ShadowMode     bool
-	DetailedMetric bool
-	ValueToMetric  bool
+	Name       string
+	Replaces   []string
+	ShadowMode bool
+	// AllowNegativeHits lets a request descriptor's is_negative_hits give
+	// its hits back to the rule's limits; without it such hits are taken,
+	// as envoyproxy/ratelimit takes them. It is the descriptor's
+	// allow_negative_hits, or Options.AllowNegativeHits when unset.
+	AllowNegativeHits bool
+	DetailedMetric    bool
+	ValueToMetric     bool
 	// File and Line locate the node in its configuration file.
 	File string
 	Line int
