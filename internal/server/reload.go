@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
@@ -17,8 +16,7 @@ import (
 // also returns the Watcher that keeps them current; without, the Watcher is
 // nil.
 func loadConfig(s Settings, logger *slog.Logger) (*config.Watcher, *config.Config, error) {
-	alg, _ := algorithms.ParseAlgorithm(s.DefaultAlgorithm)
-	opts := config.Options{DefaultAlgorithm: alg}
+	opts := s.ConfigOptions()
 	if !s.ConfigWatch {
 		cfg, err := config.Load(s.ConfigPath, opts)
 		return nil, cfg, err
