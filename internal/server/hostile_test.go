@@ -150,7 +150,7 @@ func TestHostileRequestsAreBounded(t *testing.T) {
 		{"an override of a log to 1000 per 10 years", edge(override(entries("path", "/login", "remote_address", "198.51.100.66"), 1000, typev3.RateLimitUnit_YEAR, 10)),
 			"longer than the 1488h0m0s a limit override may (RLS_MAX_OVERRIDE_LIFETIME): ask for a shorter window, or configure the limit in a rule"},
 		{"5000 hits of a log", edge(withHits(entries("path", "/login", "remote_address", "198.51.100.66"), 5000)),
-			"descriptors[0] asks for 5000 hits of a sliding_window_log, more than the 1000 it may take or give back at once (RLS_MAX_LOG_HITS)"},
+			"descriptors[0] asks for 5000 hits of a sliding_window_log, more than the 100 it may take or give back at once (RLS_MAX_LOG_HITS)"},
 		{"an override of an unmatched descriptor with 20000 entries", edge(override(many(20_000, "v"), 10, typev3.RateLimitUnit_SECOND, 1)),
 			"descriptors[0] matches no rule and has 20000 entries, more than the 16 a limit override of an unmatched descriptor may count under (RLS_MAX_UNMATCHED_ENTRIES): send fewer entries, or configure a rule for them"},
 		{"an override of an unmatched descriptor with 16 entries of 250 bytes", edge(override(many(16, strings.Repeat("x", 250)), 10, typev3.RateLimitUnit_SECOND, 1)),

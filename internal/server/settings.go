@@ -68,7 +68,7 @@ type Settings struct {
 	// rls.Bounds): beyond these a request gets InvalidArgument.
 	AllowNegativeHits    bool          `split_words:"true" default:"false" desc:"let is_negative_hits give hits back where a descriptor does not set allow_negative_hits, and for overrides of descriptors that match no rule; elsewhere such hits are taken"`
 	MaxHits              uint64        `split_words:"true" default:"1000000000" desc:"most hits one descriptor may take or give back in one request"`
-	MaxLogHits           uint64        `split_words:"true" default:"1000" desc:"most hits one descriptor may take from or give back to a sliding_window_log in one request (one log entry each)"`
+	MaxLogHits           uint64        `split_words:"true" default:"100" desc:"most hits one descriptor may take from or give back to a sliding_window_log in one request (one log entry each)"`
 	MaxOverrideLogSize   uint64        `split_words:"true" default:"1000" desc:"largest requests_per_unit of a limit override enforced by a sliding_window_log"`
 	MaxOverrideLifetime  time.Duration `split_words:"true" default:"1488h" desc:"longest the state (and the Redis keys) of a limit override may live: its window, twice that for sliding_window_counter"`
 	MaxUnmatchedEntries  int           `split_words:"true" default:"16" desc:"most entries of a descriptor that matches no rule but brings a limit override"`
