@@ -72,25 +72,23 @@ func DefaultBounds() Bounds {
 // withDefaults returns b with its zero fields set to the defaults.
 func (b Bounds) withDefaults() Bounds {
 	d := DefaultBounds()
-	if b.MaxHits == 0 {
-		b.MaxHits = d.MaxHits
+	return Bounds{
+		MaxHits:              orDefault(b.MaxHits, d.MaxHits),
+		MaxLogHits:           orDefault(b.MaxLogHits, d.MaxLogHits),
+		MaxOverrideLogSize:   orDefault(b.MaxOverrideLogSize, d.MaxOverrideLogSize),
+		MaxOverrideLifetime:  orDefault(b.MaxOverrideLifetime, d.MaxOverrideLifetime),
+		MaxUnmatchedEntries:  orDefault(b.MaxUnmatchedEntries, d.MaxUnmatchedEntries),
+		MaxUnmatchedKeyBytes: orDefault(b.MaxUnmatchedKeyBytes, d.MaxUnmatchedKeyBytes),
 	}
-	if b.MaxLogHits == 0 {
-		b.MaxLogHits = d.MaxLogHits
+}
+
+// orDefault returns v, or def when v is the zero value.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
 	}
-	if b.MaxOverrideLogSize == 0 {
-		b.MaxOverrideLogSize = d.MaxOverrideLogSize
-	}
-	if b.MaxOverrideLifetime == 0 {
-		b.MaxOverrideLifetime = d.MaxOverrideLifetime
-	}
-	if b.MaxUnmatchedEntries == 0 {
-		b.MaxUnmatchedEntries = d.MaxUnmatchedEntries
-	}
-	if b.MaxUnmatchedKeyBytes == 0 {
-		b.MaxUnmatchedKeyBytes = d.MaxUnmatchedKeyBytes
-	}
-	return b
+	return v
 }
 
 // checkHits refuses the hits of descriptor i, taken from or given back to

@@ -17,19 +17,21 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
+// entries returns a descriptor of the entries kv: key, value, key, value….
+func entries(kv ...string) *ratelimitv3.RateLimitDescriptor {
+	d := &ratelimitv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
 // TestHostileInputOverGRPC sends what a broken or malicious client might
 // through a real gRPC connection: each gets a clear error or a correct
 // answer, and the server keeps serving.
 func TestHostileInputOverGRPC(t *testing.T) {
 	s := start(t, nil)
 	ctx := context.Background()
-	entries := func(kv ...string) *ratelimitv3.RateLimitDescriptor {
-		d := &ratelimitv3.RateLimitDescriptor{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
-		}
-		return d
-	}
 	call := func(req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 		return s.client.ShouldRateLimit(ctx, req)
 	}
@@ -106,13 +108,6 @@ func TestHostileInputOverGRPC(t *testing.T) {
 func TestHostileRequestsAreBounded(t *testing.T) {
 	s := start(t, nil)
 	ctx := context.Background()
-	entries := func(kv ...string) *ratelimitv3.RateLimitDescriptor {
-		d := &ratelimitv3.RateLimitDescriptor{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
-		}
-		return d
-	}
 	edge := func(ds ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
 		return &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: ds}
 	}
