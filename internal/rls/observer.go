@@ -64,7 +64,9 @@ type LimitDecision struct {
 	// Override reports that the limit is the request's own override, whose
 	// Window the client chose: metrics should not name a series by it.
 	Override bool
-	// Hits is the number of hits the request asked for.
+	// Hits is the number of hits the request asked for, counted as the
+	// limit's capacity plus one when it asked for more: no more can be
+	// denied.
 	Hits uint64
 	// OverLimit reports that the limit denied the hits. Shadowed reports that
 	// it denied them but shadow mode let the request through.

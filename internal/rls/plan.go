@@ -132,7 +132,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 			p.ops = append(p.ops, algorithms.Op{
 				Key:    key,
 				Limit:  rl.Limit,
-				Hits:   hits,
+				Hits:   opHits(hits, refund, rl.Limit),
 				Shards: rl.Shards,
 				Refund: refund,
 			})
@@ -145,6 +145,18 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 		p.dropReplaced(replaced)
 	}
 	return p, nil
+}
+
+// opHits returns the hits an op asks of limit l: hits, except that a take of
+// more than l can ever hold asks for one more than it holds, which every
+// backend denies as surely and with the same answer. So the hits a metric
+// counts for one request stay within what the limit's configuration allows,
+// and no client can push a counter out of the exact range of a float64.
+func opHits(hits uint64, refund bool, l algorithms.Limit) uint64 {
+	if refund {
+		return hits
+	}
+	return min(hits, l.Capacity()+1)
 }
 
 // descriptorLimits returns the limits that apply to descriptor i: the matched

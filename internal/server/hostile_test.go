@@ -163,7 +163,18 @@ func TestHostileRequestsAreBounded(t *testing.T) {
 		before := hitsTotal("edge.api_key", "token_bucket", "1s")
 		_, err := s.client.ShouldRateLimit(ctx, edge(withHits(entries("api_key", "poison"), math.MaxUint64)))
 		require.Equal(t, codes.InvalidArgument, status.Code(err))
-		resp, err := s.client.ShouldRateLimit(ctx, edge(entries("api_key", "poison")))
+		assert.Equal(t, before, hitsTotal("edge.api_key", "token_bucket", "1s"), "a refused request counts nothing")
+
+		// The most hits a request may ask for, far beyond the bucket's 20,
+		// count as 21: all they could be denied for. A client repeating
+		// them cannot push the series out of float64's exact integers.
+		resp, err := s.client.ShouldRateLimit(ctx, edge(withHits(entries("api_key", "poison"), 1_000_000_000)))
+		require.NoError(t, err)
+		require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.GetOverallCode())
+		assert.Equal(t, before+21, hitsTotal("edge.api_key", "token_bucket", "1s"))
+		before += 21
+
+		resp, err = s.client.ShouldRateLimit(ctx, edge(entries("api_key", "poison")))
 		require.NoError(t, err)
 		require.Equal(t, rlsv3.RateLimitResponse_OK, resp.GetOverallCode())
 		assert.Equal(t, before+1, hitsTotal("edge.api_key", "token_bucket", "1s"))
