@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -220,4 +222,33 @@ func TestHostileRequestsAreBounded(t *testing.T) {
 	resp, err := s.client.ShouldRateLimit(ctx, loginRequest("192.0.2.201"))
 	require.NoError(t, err)
 	assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.GetOverallCode())
+}
+
+// TestAllowNegativeHitsSetting: with RLS_ALLOW_NEGATIVE_HITS, a rule that
+// does not set allow_negative_hits takes hits back, and /rlconfig says so.
+func TestAllowNegativeHitsSetting(t *testing.T) {
+	s := start(t, map[string]string{"RLS_ALLOW_NEGATIVE_HITS": "true"})
+	ctx := context.Background()
+	for range 5 {
+		resp, err := s.client.ShouldRateLimit(ctx, loginRequest("198.51.100.88"))
+		require.NoError(t, err)
+		require.Equal(t, rlsv3.RateLimitResponse_OK, resp.GetOverallCode())
+	}
+	back := loginRequest("198.51.100.88")
+	back.Descriptors[0].IsNegativeHits = true
+	back.Descriptors[0].HitsAddend = wrapperspb.UInt64(2)
+	resp, err := s.client.ShouldRateLimit(ctx, back)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, resp.GetStatuses()[0].GetLimitRemaining(), "two hits given back")
+	resp, err = s.client.ShouldRateLimit(ctx, loginRequest("198.51.100.88"))
+	require.NoError(t, err)
+	assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.GetOverallCode())
+
+	rl, err := http.Get(s.http + "/rlconfig")
+	require.NoError(t, err)
+	defer rl.Body.Close()
+	body, err := io.ReadAll(rl.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), "edge.path_/login.remote_address (../../config/edge.yaml")
+	assert.Contains(t, string(body), "allow_negative_hits")
 }
