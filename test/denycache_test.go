@@ -4,14 +4,18 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/redisx"
 )
 
 // TestDenyCacheSparesRedis exhausts a limit through the real server on a
@@ -52,4 +56,58 @@ func TestDenyCacheSparesRedis(t *testing.T) {
 		assert.Positive(t, resp.GetStatuses()[0].GetDurationUntilReset().AsDuration())
 	}
 	assert.Equal(t, 1, evalsha()-before, "200 denials cost Redis one script run")
+}
+
+// raceLimits lets is_negative_hits give hits back to a limit of one an hour.
+const raceLimits = `
+domain: race
+descriptors:
+  - key: k
+    allow_negative_hits: true
+    rate_limit: {unit: hour, requests_per_unit: 1, algorithm: fixed_window}
+`
+
+// TestDenyCacheRacesGiveBacksOnRedis races, 300 times, a take against a
+// give-back of the same limit through the real server and Redis, whose
+// pipelines may run and answer the two in any order. After each race a take
+// is denied only when Redis holds the hit that denies it: the deny cache
+// never keeps a denial that the give-back made stale.
+func TestDenyCacheRacesGiveBacksOnRedis(t *testing.T) {
+	redis := redistest.Standalone(t)
+	client := redis.Client(t)
+	srv := startServer(t, map[string]string{
+		"RLS_BACKEND": "redis", "RLS_REDIS_ADDRS": redis.Addr(), "RLS_BACKEND_TIMEOUT": "5s",
+		"RLS_CONFIG_PATH": writeConfig(t, raceLimits),
+	})
+	ctx := context.Background()
+	request := func(value string, giveBack bool) *rlsv3.RateLimitRequest {
+		d := &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: value}}, IsNegativeHits: giveBack}
+		return &rlsv3.RateLimitRequest{Domain: "race", Descriptors: []*ratelimitv3.RateLimitDescriptor{d}}
+	}
+	call := func(req *rlsv3.RateLimitRequest) rlsv3.RateLimitResponse_Code {
+		resp, err := srv.Client.ShouldRateLimit(ctx, req)
+		require.NoError(t, err)
+		return resp.GetOverallCode()
+	}
+	limit := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Hour}
+
+	wrong, denied, races := 0, 0, 300
+	for round := range races {
+		value := strconv.Itoa(round)
+		require.Equal(t, rlsv3.RateLimitResponse_OK, call(request(value, false)))
+		var wg sync.WaitGroup
+		wg.Go(func() { call(request(value, false)) })
+		wg.Go(func() { call(request(value, true)) })
+		wg.Wait()
+		if call(request(value, false)) == rlsv3.RateLimitResponse_OVER_LIMIT {
+			denied++
+			key := redisx.DefaultKeyPrefix + "{" + algorithms.Identity(algorithms.Key{Domain: "race", Entries: []algorithms.Entry{{Key: "k", Value: value}}}, limit) + "}"
+			if count, _ := client.HGet(ctx, key, "c").Int(); count < 1 {
+				wrong++
+			}
+		}
+	}
+	t.Logf("%d of %d races ended with a denial", denied, races)
+	assert.Positive(t, denied, "some races end with the limit full")
+	assert.Zero(t, wrong, "denials while Redis held no hit, in %d races", races)
 }

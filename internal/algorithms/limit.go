@@ -90,6 +90,25 @@ func (l Limit) Capacity() uint64 {
 	return l.Requests
 }
 
+// Lifetime returns the longest a state of l lasts after the op that last
+// changed it, before it behaves as a new one (its Expiry) and a store may
+// drop it: W for a fixed window and a sliding window log, 2W for a sliding
+// window counter (its previous window still weighs), and for a token bucket
+// the time it takes to refill from empty, W·⌈B/L⌉ at most. It assumes a clock
+// that does not go back; l must satisfy Validate.
+func (l Limit) Lifetime() time.Duration {
+	switch l.Algorithm {
+	case SlidingWindowCounter:
+		return 2 * l.Window
+	case TokenBucket:
+		if b := bucketBurst(l); b > l.Requests {
+			// Validate keeps this within MaxWindow.
+			return time.Duration(ceilDiv(b, l.Requests)) * l.Window
+		}
+	}
+	return l.Window
+}
+
 // WindowMicros returns W in microseconds.
 func (l Limit) WindowMicros() int64 { return l.Window.Microseconds() }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
@@ -170,5 +171,49 @@ func TestExpiryMeansNew(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLifetimeBoundsExpiry: after any operation at now, on a clock that does
+// not go back, a state expires no later than now plus its limit's Lifetime,
+// so neither a store nor Redis keeps it longer.
+func TestLifetimeBoundsExpiry(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 11))
+	for _, a := range algorithms.Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			longest := 0.0
+			for seq := range 300 {
+				l := algorithms.Limit{Algorithm: a, Requests: 1 + rng.Uint64N(10), Window: []time.Duration{time.Second, time.Minute, day}[rng.IntN(3)]}
+				if a == algorithms.TokenBucket && rng.IntN(2) == 0 {
+					l.Burst = 1 + rng.Uint64N(40)
+				}
+				require.NoError(t, l.Validate())
+				st := algorithms.NewState(a)
+				randomSteps(rng, st, l, t0, 60, false, func(_ algorithms.Result, now time.Time, _ bool) {
+					left := st.Expiry(l).Sub(now)
+					require.LessOrEqual(t, left, l.Lifetime(), "sequence %d: %+v at %s", seq, l, now.Sub(t0))
+					longest = max(longest, float64(left)/float64(l.Lifetime()))
+				})
+			}
+			// The bound is tight: some state lives (almost) that long.
+			assert.Greater(t, longest, 0.99, "the longest a state lived, as a share of the Lifetime")
+		})
+	}
+}
+
+func TestLifetime(t *testing.T) {
+	for _, tc := range []struct {
+		l    algorithms.Limit
+		want time.Duration
+	}{
+		{algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Hour}, time.Hour},
+		{algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Window: time.Hour}, time.Hour},
+		{algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Requests: 5, Window: time.Hour}, 2 * time.Hour},
+		{algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 5, Window: time.Hour}, time.Hour},
+		{algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 5, Burst: 3, Window: time.Hour}, time.Hour},
+		{algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 5, Burst: 11, Window: time.Hour}, 3 * time.Hour},
+		{algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 0, Window: time.Hour}, time.Hour},
+	} {
+		assert.Equal(t, tc.want, tc.l.Lifetime(), "%+v", tc.l)
 	}
 }

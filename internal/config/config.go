@@ -27,6 +27,9 @@ type Options struct {
 	// with '.', which it skips otherwise. Kubernetes ConfigMap volumes keep a
 	// second copy of their files under such a directory (..data).
 	DotFiles bool
+	// AllowNegativeHits is the allow_negative_hits of descriptors that do
+	// not set it: whether their rules let is_negative_hits give hits back.
+	AllowNegativeHits bool
 }
 
 // WildcardPrecedence says which of several matching wildcard values of one

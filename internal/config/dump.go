@@ -10,7 +10,7 @@ import (
 // name order, each rule with its file and line and one line per limit:
 //
 //	domain "edge" (limits/edge.yaml:1)
-//	  edge.api_key (limits/edge.yaml:3) shadow_mode quota_mode metadata={"tier":"gold"}
+//	  edge.api_key (limits/edge.yaml:3) shadow_mode quota_mode allow_negative_hits metadata={"tier":"gold"}
 //	    - algorithm=token_bucket requests_per_unit=10 unit=second unit_multiplier=1 burst=20 shards=1
 //	    - algorithm=sliding_window_counter requests_per_unit=10000 unit=day unit_multiplier=1 burst=10000 shards=1 name="daily"
 //	  edge.internal (limits/edge.yaml:12)
@@ -61,7 +61,7 @@ func writeRule(b *strings.Builder, r *Rule) {
 	for _, flag := range []struct {
 		set  bool
 		name string
-	}{{r.ShadowMode, "shadow_mode"}, {r.QuotaMode, "quota_mode"}, {r.DetailedMetric, "detailed_metric"}, {r.ValueToMetric, "value_to_metric"}} {
+	}{{r.ShadowMode, "shadow_mode"}, {r.QuotaMode, "quota_mode"}, {r.AllowNegativeHits, "allow_negative_hits"}, {r.DetailedMetric, "detailed_metric"}, {r.ValueToMetric, "value_to_metric"}} {
 		if flag.set {
 			b.WriteByte(' ')
 			b.WriteString(flag.name)

@@ -483,6 +483,19 @@ descriptors:
   - key: k
     shadow_mode: maybe
 `, 4, "descriptors[0].shadow_mode", `want true or false, got "maybe"`},
+		{"allow_negative_hits not a boolean", `
+domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 1}
+    allow_negative_hits: 1
+`, 5, "descriptors[0].allow_negative_hits", `want true or false, got "1"`},
+		{"allow_negative_hits in a rate_limit", `
+domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 1, allow_negative_hits: true}
+`, 4, "descriptors[0].rate_limit.allow_negative_hits", `unknown field`},
 		{"quoted yes is a string, not a boolean", `
 domain: d
 descriptors:

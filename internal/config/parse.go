@@ -24,7 +24,7 @@ const MaxShards = 64
 var (
 	rootFields       = []string{"domain", "descriptors"}
 	descriptorFields = []string{"key", "value", "rate_limit", "rate_limits", "descriptors",
-		"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"}
+		"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata", "allow_negative_hits"}
 	rateLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
 		"unit_multiplier", "algorithm", "burst", "shards"}
 	rateLimitsItemFields = []string{"unit", "requests_per_unit", "name", "replaces",
@@ -55,11 +55,12 @@ func Parse(files []File, opts Options) (*Config, error) {
 			return nil, &Error{File: "files[" + strconv.Itoa(i) + "]", Msg: "file has no name"}
 		}
 		p := &fileParser{
-			decoder:      newDecoder(f.Name, len(f.Data)),
-			def:          def,
-			mostSpecific: opts.WildcardPrecedence == MostSpecificWildcard,
-			merge:        opts.MergeDomains,
-			domains:      c.domains,
+			decoder:       newDecoder(f.Name, len(f.Data)),
+			def:           def,
+			mostSpecific:  opts.WildcardPrecedence == MostSpecificWildcard,
+			merge:         opts.MergeDomains,
+			domains:       c.domains,
+			allowNegative: opts.AllowNegativeHits,
 		}
 		d, err := p.parse(f.Data)
 		if err != nil {
@@ -87,6 +88,8 @@ type fileParser struct {
 	merge   bool
 	domains map[string]*domain
 	domain  string
+	// allowNegative is the AllowNegativeHits of rules that do not say.
+	allowNegative bool
 	// rules collects the file's rules in document order.
 	rules []*Rule
 	// segments holds the path segments ("key" or "key_value") from the top
@@ -164,9 +167,14 @@ func (p *fileParser) optionalString(fs fields, path, name string) (string, *yaml
 
 // optionalBool returns field name of fs, false when absent or null.
 func (p *fileParser) optionalBool(fs fields, path, name string) (bool, error) {
+	return p.optionalBoolOr(fs, path, name, false)
+}
+
+// optionalBoolOr returns field name of fs, def when absent or null.
+func (p *fileParser) optionalBoolOr(fs fields, path, name string, def bool) (bool, error) {
 	v, ok, err := p.get(fs, path, name)
 	if err != nil || !ok {
-		return false, err
+		return def, err
 	}
 	return p.boolean(v)
 }
@@ -260,14 +268,20 @@ func (p *fileParser) descriptor(at *yaml.Node, path string, lvl *level, parent *
 	n.detailedValues = n.kind == keyNode || n.kind == wildcardNode && !n.share ||
 		parent != nil && parent.detailedValues
 
+	allowNegative, err := p.optionalBoolOr(fs, path, "allow_negative_hits", p.allowNegative)
+	if err != nil {
+		return err
+	}
+
 	rule := &Rule{
-		Domain:         p.domain,
-		ShadowMode:     shadow,
-		QuotaMode:      quota,
-		DetailedMetric: n.detailedMetric,
-		ValueToMetric:  n.valueToMetric,
-		File:           p.file,
-		Line:           at.Line,
+		Domain:            p.domain,
+		ShadowMode:        shadow,
+		QuotaMode:         quota,
+		AllowNegativeHits: allowNegative,
+		DetailedMetric:    n.detailedMetric,
+		ValueToMetric:     n.valueToMetric,
+		File:              p.file,
+		Line:              at.Line,
 	}
 	if v, ok, err := p.get(fs, path, "metadata"); err != nil {
 		return err

@@ -442,6 +442,37 @@ func TestParseNoFiles(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// TestParseAllowNegativeHits reads allow_negative_hits: set on a descriptor
+// it applies to that descriptor's rule alone, and where it is not set
+// Options.AllowNegativeHits decides.
+func TestParseAllowNegativeHits(t *testing.T) {
+	const limits = `
+domain: d
+descriptors:
+  - key: refillable
+    allow_negative_hits: true
+    rate_limit: {unit: minute, requests_per_unit: 10}
+    descriptors:
+      - key: nested
+        rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: fixed
+    allow_negative_hits: false
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: unset
+    rate_limit: {unit: minute, requests_per_unit: 10}
+`
+	for _, def := range []bool{false, true} {
+		c := mustParse(t, limits, Options{AllowNegativeHits: def})
+		got := map[string]bool{}
+		for _, r := range c.Rules() {
+			got[r.Path] = r.AllowNegativeHits
+		}
+		assert.Equal(t, map[string]bool{
+			"d.refillable": true, "d.refillable.nested": def, "d.fixed": false, "d.unset": def,
+		}, got, "Options.AllowNegativeHits %v", def)
+	}
+}
+
 func TestParseInvalidOptions(t *testing.T) {
 	_, err := Parse(nil, Options{DefaultAlgorithm: algorithms.Algorithm(99)})
 	require.Error(t, err)
@@ -455,6 +486,7 @@ domain: edge
 descriptors:
   - key: api_key
     shadow_mode: true
+    allow_negative_hits: true
     rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 20, shards: 2}
     rate_limits:
       - {unit: day, requests_per_unit: 10000, name: daily, replaces: [{name: a}, {name: b}]}
@@ -465,10 +497,10 @@ descriptors:
 	}, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, `domain "edge" (limits/edge.yaml:1)
-  edge.api_key (limits/edge.yaml:3) shadow_mode
+  edge.api_key (limits/edge.yaml:3) shadow_mode allow_negative_hits
     - algorithm=token_bucket requests_per_unit=10 unit=second unit_multiplier=1 burst=20 shards=2
     - algorithm=sliding_window_counter requests_per_unit=10000 unit=day unit_multiplier=1 burst=10000 shards=1 name="daily" replaces="a","b"
-  edge.internal (limits/edge.yaml:8)
+  edge.internal (limits/edge.yaml:9)
     - unlimited name="in ternal"
 domain "empty" (limits/empty.yaml:1)
   (no rate limits)

@@ -88,9 +88,14 @@ type Rule struct {
 	ShadowMode bool
 	// QuotaMode makes the rule a quota: a request over it is denied only
 	// when every quota descriptor of the request is over its limit.
-	QuotaMode      bool
-	DetailedMetric bool
-	ValueToMetric  bool
+	QuotaMode bool
+	// AllowNegativeHits lets a request descriptor's is_negative_hits give
+	// its hits back to the rule's limits; without it such hits are taken,
+	// as envoyproxy/ratelimit takes them. It is the descriptor's
+	// allow_negative_hits, or Options.AllowNegativeHits when unset.
+	AllowNegativeHits bool
+	DetailedMetric    bool
+	ValueToMetric     bool
 	// Metadata is the descriptor's metadata, returned in the response's
 	// dynamic metadata when the rule admits a request; nil when the
 	// descriptor has none. It must not be modified.

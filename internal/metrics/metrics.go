@@ -149,8 +149,14 @@ func (m *Metrics) ObserveRequest(o rls.RequestOutcome) {
 }
 
 // ObserveLimit adds one limit's decision to the per-rule counters, by hits.
+// The window of a request's limit override is labelled "override": the
+// client chooses it, and would make a series per window.
 func (m *Metrics) ObserveLimit(d rls.LimitDecision) {
-	labels := []string{d.Domain, d.Descriptor, d.Limit, d.Algorithm.String(), windowLabel(d.Window)}
+	window := overrideWindow
+	if !d.Override {
+		window = windowLabel(d.Window)
+	}
+	labels := []string{d.Domain, d.Descriptor, d.Limit, d.Algorithm.String(), window}
 	hits := float64(d.Hits)
 	m.totalHits.WithLabelValues(labels...).Add(hits)
 	if d.OverLimit {
@@ -204,6 +210,9 @@ func (m *Metrics) ObserveConfigReload(err error) {
 	m.configReloads.WithLabelValues("success").Inc()
 	m.configLastSuccess.Set(1)
 }
+
+// overrideWindow is the window label of every limit override.
+const overrideWindow = "override"
 
 // windowLabel writes a window in its largest whole unit: "1s", "90s", "5m",
 // "1h", "7d".

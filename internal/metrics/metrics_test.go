@@ -53,6 +53,26 @@ func rule(name, descriptor, limit, algorithm, window string) string {
 		`",domain="d",limit="` + limit + `",window="` + window + `"}`
 }
 
+// TestOverridesShareOneSeries: limit overrides, whose windows the clients
+// choose, are counted under the window "override", so a thousand windows make
+// one series.
+func TestOverridesShareOneSeries(t *testing.T) {
+	m := New()
+	for i := range 1000 {
+		m.ObserveLimit(rls.LimitDecision{Domain: "d", Descriptor: "d", Algorithm: algorithms.SlidingWindowCounter,
+			Window: time.Duration(i+1) * time.Second, Override: true, Hits: 1})
+	}
+	got := scrape(t, m)
+	assert.Equal(t, 1000.0, got[rule("hits_total", "d", "", "sliding_window_counter", "override")])
+	n := 0
+	for series := range got {
+		if strings.HasPrefix(series, "ratewarden_rule_hits_total{") {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n)
+}
+
 func TestRuleCounters(t *testing.T) {
 	m := New()
 	base := rls.LimitDecision{Domain: "d", Descriptor: "d.user", Limit: "per_user",

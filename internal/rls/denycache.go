@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -17,18 +18,30 @@ import (
 // no Redis round trips.
 //
 // The answer it gives is the one the backend would give. Until R has passed,
-// the backend itself would deny n hits, whatever the algorithm, unless the
-// limit's state changes; so every other op on that limit that goes through
-// this cache to the backend (a refund, admitted hits, a request under other
-// numbers after a reload or with an override) drops what it remembers. R is counted from before the backend was asked, so the cache never
-// denies past the backend's own reset; its reported wait may be up to one
-// round trip shorter than the backend's, and the remaining count it reports
-// is the one of the remembered denial.
-// Two things it cannot see: hits given back through another replica, and a
-// limit split over shards, which it leaves to the backend, as it does peeks
-// and requests for more hits than the limit can ever hold.
+// the backend itself denies n hits, whatever the algorithm, unless an op
+// leaves the limit more room: hits given back (a refund or is_negative_hits),
+// or the limit's state changed under other numbers (after a reload, or by a
+// request's override), which may, say, refill a token bucket faster. Takes
+// under the same numbers only ever leave less room, though admitted ones
+// make the wait longer. So the cache drops a denial when a loosening op on
+// its limit is sent through it, and when any op on its limit is answered
+// with hits taken; and it remembers a denial only when no loosening op on
+// the limit was on its way to the backend or back at any moment while the
+// denied take was, and no take on it was admitted meanwhile. The backend may
+// run scripts in another order than they were sent, and answer them in
+// another order than it ran them: a denial that overlapped a give-back may
+// have been decided before it, and is not kept.
 //
-// DenyCache is safe for concurrent use.
+// R is counted from before the backend was asked, so the cache never denies
+// past the backend's own reset; its reported wait may be up to one round trip
+// shorter than the backend's, and the remaining count it reports is the one
+// of the remembered denial. What it cannot see: hits given back through
+// another replica, and a give-back whose call failed (a timeout, say) but
+// whose script ran later. It leaves sharded limits to the backend, as it does
+// peeks and requests for more hits than the limit can ever hold.
+//
+// The cost per op that reaches the backend is two short critical sections of
+// one of 64 locks. DenyCache is safe for concurrent use.
 type DenyCache struct {
 	inner    Limiter
 	now      func() time.Time
@@ -42,15 +55,43 @@ const denyShards = 64
 
 type denyShard struct {
 	mu sync.Mutex
-	m  map[string]denial
+	// m holds the limits that have ops in flight or a remembered denial.
+	m map[string]limitState
+	// denials counts the entries of m that hold a denial.
+	denials int
+}
+
+// limitState is what the cache knows of one limit.
+type limitState struct {
+	// inflight counts the ops on the limit sent to the backend and not yet
+	// answered; loosening counts those among them that may leave the limit
+	// more room.
+	inflight, loosening int32
+	// gen changes whenever a loosening op is sent or answered, and when a
+	// take is answered with hits taken.
+	gen uint64
+	// limit holds the numbers of the ops in flight and of the denial.
+	limit algorithms.Limit
+	// denial is the remembered denial; its hits are 0 when there is none.
+	denial denial
 }
 
 // denial is a remembered denial of a limit.
 type denial struct {
-	limit     algorithms.Limit
 	hits      uint64 // the hits denied
 	until     time.Time
 	remaining uint64
+}
+
+// ticket is what the cache notes of an op it sends to the backend, to settle
+// it when the answer comes.
+type ticket struct {
+	id string // empty for an op the cache does not follow
+	// gen is the limit's generation when the op was sent.
+	gen uint64
+	// loosening reports that the op may leave the limit more room; clean,
+	// that no loosening op on the limit was in flight when it was sent.
+	loosening, clean bool
 }
 
 // NewDenyCache returns a DenyCache in front of inner that remembers at most
@@ -61,7 +102,7 @@ func NewDenyCache(inner Limiter, maxEntries int, now func() time.Time) *DenyCach
 	}
 	c := &DenyCache{inner: inner, now: now, seed: maphash.MakeSeed(), perShard: max(1, maxEntries/denyShards)}
 	for i := range c.shards {
-		c.shards[i].m = make(map[string]denial)
+		c.shards[i].m = make(map[string]limitState)
 	}
 	return c
 }
@@ -74,23 +115,18 @@ func (c *DenyCache) Hits() uint64 { return c.hits.Load() }
 func (c *DenyCache) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	now := c.now()
 	results := make([]algorithms.Result, len(ops))
-	ids := make([]string, len(ops))
+	tickets := make([]ticket, len(ops))
 	var pass []algorithms.Op
 	var index []int
 	for i := range ops {
 		op := &ops[i]
 		if op.Shards <= 1 {
-			ids[i] = algorithms.Identity(op.Key, op.Limit)
-			if cacheable(op) {
-				if wait, remaining, ok := c.denied(ids[i], op, now); ok {
-					results[i] = algorithms.Result{Remaining: remaining, ResetAfter: wait}
-					c.hits.Add(1)
-					continue
-				}
+			id := algorithms.Identity(op.Key, op.Limit)
+			if r, ok := c.send(id, op, now, &tickets[i]); ok {
+				results[i] = r
+				c.hits.Add(1)
+				continue
 			}
-			// Whatever reaches the backend may change the limit's state:
-			// a refund, admitted hits, even a peek under other numbers.
-			c.forget(ids[i])
 		}
 		pass = append(pass, *op)
 		index = append(index, i)
@@ -99,15 +135,22 @@ func (c *DenyCache) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.R
 		return results, nil
 	}
 	got, err := c.inner.Do(ctx, pass)
+	if err == nil && len(got) != len(pass) {
+		err = fmt.Errorf("rls: limiter returned %d results for %d operations", len(got), len(pass))
+	}
+	// Every op sent is settled, answered or not.
+	for j, i := range index {
+		var r *algorithms.Result
+		if err == nil {
+			r = &got[j]
+			results[i] = *r
+		}
+		if tickets[i].id != "" {
+			c.settle(&tickets[i], &ops[i], r, now)
+		}
+	}
 	if err != nil {
 		return nil, err
-	}
-	for j, r := range got {
-		i := index[j]
-		results[i] = r
-		if op := &ops[i]; ids[i] != "" && cacheable(op) && !r.Allowed && r.ResetAfter > 0 {
-			c.remember(ids[i], denial{limit: op.Limit, hits: op.Hits, until: now.Add(r.ResetAfter), remaining: r.Remaining}, now)
-		}
 	}
 	return results, nil
 }
@@ -122,54 +165,100 @@ func (c *DenyCache) shard(id string) *denyShard {
 	return &c.shards[maphash.String(c.seed, id)%denyShards]
 }
 
-// denied reports whether op is known to be denied at now, and for how long.
-func (c *DenyCache) denied(id string, op *algorithms.Op, now time.Time) (time.Duration, uint64, bool) {
+// send answers op, on the limit named id, from a denial remembered at now and
+// reports true; or notes in t that op goes to the backend and reports false.
+func (c *DenyCache) send(id string, op *algorithms.Op, now time.Time, t *ticket) (algorithms.Result, bool) {
 	s := c.shard(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d, ok := s.m[id]
-	if !ok {
-		return 0, 0, false
+	st, known := s.m[id]
+	if st.denial.hits != 0 && !now.Before(st.denial.until) {
+		s.drop(&st)
 	}
-	if d.limit != op.Limit || !now.Before(d.until) {
-		delete(s.m, id)
-		return 0, 0, false
+	if st.denial.hits != 0 && st.denial.hits == op.Hits && st.limit == op.Limit && cacheable(op) {
+		// The wait in whole microseconds, rounded up, as the backend
+		// reports it.
+		wait := st.denial.until.Sub(now)
+		wait = (wait + time.Microsecond - 1).Truncate(time.Microsecond)
+		return algorithms.Result{Remaining: st.denial.remaining, ResetAfter: wait}, true
 	}
-	if op.Hits != d.hits {
-		// More hits would be denied too, but their wait is longer.
-		return 0, 0, false
+	if !known || st.inflight == 0 && st.denial.hits == 0 {
+		st.limit = op.Limit
 	}
-	// The wait in whole microseconds, rounded up, as the backend reports it.
-	wait := d.until.Sub(now)
-	wait = (wait + time.Microsecond - 1).Truncate(time.Microsecond)
-	return wait, d.remaining, true
+	*t = ticket{id: id}
+	if op.Refund || st.limit != op.Limit {
+		t.loosening = true
+		st.loosening++
+		st.gen++
+		s.drop(&st)
+		if !op.Refund {
+			st.limit = op.Limit
+		}
+	}
+	st.inflight++
+	t.gen, t.clean = st.gen, st.loosening == 0
+	s.m[id] = st
+	return algorithms.Result{}, false
 }
 
-// remember records a denial, replacing what was known of the limit. A full
-// shard first drops what has expired at now; if it is still full, the
-// denial is not remembered.
-func (c *DenyCache) remember(id string, d denial, now time.Time) {
-	s := c.shard(id)
+// settle records the backend's answer r to op (nil when there was none),
+// sent at now with ticket t: it remembers a denial that no loosening op can
+// have overtaken, and forgets the limit once nothing is left to know.
+func (c *DenyCache) settle(t *ticket, op *algorithms.Op, r *algorithms.Result, now time.Time) {
+	s := c.shard(t.id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.m[id]; !ok && len(s.m) >= c.perShard {
-		for k, v := range s.m {
-			if !now.Before(v.until) {
-				delete(s.m, k)
+	st := s.m[t.id]
+	st.inflight--
+	switch {
+	case t.loosening:
+		st.loosening--
+		st.gen++
+		s.drop(&st)
+	case r == nil || r.Allowed && op.Hits > 0 && !op.Refund:
+		// Hits taken, or perhaps taken: a remembered wait is too short
+		// now, and so may be the wait of a denial decided before them.
+		st.gen++
+		s.drop(&st)
+	case r != nil && !r.Allowed && r.ResetAfter > 0 && t.clean && st.gen == t.gen && cacheable(op):
+		c.remember(s, &st, denial{hits: op.Hits, until: now.Add(r.ResetAfter), remaining: r.Remaining}, now)
+	}
+	if st.inflight == 0 && st.denial.hits == 0 {
+		delete(s.m, t.id)
+		return
+	}
+	s.m[t.id] = st
+}
+
+// remember records d as st's denial, replacing the one it holds. When the
+// shard holds as many denials as it may, it first drops those that have
+// expired at now; if it is still full, d is not remembered.
+func (c *DenyCache) remember(s *denyShard, st *limitState, d denial, now time.Time) {
+	if st.denial.hits == 0 && s.denials >= c.perShard {
+		for id, other := range s.m {
+			if other.denial.hits != 0 && !now.Before(other.denial.until) {
+				s.drop(&other)
+				if other.inflight == 0 {
+					delete(s.m, id)
+				} else {
+					s.m[id] = other
+				}
 			}
 		}
-		if len(s.m) >= c.perShard {
+		if s.denials >= c.perShard {
 			return
 		}
 	}
-	s.m[id] = d
+	if st.denial.hits == 0 {
+		s.denials++
+	}
+	st.denial = d
 }
 
-// forget drops what the cache remembers of a limit, because hits were given
-// back to it.
-func (c *DenyCache) forget(id string) {
-	s := c.shard(id)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, id)
+// drop forgets st's denial, if it has one.
+func (s *denyShard) drop(st *limitState) {
+	if st.denial.hits != 0 {
+		st.denial = denial{}
+		s.denials--
+	}
 }

@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -183,4 +184,200 @@ func TestDenyCacheIsSafeForConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 	assert.EqualValues(t, 100, admitted.Load())
+}
+
+// gatedLimiter calls hooks around its inner Limiter: before is called before
+// the inner Limiter decides, after once it has decided and before Do
+// returns. A test blocks in them to order concurrent calls as the network
+// between a replica and Redis may: a script may run long before its answer
+// arrives, and one sent later may run first.
+type gatedLimiter struct {
+	Limiter
+	before, after func(ops []algorithms.Op)
+}
+
+func (g *gatedLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	if g.before != nil {
+		g.before(ops)
+	}
+	res, err := g.Limiter.Do(ctx, ops)
+	if g.after != nil {
+		g.after(ops)
+	}
+	return res, err
+}
+
+// gate blocks the calls that match, one at a time: reached is signalled when
+// one arrives, and it goes on when release is.
+type gate struct {
+	match            func(algorithms.Op) bool
+	reached, release chan struct{}
+}
+
+func newGate(match func(algorithms.Op) bool) *gate {
+	return &gate{match: match, reached: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gate) hook(ops []algorithms.Op) {
+	for _, op := range ops {
+		if g.match(op) {
+			g.reached <- struct{}{}
+			<-g.release
+			return
+		}
+	}
+}
+
+func isRefund(op algorithms.Op) bool { return op.Refund }
+func isTake(op algorithms.Op) bool   { return !op.Refund }
+
+// TestDenyCacheKeepsNoDenialAGiveBackCleared races a take that the backend
+// denies against a give-back on the same limit, in the two orders in which
+// the denial reaches the cache after the give-back went through it: the
+// take's answer arrives after the give-back has been answered, and the
+// give-back, sent first, runs after the take. Either way the cache must not
+// remember the denial, which the give-back made stale: the next take goes to
+// the backend, which admits it.
+func TestDenyCacheKeepsNoDenialAGiveBackCleared(t *testing.T) {
+	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Hour}
+	back := take("k", l, 1)
+	back.Refund = true
+	// newGated returns a cache over a gated memory limiter, sharing one
+	// clock, with the limit l of key k used up.
+	newGated := func(t *testing.T, l algorithms.Limit) (*DenyCache, *gatedLimiter, *algotest.Clock) {
+		clock := algotest.NewClock(t0)
+		mem := algorithms.NewMemory(algorithms.WithClock(clock.Now))
+		t.Cleanup(mem.Close)
+		g := &gatedLimiter{Limiter: mem}
+		cache := NewDenyCache(g, 1000, clock.Now)
+		require.True(t, do(t, cache, take("k", l, l.Requests))[0].Allowed)
+		return cache, g, clock
+	}
+
+	t.Run("the denial arrives after the give-back", func(t *testing.T) {
+		cache, g, _ := newGated(t, l)
+		held := newGate(isTake)
+		g.after = held.hook
+		denied := make(chan algorithms.Result)
+		go func() { denied <- do(t, cache, take("k", l, 1))[0] }()
+		<-held.reached // the backend has denied the take
+		g.after = nil
+		do(t, cache, back)
+		held.release <- struct{}{}
+		require.False(t, (<-denied).Allowed)
+
+		assert.True(t, do(t, cache, take("k", l, 1))[0].Allowed, "the give-back left room for one hit")
+		assert.Zero(t, cache.Hits())
+	})
+
+	t.Run("the give-back runs after the take", func(t *testing.T) {
+		cache, g, _ := newGated(t, l)
+		held := newGate(isRefund)
+		g.before = held.hook
+		done := make(chan struct{})
+		go func() { do(t, cache, back); close(done) }()
+		<-held.reached // the give-back is on its way, not yet applied
+		require.False(t, do(t, cache, take("k", l, 1))[0].Allowed)
+		held.release <- struct{}{}
+		<-done
+		g.before = nil
+
+		assert.True(t, do(t, cache, take("k", l, 1))[0].Allowed, "the give-back left room for one hit")
+		assert.Zero(t, cache.Hits())
+	})
+
+	t.Run("a peek under a faster refill runs after the take", func(t *testing.T) {
+		// A bucket of 1 an hour, empty at t0, holds half a token at 30
+		// minutes; a peek under 3 an hour refills it to one and a half and
+		// keeps that, so the first limit then admits a hit.
+		slow := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1, Window: time.Hour}
+		fast := slow
+		fast.Requests = 3
+		cache, g, clock := newGated(t, slow)
+		clock.Advance(30 * time.Minute)
+		held := newGate(func(op algorithms.Op) bool { return op.Limit == fast })
+		g.before = held.hook
+		done := make(chan struct{})
+		go func() { do(t, cache, take("k", fast, 0)); close(done) }()
+		<-held.reached
+		require.False(t, do(t, cache, take("k", slow, 1))[0].Allowed)
+		held.release <- struct{}{}
+		<-done
+		g.before = nil
+
+		assert.True(t, do(t, cache, take("k", slow, 1))[0].Allowed, "the faster refill left a token")
+		assert.Zero(t, cache.Hits())
+	})
+}
+
+// TestDenyCacheRaceOfTakesAndGiveBacks races, 300 times, a take against a
+// give-back of the same limit through the cache, over a backend that delays
+// each call by a random few microseconds before and after it decides. After
+// each race, a take that the cache answers must be one the backend would
+// deny: the count of wrong denials is 0.
+func TestDenyCacheRaceOfTakesAndGiveBacks(t *testing.T) {
+	mem := algorithms.NewMemory(algorithms.WithClock(algotest.NewClock(t0).Now))
+	t.Cleanup(mem.Close)
+	var rngMu sync.Mutex
+	rng := rand.New(rand.NewPCG(1, 2))
+	jitter := func([]algorithms.Op) {
+		rngMu.Lock()
+		d := time.Duration(rng.IntN(200)) * time.Microsecond
+		rngMu.Unlock()
+		time.Sleep(d)
+	}
+	cache := NewDenyCache(&gatedLimiter{Limiter: mem, before: jitter, after: jitter}, 1000, algotest.NewClock(t0).Now)
+	l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 1, Window: time.Hour}
+
+	wrong, races := 0, 300
+	for round := range races {
+		key := fmt.Sprint(round)
+		require.True(t, do(t, cache, take(key, l, 1))[0].Allowed)
+		back := take(key, l, 1)
+		back.Refund = true
+		var wg sync.WaitGroup
+		wg.Go(func() { do(t, cache, take(key, l, 1)) })
+		wg.Go(func() { do(t, cache, back) })
+		wg.Wait()
+
+		before := cache.Hits()
+		if r := do(t, cache, take(key, l, 1))[0]; !r.Allowed && cache.Hits() > before {
+			// Answered from memory: would the backend have denied too?
+			if do(t, mem, take(key, l, 1))[0].Allowed {
+				wrong++
+			}
+		}
+		// Once the races are over, the cache answers again.
+		do(t, cache, take(key, l, 1))
+	}
+	assert.Zero(t, wrong, "takes the cache denied that the backend would admit, in %d races", races)
+	assert.Positive(t, cache.Hits(), "the cache still answers denials")
+}
+
+// BenchmarkDenyCache measures what the cache adds to an op that goes to the
+// backend (an admitted take on an in-memory limiter) and what an op it
+// answers costs.
+func BenchmarkDenyCache(b *testing.B) {
+	mem := algorithms.NewMemory()
+	b.Cleanup(mem.Close)
+	cache := NewDenyCache(mem, 1000, nil)
+	ctx := context.Background()
+	b.Run("admitted", func(b *testing.B) {
+		ops := []algorithms.Op{take("open", algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: math.MaxUint32, Window: time.Second}, 1)}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := cache.Do(ctx, ops); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cached_denial", func(b *testing.B) {
+		ops := []algorithms.Op{take("shut", algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 0, Window: time.Hour}, 1)}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := cache.Do(ctx, ops); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strings"
 	"syscall"
 	"time"
 
@@ -55,14 +54,19 @@ type LimitDecision struct {
 	// where the rule sets detailed_metric or value_to_metric, so that the
 	// number of distinct names stays bounded by the configuration. A limit
 	// override of a descriptor that matched no rule is named by the domain
-	// and the descriptor's keys, without values.
+	// alone: its keys, like its values, are the client's to choose.
 	Descriptor string
 	// Limit is the limit's name; empty when unnamed.
 	Limit string
 	// Algorithm and Window identify the limit among the rule's limits.
 	Algorithm algorithms.Algorithm
 	Window    time.Duration
-	// Hits is the number of hits the request asked for.
+	// Override reports that the limit is the request's own override, whose
+	// Window the client chose: metrics should not name a series by it.
+	Override bool
+	// Hits is the number of hits the request asked for, counted as the
+	// limit's capacity plus one when it asked for more: no more can be
+	// denied.
 	Hits uint64
 	// OverLimit reports that the limit denied the hits. Shadowed reports that
 	// it denied them but shadow mode let the request through.
@@ -180,10 +184,8 @@ func (s *Service) observeDecisions(p *plan, results []algorithms.Result) {
 			Limit:      l.limit.Name,
 			Algorithm:  op.Limit.Algorithm,
 			Window:     op.Limit.Window,
+			Override:   l.override,
 			Hits:       op.Hits,
-		}
-		if d.Descriptor == "" {
-			d.Descriptor = keysPath(p.domain, op.Key.Entries)
 		}
 		if r.Allowed {
 			d.NearLimit = s.nearLimit(op.Limit.Capacity(), r.Remaining)
@@ -209,15 +211,3 @@ func (s *Service) nearLimit(capacity, remaining uint64) bool {
 
 // ppm is one million, the denominator of the near-limit ratio.
 const ppm = 1_000_000
-
-// keysPath names a descriptor that matched no rule by its domain and keys,
-// as a rule's Path would but without values.
-func keysPath(domain string, entries []algorithms.Entry) string {
-	var b strings.Builder
-	b.WriteString(domain)
-	for _, e := range entries {
-		b.WriteByte('.')
-		b.WriteString(e.Key)
-	}
-	return b.String()
-}

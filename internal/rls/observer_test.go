@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
@@ -173,12 +174,21 @@ func TestObserveLimitDecisions(t *testing.T) {
 		assert.True(t, lim[2].OverLimit)
 		assert.Len(t, be, 2, "the decision and the refund")
 
-		neg := request(desc("two", "x"))
+		neg := request(desc("refill", "x"))
 		neg.Descriptors[0].IsNegativeHits = true
 		_, err = svc.ShouldRateLimit(ctx, neg)
 		require.NoError(t, err)
 		_, lim, _, _ = rec.take()
 		assert.Empty(t, lim)
+
+		// Where the rule allows no give-back, the hits are taken, and
+		// counted.
+		neg = request(desc("two", "x"))
+		neg.Descriptors[0].IsNegativeHits = true
+		_, err = svc.ShouldRateLimit(ctx, neg)
+		require.NoError(t, err)
+		_, lim, _, _ = rec.take()
+		assert.Len(t, lim, 2)
 	})
 
 	t.Run("unlimited and unmatched descriptors decide nothing", func(t *testing.T) {
@@ -190,14 +200,30 @@ func TestObserveLimitDecisions(t *testing.T) {
 		assert.Len(t, req, 1)
 	})
 
-	t.Run("an override of an unmatched descriptor is named by its keys", func(t *testing.T) {
-		d := desc("unknown", "v1", "other", "v2")
+	t.Run("an override of an unmatched descriptor is named by the domain alone", func(t *testing.T) {
+		// The keys, like the values and the window, are the client's: each
+		// would make a series of its own.
+		for i := range 3 {
+			d := desc(fmt.Sprint("unknown", i), "v1", "other", "v2")
+			d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3, Unit: typev3.RateLimitUnit_MINUTE, UnitMultiplier: wrapperspb.UInt32(uint32(i + 1))}
+			_, err := svc.ShouldRateLimit(ctx, request(d))
+			require.NoError(t, err)
+			_, lim, _, _ := rec.take()
+			require.Len(t, lim, 1)
+			assert.Equal(t, "test", lim[0].Descriptor)
+			assert.True(t, lim[0].Override)
+		}
+	})
+
+	t.Run("an override of a rule keeps the rule's name", func(t *testing.T) {
+		d := desc("two", "o")
 		d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3, Unit: typev3.RateLimitUnit_MINUTE}
 		_, err := svc.ShouldRateLimit(ctx, request(d))
 		require.NoError(t, err)
 		_, lim, _, _ := rec.take()
 		require.Len(t, lim, 1)
-		assert.Equal(t, "test.unknown.other", lim[0].Descriptor)
+		assert.Equal(t, "test.two", lim[0].Descriptor)
+		assert.True(t, lim[0].Override)
 	})
 }
 

@@ -65,6 +65,13 @@ type Options struct {
 	// RefundOnDeny gives back what a denied request took from its other
 	// descriptors and limits.
 	RefundOnDeny bool
+	// AllowNegativeHits lets is_negative_hits give hits back to a limit
+	// override of a descriptor that matches no rule; a rule says for itself
+	// (config.Rule.AllowNegativeHits). Where it is not allowed, the hits are
+	// taken, as envoyproxy/ratelimit takes them.
+	AllowNegativeHits bool
+	// Bounds limit what one request may ask; zero fields mean the defaults.
+	Bounds Bounds
 	// FailureMode applies when the backend fails or exceeds BackendTimeout.
 	FailureMode FailureMode
 	// BackendTimeout bounds each call to the backend.
@@ -90,7 +97,8 @@ type Options struct {
 // DefaultOptions returns the options the service runs with when nothing is
 // configured: sliding window counter, refunds on, failure mode error, 10 ms
 // backend timeout, a circuit breaker that opens for 1s after 20 consecutive
-// failures, and a near-limit ratio of 0.8.
+// failures, a near-limit ratio of 0.8, no give-backs by unmatched
+// descriptors, and DefaultBounds.
 func DefaultOptions() Options {
 	return Options{
 		DefaultAlgorithm: algorithms.SlidingWindowCounter,
@@ -100,6 +108,7 @@ func DefaultOptions() Options {
 		BreakerFailures:  DefaultBreakerFailures,
 		BreakerCooldown:  DefaultBreakerCooldown,
 		NearLimitRatio:   DefaultNearLimitRatio,
+		Bounds:           DefaultBounds(),
 	}
 }
 

@@ -46,8 +46,9 @@ type descPlan struct {
 	unlimited *config.Rule
 	// first and n select the descriptor's ops: ops[first : first+n].
 	first, n int
-	// metricKey names the matched rule in metrics (config.Match.MetricKey);
-	// empty when no rule matched.
+	// metricKey names the descriptor in metrics: the matched rule's
+	// config.Match.MetricKey, or the domain for an override of a descriptor
+	// that matched no rule.
 	metricKey string
 	// quota reports that the descriptor is in quota mode (Options.QuotaMode,
 	// or the quota_mode of the rule whose limits apply to it).
@@ -63,10 +64,13 @@ type planLimit struct {
 	limit  *config.RateLimit
 	rule   *config.Rule // nil for an override of an unmatched descriptor
 	shadow bool
+	// override reports that the limit is the request's own override.
+	override bool
 }
 
 // newPlan matches every descriptor of req against cfg. Its only errors are
-// InvalidArgument statuses for limit overrides that no algorithm can enforce.
+// InvalidArgument statuses: for limit overrides that no algorithm can
+// enforce, and for hits and overrides beyond opts.Bounds.
 func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*plan, error) {
 	descs := req.GetDescriptors()
 	p := &plan{domain: req.GetDomain(), req: req, dynamicMetadata: opts.ResponseDynamicMetadata}
@@ -108,38 +112,48 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 		if len(limits) == 0 {
 			continue
 		}
-		key := m.Key
-		if !matched {
-			key = algorithms.Key{Domain: p.domain, Entries: entries}
+		key, metricKey := m.Key, m.MetricKey
+		var rule *config.Rule
+		giveBack := opts.AllowNegativeHits
+		if matched {
+			rule, giveBack = m.Rule, m.Rule.AllowNegativeHits
+		} else {
+			// Only an override limits an unmatched descriptor. Its metrics
+			// are named by the domain alone: its keys are the client's.
+			key, metricKey = algorithms.Key{Domain: p.domain, Entries: entries}, p.domain
+			if err := opts.Bounds.checkUnmatched(i, key, limits[0].Limit); err != nil {
+				return nil, err
+			}
 		}
 		hits := requestHits
 		if h := d.GetHitsAddend(); h != nil {
 			hits = h.GetValue()
 		}
+		// is_negative_hits gives back only where allowed; elsewhere the hits
+		// are taken, as envoyproxy/ratelimit, which ignores the flag, takes
+		// them.
+		refund := d.GetIsNegativeHits() && giveBack
 		shadow := opts.ShadowMode || (matched && m.Rule.ShadowMode)
 
 		p.descs[i].first = len(p.ops)
-		if matched {
-			p.descs[i].metricKey = m.MetricKey
-			if d.GetLimit() == nil {
-				p.descs[i].rule = m.Rule
-				p.descs[i].quota = p.descs[i].quota || m.Rule.QuotaMode
-			}
+		p.descs[i].metricKey = metricKey
+		if matched && d.GetLimit() == nil {
+			p.descs[i].rule = m.Rule
+			p.descs[i].quota = p.descs[i].quota || m.Rule.QuotaMode
 		}
 		for j := range limits {
 			rl := &limits[j]
+			if err := opts.Bounds.checkHits(i, hits, rl.Limit); err != nil {
+				return nil, err
+			}
 			p.ops = append(p.ops, algorithms.Op{
 				Key:    key,
 				Limit:  rl.Limit,
-				Hits:   hits,
+				Hits:   opHits(hits, refund, rl.Limit),
 				Shards: rl.Shards,
-				Refund: d.GetIsNegativeHits(),
+				Refund: refund,
 			})
-			var rule *config.Rule
-			if matched {
-				rule = m.Rule
-			}
-			p.limits = append(p.limits, planLimit{desc: i, limit: rl, rule: rule, shadow: shadow})
+			p.limits = append(p.limits, planLimit{desc: i, limit: rl, rule: rule, shadow: shadow, override: d.GetLimit() != nil})
 			replaced = addNames(replaced, rl.Replaces)
 		}
 		p.descs[i].n = len(p.ops) - p.descs[i].first
@@ -148,6 +162,18 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 		p.dropReplaced(replaced)
 	}
 	return p, nil
+}
+
+// opHits returns the hits an op asks of limit l: hits, except that a take of
+// more than l can ever hold asks for one more than it holds, which every
+// backend denies as surely and with the same answer. So the hits a metric
+// counts for one request stay within what the limit's configuration allows,
+// and no client can push a counter out of the exact range of a float64.
+func opHits(hits uint64, refund bool, l algorithms.Limit) uint64 {
+	if refund {
+		return hits
+	}
+	return min(hits, l.Capacity()+1)
 }
 
 // descriptorLimits returns the limits that apply to descriptor i: the matched
@@ -189,6 +215,9 @@ func descriptorLimits(i int, d *ratelimitv3.RateLimitDescriptor, m config.Match,
 	}
 	if err := rl.Limit.Validate(); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "rls: descriptors[%d].limit: %v", i, err)
+	}
+	if err := opts.Bounds.checkOverride(i, rl.Limit); err != nil {
+		return nil, err
 	}
 	return []config.RateLimit{rl}, nil
 }

@@ -61,6 +61,7 @@ func New(limiter Limiter, cfg *config.Config, opts Options) *Service {
 	if opts.BreakerCooldown <= 0 {
 		opts.BreakerCooldown = DefaultBreakerCooldown
 	}
+	opts.Bounds = opts.Bounds.withDefaults()
 	s := &Service{
 		limiter:      limiter,
 		opts:         opts,

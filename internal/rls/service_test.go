@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -48,6 +49,9 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 1, algorithm: fixed_window, replaces: [{name: vip}]}
   - key: zero
     rate_limit: {unit: second, requests_per_unit: 0}
+  - key: refill
+    allow_negative_hits: true
+    rate_limit: {unit: minute, requests_per_unit: 3, algorithm: fixed_window}
   - key: user
     descriptors:
       - key: plan
@@ -237,30 +241,105 @@ func TestHitsAddend(t *testing.T) {
 func TestHitsLargerThanTheLimitAreDeniedAndConsumeNothing(t *testing.T) {
 	f := newFixture(t, nil)
 	req := request(desc("fixed", "a"))
-	req.HitsAddend = math.MaxUint32
+	req.HitsAddend = 1000
 	resp := f.call(t, req)
 	assert.Equal(t, over, resp.GetOverallCode())
 	huge := desc("fixed", "a")
-	huge.HitsAddend = wrapperspb.UInt64(math.MaxUint64)
+	huge.HitsAddend = wrapperspb.UInt64(DefaultMaxHits)
 	assert.Equal(t, over, f.call(t, request(huge)).GetOverallCode())
 	st := f.call(t, request(desc("fixed", "a"))).GetStatuses()[0]
 	assert.Equal(t, ok, st.GetCode())
 	assert.EqualValues(t, 2, st.GetLimitRemaining())
 }
 
+// TestHitsBeyondTheBoundsAreRefused: more hits than Bounds.MaxHits, or than
+// Bounds.MaxLogHits of a sliding log, are an invalid request, however the
+// limit stands; so are such hits given back. Nothing is counted.
+func TestHitsBeyondTheBoundsAreRefused(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Bounds.MaxLogHits = 5 })
+	descHits := func(kv string, hits uint64, negative bool) *ratelimitv3.RateLimitDescriptor {
+		d := desc(kv, "a")
+		d.HitsAddend = wrapperspb.UInt64(hits)
+		d.IsNegativeHits = negative
+		return d
+	}
+	requestHits := request(desc("counter", "a"))
+	requestHits.HitsAddend = math.MaxUint32
+	for _, tc := range []struct {
+		name string
+		req  *rlsv3.RateLimitRequest
+		msg  string
+	}{
+		{"the request's hits_addend", requestHits, "descriptors[0] asks for 4294967295 hits, more than the 1000000000 one descriptor may take or give back (RLS_MAX_HITS)"},
+		{"a descriptor's hits_addend", request(desc("fixed", "a"), descHits("counter", math.MaxUint64, false)), "descriptors[1] asks for 18446744073709551615 hits"},
+		{"hits given back", request(descHits("refill", DefaultMaxHits+1, true)), "RLS_MAX_HITS"},
+		{"hits of a sliding log", request(descHits("log", 6, false)), "descriptors[0] asks for 6 hits of a sliding_window_log, more than the 5 it may take or give back at once (RLS_MAX_LOG_HITS)"},
+		{"hits of an override's log", request(withOverride(descHits("log", 6, false), 100, typev3.RateLimitUnit_MINUTE, 0)), "RLS_MAX_LOG_HITS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.svc.ShouldRateLimit(context.Background(), tc.req)
+			require.Error(t, err)
+			assert.Equal(t, codes.InvalidArgument, status.Code(err))
+			assert.Contains(t, status.Convert(err).Message(), tc.msg)
+		})
+	}
+	// The request that named fixed first took nothing from it; a sliding
+	// log takes as many hits as the bound allows.
+	assert.EqualValues(t, 2, f.call(t, request(desc("fixed", "a"))).GetStatuses()[0].GetLimitRemaining())
+	assert.Equal(t, over, f.call(t, request(descHits("log", 5, false))).GetOverallCode(), "5 hits are more than the log's 2")
+}
+
 func TestNegativeHitsGiveBack(t *testing.T) {
 	f := newFixture(t, nil)
 	for range 3 {
-		f.call(t, request(desc("fixed", "a")))
+		f.call(t, request(desc("refill", "a")))
 	}
-	require.Equal(t, over, f.call(t, request(desc("fixed", "a"))).GetOverallCode())
-	back := desc("fixed", "a")
+	require.Equal(t, over, f.call(t, request(desc("refill", "a"))).GetOverallCode())
+	back := desc("refill", "a")
 	back.IsNegativeHits = true
 	back.HitsAddend = wrapperspb.UInt64(2)
 	st := f.call(t, request(back)).GetStatuses()[0]
 	assert.Equal(t, ok, st.GetCode())
 	assert.EqualValues(t, 2, st.GetLimitRemaining())
-	assert.Equal(t, ok, f.call(t, request(desc("fixed", "a"))).GetOverallCode())
+	assert.Equal(t, ok, f.call(t, request(desc("refill", "a"))).GetOverallCode())
+}
+
+// TestNegativeHitsWhereNotAllowedAreTaken: where the rule does not set
+// allow_negative_hits, is_negative_hits is ignored and the hits are taken,
+// as envoyproxy/ratelimit takes them; an override of a descriptor that
+// matches no rule gives back only with Options.AllowNegativeHits.
+func TestNegativeHitsWhereNotAllowedAreTaken(t *testing.T) {
+	negative := func(d *ratelimitv3.RateLimitDescriptor, hits uint64) *rlsv3.RateLimitRequest {
+		d.IsNegativeHits = true
+		d.HitsAddend = wrapperspb.UInt64(hits)
+		return request(d)
+	}
+	t.Run("a rule", func(t *testing.T) {
+		f := newFixture(t, nil)
+		st := f.call(t, negative(desc("fixed", "a"), 2)).GetStatuses()[0]
+		assert.Equal(t, ok, st.GetCode())
+		assert.EqualValues(t, 1, st.GetLimitRemaining(), "2 of 3 taken")
+		assert.Equal(t, over, f.call(t, negative(desc("fixed", "a"), 2)).GetOverallCode())
+	})
+	unmatched := func() *ratelimitv3.RateLimitDescriptor {
+		return withOverride(desc("unconfigured", "x"), 3, typev3.RateLimitUnit_HOUR, 0)
+	}
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("an unmatched override, AllowNegativeHits %v", allow), func(t *testing.T) {
+			f := newFixture(t, func(o *Options) { o.AllowNegativeHits = allow })
+			for range 3 {
+				require.Equal(t, ok, f.call(t, request(unmatched())).GetOverallCode())
+			}
+			st := f.call(t, negative(unmatched(), 3)).GetStatuses()[0]
+			if allow {
+				assert.Equal(t, ok, st.GetCode())
+				assert.EqualValues(t, 3, st.GetLimitRemaining(), "all 3 given back")
+			} else {
+				assert.Equal(t, over, st.GetCode(), "3 more hits taken from none left")
+				assert.EqualValues(t, 0, st.GetLimitRemaining())
+			}
+		})
+	}
 }
 
 func TestOverrideReplacesNumbersAndKeepsAlgorithm(t *testing.T) {
@@ -481,9 +560,71 @@ func TestHostileInput(t *testing.T) {
 	t.Run("hits_addend 4294967295", func(t *testing.T) {
 		req := request(desc("counter", "h"))
 		req.HitsAddend = math.MaxUint32
-		resp := f.call(t, req)
-		assert.Equal(t, over, resp.GetOverallCode())
+		_, err := f.svc.ShouldRateLimit(context.Background(), req)
+		assert.Equal(t, codes.InvalidArgument, status.Code(err))
 	})
 	// And the service still serves.
 	assert.Equal(t, ok, f.call(t, request(desc("fixed", "after"))).GetOverallCode())
+}
+
+// TestOverridesBeyondTheBoundsAreRefused: a limit override may not make a
+// sliding log larger than Bounds.MaxOverrideLogSize, nor a state that lives
+// longer than Bounds.MaxOverrideLifetime; an override of a descriptor that
+// matches no rule may not count under more than Bounds.MaxUnmatchedEntries
+// entries or a key longer than Bounds.MaxUnmatchedKeyBytes. Each is refused
+// with a message naming the bound; just within the bounds is fine.
+func TestOverridesBeyondTheBoundsAreRefused(t *testing.T) {
+	f := newFixture(t, nil)
+	entries := func(n int) *ratelimitv3.RateLimitDescriptor {
+		d := &ratelimitv3.RateLimitDescriptor{}
+		for i := range n {
+			d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: fmt.Sprint("k", i), Value: "v"})
+		}
+		return d
+	}
+	for _, tc := range []struct {
+		name string
+		d    *ratelimitv3.RateLimitDescriptor
+		msg  string // empty: admitted
+	}{
+		{"a log of 1000", withOverride(desc("log", "a"), 1000, typev3.RateLimitUnit_SECOND, 0), ""},
+		{"a log of 1001", withOverride(desc("log", "a"), 1001, typev3.RateLimitUnit_SECOND, 0),
+			"descriptors[0].limit.requests_per_unit 1001 is more than the 1000 entries a limit override may give a sliding_window_log (RLS_MAX_OVERRIDE_LOG_SIZE)"},
+		{"a bucket of 10^9", withOverride(desc("bucket", "a"), 1_000_000_000, typev3.RateLimitUnit_SECOND, 0), ""},
+		{"a log of 10 years", withOverride(desc("log", "a"), 10, typev3.RateLimitUnit_YEAR, 10),
+			"descriptors[0].limit: a sliding_window_log of 87600h0m0s keeps its state for 87600h0m0s, longer than the 1488h0m0s a limit override may (RLS_MAX_OVERRIDE_LIFETIME)"},
+		{"a fixed window of 62 days", withOverride(desc("fixed", "a"), 10, typev3.RateLimitUnit_DAY, 62), ""},
+		{"a fixed window of 63 days", withOverride(desc("fixed", "a"), 10, typev3.RateLimitUnit_DAY, 63), "RLS_MAX_OVERRIDE_LIFETIME"},
+		{"a counter of 31 days lives 62", withOverride(desc("counter", "a"), 10, typev3.RateLimitUnit_DAY, 31), ""},
+		{"a counter of 32 days lives 64", withOverride(desc("counter", "a"), 10, typev3.RateLimitUnit_DAY, 32), "keeps its state for 1536h0m0s"},
+		{"an unmatched override of 16 entries", withOverride(entries(16), 10, typev3.RateLimitUnit_SECOND, 0), ""},
+		{"an unmatched override of 17 entries", withOverride(entries(17), 10, typev3.RateLimitUnit_SECOND, 0),
+			"descriptors[0] matches no rule and has 17 entries, more than the 16 a limit override of an unmatched descriptor may count under (RLS_MAX_UNMATCHED_ENTRIES)"},
+		// test|k=vvv…|l=%7C%7C…|sliding_window_counter:1, with each '|'
+		// escaped in three bytes: 1024 bytes, then 1035.
+		{"an unmatched override of a 1024-byte key", withOverride(desc("k", strings.Repeat("v", 239), "l", strings.Repeat("|", 250)), 10, typev3.RateLimitUnit_SECOND, 0), ""},
+		{"an unmatched override of a 1035-byte key", withOverride(desc("k", strings.Repeat("v", 250), "l", strings.Repeat("|", 250)), 10, typev3.RateLimitUnit_SECOND, 0),
+			"descriptors[0] matches no rule and its entries make a key of 1035 bytes, more than the 1024 a limit override of an unmatched descriptor may count under (RLS_MAX_UNMATCHED_KEY_BYTES)"},
+		{"an unmatched override of a digested value", withOverride(desc("k", strings.Repeat("v", 64<<10)), 10, typev3.RateLimitUnit_SECOND, 0), ""},
+		{"an unmatched override that a log would count", withOverride(desc("k", "v"), 2000, typev3.RateLimitUnit_SECOND, 0), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := f.svc.ShouldRateLimit(context.Background(), request(tc.d))
+			if tc.msg == "" {
+				require.NoError(t, err)
+				assert.Equal(t, ok, resp.GetOverallCode())
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, codes.InvalidArgument, status.Code(err))
+			assert.Contains(t, status.Convert(err).Message(), tc.msg)
+		})
+	}
+
+	t.Run("the default algorithm is a log", func(t *testing.T) {
+		f := newFixture(t, func(o *Options) { o.DefaultAlgorithm = algorithms.SlidingWindowLog })
+		_, err := f.svc.ShouldRateLimit(context.Background(), request(withOverride(desc("k", "v"), 2000, typev3.RateLimitUnit_SECOND, 0)))
+		assert.Equal(t, codes.InvalidArgument, status.Code(err))
+		assert.Contains(t, status.Convert(err).Message(), "RLS_MAX_OVERRIDE_LOG_SIZE")
+	})
 }

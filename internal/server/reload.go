@@ -23,6 +23,7 @@ func (s Settings) ConfigOptions() config.Options {
 		MergeDomains:       s.ConfigMergeDomains,
 		WildcardPrecedence: wildcards,
 		DotFiles:           s.ConfigDotFiles,
+		AllowNegativeHits:  s.AllowNegativeHits,
 	}
 }
 

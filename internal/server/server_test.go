@@ -206,6 +206,14 @@ func TestSettingsErrorsNameTheVariable(t *testing.T) {
 		{"RLS_BACKEND_TIMEOUT", "0s", "RLS_BACKEND_TIMEOUT"},
 		{"RLS_SHADOW_MODE", "perhaps", "RLS_SHADOW_MODE"},
 		{"RLS_LOG_LEVEL", "loud", "RLS_LOG_LEVEL"},
+		{"RLS_ALLOW_NEGATIVE_HITS", "sometimes", "RLS_ALLOW_NEGATIVE_HITS"},
+		{"RLS_MAX_HITS", "0", "RLS_MAX_HITS"},
+		{"RLS_MAX_HITS", "-1", "RLS_MAX_HITS"},
+		{"RLS_MAX_LOG_HITS", "100001", "RLS_MAX_LOG_HITS"},
+		{"RLS_MAX_OVERRIDE_LOG_SIZE", "0", "RLS_MAX_OVERRIDE_LOG_SIZE"},
+		{"RLS_MAX_OVERRIDE_LIFETIME", "500ms", "RLS_MAX_OVERRIDE_LIFETIME"},
+		{"RLS_MAX_UNMATCHED_ENTRIES", "0", "RLS_MAX_UNMATCHED_ENTRIES"},
+		{"RLS_MAX_UNMATCHED_KEY_BYTES", "-5", "RLS_MAX_UNMATCHED_KEY_BYTES"},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.key, tc.value)

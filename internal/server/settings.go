@@ -87,6 +87,16 @@ type Settings struct {
 
 	ShutdownDelay   time.Duration `split_words:"true" default:"0s" desc:"on SIGTERM, how long to report NOT_SERVING before refusing new calls"`
 	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"on SIGTERM, how long in-flight calls may take to finish"`
+
+	// What one request may ask, so that no client hurts the others (see
+	// rls.Bounds): beyond these a request gets InvalidArgument.
+	AllowNegativeHits    bool          `split_words:"true" default:"false" desc:"let is_negative_hits give hits back where a descriptor does not set allow_negative_hits, and for overrides of descriptors that match no rule; elsewhere such hits are taken"`
+	MaxHits              uint64        `split_words:"true" default:"1000000000" desc:"most hits one descriptor may take or give back in one request"`
+	MaxLogHits           uint64        `split_words:"true" default:"100" desc:"most hits one descriptor may take from or give back to a sliding_window_log in one request (one log entry each)"`
+	MaxOverrideLogSize   uint64        `split_words:"true" default:"1000" desc:"largest requests_per_unit of a limit override enforced by a sliding_window_log"`
+	MaxOverrideLifetime  time.Duration `split_words:"true" default:"1488h" desc:"longest the state (and the Redis keys) of a limit override may live: its window, twice that for sliding_window_counter"`
+	MaxUnmatchedEntries  int           `split_words:"true" default:"16" desc:"most entries of a descriptor that matches no rule but brings a limit override"`
+	MaxUnmatchedKeyBytes int           `split_words:"true" default:"1024" desc:"longest key identity (between the braces) of a descriptor that matches no rule but brings a limit override"`
 }
 
 // LoadSettings reads Settings from the environment and validates them. Its
@@ -157,11 +167,33 @@ func (s Settings) Validate() error {
 	if err := s.validateXDS(); err != nil {
 		return err
 	}
+	if err := s.validateBounds(); err != nil {
+		return err
+	}
 	if (s.GRPCTlsCertFile == "") != (s.GRPCTlsKeyFile == "") {
 		return fmt.Errorf("server: RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE go together: set both or neither")
 	}
 	if s.GRPCTlsClientCaFile != "" && s.GRPCTlsCertFile == "" {
 		return fmt.Errorf("server: RLS_GRPC_TLS_CLIENT_CA_FILE needs RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE")
+	}
+	return nil
+}
+
+// validateBounds checks the bounds on what one request may ask.
+func (s Settings) validateBounds() error {
+	switch {
+	case s.MaxHits < 1:
+		return fmt.Errorf("server: RLS_MAX_HITS must be at least 1, not %d", s.MaxHits)
+	case s.MaxLogHits < 1 || s.MaxLogHits > algorithms.MaxLogRequests:
+		return fmt.Errorf("server: RLS_MAX_LOG_HITS must be in [1, %d], not %d", algorithms.MaxLogRequests, s.MaxLogHits)
+	case s.MaxOverrideLogSize < 1 || s.MaxOverrideLogSize > algorithms.MaxLogRequests:
+		return fmt.Errorf("server: RLS_MAX_OVERRIDE_LOG_SIZE must be in [1, %d], not %d", algorithms.MaxLogRequests, s.MaxOverrideLogSize)
+	case s.MaxOverrideLifetime < time.Second:
+		return fmt.Errorf("server: RLS_MAX_OVERRIDE_LIFETIME must be at least 1s, not %s", s.MaxOverrideLifetime)
+	case s.MaxUnmatchedEntries < 1:
+		return fmt.Errorf("server: RLS_MAX_UNMATCHED_ENTRIES must be at least 1, not %d", s.MaxUnmatchedEntries)
+	case s.MaxUnmatchedKeyBytes < 1:
+		return fmt.Errorf("server: RLS_MAX_UNMATCHED_KEY_BYTES must be at least 1, not %d", s.MaxUnmatchedKeyBytes)
 	}
 	return nil
 }
@@ -183,6 +215,16 @@ func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
 		BreakerCooldown:         s.BreakerCooldown,
 		NearLimitRatio:          s.NearLimitRatio,
 		Logger:                  logger,
+
+		AllowNegativeHits: s.AllowNegativeHits,
+		Bounds: rls.Bounds{
+			MaxHits:              s.MaxHits,
+			MaxLogHits:           s.MaxLogHits,
+			MaxOverrideLogSize:   s.MaxOverrideLogSize,
+			MaxOverrideLifetime:  s.MaxOverrideLifetime,
+			MaxUnmatchedEntries:  s.MaxUnmatchedEntries,
+			MaxUnmatchedKeyBytes: s.MaxUnmatchedKeyBytes,
+		},
 	}
 }
 

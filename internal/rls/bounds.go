@@ -1,0 +1,140 @@
+package rls
+
+import (
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+)
+
+// Bounds limit what one request may ask of the backend, so that no client
+// can slow the scripts, grow the keys or keep them long for everyone else:
+// the hits of a descriptor, and the numbers and keys of the limit overrides
+// that requests bring. A request beyond a bound is refused with
+// InvalidArgument and a message naming the bound, before anything is
+// counted. A zero field means its default (DefaultBounds).
+type Bounds struct {
+	// MaxHits is the most hits one descriptor may take or give back: its
+	// hits_addend, or the request's. Envoy itself sends at most 10^9.
+	MaxHits uint64
+	// MaxLogHits is the most hits one descriptor may take from or give back
+	// to a sliding_window_log, whose script adds or removes one entry per
+	// hit.
+	MaxLogHits uint64
+	// MaxOverrideLogSize is the largest requests_per_unit of a limit
+	// override enforced by a sliding_window_log: the most entries its log
+	// holds.
+	MaxOverrideLogSize uint64
+	// MaxOverrideLifetime is the longest the state of a limit override may
+	// outlive the request that last changed it (algorithms.Limit.Lifetime:
+	// the window, two for a sliding_window_counter), and so the longest its
+	// keys stay in Redis.
+	MaxOverrideLifetime time.Duration
+	// MaxUnmatchedEntries is the most entries of a descriptor that matches no
+	// rule and brings a limit override, which is then counted under its
+	// entries.
+	MaxUnmatchedEntries int
+	// MaxUnmatchedKeyBytes is the longest identity (the part of the Redis key
+	// between the braces, algorithms.Identity) of such a descriptor.
+	MaxUnmatchedKeyBytes int
+}
+
+// The default Bounds.
+const (
+	DefaultMaxHits              = 1_000_000_000
+	DefaultMaxLogHits           = 100
+	DefaultMaxOverrideLogSize   = 1000
+	DefaultMaxOverrideLifetime  = 62 * 24 * time.Hour
+	DefaultMaxUnmatchedEntries  = 16
+	DefaultMaxUnmatchedKeyBytes = 1024
+)
+
+// DefaultBounds returns the bounds a Service applies unless told otherwise:
+// 10^9 hits per descriptor, and 100 for a sliding_window_log (a script that
+// adds 1 000 entries held Redis for 3 to 5 ms on a busy 2-core machine, and
+// one of 100 000 for a quarter to half a second); overrides of at most 1 000
+// for a sliding_window_log (about 115 KB in Redis), whose state lives at most
+// 62 days (a month's window under any algorithm); and overrides of
+// unmatched descriptors with at most 16 entries and a 1 024-byte identity.
+func DefaultBounds() Bounds {
+	return Bounds{
+		MaxHits:              DefaultMaxHits,
+		MaxLogHits:           DefaultMaxLogHits,
+		MaxOverrideLogSize:   DefaultMaxOverrideLogSize,
+		MaxOverrideLifetime:  DefaultMaxOverrideLifetime,
+		MaxUnmatchedEntries:  DefaultMaxUnmatchedEntries,
+		MaxUnmatchedKeyBytes: DefaultMaxUnmatchedKeyBytes,
+	}
+}
+
+// withDefaults returns b with its zero fields set to the defaults.
+func (b Bounds) withDefaults() Bounds {
+	d := DefaultBounds()
+	return Bounds{
+		MaxHits:              orDefault(b.MaxHits, d.MaxHits),
+		MaxLogHits:           orDefault(b.MaxLogHits, d.MaxLogHits),
+		MaxOverrideLogSize:   orDefault(b.MaxOverrideLogSize, d.MaxOverrideLogSize),
+		MaxOverrideLifetime:  orDefault(b.MaxOverrideLifetime, d.MaxOverrideLifetime),
+		MaxUnmatchedEntries:  orDefault(b.MaxUnmatchedEntries, d.MaxUnmatchedEntries),
+		MaxUnmatchedKeyBytes: orDefault(b.MaxUnmatchedKeyBytes, d.MaxUnmatchedKeyBytes),
+	}
+}
+
+// orDefault returns v, or def when v is the zero value.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// checkHits refuses the hits of descriptor i, taken from or given back to
+// limit l, when they exceed a bound.
+func (b *Bounds) checkHits(i int, hits uint64, l algorithms.Limit) error {
+	switch {
+	case hits > b.MaxHits:
+		return status.Errorf(codes.InvalidArgument,
+			"rls: descriptors[%d] asks for %d hits, more than the %d one descriptor may take or give back (RLS_MAX_HITS): send them in several requests",
+			i, hits, b.MaxHits)
+	case l.Algorithm == algorithms.SlidingWindowLog && hits > b.MaxLogHits:
+		return status.Errorf(codes.InvalidArgument,
+			"rls: descriptors[%d] asks for %d hits of a sliding_window_log, more than the %d it may take or give back at once (RLS_MAX_LOG_HITS), since the log keeps one entry per hit: send fewer, or limit it with a token_bucket or sliding_window_counter",
+			i, hits, b.MaxLogHits)
+	}
+	return nil
+}
+
+// checkOverride refuses the limit override l of descriptor i when its state
+// would be too large or live too long.
+func (b *Bounds) checkOverride(i int, l algorithms.Limit) error {
+	if l.Algorithm == algorithms.SlidingWindowLog && l.Requests > b.MaxOverrideLogSize {
+		return status.Errorf(codes.InvalidArgument,
+			"rls: descriptors[%d].limit.requests_per_unit %d is more than the %d entries a limit override may give a sliding_window_log (RLS_MAX_OVERRIDE_LOG_SIZE): ask for fewer, or configure the limit in a rule",
+			i, l.Requests, b.MaxOverrideLogSize)
+	}
+	if life := l.Lifetime(); life > b.MaxOverrideLifetime {
+		return status.Errorf(codes.InvalidArgument,
+			"rls: descriptors[%d].limit: a %s of %s keeps its state for %s, longer than the %s a limit override may (RLS_MAX_OVERRIDE_LIFETIME): ask for a shorter window, or configure the limit in a rule",
+			i, l.Algorithm, l.Window, life, b.MaxOverrideLifetime)
+	}
+	return nil
+}
+
+// checkUnmatched refuses the limit override of descriptor i, which matches
+// no rule and would be counted under k, when k is too large a key.
+func (b *Bounds) checkUnmatched(i int, k algorithms.Key, l algorithms.Limit) error {
+	if n := len(k.Entries); n > b.MaxUnmatchedEntries {
+		return status.Errorf(codes.InvalidArgument,
+			"rls: descriptors[%d] matches no rule and has %d entries, more than the %d a limit override of an unmatched descriptor may count under (RLS_MAX_UNMATCHED_ENTRIES): send fewer entries, or configure a rule for them",
+			i, n, b.MaxUnmatchedEntries)
+	}
+	if n := len(algorithms.Identity(k, l)); n > b.MaxUnmatchedKeyBytes {
+		return status.Errorf(codes.InvalidArgument,
+			"rls: descriptors[%d] matches no rule and its entries make a key of %d bytes, more than the %d a limit override of an unmatched descriptor may count under (RLS_MAX_UNMATCHED_KEY_BYTES): send shorter entries, or configure a rule for them",
+			i, n, b.MaxUnmatchedKeyBytes)
+	}
+	return nil
+}
