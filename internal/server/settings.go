@@ -62,6 +62,12 @@ type Settings struct {
 
 	ShutdownDelay   time.Duration `split_words:"true" default:"0s" desc:"on SIGTERM, how long to report NOT_SERVING before refusing new calls"`
 	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"on SIGTERM, how long in-flight calls may take to finish"`
+
+	// The limit headers: LimitHeaders turns them on, the others name them.
+	LimitHeaders         bool   `split_words:"true" default:"false" desc:"add the most constrained limit's requests_per_unit, limit_remaining and seconds until reset to every decided answer, as headers for Envoy to add to the client's response"`
+	LimitHeaderLimit     string `split_words:"true" default:"RateLimit-Limit" desc:"with RLS_LIMIT_HEADERS, the name of the header that carries the limit"`
+	LimitHeaderRemaining string `split_words:"true" default:"RateLimit-Remaining" desc:"with RLS_LIMIT_HEADERS, the name of the header that carries what remains"`
+	LimitHeaderReset     string `split_words:"true" default:"RateLimit-Reset" desc:"with RLS_LIMIT_HEADERS, the name of the header that carries the seconds until the limit resets"`
 }
 
 // LoadSettings reads Settings from the environment and validates them. Its
@@ -132,6 +138,9 @@ func (s Settings) Validate() error {
 	if s.GRPCTlsClientCaFile != "" && s.GRPCTlsCertFile == "" {
 		return fmt.Errorf("server: RLS_GRPC_TLS_CLIENT_CA_FILE needs RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE")
 	}
+	if err := s.validateAdditions(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -148,6 +157,7 @@ func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
 		BreakerFailures:  s.BreakerFailures,
 		BreakerCooldown:  s.BreakerCooldown,
 		NearLimitRatio:   s.NearLimitRatio,
+		LimitHeaders:     s.limitHeaders(),
 		Logger:           logger,
 	}
 }
