@@ -44,6 +44,8 @@ type Server struct {
 	httpLis net.Listener
 	grpc    *grpc.Server
 	http    *http.Server
+	// side holds the listeners beside gRPC and HTTP (listeners.go).
+	side []*sideListener
 }
 
 // New loads the configuration, builds the backend and binds the listeners.
@@ -68,7 +70,8 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		return nil, err
 	}
 	srv := &Server{settings: s, log: logger, backend: b, health: rls.NewHealth(), watcher: watcher}
-	srv.metrics = metrics.New()
+	srv.metrics = metrics.New(metrics.WithNames(s.metricsNames()))
+	srv.metrics.ObserveConfigLoaded()
 	opts := s.ServiceOptions(logger)
 	opts.Observer = srv.metrics
 	if s.Backend == "memory" {
@@ -102,6 +105,14 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 			b.Close()
 			return nil, fmt.Errorf("server: RLS_HTTP_ADDR: %w", err)
 		}
+	}
+	if err := srv.bindSideListeners(s); err != nil {
+		if srv.httpLis != nil {
+			srv.httpLis.Close()
+		}
+		srv.grpcLis.Close()
+		b.Close()
+		return nil, err
 	}
 
 	grpcOpts := GRPCServerOptions()
@@ -145,12 +156,13 @@ func (srv *Server) HTTPAddr() net.Addr {
 // health turns NOT_SERVING, after RLS_SHUTDOWN_DELAY new calls are refused,
 // and in-flight calls get up to RLS_SHUTDOWN_TIMEOUT to finish.
 func (srv *Server) Serve(ctx context.Context) error {
-	errc := make(chan error, 2)
+	errc := make(chan error, 2+len(srv.side))
 	go func() { errc <- srv.grpc.Serve(srv.grpcLis) }()
 	if srv.httpLis != nil {
 		go func() { errc <- srv.http.Serve(srv.httpLis) }()
 	}
-	srv.log.Info("serving", "grpc", srv.GRPCAddr().String(), "http", addrString(srv.HTTPAddr()), "backend", srv.settings.Backend)
+	srv.serveSide(errc)
+	srv.log.Info("serving", "grpc", srv.GRPCAddr().String(), "http", addrString(srv.HTTPAddr()), "metrics", addrString(srv.MetricsAddr()), "backend", srv.settings.Backend)
 	stopWatching := srv.watchConfig(ctx)
 	defer stopWatching()
 	stopBackendWatch := srv.backendWatch.start()
@@ -183,6 +195,7 @@ func (srv *Server) shutdown() {
 			srv.log.Warn("http shutdown", "err", err)
 		}
 	}
+	srv.closeSide(ctx)
 	select {
 	case <-done:
 	case <-ctx.Done():

@@ -68,6 +68,11 @@ type Settings struct {
 	LimitHeaderLimit     string `split_words:"true" default:"RateLimit-Limit" desc:"with RLS_LIMIT_HEADERS, the name of the header that carries the limit"`
 	LimitHeaderRemaining string `split_words:"true" default:"RateLimit-Remaining" desc:"with RLS_LIMIT_HEADERS, the name of the header that carries what remains"`
 	LimitHeaderReset     string `split_words:"true" default:"RateLimit-Reset" desc:"with RLS_LIMIT_HEADERS, the name of the header that carries the seconds until the limit resets"`
+
+	// Metrics: whose names, and a listener of their own.
+	MetricsNames string `split_words:"true" default:"ratewarden" desc:"metric names to export: ratewarden (ratewarden_*), ratelimit (envoyproxy/ratelimit's ratelimit_service_*) or both"`
+	MetricsAddr  string `split_words:"true" desc:"listen address of a metrics-only HTTP server, serving RLS_METRICS_PATH, beside /metrics on RLS_HTTP_ADDR; empty: none"`
+	MetricsPath  string `split_words:"true" default:"/metrics" desc:"path of the metrics on RLS_METRICS_ADDR"`
 }
 
 // LoadSettings reads Settings from the environment and validates them. Its

@@ -2,9 +2,11 @@ package server
 
 import (
 	"fmt"
+	"strings"
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
@@ -22,7 +24,19 @@ func (s Settings) validateAdditions() error {
 			}
 		}
 	}
+	if _, err := metrics.ParseNames(s.MetricsNames); err != nil {
+		return fmt.Errorf("server: RLS_METRICS_NAMES: %w", err)
+	}
+	if s.MetricsAddr != "" && !strings.HasPrefix(s.MetricsPath, "/") {
+		return fmt.Errorf("server: RLS_METRICS_PATH %q must start with /", s.MetricsPath)
+	}
 	return nil
+}
+
+// metricsNames returns the metric names the settings ask for.
+func (s Settings) metricsNames() metrics.Names {
+	n, _ := metrics.ParseNames(s.MetricsNames)
+	return n
 }
 
 // limitHeaders returns the limit headers the settings ask for, or nil.
