@@ -54,6 +54,9 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
+	if s.compat != nil {
+		s.compat.log(logger)
+	}
 	watcher, cfg, err := loadConfig(s, logger)
 	if err != nil {
 		return nil, err

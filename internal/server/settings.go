@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -73,14 +74,33 @@ type Settings struct {
 	MetricsNames string `split_words:"true" default:"ratewarden" desc:"metric names to export: ratewarden (ratewarden_*), ratelimit (envoyproxy/ratelimit's ratelimit_service_*) or both"`
 	MetricsAddr  string `split_words:"true" desc:"listen address of a metrics-only HTTP server, serving RLS_METRICS_PATH, beside /metrics on RLS_HTTP_ADDR; empty: none"`
 	MetricsPath  string `split_words:"true" default:"/metrics" desc:"path of the metrics on RLS_METRICS_ADDR"`
+
+	// CompatEnv reads envoyproxy/ratelimit's variables where no RLS_ one is
+	// set (compatenv.go).
+	CompatEnv bool `split_words:"true" default:"true" desc:"also read envoyproxy/ratelimit's variables (REDIS_URL, PORT, RUNTIME_ROOT, ...) for the settings whose RLS_ variable is not set; see docs/migrating.md"`
+
+	// compat says what became of envoyproxy/ratelimit's variables; New
+	// logs it.
+	compat *CompatReport
 }
 
 // LoadSettings reads Settings from the environment and validates them. Its
 // errors name the offending variable.
+//
+// Where an RLS_ variable is not set, envoyproxy/ratelimit's variable for the
+// same setting is read instead, unless RLS_COMPAT_ENV is false
+// (compatenv.go).
 func LoadSettings() (Settings, error) {
 	var s Settings
 	if err := envconfig.Process(EnvPrefix, &s); err != nil {
 		return s, fmt.Errorf("server: %w", err)
+	}
+	if s.CompatEnv {
+		report, err := applyCompatEnv(&s, os.LookupEnv)
+		if err != nil {
+			return s, err
+		}
+		s.compat = report
 	}
 	return s, s.Validate()
 }
