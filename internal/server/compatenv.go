@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/redisx"
+	"github.com/ratewarden/ratewarden/internal/tracing"
 )
 
 // envoyproxy/ratelimit's environment variables are read too, so that a
@@ -281,9 +282,12 @@ var compatVars = []compatVar{
 		apply: applyLimitHeaders,
 	},
 	{
-		theirs: []string{"TRACING_ENABLED", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE"},
-		how:    compatIgnored, note: "no tracing",
-		apply: ignoreIfSet("TRACING_ENABLED", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE"),
+		theirs: []string{"TRACING_ENABLED", "TRACING_EXPORTER_PROTOCOL", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_SAMPLING_RATE"},
+		ours: []string{"RLS_TRACING", "RLS_TRACING_PROTOCOL", "RLS_TRACING_SERVICE_NAME", "RLS_TRACING_SERVICE_NAMESPACE",
+			"RLS_TRACING_SERVICE_INSTANCE_ID", "RLS_TRACING_SAMPLING_RATE"},
+		how:   compatDiffers,
+		note:  "http and grpc are http/protobuf and grpc; the OTEL_* variables are read by both. Unset, the service name is ratewarden (envoyproxy/ratelimit's: RateLimit) and the instance id none (there: a random UUID)",
+		apply: applyTracing,
 	},
 	{
 		theirs: []string{"MEMCACHE_*"}, how: compatIgnored,
@@ -1016,4 +1020,36 @@ func compatTable() string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", code(v.theirs), code(v.ours), v.how, v.note)
 	}
 	return b.String()
+}
+
+func applyTracing(c *compatContext) error {
+	if err := applyBool("TRACING_ENABLED", "RLS_TRACING", func(s *Settings, b bool) { s.Tracing = b })(c); err != nil {
+		return err
+	}
+	if v, ok := c.get("TRACING_EXPORTER_PROTOCOL"); ok {
+		var protocol string
+		switch v {
+		case "http", "":
+			protocol = tracing.ProtocolHTTP
+		case "grpc":
+			protocol = tracing.ProtocolGRPC
+		default:
+			return fmt.Errorf("TRACING_EXPORTER_PROTOCOL %q is not http or grpc", v)
+		}
+		c.set("RLS_TRACING_PROTOCOL", protocol, func() { c.s.TracingProtocol = protocol })
+	}
+	for _, f := range []struct {
+		theirs, ours string
+		assign       func(*Settings, string)
+	}{
+		{"TRACING_SERVICE_NAME", "RLS_TRACING_SERVICE_NAME", func(s *Settings, v string) { s.TracingServiceName = v }},
+		{"TRACING_SERVICE_NAMESPACE", "RLS_TRACING_SERVICE_NAMESPACE", func(s *Settings, v string) { s.TracingServiceNamespace = v }},
+		{"TRACING_SERVICE_INSTANCE_ID", "RLS_TRACING_SERVICE_INSTANCE_ID", func(s *Settings, v string) { s.TracingServiceInstanceID = v }},
+		{"TRACING_SAMPLING_RATE", "RLS_TRACING_SAMPLING_RATE", func(s *Settings, v string) { s.TracingSamplingRate = v }},
+	} {
+		if err := applyString(f.theirs, f.ours, f.assign)(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/tracing"
 )
 
 // Server is a running ratewarden: its listeners are bound by New, and Serve
@@ -37,6 +38,7 @@ type Server struct {
 	config  *configState
 	watcher *config.Watcher // nil without RLS_CONFIG_WATCH
 	metrics *metrics.Metrics
+	tracer  *tracing.Tracer // nil without RLS_TRACING
 	// backendWatch keeps health in step with the backend's reachability.
 	backendWatch *backendWatch
 
@@ -83,8 +85,16 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		opts.BackendTimeout = 0
 	}
 	var limiter rls.Limiter = b
+	if s.Tracing {
+		if srv.tracer, err = tracing.New(ctx, s.tracingOptions()); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("server: RLS_TRACING: %w", err)
+		}
+		// Below the deny cache: only the calls that reach the backend.
+		limiter = srv.tracer.Limiter(limiter)
+	}
 	if s.Backend == "redis" && s.DenyCache {
-		cache := rls.NewDenyCache(b, s.DenyCacheSize, nil)
+		cache := rls.NewDenyCache(limiter, s.DenyCacheSize, nil)
 		srv.metrics.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ratewarden_deny_cache_hits_total",
 			Help: "Takes denied from the deny cache, without asking the backend.",
@@ -119,6 +129,9 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	}
 
 	grpcOpts := GRPCServerOptions()
+	if srv.tracer != nil {
+		grpcOpts = append(grpcOpts, srv.tracer.ServerOptions()...)
+	}
 	if grpcTLS != nil {
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(grpcTLS.config())))
 	}
@@ -207,6 +220,11 @@ func (srv *Server) shutdown() {
 	}
 	if err := srv.backend.Close(); err != nil {
 		srv.log.Warn("closing backend", "err", err)
+	}
+	if srv.tracer != nil {
+		if err := srv.tracer.Shutdown(ctx); err != nil {
+			srv.log.Warn("exporting the last traces", "err", err)
+		}
 	}
 	srv.log.Info("stopped")
 }

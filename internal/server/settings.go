@@ -75,6 +75,14 @@ type Settings struct {
 	MetricsAddr  string `split_words:"true" desc:"listen address of a metrics-only HTTP server, serving RLS_METRICS_PATH, beside /metrics on RLS_HTTP_ADDR; empty: none"`
 	MetricsPath  string `split_words:"true" default:"/metrics" desc:"path of the metrics on RLS_METRICS_ADDR"`
 
+	// Tracing: OpenTelemetry, exported over OTLP as the OTEL_* variables say.
+	Tracing                  bool   `split_words:"true" default:"false" desc:"trace ShouldRateLimit calls and their backend calls with OpenTelemetry, exported over OTLP as OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables say"`
+	TracingProtocol          string `split_words:"true" desc:"OTLP protocol of the traces: grpc or http/protobuf; empty: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf"`
+	TracingServiceName       string `split_words:"true" desc:"service.name of the traces; empty: OTEL_SERVICE_NAME, else ratewarden"`
+	TracingServiceNamespace  string `split_words:"true" desc:"service.namespace of the traces; empty: none, or what OTEL_RESOURCE_ATTRIBUTES says"`
+	TracingServiceInstanceID string `split_words:"true" desc:"service.instance.id of the traces, such as the pod's name; empty: none, or what OTEL_RESOURCE_ATTRIBUTES says"`
+	TracingSamplingRate      string `split_words:"true" desc:"share of the traces that start here to sample, in [0, 1], besides every trace the caller sampled; empty: as OTEL_TRACES_SAMPLER says (all, by default)"`
+
 	// CompatEnv reads envoyproxy/ratelimit's variables where no RLS_ one is
 	// set (compatenv.go).
 	CompatEnv bool `split_words:"true" default:"true" desc:"also read envoyproxy/ratelimit's variables (REDIS_URL, PORT, RUNTIME_ROOT, ...) for the settings whose RLS_ variable is not set; see docs/migrating.md"`

@@ -8,10 +8,11 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/tracing"
 )
 
-// validateAdditions checks the settings of the limit headers, the metrics
-// listener and tracing, naming the variable at fault.
+// validateAdditions checks the settings of the limit headers, the metric
+// names and listener, and tracing, naming the variable at fault.
 func (s Settings) validateAdditions() error {
 	if s.LimitHeaders {
 		for _, h := range []struct{ env, name string }{
@@ -30,6 +31,14 @@ func (s Settings) validateAdditions() error {
 	if s.MetricsAddr != "" && !strings.HasPrefix(s.MetricsPath, "/") {
 		return fmt.Errorf("server: RLS_METRICS_PATH %q must start with /", s.MetricsPath)
 	}
+	if s.Tracing {
+		if _, err := tracing.Protocol(s.TracingProtocol); err != nil {
+			return fmt.Errorf("server: RLS_TRACING_PROTOCOL: %w", err)
+		}
+	}
+	if _, err := tracing.ParseSamplingRate(s.TracingSamplingRate); err != nil {
+		return fmt.Errorf("server: RLS_TRACING_SAMPLING_RATE: %w", err)
+	}
 	return nil
 }
 
@@ -45,4 +54,16 @@ func (s Settings) limitHeaders() *rls.LimitHeaders {
 		return nil
 	}
 	return &rls.LimitHeaders{Limit: s.LimitHeaderLimit, Remaining: s.LimitHeaderRemaining, Reset: s.LimitHeaderReset}
+}
+
+// tracingOptions returns the tracing options the settings ask for.
+func (s Settings) tracingOptions() tracing.Options {
+	rate, _ := tracing.ParseSamplingRate(s.TracingSamplingRate)
+	return tracing.Options{
+		Protocol:          s.TracingProtocol,
+		ServiceName:       s.TracingServiceName,
+		ServiceNamespace:  s.TracingServiceNamespace,
+		ServiceInstanceID: s.TracingServiceInstanceID,
+		SamplingRate:      rate,
+	}
 }
