@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,21 +37,26 @@ descriptors:
     value: /productpage
     rate_limit: {unit: minute, requests_per_unit: 2}
 `), 0o644))
-	metricsAddr := freeAddr(t)
+	metricsAddr, debugAddr := freeAddr(t), freeAddr(t)
+	debugHost, debugPort, err := net.SplitHostPort(debugAddr)
+	require.NoError(t, err)
 	srv := startServerAt(t, "", map[string]string{
-		"LOG_LEVEL":              "info",
-		"REDIS_SOCKET_TYPE":      "tcp",
-		"REDIS_URL":              redis.Addr(),
-		"USE_STATSD":             "false",
-		"RUNTIME_ROOT":           root,
-		"RUNTIME_SUBDIRECTORY":   "ratelimit",
-		"RUNTIME_WATCH_ROOT":     "false",
-		"RUNTIME_IGNOREDOTFILES": "true",
-		"USE_PROMETHEUS":         "true",
-		"PROMETHEUS_ADDR":        metricsAddr,
-		"DEBUG_PORT":             "6070",
-		"RLS_LOG_LEVEL":          "info", // the harness's warn would win over LOG_LEVEL
-		"RLS_KEY_PREFIX":         "compat-" + strings.ReplaceAll(t.Name(), "/", "-") + ":",
+		"LOG_LEVEL":                     "info",
+		"REDIS_SOCKET_TYPE":             "tcp",
+		"REDIS_URL":                     redis.Addr(),
+		"USE_STATSD":                    "false",
+		"RUNTIME_ROOT":                  root,
+		"RUNTIME_SUBDIRECTORY":          "ratelimit",
+		"RUNTIME_WATCH_ROOT":            "false",
+		"RUNTIME_IGNOREDOTFILES":        "true",
+		"USE_PROMETHEUS":                "true",
+		"PROMETHEUS_ADDR":               metricsAddr,
+		"DEBUG_HOST":                    debugHost,
+		"DEBUG_PORT":                    debugPort,
+		"EXPIRATION_JITTER_MAX_SECONDS": "300",
+		"RLS_LOG_LEVEL":                 "info", // the harness's warn would win over LOG_LEVEL
+		"RLS_BACKEND_TIMEOUT":           "5s",   // what is read, not latency, is under test
+		"RLS_KEY_PREFIX":                "compat-" + strings.ReplaceAll(t.Name(), "/", "-") + ":",
 	})
 
 	req := &rlsv3.RateLimitRequest{Domain: "compat", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
@@ -88,10 +94,17 @@ descriptors:
 		`ratelimit_service_rate_limit_shadow_mode{domain="compat",key1="PATH_/productpage"} 0`,
 	}, rules, "envoyproxy/ratelimit's names on PROMETHEUS_ADDR")
 
+	resp, err = http.Get("http://" + debugAddr + "/rlconfig")
+	require.NoError(t, err)
+	body, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Contains(t, string(body), "compat", "the debug port serves /rlconfig")
+
 	logs := srv.Logs()
 	for _, want := range []string{
 		`msg="read envoyproxy/ratelimit variable" from=RUNTIME_ROOT,RUNTIME_SUBDIRECTORY setting=RLS_CONFIG_PATH value=` + dir,
-		`level=WARN msg="envoyproxy/ratelimit variable ignored" variables=DEBUG_PORT`,
+		`level=WARN msg="envoyproxy/ratelimit variable ignored" variables=EXPIRATION_JITTER_MAX_SECONDS`,
 	} {
 		assert.True(t, strings.Contains(logs, want), "the log says %s", want)
 	}

@@ -84,9 +84,9 @@ var compatVars = []compatVar{
 		apply: refuseIfSet("GRPC_UDS"),
 	},
 	{
-		theirs: []string{"DEBUG_HOST", "DEBUG_PORT"}, how: compatIgnored,
-		note:  "no debug listener: /rlconfig and /metrics are on the HTTP port, and pprof is not served",
-		apply: ignoreIfSet("DEBUG_HOST", "DEBUG_PORT"),
+		theirs: []string{"DEBUG_HOST", "DEBUG_PORT"}, ours: []string{"RLS_DEBUG_ADDR"}, how: compatDiffers,
+		note:  "host:port, with DEBUG_PORT 6070 when only DEBUG_HOST is set: /rlconfig, /metrics and /debug/pprof/, no /stats. Unset, there is no debug listener, where envoyproxy/ratelimit always listens on 6070",
+		apply: hostPort("DEBUG_HOST", "DEBUG_PORT", "6070", "RLS_DEBUG_ADDR", func(s *Settings, a string) { s.DebugAddr = a }),
 	},
 	{
 		theirs: []string{"GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT"},

@@ -75,7 +75,8 @@ func TestCompatEnvVariables(t *testing.T) {
 		{name: "HOST and PORT", env: map[string]string{"HOST": "0.0.0.0", "PORT": "80"}, want: func(s *Settings) { s.HTTPAddr = "0.0.0.0:80" }},
 		{name: "GRPC_HOST alone takes port 8081", env: map[string]string{"GRPC_HOST": "::"}, want: func(s *Settings) { s.GRPCAddr = "[::]:8081" }},
 		{name: "GRPC_PORT", env: map[string]string{"GRPC_PORT": "9081"}, want: func(s *Settings) { s.GRPCAddr = ":9081" }},
-		{name: "DEBUG_PORT", env: map[string]string{"DEBUG_PORT": "6070"}, ignored: []string{"DEBUG_PORT"}},
+		{name: "DEBUG_PORT", env: map[string]string{"DEBUG_PORT": "6071"}, want: func(s *Settings) { s.DebugAddr = ":6071" }},
+		{name: "DEBUG_HOST alone takes port 6070", env: map[string]string{"DEBUG_HOST": "127.0.0.1"}, want: func(s *Settings) { s.DebugAddr = "127.0.0.1:6070" }},
 		{
 			name: "gRPC TLS",
 			env:  map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/certs/tls.crt", "GRPC_SERVER_TLS_KEY": "/certs/tls.key"},

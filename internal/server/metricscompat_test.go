@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -85,4 +86,32 @@ func TestMetricsSettingsAreValidated(t *testing.T) {
 	t.Setenv("RLS_METRICS_PATH", "metrics")
 	_, err = LoadSettings()
 	assert.ErrorContains(t, err, "RLS_METRICS_PATH")
+}
+
+func TestDebugListener(t *testing.T) {
+	s := start(t, map[string]string{"RLS_DEBUG_ADDR": "127.0.0.1:0"})
+	base := "http://" + s.srv.DebugAddr().String()
+	for path, want := range map[string]string{
+		"/":                    "/debug/pprof/: the Go profiles",
+		"/rlconfig":            "edge",
+		"/metrics":             "ratewarden_config_reloads_total",
+		"/debug/pprof/":        "goroutine",
+		"/debug/pprof/cmdline": "",
+	} {
+		resp, err := http.Get(base + path)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
+		assert.Contains(t, string(body), want, path)
+	}
+	resp, err := http.Post(base+"/json", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "the debug port takes no quota")
+}
+
+func TestNoDebugListenerUnlessAskedFor(t *testing.T) {
+	assert.Nil(t, start(t, nil).srv.DebugAddr())
 }

@@ -75,6 +75,9 @@ type Settings struct {
 	MetricsAddr  string `split_words:"true" desc:"listen address of a metrics-only HTTP server, serving RLS_METRICS_PATH, beside /metrics on RLS_HTTP_ADDR; empty: none"`
 	MetricsPath  string `split_words:"true" default:"/metrics" desc:"path of the metrics on RLS_METRICS_ADDR"`
 
+	// DebugAddr serves /rlconfig, /metrics and the Go profiles.
+	DebugAddr string `split_words:"true" desc:"listen address of a debug HTTP server: /rlconfig, /metrics and the Go profiles under /debug/pprof/; empty: none"`
+
 	// Tracing: OpenTelemetry, exported over OTLP as the OTEL_* variables say.
 	Tracing                  bool   `split_words:"true" default:"false" desc:"trace ShouldRateLimit calls and their backend calls with OpenTelemetry, exported over OTLP as OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables say"`
 	TracingProtocol          string `split_words:"true" desc:"OTLP protocol of the traces: grpc or http/protobuf; empty: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf"`
