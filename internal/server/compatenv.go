@@ -211,15 +211,10 @@ var compatVars = []compatVar{
 		apply: applyRedisAuth,
 	},
 	{
-		theirs: []string{"REDIS_TLS", "REDIS_TLS_CACERT", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY"},
-		ours:   []string{"RLS_REDIS_TLS", "RLS_REDIS_TLS_CA_FILE", "RLS_REDIS_TLS_CERT_FILE", "RLS_REDIS_TLS_KEY_FILE"}, how: compatDiffers,
-		note:  "the files are read only with REDIS_TLS true, as there; a CA file replaces the system's roots rather than adding to them",
+		theirs: []string{"REDIS_TLS", "REDIS_TLS_CACERT", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"},
+		ours:   []string{"RLS_REDIS_TLS", "RLS_REDIS_TLS_CA_FILE", "RLS_REDIS_TLS_CERT_FILE", "RLS_REDIS_TLS_KEY_FILE", "RLS_REDIS_TLS_SKIP_HOSTNAME_VERIFY"}, how: compatDiffers,
+		note:  "read only with REDIS_TLS true, as there; a CA file replaces the system's roots rather than adding to them. Skipping the hostname still verifies the chain",
 		apply: applyRedisTLS,
-	},
-	{
-		theirs: []string{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"}, how: compatRefused,
-		note:  "true is refused: set RLS_REDIS_TLS_SERVER_NAME to the name the server's certificate carries",
-		apply: refuseIfTrue("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "certificates are always checked for a name: set RLS_REDIS_TLS_SERVER_NAME to the name the server's certificate carries"),
 	},
 	{
 		theirs: []string{"REDIS_POOL_SIZE"}, ours: []string{"RLS_REDIS_POOL_SIZE"}, how: compatSame,
@@ -907,10 +902,17 @@ func applyRedisTLS(c *compatContext) error {
 		return err
 	}
 	if !on {
-		c.ignore("REDIS_TLS is not true", "REDIS_TLS_CACERT", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY")
+		c.ignore("REDIS_TLS is not true", "REDIS_TLS_CACERT", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")
 		return nil
 	}
 	c.set("RLS_REDIS_TLS", "true", func() { c.s.Redis.TLS = true })
+	skip, err := c.theirBool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")
+	if err != nil {
+		return err
+	}
+	if skip {
+		c.set("RLS_REDIS_TLS_SKIP_HOSTNAME_VERIFY", "true", func() { c.s.Redis.TLSSkipHostnameVerify = true })
+	}
 	for _, f := range []struct {
 		theirs, ours string
 		field        *string

@@ -202,7 +202,14 @@ func TestCompatEnvVariables(t *testing.T) {
 			},
 		},
 		{name: "REDIS_TLS files without REDIS_TLS", env: map[string]string{"REDIS_TLS_CACERT": "ca.pem"}, ignored: []string{"REDIS_TLS_CACERT"}},
-		{name: "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION false", env: map[string]string{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "false"}, builtIn: []string{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"}},
+		{
+			name: "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", env: map[string]string{"REDIS_TLS": "true", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true"},
+			want: func(s *Settings) { s.Redis.TLS, s.Redis.TLSSkipHostnameVerify = true, true },
+		},
+		{
+			name: "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION without REDIS_TLS", env: map[string]string{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true"},
+			ignored: []string{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"},
+		},
 		{name: "REDIS_POOL_SIZE", env: map[string]string{"REDIS_POOL_SIZE": "20"}, want: func(s *Settings) { s.Redis.PoolSize = 20 }},
 		{name: "pipelining", env: map[string]string{"REDIS_PIPELINE_WINDOW": "150us", "REDIS_PIPELINE_LIMIT": "8"}, builtIn: []string{"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT"}},
 		{name: "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", env: map[string]string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true"}, builtIn: []string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"}},
@@ -275,7 +282,6 @@ func TestCompatEnvRefusesWhatItCannotHonour(t *testing.T) {
 		{map[string]string{"REDIS_TYPE": "ring", "REDIS_URL": "r:1"}, `REDIS_TYPE "ring"`},
 		{map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": "mymaster"}, "master's name and the Sentinels"},
 		{map[string]string{"REDIS_URL": "redis://:pw@r:6379/zero"}, "database"},
-		{map[string]string{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true"}, "RLS_REDIS_TLS_SERVER_NAME"},
 		{map[string]string{"REDIS_POOL_SIZE": "ten"}, "REDIS_POOL_SIZE"},
 		{map[string]string{"PORT": "http"}, "PORT"},
 		{map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
