@@ -57,8 +57,6 @@ type compatVar struct {
 	how  compatHow
 	// note says how they differ, or why they are ignored or refused.
 	note string
-	// secret keeps the values out of the log.
-	secret bool
 	// apply converts: it reads their values from c, and assigns settings
 	// through c.set, or reports through c.ignore, c.builtIn or an error.
 	apply func(c *compatContext) error
@@ -200,13 +198,13 @@ var compatVars = []compatVar{
 	{
 		theirs: []string{"REDIS_TYPE", "REDIS_URL"},
 		ours:   []string{"RLS_BACKEND", "RLS_REDIS_MODE", "RLS_REDIS_ADDRS", "RLS_REDIS_SENTINEL_MASTER", "RLS_REDIS_USERNAME", "RLS_REDIS_PASSWORD", "RLS_REDIS_DB", "RLS_REDIS_TLS"},
-		how:    compatSame, secret: true,
-		note:  "SINGLE, CLUSTER and SENTINEL in any case are standalone, cluster and sentinel; a REDIS_URL makes the backend redis. REDIS_URL is host:port or redis://[user:password@]host:port[/db] (rediss:// for TLS), a comma list for a cluster, and for Sentinel the master's name then the Sentinels",
-		apply: applyRedisURL,
+		how:    compatSame,
+		note:   "SINGLE, CLUSTER and SENTINEL in any case are standalone, cluster and sentinel; a REDIS_URL makes the backend redis. REDIS_URL is host:port or redis://[user:password@]host:port[/db] (rediss:// for TLS), a comma list for a cluster, and for Sentinel the master's name then the Sentinels",
+		apply:  applyRedisURL,
 	},
 	{
 		theirs: []string{"REDIS_AUTH", "REDIS_SENTINEL_AUTH"},
-		ours:   []string{"RLS_REDIS_USERNAME", "RLS_REDIS_PASSWORD", "RLS_REDIS_SENTINEL_USERNAME", "RLS_REDIS_SENTINEL_PASSWORD"}, how: compatSame, secret: true,
+		ours:   []string{"RLS_REDIS_USERNAME", "RLS_REDIS_PASSWORD", "RLS_REDIS_SENTINEL_USERNAME", "RLS_REDIS_SENTINEL_PASSWORD"}, how: compatSame,
 		note:  "password, or user:password",
 		apply: applyRedisAuth,
 	},
@@ -315,7 +313,7 @@ func (c *compatContext) isSet(names ...string) bool {
 
 // set runs assign, which sets the field of the RLS_ variable ours to value,
 // unless ours is set in the environment: then the explicit value wins, and
-// the report says so.
+// the report says so. The report keeps the values of passwords out.
 func (c *compatContext) set(ours, value string, assign func()) {
 	from := c.setNames()
 	if _, explicit := c.lookup(ours); explicit {
@@ -323,7 +321,7 @@ func (c *compatContext) set(ours, value string, assign func()) {
 		return
 	}
 	assign()
-	if c.v.secret {
+	if strings.HasSuffix(ours, "_PASSWORD") {
 		value = "[redacted]"
 	}
 	c.report.Applied = append(c.report.Applied, CompatNote{Theirs: from, Ours: ours, Value: value})

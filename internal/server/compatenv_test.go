@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"flag"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -350,10 +351,25 @@ func TestCompatEnvIstioSample(t *testing.T) {
 	var buf bytes.Buffer
 	report.log(s.NewLogger(&buf))
 	out := buf.String()
-	assert.Contains(t, out, `level=INFO msg="read envoyproxy/ratelimit variable" from=REDIS_URL setting=RLS_REDIS_ADDRS value=[redacted]`)
+	assert.Contains(t, out, `level=INFO msg="read envoyproxy/ratelimit variable" from=REDIS_URL setting=RLS_REDIS_ADDRS value=redis:6379`)
 	assert.Contains(t, out, `setting=RLS_CONFIG_PATH value=/data/ratelimit/config`)
 	assert.Contains(t, out, `level=DEBUG msg="envoyproxy/ratelimit variable needs no setting" variables=USE_STATSD`)
 	assert.NotContains(t, out, "level=WARN")
+}
+
+func TestCompatEnvKeepsPasswordsOutOfTheLog(t *testing.T) {
+	_, report, err := convert(t, map[string]string{
+		"REDIS_URL": "redis://app:url-secret@r:6379", "REDIS_SENTINEL_AUTH": "sentinel-secret", "REDIS_TYPE": "single",
+	})
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	report.log(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	out := buf.String()
+	assert.NotContains(t, out, "secret")
+	assert.Contains(t, out, "setting=RLS_REDIS_PASSWORD value=[redacted]")
+	assert.Contains(t, out, "setting=RLS_REDIS_SENTINEL_PASSWORD value=[redacted]")
+	assert.Contains(t, out, "setting=RLS_REDIS_ADDRS value=r:6379")
+	assert.Contains(t, out, "setting=RLS_REDIS_USERNAME value=app")
 }
 
 // TestCompatEnvEnvoyGateway converts the environment of Envoy Gateway's
