@@ -398,6 +398,25 @@ func (r *CompatReport) log(logger *slog.Logger) {
 	}
 }
 
+// explain adds to err, an error of Settings.Validate, which of
+// envoyproxy/ratelimit's variables gave the settings it names their value,
+// so that an operator who set REDIS_URL learns that RLS_REDIS_ADDRS came
+// from it.
+func (r *CompatReport) explain(err error) error {
+	msg := err.Error()
+	var from []string
+	for _, n := range r.Applied {
+		// Validate names the Redis settings as a group, RLS_REDIS_*.
+		if strings.Contains(msg, n.Ours) || (strings.HasPrefix(n.Ours, "RLS_REDIS_") && strings.Contains(msg, "RLS_REDIS_*")) {
+			from = append(from, n.Ours+" from "+strings.Join(n.Theirs, ","))
+		}
+	}
+	if len(from) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (envoyproxy/ratelimit's variables set %s)", err, strings.Join(from, "; "))
+}
+
 // applyCompatEnv converts the envoyproxy/ratelimit variables that lookup
 // finds into s, row by row of compatVars, and reports what it did. Its
 // errors name their variable.

@@ -318,6 +318,20 @@ func TestCompatEnvExplicitRLSWins(t *testing.T) {
 	assert.ElementsMatch(t, []string{"RLS_HTTP_ADDR", "RLS_REDIS_PASSWORD"}, overridden)
 }
 
+func TestCompatEnvErrorsNameTheirVariables(t *testing.T) {
+	t.Setenv("RLS_CONFIG_PATH", "../../config")
+	t.Setenv("REDIS_URL", "redis:http")
+	_, err := LoadSettings()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "RLS_REDIS_*")
+	assert.Contains(t, err.Error(), "RLS_REDIS_ADDRS from REDIS_URL")
+
+	t.Setenv("REDIS_URL", "redis:6379")
+	t.Setenv("CACHE_KEY_PREFIX", "{rl}")
+	_, err = LoadSettings()
+	assert.ErrorContains(t, err, "RLS_KEY_PREFIX from CACHE_KEY_PREFIX")
+}
+
 func TestCompatEnvCanBeTurnedOff(t *testing.T) {
 	t.Setenv("RLS_COMPAT_ENV", "false")
 	t.Setenv("PORT", "9000")

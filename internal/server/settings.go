@@ -112,6 +112,10 @@ func LoadSettings() (Settings, error) {
 			return s, err
 		}
 		s.compat = report
+		if err := s.Validate(); err != nil {
+			return s, report.explain(err)
+		}
+		return s, nil
 	}
 	return s, s.Validate()
 }
