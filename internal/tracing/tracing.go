@@ -244,6 +244,10 @@ type tracedLimiter struct {
 func (l *tracedLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	ctx, span := l.tracer.Start(ctx, "ratewarden.backend", trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
+	if !span.IsRecording() {
+		// Not sampled: nothing to describe.
+		return l.next.Do(ctx, ops)
+	}
 	refunds := 0
 	for i := range ops {
 		if ops[i].Refund {
