@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sort"
 	"testing"
 	"time"
 
@@ -34,8 +35,9 @@ descriptors:
 `
 
 // serve serves ShouldRateLimit over limiter, traced by tr, and grpc.health.v1
-// on a loopback port, and returns a client connection.
-func serve(t *testing.T, tr *Tracer, limiter rls.Limiter) *grpc.ClientConn {
+// on a loopback port, and returns a client connection and a function that
+// stops the server once its calls are done, their spans ended.
+func serve(t *testing.T, tr *Tracer, limiter rls.Limiter) (*grpc.ClientConn, func()) {
 	t.Helper()
 	cfg, err := config.Parse([]config.File{{Name: "edge.yaml", Data: []byte(limits)}}, config.Options{})
 	require.NoError(t, err)
@@ -50,7 +52,18 @@ func serve(t *testing.T, tr *Tracer, limiter rls.Limiter) *grpc.ClientConn {
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
-	return conn
+	return conn, srv.GracefulStop
+}
+
+// waitSpans waits until exp holds n spans, for the server span ends after
+// the client has its answer; it gives up after 10 seconds.
+func waitSpans(t *testing.T, exp *tracetest.InMemoryExporter, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(exp.GetSpans()) < n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Len(t, exp.GetSpans(), n)
 }
 
 func userRequest(user string) *rlsv3.RateLimitRequest {
@@ -67,11 +80,15 @@ func attrs(kvs []attribute.KeyValue) map[attribute.Key]attribute.Value {
 	return m
 }
 
-// spansOf returns the ended spans by name.
+// spansOf returns the ended spans by name, each name's in the order they
+// started.
 func spansOf(exp *tracetest.InMemoryExporter) map[string][]tracetest.SpanStub {
 	m := map[string][]tracetest.SpanStub{}
 	for _, s := range exp.GetSpans() {
 		m[s.Name] = append(m[s.Name], s)
+	}
+	for _, spans := range m {
+		sort.Slice(spans, func(i, j int) bool { return spans[i].StartTime.Before(spans[j].StartTime) })
 	}
 	return m
 }
@@ -82,7 +99,7 @@ func TestSpansContinueTheCallersTrace(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tr, err := New(context.Background(), Options{Exporter: exp, ServiceName: "rl-test"})
 	require.NoError(t, err)
-	conn := serve(t, tr, algorithms.NewMemory())
+	conn, _ := serve(t, tr, algorithms.NewMemory())
 	client := rlsv3.NewRateLimitServiceClient(conn)
 
 	for _, c := range []struct {
@@ -105,6 +122,7 @@ func TestSpansContinueTheCallersTrace(t *testing.T) {
 				_, err := client.ShouldRateLimit(ctx, userRequest(c.name))
 				require.NoError(t, err)
 			}
+			waitSpans(t, exp, 4)
 			spans := spansOf(exp)
 			require.Len(t, spans[serverSpan], 2)
 			require.Len(t, spans["ratewarden.backend"], 2)
@@ -135,7 +153,10 @@ func TestSpansContinueTheCallersTrace(t *testing.T) {
 		exp.Reset()
 		_, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
 		require.NoError(t, err)
-		assert.Empty(t, exp.GetSpans())
+		_, err = client.ShouldRateLimit(context.Background(), userRequest("after the health check"))
+		require.NoError(t, err)
+		waitSpans(t, exp, 2)
+		assert.ElementsMatch(t, []string{serverSpan, "ratewarden.backend"}, []string{exp.GetSpans()[0].Name, exp.GetSpans()[1].Name})
 	})
 }
 
@@ -155,9 +176,10 @@ func TestBackendFailuresAreRecorded(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tr, err := New(context.Background(), Options{Exporter: exp})
 	require.NoError(t, err)
-	client := rlsv3.NewRateLimitServiceClient(serve(t, tr, failing{}))
-	_, err = client.ShouldRateLimit(context.Background(), userRequest("u"))
+	conn, _ := serve(t, tr, failing{})
+	_, err = rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), userRequest("u"))
 	require.Error(t, err)
+	waitSpans(t, exp, 2)
 
 	spans := spansOf(exp)
 	require.Len(t, spans["ratewarden.backend"], 1)
@@ -174,15 +196,19 @@ func TestSamplingRate(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tr, err := New(context.Background(), Options{Exporter: exp, SamplingRate: &zero})
 	require.NoError(t, err)
-	client := rlsv3.NewRateLimitServiceClient(serve(t, tr, algorithms.NewMemory()))
+	conn, stop := serve(t, tr, algorithms.NewMemory())
+	client := rlsv3.NewRateLimitServiceClient(conn)
 	_, err = client.ShouldRateLimit(context.Background(), userRequest("a"))
 	require.NoError(t, err)
-	assert.Empty(t, exp.GetSpans(), "a rate of 0 samples no trace that starts here")
-
 	ctx := metadata.NewOutgoingContext(context.Background(), metadata.Pairs("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
 	_, err = client.ShouldRateLimit(ctx, userRequest("b"))
 	require.NoError(t, err)
-	assert.Len(t, exp.GetSpans(), 2, "but every trace the caller sampled")
+	stop() // both calls done, their spans ended
+	spans := exp.GetSpans()
+	require.Len(t, spans, 2, "a rate of 0 samples no trace that starts here, but every trace the caller sampled")
+	for _, s := range spans {
+		assert.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", s.SpanContext.TraceID().String())
+	}
 
 	for _, bad := range []string{"2", "-0.1", "half"} {
 		_, err := ParseSamplingRate(bad)
@@ -210,9 +236,10 @@ func TestOTLPExporters(t *testing.T) {
 
 			tr, err := New(context.Background(), Options{Protocol: protocol})
 			require.NoError(t, err)
-			client := rlsv3.NewRateLimitServiceClient(serve(t, tr, algorithms.NewMemory()))
-			_, err = client.ShouldRateLimit(context.Background(), userRequest("otlp"))
+			conn, stop := serve(t, tr, algorithms.NewMemory())
+			_, err = rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), userRequest("otlp"))
 			require.NoError(t, err)
+			stop() // the call's spans ended
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
