@@ -17,13 +17,15 @@ COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/ratewarden ./cmd/server
 
 FROM gcr.io/distroless/static-debian12:nonroot
-# Envoy Gateway (and Istio's sample Deployment) run envoyproxy/ratelimit's
-# image with the command /bin/ratelimit: the same binary is there too, so
-# that swapping the image is enough.
-COPY --from=builder /out/ratewarden /bin/ratelimit
 COPY --from=builder /out/ratewarden /usr/local/bin/ratewarden
+# Manifests made for envoyproxy/ratelimit run `/bin/ratelimit`: the same
+# server answers to that name (a copy: there is no shell to make a link).
+COPY --from=builder /out/ratewarden /bin/ratelimit
 COPY config/ /etc/ratewarden/config/
-ENV RLS_CONFIG_PATH=/etc/ratewarden/config
+# The example limits are ./config, RLS_CONFIG_PATH's default. No RLS_
+# variable is set here: it would win over the envoyproxy/ratelimit
+# variables (RUNTIME_ROOT, ...) of a Deployment made for it.
+WORKDIR /etc/ratewarden
 # distroless's "nonroot" user, by number so that Kubernetes' runAsNonRoot
 # can verify it.
 USER 65532:65532

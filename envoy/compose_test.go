@@ -231,7 +231,8 @@ func TestDockerfile(t *testing.T) {
 	require.NotNil(t, out, "go build -o names the binary")
 
 	assert.Regexp(t, `^(gcr\.io/distroless/static[^:]*:nonroot|scratch)$`, final.from)
-	var user, entrypoint, copied, expose string
+	var user, entrypoint, copied, expose, workdir string
+	var copies []string
 	for _, l := range final.lines {
 		f := strings.Fields(l)
 		switch strings.ToUpper(f[0]) {
@@ -241,14 +242,24 @@ func TestDockerfile(t *testing.T) {
 			entrypoint = l
 		case "EXPOSE":
 			expose = strings.Join(f[1:], " ")
+		case "WORKDIR":
+			workdir = f[1]
 		case "COPY":
 			if f[1] == "--from="+builder.name && f[2] == out[1] {
-				copied = f[3]
+				if copied == "" {
+					copied = f[3]
+				}
+				copies = append(copies, f[3])
 			}
+		case "ENV":
+			// An RLS_ variable set in the image would win over the
+			// envoyproxy/ratelimit variables of a Deployment made for it.
+			assert.NotContains(t, l, "RLS_", "the image sets no RLS_ variable")
 		case "RUN":
 			t.Errorf("the final stage runs nothing: %s", l)
 		}
 	}
+	assert.Contains(t, copies, "/bin/ratelimit", "the binary is also where envoyproxy/ratelimit's manifests run it")
 	require.NotEmpty(t, user)
 	uid, _, _ := strings.Cut(user, ":")
 	assert.NotContains(t, []string{"root", "0"}, uid, "the image runs as a non-root user")
@@ -256,7 +267,7 @@ func TestDockerfile(t *testing.T) {
 	assert.Contains(t, entrypoint, `"`+copied+`"`, "and runs it")
 	assert.Equal(t, "8080 8081", expose)
 	assert.Contains(t, final.lines, "COPY config/ /etc/ratewarden/config/")
-	assert.Contains(t, final.lines, "ENV RLS_CONFIG_PATH=/etc/ratewarden/config")
+	assert.Equal(t, "/etc/ratewarden", workdir, "where RLS_CONFIG_PATH's default, ./config, finds the example limits")
 }
 
 func TestDemoScriptSyntax(t *testing.T) {

@@ -1,7 +1,9 @@
 // Package metrics exposes ratewarden's Prometheus metrics: it implements
 // rls.Observer over a registry of its own (never the global default one)
-// and serves it in the Prometheus text format. Every metric name starts with
-// ratewarden_; docs/operations.md lists them all.
+// and serves it in the Prometheus text format. Its own metric names start
+// with ratewarden_; on request it also exports envoyproxy/ratelimit's names
+// (ratelimit_service_*), beside or instead of its own. docs/operations.md
+// lists them all.
 package metrics
 
 import (
@@ -49,13 +51,25 @@ type Metrics struct {
 
 	configReloads     *prometheus.CounterVec
 	configLastSuccess prometheus.Gauge
+
+	// names says which names are exported; ratelimit holds
+	// envoyproxy/ratelimit's metrics, nil unless names asks for them.
+	names     Names
+	ratelimit *ratelimitMetrics
 }
+
+// Option configures New.
+type Option func(*Metrics)
+
+// WithNames makes New export the names n asks for; the default is
+// NamesRatewarden.
+func WithNames(n Names) Option { return func(m *Metrics) { m.names = n } }
 
 var _ rls.Observer = (*Metrics)(nil)
 
 // New returns Metrics registered in a new registry, together with the Go
 // runtime and process collectors.
-func New() *Metrics {
+func New(opts ...Option) *Metrics {
 	ruleCounter := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "rule", Name: name, Help: help,
@@ -112,11 +126,22 @@ func New() *Metrics {
 			Help: "1 when the last reload of the limits configuration succeeded (or none was tried), 0 when it failed.",
 		}),
 	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	if m.names.ratewarden() {
+		m.registry.MustRegister(
+			m.totalHits, m.withinLimit, m.nearLimit, m.overLimit, m.shadowMode,
+			m.requests, m.requestDuration,
+			m.backendDuration, m.backendErrors, m.breakerState, m.breakerOpened,
+			m.configReloads, m.configLastSuccess,
+		)
+	}
+	if m.names.ratelimit() {
+		m.ratelimit = newRatelimitMetrics()
+		m.registry.MustRegister(m.ratelimit.collectors()...)
+	}
 	m.registry.MustRegister(
-		m.totalHits, m.withinLimit, m.nearLimit, m.overLimit, m.shadowMode,
-		m.requests, m.requestDuration,
-		m.backendDuration, m.backendErrors, m.breakerState, m.breakerOpened,
-		m.configReloads, m.configLastSuccess,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -144,6 +169,12 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
 // ObserveRequest counts a ShouldRateLimit call and its latency.
 func (m *Metrics) ObserveRequest(o rls.RequestOutcome) {
+	if m.ratelimit != nil {
+		m.ratelimit.observeRequest(o)
+		if !m.names.ratewarden() {
+			return
+		}
+	}
 	m.requests.WithLabelValues(o.Code.String(), o.GRPCCode.String()).Inc()
 	m.requestDuration.Observe(o.Duration.Seconds())
 }
@@ -152,6 +183,12 @@ func (m *Metrics) ObserveRequest(o rls.RequestOutcome) {
 // The window of a request's limit override is labelled "override": the
 // client chooses it, and would make a series per window.
 func (m *Metrics) ObserveLimit(d rls.LimitDecision) {
+	if m.ratelimit != nil {
+		m.ratelimit.rules.observe(d)
+		if !m.names.ratewarden() {
+			return
+		}
+	}
 	window := overrideWindow
 	if !d.Override {
 		window = windowLabel(d.Window)
@@ -202,6 +239,9 @@ func (m *Metrics) ObserveBreaker(s rls.BreakerState) {
 // ObserveConfigReload records a reload of the limits configuration: err is
 // nil when it succeeded.
 func (m *Metrics) ObserveConfigReload(err error) {
+	if m.ratelimit != nil {
+		m.ratelimit.observeConfigLoad(err)
+	}
 	if err != nil {
 		m.configReloads.WithLabelValues("failure").Inc()
 		m.configLastSuccess.Set(0)
@@ -213,6 +253,15 @@ func (m *Metrics) ObserveConfigReload(err error) {
 
 // overrideWindow is the window label of every limit override.
 const overrideWindow = "override"
+
+// ObserveConfigLoaded records the first load of the limits configuration,
+// which envoyproxy/ratelimit's config_load_success counts and
+// ratewarden_config_reloads_total does not.
+func (m *Metrics) ObserveConfigLoaded() {
+	if m.ratelimit != nil {
+		m.ratelimit.observeConfigLoad(nil)
+	}
+}
 
 // windowLabel writes a window in its largest whole unit: "1s", "90s", "5m",
 // "1h", "7d".

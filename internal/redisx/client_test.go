@@ -282,6 +282,8 @@ func TestNewClientTLS(t *testing.T) {
 		{name: "unknown CA", change: func(o *redisx.Options) { o.TLSCaFile = "" }, wantErr: []string{"certificate signed by unknown authority"}},
 		{name: "wrong server name", change: func(o *redisx.Options) { o.TLSServerName = "redis.example" }, wantErr: []string{"certificate is valid for localhost, not redis.example"}},
 		{name: "insecure skips verification", change: func(o *redisx.Options) { o.TLSCaFile, o.TLSInsecureSkipVerify = "", true }},
+		{name: "hostname skipped, chain verified", change: func(o *redisx.Options) { o.TLSServerName, o.TLSSkipHostnameVerify = "redis.example", true }},
+		{name: "hostname skipped, unknown CA", change: func(o *redisx.Options) { o.TLSCaFile, o.TLSSkipHostnameVerify = "", true }, wantErr: []string{"certificate signed by unknown authority"}},
 		// With TLS 1.3 the server rejects a missing client certificate after
 		// the client's side of the handshake is done: the client learns it
 		// from an alert or a reset on its first write or read.

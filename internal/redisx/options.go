@@ -98,6 +98,10 @@ type Options struct {
 	TLSServerName string `split_words:"true" desc:"name every server certificate must carry; empty means the dialed host"`
 	// TLSInsecureSkipVerify accepts any server certificate. For tests only.
 	TLSInsecureSkipVerify bool `split_words:"true" desc:"accept any server certificate (tests only)"`
+	// TLSSkipHostnameVerify checks that server certificates chain to the
+	// CAs but not the name they carry, for servers whose certificates name
+	// no host they are reached by (Google Cloud Memorystore, for one).
+	TLSSkipHostnameVerify bool `split_words:"true" desc:"check that server certificates chain to the CAs, but not their name (servers whose certificates name no host they are reached by)"`
 
 	// PoolSize is the number of connections kept per server; 0 means
 	// go-redis's default (10 per CPU, 5 per CPU and node in cluster mode).
@@ -169,7 +173,7 @@ func (o Options) Validate() error {
 		add("mode cluster has only DB 0, got DB %d", o.DB)
 	}
 
-	if !o.TLS && (o.TLSCaFile != "" || o.TLSCertFile != "" || o.TLSKeyFile != "" || o.TLSServerName != "" || o.TLSInsecureSkipVerify) {
+	if !o.TLS && (o.TLSCaFile != "" || o.TLSCertFile != "" || o.TLSKeyFile != "" || o.TLSServerName != "" || o.TLSInsecureSkipVerify || o.TLSSkipHostnameVerify) {
 		add("TLS settings need TLS on")
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
@@ -246,6 +250,9 @@ func (o Options) LogValue() slog.Value {
 		str("tls_server_name", o.TLSServerName)
 		if o.TLSInsecureSkipVerify {
 			attrs = append(attrs, slog.Bool("tls_insecure_skip_verify", true))
+		}
+		if o.TLSSkipHostnameVerify {
+			attrs = append(attrs, slog.Bool("tls_skip_hostname_verify", true))
 		}
 	}
 	for _, n := range []struct {

@@ -43,6 +43,7 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "negative db", opts: redisx.Options{Addrs: one, DB: -1}, wantErr: []string{"redisx: DB -1 is negative"}},
 		{name: "cluster with db", opts: redisx.Options{Addrs: three, Mode: redisx.ModeCluster, DB: 1}, wantErr: []string{"redisx: mode cluster has only DB 0, got DB 1"}},
 		{name: "tls files without tls", opts: redisx.Options{Addrs: one, TLSCaFile: "ca.pem"}, wantErr: []string{"redisx: TLS settings need TLS on"}},
+		{name: "hostname check without tls", opts: redisx.Options{Addrs: one, TLSSkipHostnameVerify: true}, wantErr: []string{"redisx: TLS settings need TLS on"}},
 		{name: "insecure without tls", opts: redisx.Options{Addrs: one, TLSInsecureSkipVerify: true}, wantErr: []string{"redisx: TLS settings need TLS on"}},
 		{name: "cert without key", opts: redisx.Options{Addrs: one, TLS: true, TLSCertFile: "c.pem"}, wantErr: []string{"redisx: a TLS client certificate needs both a cert file and a key file"}},
 		{name: "negative pool", opts: redisx.Options{Addrs: one, PoolSize: -1}, wantErr: []string{"redisx: PoolSize is negative"}},

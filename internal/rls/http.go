@@ -171,10 +171,12 @@ func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	// The headers Envoy would add to the client's response: retry-after
+	// when over the limit, the limit headers when asked for.
+	for _, hv := range resp.GetResponseHeadersToAdd() {
+		w.Header().Set(hv.GetKey(), hv.GetValue())
+	}
 	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
-		for _, hv := range resp.GetResponseHeadersToAdd() {
-			w.Header().Set(hv.GetKey(), hv.GetValue())
-		}
 		w.WriteHeader(http.StatusTooManyRequests)
 	}
 	w.Write(out)

@@ -87,6 +87,10 @@ type Options struct {
 	// NearLimitRatio is the share of a limit's capacity at or above which an
 	// admitted request counts as near the limit, in (0, 1]; 0 means 0.8.
 	NearLimitRatio float64
+	// LimitHeaders, when not nil, adds the most constrained limit's headers
+	// to every response the backend decided (not to failure-mode answers);
+	// nil adds none.
+	LimitHeaders *LimitHeaders
 	// Observer is told every decision, request and backend call, for
 	// metrics; nil observes nothing.
 	Observer Observer

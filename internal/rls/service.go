@@ -116,7 +116,11 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if p.overLimit(results) && s.opts.RefundOnDeny {
 		s.refund(ctx, p, results)
 	}
-	return p.response(results), nil
+	resp := p.response(results)
+	if s.opts.LimitHeaders != nil {
+		s.opts.LimitHeaders.add(resp)
+	}
+	return resp, nil
 }
 
 // do calls the limiter within the backend timeout, unless the circuit

@@ -46,8 +46,14 @@ func scrapeMetrics(t *testing.T, base string) map[string]float64 {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
+	return parseSamples(t, string(body))
+}
+
+// parseSamples parses the Prometheus text format into series → value.
+func parseSamples(t *testing.T, text string) map[string]float64 {
+	t.Helper()
 	samples := make(map[string]float64)
-	for line := range strings.SplitSeq(string(body), "\n") {
+	for line := range strings.SplitSeq(text, "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/tracing"
 	"github.com/ratewarden/ratewarden/internal/xds"
 )
 
@@ -39,6 +40,7 @@ type Server struct {
 	watcher *config.Watcher // nil without RLS_CONFIG_WATCH
 	xds     *xds.Client     // nil unless RLS_CONFIG_SOURCE=xds
 	metrics *metrics.Metrics
+	tracer  *tracing.Tracer // nil without RLS_TRACING
 	// backendWatch keeps health in step with the backend's reachability.
 	backendWatch *backendWatch
 
@@ -46,6 +48,8 @@ type Server struct {
 	httpLis net.Listener
 	grpc    *grpc.Server
 	http    *http.Server
+	// side holds the listeners beside gRPC and HTTP (listeners.go).
+	side []*sideListener
 }
 
 // New loads the configuration, builds the backend and binds the listeners.
@@ -53,6 +57,9 @@ type Server struct {
 func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
+	}
+	if s.compat != nil {
+		s.compat.log(logger)
 	}
 	watcher, cfg, err := loadConfig(s, logger)
 	if err != nil {
@@ -81,7 +88,10 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		return nil, err
 	}
 	srv := &Server{settings: s, log: logger, backend: b, health: rls.NewHealth(), watcher: watcher, xds: xdsClient}
-	srv.metrics = metrics.New()
+	srv.metrics = metrics.New(metrics.WithNames(s.metricsNames()))
+	if cfg != nil && xdsClient == nil {
+		srv.metrics.ObserveConfigLoaded()
+	}
 	opts := s.ServiceOptions(logger)
 	opts.Observer = srv.metrics
 	if s.Backend == "memory" {
@@ -90,8 +100,16 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		opts.BackendTimeout = 0
 	}
 	var limiter rls.Limiter = b
+	if s.Tracing {
+		if srv.tracer, err = tracing.New(ctx, s.tracingOptions()); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("server: RLS_TRACING: %w", err)
+		}
+		// Below the deny cache: only the calls that reach the backend.
+		limiter = srv.tracer.Limiter(limiter)
+	}
 	if s.Backend == "redis" && s.DenyCache {
-		cache := rls.NewDenyCache(b, s.DenyCacheSize, nil)
+		cache := rls.NewDenyCache(limiter, s.DenyCacheSize, nil)
 		srv.metrics.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ratewarden_deny_cache_hits_total",
 			Help: "Takes denied from the deny cache, without asking the backend.",
@@ -123,8 +141,19 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 			return nil, fmt.Errorf("server: RLS_HTTP_ADDR: %w", err)
 		}
 	}
+	if err := srv.bindSideListeners(s); err != nil {
+		if srv.httpLis != nil {
+			srv.httpLis.Close()
+		}
+		srv.grpcLis.Close()
+		b.Close()
+		return nil, err
+	}
 
 	grpcOpts := GRPCServerOptions()
+	if srv.tracer != nil {
+		grpcOpts = append(grpcOpts, srv.tracer.ServerOptions()...)
+	}
 	if grpcTLS != nil {
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(grpcTLS.config())))
 	}
@@ -165,12 +194,13 @@ func (srv *Server) HTTPAddr() net.Addr {
 // health turns NOT_SERVING, after RLS_SHUTDOWN_DELAY new calls are refused,
 // and in-flight calls get up to RLS_SHUTDOWN_TIMEOUT to finish.
 func (srv *Server) Serve(ctx context.Context) error {
-	errc := make(chan error, 2)
+	errc := make(chan error, 2+len(srv.side))
 	go func() { errc <- srv.grpc.Serve(srv.grpcLis) }()
 	if srv.httpLis != nil {
 		go func() { errc <- srv.http.Serve(srv.httpLis) }()
 	}
-	srv.log.Info("serving", "grpc", srv.GRPCAddr().String(), "http", addrString(srv.HTTPAddr()), "backend", srv.settings.Backend)
+	srv.serveSide(errc)
+	srv.log.Info("serving", "grpc", srv.GRPCAddr().String(), "http", addrString(srv.HTTPAddr()), "metrics", addrString(srv.MetricsAddr()), "backend", srv.settings.Backend)
 	stopWatching := srv.watchConfig(ctx)
 	defer stopWatching()
 	stopXDS := srv.subscribeXDS(ctx)
@@ -205,6 +235,7 @@ func (srv *Server) shutdown() {
 			srv.log.Warn("http shutdown", "err", err)
 		}
 	}
+	srv.closeSide(ctx)
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -213,6 +244,11 @@ func (srv *Server) shutdown() {
 	}
 	if err := srv.backend.Close(); err != nil {
 		srv.log.Warn("closing backend", "err", err)
+	}
+	if srv.tracer != nil {
+		if err := srv.tracer.Shutdown(ctx); err != nil {
+			srv.log.Warn("exporting the last traces", "err", err)
+		}
 	}
 	srv.log.Info("stopped")
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -97,14 +98,59 @@ type Settings struct {
 	MaxOverrideLifetime  time.Duration `split_words:"true" default:"1488h" desc:"longest the state (and the Redis keys) of a limit override may live: its window, twice that for sliding_window_counter"`
 	MaxUnmatchedEntries  int           `split_words:"true" default:"16" desc:"most entries of a descriptor that matches no rule but brings a limit override"`
 	MaxUnmatchedKeyBytes int           `split_words:"true" default:"1024" desc:"longest key identity (between the braces) of a descriptor that matches no rule but brings a limit override"`
+
+	// The limit headers: LimitHeaders turns them on, the others name them.
+	LimitHeaders         bool   `split_words:"true" default:"false" desc:"add the most constrained limit's requests_per_unit, limit_remaining and seconds until reset to every decided answer, as headers for Envoy to add to the client's response"`
+	LimitHeaderLimit     string `split_words:"true" default:"RateLimit-Limit" desc:"with RLS_LIMIT_HEADERS, the name of the header that carries the limit"`
+	LimitHeaderRemaining string `split_words:"true" default:"RateLimit-Remaining" desc:"with RLS_LIMIT_HEADERS, the name of the header that carries what remains"`
+	LimitHeaderReset     string `split_words:"true" default:"RateLimit-Reset" desc:"with RLS_LIMIT_HEADERS, the name of the header that carries the seconds until the limit resets"`
+
+	// Metrics: whose names, and a listener of their own.
+	MetricsNames string `split_words:"true" default:"ratewarden" desc:"metric names to export: ratewarden (ratewarden_*), ratelimit (envoyproxy/ratelimit's ratelimit_service_*) or both"`
+	MetricsAddr  string `split_words:"true" desc:"listen address of a metrics-only HTTP server, serving RLS_METRICS_PATH, beside /metrics on RLS_HTTP_ADDR; empty: none"`
+	MetricsPath  string `split_words:"true" default:"/metrics" desc:"path of the metrics on RLS_METRICS_ADDR"`
+
+	// DebugAddr serves /rlconfig, /metrics and the Go profiles.
+	DebugAddr string `split_words:"true" desc:"listen address of a debug HTTP server: /rlconfig, /metrics and the Go profiles under /debug/pprof/; empty: none"`
+
+	// Tracing: OpenTelemetry, exported over OTLP as the OTEL_* variables say.
+	Tracing                  bool   `split_words:"true" default:"false" desc:"trace ShouldRateLimit calls and their backend calls with OpenTelemetry, exported over OTLP as OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables say"`
+	TracingProtocol          string `split_words:"true" desc:"OTLP protocol of the traces: grpc or http/protobuf; empty: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf"`
+	TracingServiceName       string `split_words:"true" desc:"service.name of the traces; empty: OTEL_SERVICE_NAME, else ratewarden"`
+	TracingServiceNamespace  string `split_words:"true" desc:"service.namespace of the traces; empty: none, or what OTEL_RESOURCE_ATTRIBUTES says"`
+	TracingServiceInstanceID string `split_words:"true" desc:"service.instance.id of the traces, such as the pod's name; empty: none, or what OTEL_RESOURCE_ATTRIBUTES says"`
+	TracingSamplingRate      string `split_words:"true" desc:"share of the traces that start here to sample, in [0, 1], besides every trace the caller sampled; empty: as OTEL_TRACES_SAMPLER says (all, by default)"`
+
+	// CompatEnv reads envoyproxy/ratelimit's variables where no RLS_ one is
+	// set (compatenv.go).
+	CompatEnv bool `split_words:"true" default:"true" desc:"also read envoyproxy/ratelimit's variables (REDIS_URL, PORT, RUNTIME_ROOT, ...) for the settings whose RLS_ variable is not set; see docs/migrating.md"`
+
+	// compat says what became of envoyproxy/ratelimit's variables; New
+	// logs it.
+	compat *CompatReport
 }
 
 // LoadSettings reads Settings from the environment and validates them. Its
 // errors name the offending variable.
+//
+// Where an RLS_ variable is not set, envoyproxy/ratelimit's variable for the
+// same setting is read instead, unless RLS_COMPAT_ENV is false
+// (compatenv.go).
 func LoadSettings() (Settings, error) {
 	var s Settings
 	if err := envconfig.Process(EnvPrefix, &s); err != nil {
 		return s, fmt.Errorf("server: %w", err)
+	}
+	if s.CompatEnv {
+		report, err := applyCompatEnv(&s, os.LookupEnv)
+		if err != nil {
+			return s, err
+		}
+		s.compat = report
+		if err := s.Validate(); err != nil {
+			return s, report.explain(err)
+		}
+		return s, nil
 	}
 	return s, s.Validate()
 }
@@ -176,6 +222,9 @@ func (s Settings) Validate() error {
 	if s.GRPCTlsClientCaFile != "" && s.GRPCTlsCertFile == "" {
 		return fmt.Errorf("server: RLS_GRPC_TLS_CLIENT_CA_FILE needs RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE")
 	}
+	if err := s.validateAdditions(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -225,6 +274,7 @@ func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
 			MaxUnmatchedEntries:  s.MaxUnmatchedEntries,
 			MaxUnmatchedKeyBytes: s.MaxUnmatchedKeyBytes,
 		},
+		LimitHeaders: s.limitHeaders(),
 	}
 }
 

@@ -1,0 +1,520 @@
+package server
+
+import (
+	"bytes"
+	"flag"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kelseyhightower/envconfig"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/redisx"
+)
+
+var updateDocs = flag.Bool("update-docs", false, "rewrite the table of docs/migrating.md from compatVars")
+
+// defaultSettings returns the Settings of an environment without RLS_
+// variables.
+func defaultSettings(t *testing.T) Settings {
+	t.Helper()
+	var s Settings
+	require.NoError(t, envconfig.Process("RLS_COMPAT_TEST_UNUSED", &s))
+	return s
+}
+
+// convert applies envoyproxy/ratelimit's variables env to the defaults.
+func convert(t *testing.T, env map[string]string) (Settings, *CompatReport, error) {
+	t.Helper()
+	s := defaultSettings(t)
+	report, err := applyCompatEnv(&s, func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	})
+	return s, report, err
+}
+
+// ignored returns every variable the report says was ignored.
+func (r *CompatReport) ignoredNames() []string {
+	var names []string
+	for _, n := range r.Ignored {
+		names = append(names, n.Theirs...)
+	}
+	return names
+}
+
+func (r *CompatReport) builtInNames() []string {
+	var names []string
+	for _, n := range r.BuiltIn {
+		names = append(names, n.Theirs...)
+	}
+	return names
+}
+
+func TestCompatEnvNothingSetChangesNothing(t *testing.T) {
+	s, report, err := convert(t, nil)
+	require.NoError(t, err)
+	assert.Equal(t, defaultSettings(t), s)
+	assert.Equal(t, &CompatReport{}, report)
+}
+
+// TestCompatEnvVariables converts each of envoyproxy/ratelimit's variables.
+func TestCompatEnvVariables(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		env     map[string]string
+		want    func(*Settings)
+		ignored []string
+		builtIn []string
+	}{
+		{name: "PORT alone", env: map[string]string{"PORT": "9000"}, want: func(s *Settings) { s.HTTPAddr = ":9000" }},
+		{name: "HOST alone takes port 8080", env: map[string]string{"HOST": "::"}, want: func(s *Settings) { s.HTTPAddr = "[::]:8080" }},
+		{name: "HOST and PORT", env: map[string]string{"HOST": "0.0.0.0", "PORT": "80"}, want: func(s *Settings) { s.HTTPAddr = "0.0.0.0:80" }},
+		{name: "GRPC_HOST alone takes port 8081", env: map[string]string{"GRPC_HOST": "::"}, want: func(s *Settings) { s.GRPCAddr = "[::]:8081" }},
+		{name: "GRPC_PORT", env: map[string]string{"GRPC_PORT": "9081"}, want: func(s *Settings) { s.GRPCAddr = ":9081" }},
+		{name: "DEBUG_PORT", env: map[string]string{"DEBUG_PORT": "6071"}, want: func(s *Settings) { s.DebugAddr = ":6071" }},
+		{name: "DEBUG_HOST alone takes port 6070", env: map[string]string{"DEBUG_HOST": "127.0.0.1"}, want: func(s *Settings) { s.DebugAddr = "127.0.0.1:6070" }},
+		{
+			name: "gRPC TLS",
+			env:  map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/certs/tls.crt", "GRPC_SERVER_TLS_KEY": "/certs/tls.key"},
+			want: func(s *Settings) { s.GRPCTlsCertFile, s.GRPCTlsKeyFile = "/certs/tls.crt", "/certs/tls.key" },
+		},
+		{
+			name: "gRPC mutual TLS",
+			env:  map[string]string{"GRPC_SERVER_USE_TLS": "1", "GRPC_SERVER_TLS_CERT": "c", "GRPC_SERVER_TLS_KEY": "k", "GRPC_CLIENT_TLS_CACERT": "ca"},
+			want: func(s *Settings) { s.GRPCTlsCertFile, s.GRPCTlsKeyFile, s.GRPCTlsClientCaFile = "c", "k", "ca" },
+		},
+		{
+			name:    "gRPC TLS files without GRPC_SERVER_USE_TLS",
+			env:     map[string]string{"GRPC_SERVER_TLS_CERT": "c", "GRPC_SERVER_TLS_KEY": "k"},
+			ignored: []string{"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY"},
+		},
+		{name: "GRPC_MAX_CONNECTION_AGE", env: map[string]string{"GRPC_MAX_CONNECTION_AGE": "1h"}, ignored: []string{"GRPC_MAX_CONNECTION_AGE"}},
+		{name: "LOG_LEVEL WARN", env: map[string]string{"LOG_LEVEL": "WARN"}, want: func(s *Settings) { s.LogLevel = "warn" }},
+		{name: "LOG_LEVEL warning", env: map[string]string{"LOG_LEVEL": "warning"}, want: func(s *Settings) { s.LogLevel = "warn" }},
+		{name: "LOG_LEVEL trace", env: map[string]string{"LOG_LEVEL": "trace"}, want: func(s *Settings) { s.LogLevel = "debug" }},
+		{name: "LOG_LEVEL Fatal", env: map[string]string{"LOG_LEVEL": "Fatal"}, want: func(s *Settings) { s.LogLevel = "error" }},
+		{name: "LOG_LEVEL info", env: map[string]string{"LOG_LEVEL": "info"}, want: func(s *Settings) { s.LogLevel = "info" }},
+		{name: "LOG_FORMAT json", env: map[string]string{"LOG_FORMAT": "JSON"}, want: func(s *Settings) { s.LogFormat = "json" }},
+		{name: "LOG_FORMAT other", env: map[string]string{"LOG_FORMAT": "logfmt"}, want: func(s *Settings) { s.LogFormat = "text" }},
+		{
+			name: "Istio's runtime directories",
+			env:  map[string]string{"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_WATCH_ROOT": "false", "RUNTIME_IGNOREDOTFILES": "true"},
+			want: func(s *Settings) { s.ConfigPath = "/data/ratelimit/config" }, builtIn: []string{"RUNTIME_IGNOREDOTFILES", "RUNTIME_WATCH_ROOT"},
+		},
+		{
+			name: "RUNTIME_SUBDIRECTORY under the default root",
+			env:  map[string]string{"RUNTIME_SUBDIRECTORY": "rl"},
+			want: func(s *Settings) { s.ConfigPath = "/srv/runtime_data/current/rl/config" },
+		},
+		{
+			name: "RUNTIME_APPDIRECTORY",
+			env:  map[string]string{"RUNTIME_ROOT": "/etc/rl", "RUNTIME_APPDIRECTORY": "limits"},
+			want: func(s *Settings) { s.ConfigPath = "/etc/rl/limits" },
+		},
+		{name: "dot files asked for", env: map[string]string{"RUNTIME_IGNOREDOTFILES": "false"}, ignored: []string{"RUNTIME_IGNOREDOTFILES"}},
+		{name: "CONFIG_TYPE FILE", env: map[string]string{"CONFIG_TYPE": "FILE"}, builtIn: []string{"CONFIG_TYPE"}},
+		{name: "xDS client settings", env: map[string]string{"CONFIG_GRPC_XDS_NODE_ID": "n", "XDS_CLIENT_BACKOFF_JITTER": "true"}, ignored: []string{"CONFIG_GRPC_XDS_NODE_ID", "XDS_CLIENT_BACKOFF_JITTER"}},
+		{name: "FORCE_START_WITHOUT_INITIAL_CONFIG", env: map[string]string{"FORCE_START_WITHOUT_INITIAL_CONFIG": "true"}, ignored: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}},
+		{name: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", env: map[string]string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "true"}, builtIn: []string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"}},
+		{name: "MERGE_DOMAIN_CONFIG", env: map[string]string{"MERGE_DOMAIN_CONFIG": "true"}, ignored: []string{"MERGE_DOMAIN_CONFIG"}},
+		{name: "QUOTA_MODE false", env: map[string]string{"QUOTA_MODE": "false"}, builtIn: []string{"QUOTA_MODE"}},
+		{name: "RESPONSE_DYNAMIC_METADATA", env: map[string]string{"RESPONSE_DYNAMIC_METADATA": "true"}, ignored: []string{"RESPONSE_DYNAMIC_METADATA"}},
+		{
+			name:    "Prometheus as Envoy Gateway sets it",
+			env:     map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": ":19001", "PROMETHEUS_MAPPER_YAML": "/etc/statsd-exporter/conf.yaml"},
+			want:    func(s *Settings) { s.MetricsNames, s.MetricsAddr, s.MetricsPath = "both", ":19001", "/metrics" },
+			ignored: []string{"PROMETHEUS_MAPPER_YAML"},
+		},
+		{
+			name: "Prometheus with its defaults",
+			env:  map[string]string{"USE_PROMETHEUS": "true"},
+			want: func(s *Settings) { s.MetricsNames, s.MetricsAddr, s.MetricsPath = "both", ":9090", "/metrics" },
+		},
+		{
+			name: "Prometheus path", env: map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_PATH": "/prom"},
+			want: func(s *Settings) { s.MetricsNames, s.MetricsAddr, s.MetricsPath = "both", ":9090", "/prom" },
+		},
+		{name: "PROMETHEUS_ADDR without USE_PROMETHEUS", env: map[string]string{"PROMETHEUS_ADDR": ":9"}, ignored: []string{"PROMETHEUS_ADDR"}},
+		{name: "USE_STATSD false", env: map[string]string{"USE_STATSD": "false"}, builtIn: []string{"USE_STATSD"}},
+		{name: "USE_STATSD true", env: map[string]string{"USE_STATSD": "true", "STATSD_HOST": "statsd"}, ignored: []string{"USE_STATSD", "STATSD_HOST"}},
+		{name: "DISABLE_STATS", env: map[string]string{"DISABLE_STATS": "true"}, ignored: []string{"DISABLE_STATS"}},
+		{name: "BACKEND_TYPE redis", env: map[string]string{"BACKEND_TYPE": "redis"}, want: func(s *Settings) { s.Backend = "redis" }},
+		{name: "REDIS_SOCKET_TYPE tcp", env: map[string]string{"REDIS_SOCKET_TYPE": "tcp"}, builtIn: []string{"REDIS_SOCKET_TYPE"}},
+		{name: "REDIS_SOCKET_TYPE unix without a URL", env: map[string]string{"REDIS_SOCKET_TYPE": "unix"}, ignored: []string{"REDIS_SOCKET_TYPE"}},
+		{
+			name: "REDIS_URL makes the backend redis",
+			env:  map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis:6379"},
+			want: func(s *Settings) {
+				s.Backend, s.Redis.Mode, s.Redis.Addrs = "redis", redisx.ModeStandalone, []string{"redis:6379"}
+			},
+			builtIn: []string{"REDIS_SOCKET_TYPE"},
+		},
+		{
+			name: "cluster",
+			env:  map[string]string{"REDIS_TYPE": "CLUSTER", "REDIS_URL": "n1:7000, n2:7000,n3:7000"},
+			want: func(s *Settings) {
+				s.Backend, s.Redis.Mode, s.Redis.Addrs = "redis", redisx.ModeCluster, []string{"n1:7000", "n2:7000", "n3:7000"}
+			},
+		},
+		{
+			name: "sentinel",
+			env:  map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": "mymaster,s1:26379,s2:26379", "REDIS_SENTINEL_AUTH": "sentinel-pw"},
+			want: func(s *Settings) {
+				s.Backend, s.Redis.Mode, s.Redis.Addrs = "redis", redisx.ModeSentinel, []string{"s1:26379", "s2:26379"}
+				s.Redis.SentinelMaster, s.Redis.SentinelPassword = "mymaster", "sentinel-pw"
+			},
+		},
+		{
+			name: "a redis:// URL with user, password and database",
+			env:  map[string]string{"REDIS_URL": "redis://app:s3cret@redis.example:6380/2"},
+			want: func(s *Settings) {
+				s.Backend, s.Redis.Mode, s.Redis.Addrs = "redis", redisx.ModeStandalone, []string{"redis.example:6380"}
+				s.Redis.Username, s.Redis.Password, s.Redis.DB = "app", "s3cret", 2
+			},
+		},
+		{
+			name: "a rediss:// URL with a password alone",
+			env:  map[string]string{"REDIS_URL": "rediss://:s3cret@redis.example:6380"},
+			want: func(s *Settings) {
+				s.Backend, s.Redis.Mode, s.Redis.Addrs = "redis", redisx.ModeStandalone, []string{"redis.example:6380"}
+				s.Redis.Password, s.Redis.TLS = "s3cret", true
+			},
+		},
+		{
+			name: "REDIS_AUTH wins over the URL's password",
+			env:  map[string]string{"REDIS_URL": "redis://:old@r:6379", "REDIS_AUTH": "user:new"},
+			want: func(s *Settings) {
+				s.Backend, s.Redis.Mode, s.Redis.Addrs = "redis", redisx.ModeStandalone, []string{"r:6379"}
+				s.Redis.Username, s.Redis.Password = "user", "new"
+			},
+		},
+		{name: "REDIS_AUTH password", env: map[string]string{"REDIS_AUTH": "pw"}, want: func(s *Settings) { s.Redis.Password = "pw" }},
+		{name: "REDIS_AUTH user:password", env: map[string]string{"REDIS_AUTH": "u:p:w"}, want: func(s *Settings) { s.Redis.Username, s.Redis.Password = "u", "p:w" }},
+		{
+			name: "REDIS_TLS with files",
+			env:  map[string]string{"REDIS_TLS": "true", "REDIS_TLS_CACERT": "ca.pem", "REDIS_TLS_CLIENT_CERT": "c.pem", "REDIS_TLS_CLIENT_KEY": "k.pem"},
+			want: func(s *Settings) {
+				s.Redis.TLS, s.Redis.TLSCaFile, s.Redis.TLSCertFile, s.Redis.TLSKeyFile = true, "ca.pem", "c.pem", "k.pem"
+			},
+		},
+		{name: "REDIS_TLS files without REDIS_TLS", env: map[string]string{"REDIS_TLS_CACERT": "ca.pem"}, ignored: []string{"REDIS_TLS_CACERT"}},
+		{
+			name: "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", env: map[string]string{"REDIS_TLS": "true", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true"},
+			want: func(s *Settings) { s.Redis.TLS, s.Redis.TLSSkipHostnameVerify = true, true },
+		},
+		{
+			name: "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION without REDIS_TLS", env: map[string]string{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true"},
+			ignored: []string{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"},
+		},
+		{name: "REDIS_POOL_SIZE", env: map[string]string{"REDIS_POOL_SIZE": "20"}, want: func(s *Settings) { s.Redis.PoolSize = 20 }},
+		{name: "pipelining", env: map[string]string{"REDIS_PIPELINE_WINDOW": "150us", "REDIS_PIPELINE_LIMIT": "8"}, builtIn: []string{"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT"}},
+		{name: "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", env: map[string]string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true"}, builtIn: []string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"}},
+		{name: "REDIS_TIMEOUT", env: map[string]string{"REDIS_TIMEOUT": "1s"}, ignored: []string{"REDIS_TIMEOUT"}},
+		{name: "REDIS_PERSECOND", env: map[string]string{"REDIS_PERSECOND": "true", "REDIS_PERSECOND_URL": "r2:6379"}, ignored: []string{"REDIS_PERSECOND", "REDIS_PERSECOND_URL"}},
+		{name: "CACHE_KEY_PREFIX", env: map[string]string{"CACHE_KEY_PREFIX": "rl_"}, want: func(s *Settings) { s.KeyPrefix = "rl_" }},
+		{name: "EXPIRATION_JITTER_MAX_SECONDS", env: map[string]string{"EXPIRATION_JITTER_MAX_SECONDS": "300"}, ignored: []string{"EXPIRATION_JITTER_MAX_SECONDS"}},
+		{name: "no local cache", env: map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "0"}, want: func(s *Settings) { s.DenyCache = false }},
+		{
+			name: "a local cache of 1 MiB", env: map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "1048576"},
+			want: func(s *Settings) { s.DenyCache, s.DenyCacheSize = true, 4096 },
+		},
+		{name: "a tiny local cache", env: map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "10"}, want: func(s *Settings) { s.DenyCache, s.DenyCacheSize = true, 1 }},
+		{name: "NEAR_LIMIT_RATIO", env: map[string]string{"NEAR_LIMIT_RATIO": "0.9"}, want: func(s *Settings) { s.NearLimitRatio = 0.9 }},
+		{name: "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", env: map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"}, builtIn: []string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"}},
+		{name: "SHADOW_MODE", env: map[string]string{"SHADOW_MODE": "true"}, want: func(s *Settings) { s.ShadowMode = true }},
+		{
+			name: "limit headers",
+			env:  map[string]string{"LIMIT_RESPONSE_HEADERS_ENABLED": "true", "LIMIT_REMAINING_HEADER": "X-Left"},
+			want: func(s *Settings) { s.LimitHeaders, s.LimitHeaderRemaining = true, "X-Left" },
+		},
+		{
+			name: "tracing as Envoy Gateway sets it",
+			env: map[string]string{
+				"TRACING_ENABLED": "true", "TRACING_SERVICE_NAME": "envoy-ratelimit", "TRACING_SERVICE_NAMESPACE": "envoy-gateway-system",
+				"TRACING_SERVICE_INSTANCE_ID": "envoy-ratelimit-5d9c7b-x2x4q", "TRACING_SAMPLING_RATE": "0.5", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4318",
+			},
+			want: func(s *Settings) {
+				s.Tracing, s.TracingServiceName, s.TracingServiceNamespace = true, "envoy-ratelimit", "envoy-gateway-system"
+				s.TracingServiceInstanceID, s.TracingSamplingRate = "envoy-ratelimit-5d9c7b-x2x4q", "0.5"
+			},
+		},
+		{name: "tracing over gRPC", env: map[string]string{"TRACING_EXPORTER_PROTOCOL": "grpc"}, want: func(s *Settings) { s.TracingProtocol = "grpc" }},
+		{name: "tracing over HTTP", env: map[string]string{"TRACING_EXPORTER_PROTOCOL": "http"}, want: func(s *Settings) { s.TracingProtocol = "http/protobuf" }},
+		{name: "memcache settings", env: map[string]string{"MEMCACHE_HOST_PORT": "m:11211"}, ignored: []string{"MEMCACHE_HOST_PORT"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, report, err := convert(t, c.env)
+			require.NoError(t, err)
+			want := defaultSettings(t)
+			if c.want != nil {
+				c.want(&want)
+			}
+			assert.Equal(t, want, got)
+			assert.ElementsMatch(t, c.ignored, report.ignoredNames(), "ignored")
+			assert.ElementsMatch(t, c.builtIn, report.builtInNames(), "built in")
+			for _, n := range report.Applied {
+				for _, theirs := range n.Theirs {
+					assert.Contains(t, c.env, theirs)
+				}
+			}
+		})
+	}
+}
+
+func TestCompatEnvRefusesWhatItCannotHonour(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"GRPC_UDS": "/tmp/rl.sock"}, "GRPC_UDS"},
+		{map[string]string{"GRPC_CLIENT_TLS_SAN": "envoy"}, "GRPC_CLIENT_TLS_SAN"},
+		{map[string]string{"GRPC_SERVER_USE_TLS": "true"}, "GRPC_SERVER_TLS_CERT"},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, "CONFIG_TYPE is GRPC_XDS_SOTW"},
+		{map[string]string{"CONFIG_TYPE": "CONSUL"}, `CONFIG_TYPE "CONSUL"`},
+		{map[string]string{"QUOTA_MODE": "true"}, "QUOTA_MODE"},
+		{map[string]string{"BACKEND_TYPE": "memcache"}, "memcache"},
+		{map[string]string{"BACKEND_TYPE": "etcd"}, `BACKEND_TYPE "etcd"`},
+		{map[string]string{"REDIS_SOCKET_TYPE": "unix", "REDIS_URL": "/var/run/redis.sock"}, "REDIS_SOCKET_TYPE is unix"},
+		{map[string]string{"REDIS_TYPE": "ring", "REDIS_URL": "r:1"}, `REDIS_TYPE "ring"`},
+		{map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": "mymaster"}, "master's name and the Sentinels"},
+		{map[string]string{"REDIS_URL": "redis://:pw@r:6379/zero"}, "database"},
+		{map[string]string{"REDIS_POOL_SIZE": "ten"}, "REDIS_POOL_SIZE"},
+		{map[string]string{"PORT": "http"}, "PORT"},
+		{map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
+		{map[string]string{"SHADOW_MODE": "yes please"}, "SHADOW_MODE"},
+		{map[string]string{"NEAR_LIMIT_RATIO": "most"}, "NEAR_LIMIT_RATIO"},
+		{map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "-1"}, "LOCAL_CACHE_SIZE_IN_BYTES"},
+		{map[string]string{"TRACING_EXPORTER_PROTOCOL": "zipkin"}, "TRACING_EXPORTER_PROTOCOL"},
+	} {
+		_, _, err := convert(t, c.env)
+		if assert.Error(t, err, "%v", c.env) {
+			assert.Contains(t, err.Error(), c.want)
+			assert.True(t, strings.HasPrefix(err.Error(), "server: "), err.Error())
+		}
+	}
+}
+
+func TestCompatEnvExplicitRLSWins(t *testing.T) {
+	t.Setenv("RLS_HTTP_ADDR", "127.0.0.1:7000")
+	t.Setenv("RLS_REDIS_PASSWORD", "mine")
+	t.Setenv("PORT", "9000")
+	t.Setenv("REDIS_URL", "redis://:theirs@r:6379")
+	t.Setenv("RLS_CONFIG_PATH", "../../config")
+	s, err := LoadSettings()
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:7000", s.HTTPAddr)
+	assert.Equal(t, "mine", s.Redis.Password)
+	assert.Equal(t, []string{"r:6379"}, s.Redis.Addrs, "what RLS_ does not set still comes from theirs")
+	assert.Equal(t, "redis", s.Backend)
+	var overridden []string
+	for _, n := range s.compat.Overridden {
+		overridden = append(overridden, n.Ours)
+	}
+	assert.ElementsMatch(t, []string{"RLS_HTTP_ADDR", "RLS_REDIS_PASSWORD"}, overridden)
+}
+
+func TestCompatEnvErrorsNameTheirVariables(t *testing.T) {
+	t.Setenv("RLS_CONFIG_PATH", "../../config")
+	t.Setenv("REDIS_URL", "redis:http")
+	_, err := LoadSettings()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "RLS_REDIS_*")
+	assert.Contains(t, err.Error(), "RLS_REDIS_ADDRS from REDIS_URL")
+
+	t.Setenv("REDIS_URL", "redis:6379")
+	t.Setenv("CACHE_KEY_PREFIX", "{rl}")
+	_, err = LoadSettings()
+	assert.ErrorContains(t, err, "RLS_KEY_PREFIX from CACHE_KEY_PREFIX")
+}
+
+func TestCompatEnvCanBeTurnedOff(t *testing.T) {
+	t.Setenv("RLS_COMPAT_ENV", "false")
+	t.Setenv("PORT", "9000")
+	t.Setenv("GRPC_UDS", "/tmp/refused.sock")
+	s, err := LoadSettings()
+	require.NoError(t, err)
+	assert.Equal(t, ":8080", s.HTTPAddr)
+	assert.Nil(t, s.compat)
+}
+
+// TestCompatEnvIstioSample converts the environment of Istio's sample
+// Deployment of envoyproxy/ratelimit (samples/ratelimit/rate-limit-service.yaml)
+// and logs what became of it.
+func TestCompatEnvIstioSample(t *testing.T) {
+	env := map[string]string{
+		"LOG_LEVEL": "debug", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis:6379", "USE_STATSD": "false",
+		"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_WATCH_ROOT": "false",
+		"RUNTIME_IGNOREDOTFILES": "true", "HOST": "::", "GRPC_HOST": "::",
+	}
+	s, report, err := convert(t, env)
+	require.NoError(t, err)
+	require.NoError(t, s.Validate())
+	assert.Equal(t, "redis", s.Backend)
+	assert.Equal(t, []string{"redis:6379"}, s.Redis.Addrs)
+	assert.Equal(t, "/data/ratelimit/config", s.ConfigPath)
+	assert.Equal(t, "[::]:8080", s.HTTPAddr)
+	assert.Equal(t, "[::]:8081", s.GRPCAddr)
+	assert.Equal(t, "debug", s.LogLevel)
+	assert.Empty(t, report.Ignored)
+
+	var buf bytes.Buffer
+	report.log(s.NewLogger(&buf))
+	out := buf.String()
+	assert.Contains(t, out, `level=INFO msg="read envoyproxy/ratelimit variable" from=REDIS_URL setting=RLS_REDIS_ADDRS value=redis:6379`)
+	assert.Contains(t, out, `setting=RLS_CONFIG_PATH value=/data/ratelimit/config`)
+	assert.Contains(t, out, `level=DEBUG msg="envoyproxy/ratelimit variable needs no setting" variables=USE_STATSD`)
+	assert.NotContains(t, out, "level=WARN")
+}
+
+func TestCompatEnvKeepsPasswordsOutOfTheLog(t *testing.T) {
+	_, report, err := convert(t, map[string]string{
+		"REDIS_URL": "redis://app:url-secret@r:6379", "REDIS_SENTINEL_AUTH": "sentinel-secret", "REDIS_TYPE": "single",
+	})
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	report.log(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	out := buf.String()
+	assert.NotContains(t, out, "secret")
+	assert.Contains(t, out, "setting=RLS_REDIS_PASSWORD value=[redacted]")
+	assert.Contains(t, out, "setting=RLS_REDIS_SENTINEL_PASSWORD value=[redacted]")
+	assert.Contains(t, out, "setting=RLS_REDIS_ADDRS value=r:6379")
+	assert.Contains(t, out, "setting=RLS_REDIS_USERNAME value=app")
+}
+
+// TestCompatEnvEnvoyGateway converts the environment of Envoy Gateway's
+// generated Deployment (internal/infrastructure/kubernetes/ratelimit/
+// resource.go), with Prometheus on and Redis over TLS. Its limits come from
+// xDS, which this build refuses; without CONFIG_TYPE the rest converts.
+func TestCompatEnvEnvoyGateway(t *testing.T) {
+	env := map[string]string{
+		"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_IGNOREDOTFILES": "true",
+		"RUNTIME_WATCH_ROOT": "false", "LOG_LEVEL": "info", "USE_STATSD": "false",
+		"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": "envoy-gateway:18001", "CONFIG_GRPC_XDS_NODE_ID": "envoy-ratelimit",
+		"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/certs/tls.crt", "GRPC_SERVER_TLS_KEY": "/certs/tls.key",
+		"GRPC_SERVER_TLS_CA_CERT":        "/certs/ca.crt", // Envoy Gateway's own name, which envoyproxy/ratelimit does not read
+		"CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/certs/tls.crt",
+		"CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/certs/tls.key", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "/certs/ca.crt",
+		"FORCE_START_WITHOUT_INITIAL_CONFIG": "true", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis.redis.svc:6379",
+		"REDIS_TLS": "true", "REDIS_TLS_CLIENT_CERT": "/redis-certs/tls.crt", "REDIS_TLS_CLIENT_KEY": "/redis-certs/tls.key",
+		"USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": ":19001", "PROMETHEUS_MAPPER_YAML": "/etc/statsd-exporter/conf.yaml",
+	}
+	_, _, err := convert(t, env)
+	assert.ErrorContains(t, err, "CONFIG_TYPE is GRPC_XDS_SOTW")
+
+	delete(env, "CONFIG_TYPE")
+	s, report, err := convert(t, env)
+	require.NoError(t, err)
+	require.NoError(t, s.Validate())
+	assert.Equal(t, "/certs/tls.crt", s.GRPCTlsCertFile)
+	assert.Empty(t, s.GRPCTlsClientCaFile, "GRPC_SERVER_TLS_CA_CERT is none of envoyproxy/ratelimit's names: TLS, not mutual TLS, as there")
+	assert.True(t, s.Redis.TLS)
+	assert.Equal(t, "/redis-certs/tls.crt", s.Redis.TLSCertFile)
+	assert.Equal(t, ":19001", s.MetricsAddr)
+	assert.Equal(t, "both", s.MetricsNames)
+	assert.Subset(t, report.ignoredNames(), []string{"PROMETHEUS_MAPPER_YAML", "FORCE_START_WITHOUT_INITIAL_CONFIG", "CONFIG_GRPC_XDS_SERVER_URL"})
+}
+
+// ratelimitSettings are the variables of envoyproxy/ratelimit's
+// src/settings/settings.go and README.md.
+var ratelimitSettings = []string{
+	"HOST", "PORT", "DEBUG_HOST", "DEBUG_PORT", "GRPC_UDS", "GRPC_HOST", "GRPC_PORT",
+	"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE", "GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_CERT",
+	"GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN", "LOG_LEVEL", "LOG_FORMAT",
+	"CONFIG_TYPE", "FORCE_START_WITHOUT_INITIAL_CONFIG", "CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA",
+	"CONFIG_GRPC_XDS_SERVER_URL", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+	"CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+	"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
+	"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "XDS_CLIENT_BACKOFF_JITTER",
+	"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "USE_STATSD", "STATSD_HOST",
+	"STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL", "DISABLE_STATS", "USE_PROMETHEUS", "PROMETHEUS_ADDR",
+	"PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "RUNTIME_ROOT",
+	"RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY", "RUNTIME_IGNOREDOTFILES", "RUNTIME_WATCH_ROOT",
+	"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES", "NEAR_LIMIT_RATIO", "CACHE_KEY_PREFIX",
+	"BACKEND_TYPE", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "LIMIT_RESPONSE_HEADERS_ENABLED", "LIMIT_LIMIT_HEADER",
+	"LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "REDIS_SOCKET_TYPE",
+	"REDIS_TYPE", "REDIS_URL", "REDIS_POOL_SIZE", "REDIS_AUTH", "REDIS_TLS", "REDIS_TLS_CLIENT_CERT",
+	"REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "REDIS_PIPELINE_WINDOW",
+	"REDIS_PIPELINE_LIMIT", "REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_PERSECOND", "REDIS_PERSECOND_SOCKET_TYPE",
+	"REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_AUTH",
+	"REDIS_PERSECOND_TLS", "REDIS_SENTINEL_AUTH", "REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_PIPELINE_WINDOW",
+	"REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
+	"REDIS_TIMEOUT", "REDIS_PERSECOND_TIMEOUT", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR",
+	"REDIS_POOL_ON_EMPTY_WAIT_DURATION", "REDIS_PERSECOND_POOL_ON_EMPTY_WAIT_DURATION", "REDIS_STARTUP_INITIAL_INTERVAL",
+	"REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME", "MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS",
+	"MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH", "MEMCACHE_TLS", "MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY",
+	"MEMCACHE_TLS_CACERT", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", "SHADOW_MODE", "QUOTA_MODE",
+	"RESPONSE_DYNAMIC_METADATA", "MERGE_DOMAIN_CONFIG", "TRACING_ENABLED", "TRACING_SERVICE_NAME",
+	"TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE",
+}
+
+// TestCompatTableCoversEveryVariable checks that every one of their
+// variables has a row, that every row is reported when its variables are
+// set, and that every RLS_ variable a row names exists.
+func TestCompatTableCoversEveryVariable(t *testing.T) {
+	rows := map[string]bool{}
+	for _, v := range compatVars {
+		for _, n := range v.theirs {
+			if prefix, ok := strings.CutSuffix(n, "*"); ok {
+				for _, m := range compatPrefixed[prefix] {
+					rows[m] = true
+				}
+				continue
+			}
+			rows[n] = true
+		}
+	}
+	for _, n := range ratelimitSettings {
+		assert.True(t, rows[n], "%s has a row in compatVars", n)
+	}
+
+	var usage bytes.Buffer
+	require.NoError(t, PrintUsage(&usage))
+	for _, v := range compatVars {
+		for _, ours := range v.ours {
+			assert.Contains(t, usage.String(), "\n"+ours+" ", "%s is a setting", ours)
+		}
+	}
+
+	// Each variable alone, set to a value of its kind, is reported somehow:
+	// applied, built in, ignored, or refused.
+	for _, n := range ratelimitSettings {
+		for _, value := range []string{"true", "1"} {
+			_, report, err := convert(t, map[string]string{n: value})
+			if err != nil {
+				continue
+			}
+			var all []string
+			for _, notes := range [][]CompatNote{report.Applied, report.BuiltIn, report.Ignored} {
+				for _, note := range notes {
+					all = append(all, note.Theirs...)
+				}
+			}
+			if !slices.Contains(all, n) {
+				t.Errorf("%s=%s is neither applied, built in, ignored nor refused", n, value)
+			}
+		}
+	}
+}
+
+// TestCompatTableInDocs keeps the table of docs/migrating.md as compatTable
+// writes it; -update-docs rewrites it.
+func TestCompatTableInDocs(t *testing.T) {
+	const path = "../../docs/migrating.md"
+	const begin, end = "<!-- envoyproxy/ratelimit variables: begin -->\n", "<!-- envoyproxy/ratelimit variables: end -->\n"
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	doc := string(data)
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
+	require.True(t, i >= 0 && j > i, "docs/migrating.md holds the table between %q and %q", begin, end)
+	if *updateDocs {
+		want := doc[:i+len(begin)] + compatTable() + doc[j:]
+		require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
+		return
+	}
+	assert.Equal(t, compatTable(), doc[i+len(begin):j], "docs/migrating.md's table differs from compatVars; run go test ./internal/server -run CompatTableInDocs -update-docs")
+}

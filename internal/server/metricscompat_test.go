@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestRatelimitMetricsOnTheirOwnPort scrapes envoyproxy/ratelimit's names
+// from a listener of their own, as PROMETHEUS_ADDR gives them, and from
+// /metrics of the HTTP port.
+func TestRatelimitMetricsOnTheirOwnPort(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "shop.yaml"), []byte(metricsLimits), 0o644))
+	s := start(t, map[string]string{
+		"RLS_CONFIG_PATH":   dir,
+		"RLS_METRICS_NAMES": "both",
+		"RLS_METRICS_ADDR":  "127.0.0.1:0",
+		"RLS_METRICS_PATH":  "/prom",
+	})
+	ctx := context.Background()
+	for range 6 {
+		_, err := s.client.ShouldRateLimit(ctx, shopRequest("path", "/login", "remote_address", "192.0.2.1"))
+		require.NoError(t, err)
+	}
+	for _, u := range []string{"alice", "alice", "alice"} {
+		_, err := s.client.ShouldRateLimit(ctx, shopRequest("user", u))
+		require.NoError(t, err)
+	}
+	_, err := s.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "shop"})
+	require.Error(t, err)
+
+	metricsBase := "http://" + s.srv.MetricsAddr().String()
+	resp, err := http.Get(metricsBase + "/metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "the metrics listener serves RLS_METRICS_PATH only")
+
+	resp, err = http.Get(metricsBase + "/prom")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	text := string(body)
+
+	for _, got := range []map[string]float64{parseSamples(t, text), scrapeMetrics(t, s.http)} {
+		login := `{domain="shop",key1="path_/login",key2="remote_address"}`
+		for series, want := range map[string]float64{
+			"ratelimit_service_rate_limit_total_hits" + login:                          6,
+			"ratelimit_service_rate_limit_within_limit" + login:                        5,
+			"ratelimit_service_rate_limit_over_limit" + login:                          1,
+			"ratelimit_service_rate_limit_near_limit" + login:                          2,
+			`ratelimit_service_rate_limit_total_hits{domain="shop",key1="user_alice"}`: 3,
+			`ratelimit_service_rate_limit_over_limit{domain="shop",key1="user_alice"}`: 1,
+			`ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}`:          10,
+			`ratelimit_service_should_rate_limit_error{err_type="service_error"}`:      1,
+			`ratelimit_service_should_rate_limit_error{err_type="redis_error"}`:        0,
+			"ratelimit_service_config_load_success":                                    1,
+			"ratelimit_service_config_load_error":                                      0,
+			`ratewarden_rule_hits_total{algorithm="sliding_window_log",descriptor="shop.path_/login.remote_address",domain="shop",limit="logins",window="1m"}`: 6,
+		} {
+			v, ok := got[series]
+			if assert.True(t, ok, "%s is exported", series) {
+				assert.Equal(t, want, v, series)
+			}
+		}
+	}
+	assert.Contains(t, text, "# TYPE ratelimit_service_rate_limit_total_hits counter")
+}
+
+func TestMetricsSettingsAreValidated(t *testing.T) {
+	t.Setenv("RLS_METRICS_NAMES", "statsd")
+	_, err := LoadSettings()
+	assert.ErrorContains(t, err, "RLS_METRICS_NAMES")
+	t.Setenv("RLS_METRICS_NAMES", "ratelimit")
+	t.Setenv("RLS_METRICS_ADDR", ":0")
+	t.Setenv("RLS_METRICS_PATH", "metrics")
+	_, err = LoadSettings()
+	assert.ErrorContains(t, err, "RLS_METRICS_PATH")
+}
+
+func TestDebugListener(t *testing.T) {
+	s := start(t, map[string]string{"RLS_DEBUG_ADDR": "127.0.0.1:0"})
+	base := "http://" + s.srv.DebugAddr().String()
+	for path, want := range map[string]string{
+		"/":                    "/debug/pprof/: the Go profiles",
+		"/rlconfig":            "edge",
+		"/metrics":             "ratewarden_config_reloads_total",
+		"/debug/pprof/":        "goroutine",
+		"/debug/pprof/cmdline": "",
+	} {
+		resp, err := http.Get(base + path)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
+		assert.Contains(t, string(body), want, path)
+	}
+	resp, err := http.Post(base+"/json", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "the debug port takes no quota")
+}
+
+func TestNoDebugListenerUnlessAskedFor(t *testing.T) {
+	assert.Nil(t, start(t, nil).srv.DebugAddr())
+}

@@ -1,0 +1,46 @@
+package server
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/ratewarden/ratewarden/internal/tracing/tracingtest"
+)
+
+// TestTracingThroughEnvoyproxyRatelimitsVariables turns tracing on as Envoy
+// Gateway's Deployment does, with envoyproxy/ratelimit's variables, and
+// receives the spans of a call in an OTLP/gRPC collector when the server
+// stops.
+func TestTracingThroughEnvoyproxyRatelimitsVariables(t *testing.T) {
+	col := &tracingtest.Collector{}
+	s := start(t, map[string]string{
+		"TRACING_ENABLED":             "true",
+		"TRACING_EXPORTER_PROTOCOL":   "grpc",
+		"TRACING_SERVICE_NAME":        "envoy-ratelimit",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": col.ServeGRPC(t),
+	})
+	ctx := metadata.NewOutgoingContext(context.Background(),
+		metadata.Pairs("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
+	_, err := s.client.ShouldRateLimit(ctx, loginRequest("192.0.2.20"))
+	require.NoError(t, err)
+	require.NoError(t, s.stop())
+	assert.ElementsMatch(t, []string{
+		"envoy-ratelimit: envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+		"envoy-ratelimit: ratewarden.backend",
+	}, col.Spans())
+}
+
+func TestTracingSettingsAreValidated(t *testing.T) {
+	t.Setenv("RLS_TRACING", "true")
+	t.Setenv("RLS_TRACING_PROTOCOL", "zipkin")
+	_, err := LoadSettings()
+	assert.ErrorContains(t, err, "RLS_TRACING_PROTOCOL")
+	t.Setenv("RLS_TRACING_PROTOCOL", "grpc")
+	t.Setenv("RLS_TRACING_SAMPLING_RATE", "1.5")
+	_, err = LoadSettings()
+	assert.ErrorContains(t, err, "RLS_TRACING_SAMPLING_RATE")
+}
