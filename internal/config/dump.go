@@ -56,7 +56,7 @@ func writeRule(b *strings.Builder, r *Rule) {
 	for _, flag := range []struct {
 		set  bool
 		name string
-	}{{r.ShadowMode, "shadow_mode"}, {r.DetailedMetric, "detailed_metric"}, {r.ValueToMetric, "value_to_metric"}} {
+	}{{r.ShadowMode, "shadow_mode"}, {r.DetailedMetric, "detailed_metric"}, {r.ValueToMetric, "value_to_metric"}, {r.Charge, "charge"}} {
 		if flag.set {
 			b.WriteByte(' ')
 			b.WriteString(flag.name)

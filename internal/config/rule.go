@@ -86,6 +86,11 @@ type Rule struct {
 	ShadowMode     bool
 	DetailedMetric bool
 	ValueToMetric  bool
+	// Charge makes the rule's hits charges: usage already spent, recorded
+	// even past its limits, which later windows pay off (see
+	// algorithms.State.Charge). It is the descriptor's charge field, which
+	// defaults to its quota_mode.
+	Charge bool
 	// File and Line locate the node in its configuration file.
 	File string
 	Line int
