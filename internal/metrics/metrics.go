@@ -38,6 +38,7 @@ type Metrics struct {
 	nearLimit   *prometheus.CounterVec
 	overLimit   *prometheus.CounterVec
 	shadowMode  *prometheus.CounterVec
+	charged     *prometheus.CounterVec
 
 	requests        *prometheus.CounterVec
 	requestDuration prometheus.Histogram
@@ -74,6 +75,8 @@ func New() *Metrics {
 			"Hits a limit denied, shadow mode or not (over_limit)."),
 		shadowMode: ruleCounter("shadow_mode_hits_total",
 			"Hits a limit denied that shadow mode let through (shadow_mode)."),
+		charged: ruleCounter("charged_hits_total",
+			"Hits charged to a limit as usage already spent, recorded within the limit or past it (over_limit counts those of charges that took it past)."),
 
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "requests_total",
@@ -113,7 +116,7 @@ func New() *Metrics {
 		}),
 	}
 	m.registry.MustRegister(
-		m.totalHits, m.withinLimit, m.nearLimit, m.overLimit, m.shadowMode,
+		m.totalHits, m.withinLimit, m.nearLimit, m.overLimit, m.shadowMode, m.charged,
 		m.requests, m.requestDuration,
 		m.backendDuration, m.backendErrors, m.breakerState, m.breakerOpened,
 		m.configReloads, m.configLastSuccess,
@@ -149,10 +152,15 @@ func (m *Metrics) ObserveRequest(o rls.RequestOutcome) {
 }
 
 // ObserveLimit adds one limit's decision to the per-rule counters, by hits.
+// A charge counts in charged_hits_total too, and in over_limit when it took
+// the limit past L, in within_limit otherwise.
 func (m *Metrics) ObserveLimit(d rls.LimitDecision) {
 	labels := []string{d.Domain, d.Descriptor, d.Limit, d.Algorithm.String(), windowLabel(d.Window)}
 	hits := float64(d.Hits)
 	m.totalHits.WithLabelValues(labels...).Add(hits)
+	if d.Charge {
+		m.charged.WithLabelValues(labels...).Add(hits)
+	}
 	if d.OverLimit {
 		m.overLimit.WithLabelValues(labels...).Add(hits)
 		if d.Shadowed {

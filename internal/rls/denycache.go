@@ -25,8 +25,10 @@ import (
 // round trip shorter than the backend's, and the remaining count it reports
 // is the one of the remembered denial.
 // Two things it cannot see: hits given back through another replica, and a
-// limit split over shards, which it leaves to the backend, as it does peeks
-// and requests for more hits than the limit can ever hold.
+// limit split over shards, which it leaves to the backend, as it does peeks,
+// requests for more hits than the limit can ever hold, and charges (usage
+// already spent, which must be recorded, and which change the state like
+// any other op that reaches the backend).
 //
 // DenyCache is safe for concurrent use.
 type DenyCache struct {
@@ -113,9 +115,10 @@ func (c *DenyCache) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.R
 }
 
 // cacheable reports whether op's denial can be remembered and answered: a
-// take of at least one hit and no more than the limit can ever hold.
+// take (not a charge) of at least one hit and no more than the limit can
+// ever hold.
 func cacheable(op *algorithms.Op) bool {
-	return !op.Refund && op.Hits > 0 && op.Hits <= op.Limit.Capacity()
+	return !op.Refund && !op.Charge && op.Hits > 0 && op.Hits <= op.Limit.Capacity()
 }
 
 func (c *DenyCache) shard(id string) *denyShard {

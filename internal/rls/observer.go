@@ -64,8 +64,12 @@ type LimitDecision struct {
 	Window    time.Duration
 	// Hits is the number of hits the request asked for.
 	Hits uint64
-	// OverLimit reports that the limit denied the hits. Shadowed reports that
-	// it denied them but shadow mode let the request through.
+	// Charge reports that the hits were charged: usage already spent,
+	// recorded whether or not the limit held them.
+	Charge bool
+	// OverLimit reports that the limit denied the hits, or, for a charge,
+	// that the charge took it past its limit. Shadowed reports that it was
+	// over but shadow mode let the request through.
 	OverLimit, Shadowed bool
 	// NearLimit reports that the limit admitted the hits and is now used at
 	// or above the near-limit ratio of its capacity.
@@ -181,6 +185,7 @@ func (s *Service) observeDecisions(p *plan, results []algorithms.Result) {
 			Algorithm:  op.Limit.Algorithm,
 			Window:     op.Limit.Window,
 			Hits:       op.Hits,
+			Charge:     op.Charge,
 		}
 		if d.Descriptor == "" {
 			d.Descriptor = keysPath(p.domain, op.Key.Entries)

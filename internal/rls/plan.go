@@ -104,6 +104,9 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 			hits = h.GetValue()
 		}
 		shadow := opts.ShadowMode || (matched && m.Rule.ShadowMode)
+		// A rule's charges are usage already spent: recorded even past the
+		// limit, never refunded, unless the descriptor gives hits back.
+		charge := matched && m.Rule.Charge && !d.GetIsNegativeHits()
 
 		p.descs[i].first = len(p.ops)
 		if matched {
@@ -116,6 +119,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 				Limit:  rl.Limit,
 				Hits:   hits,
 				Shards: rl.Shards,
+				Charge: charge,
 				Refund: d.GetIsNegativeHits(),
 			})
 			var rule *config.Rule
