@@ -11,7 +11,7 @@
 -- Every number stays an integer below 2^53 (c ≤ L + D < 2^33), so Lua's
 -- doubles hold it exactly.
 
--- fdiv, cdiv, int, clock and expire come from prelude.lua.
+-- fdiv, cdiv, int, clock, expire, paid and charged come from prelude.lua.
 local key = KEYS[1]
 local mode = ARGV[1]
 local now = clock(ARGV[2])
@@ -19,15 +19,6 @@ local L = tonumber(ARGV[3])
 local W = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 local D = tonumber(ARGV[10])
-
--- paid returns max(0, d − k·L), the debt d after k windows, forming k·L
--- only below d (L > 0 whenever d > 0).
-local function paid(d, k)
-  if d == 0 or k >= cdiv(d, L) then
-    return 0
-  end
-  return d - k * L
-end
 
 local state = redis.call('HMGET', key, 'w', 'c', 'e', 'x')
 local w, c, e, x = tonumber(state[1]), tonumber(state[2]), tonumber(state[3]) or 0, tonumber(state[4])
@@ -47,7 +38,7 @@ local i = fdiv(now, W)
 if c == 0 then
   w = i
 elseif i > w then
-  c, e = paid(e, i - w - 1), paid(e, i - w)
+  c, e = paid(e, i - w - 1, L), paid(e, i - w, L)
   w = i
 end
 i = w
@@ -75,12 +66,7 @@ elseif mode == 'charge' then
   if n > L or c + n > L then
     allowed = 0
   end
-  -- Record up to L + D; what lies above L is debt.
-  if c < L + D then
-    local after = c + math.min(n, L + D - c)
-    e = e + math.max(after - math.max(c, L), 0)
-    c = after
-  end
+  c, e = charged(c, e, n, L, D)
   if c > L then
     reset, waiting = retry(0), true
   end

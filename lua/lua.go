@@ -70,6 +70,6 @@ func Source(name string) (string, error) {
 }
 
 // Prelude returns the helpers every script starts with: exact floor and
-// ceiling division (fdiv, cdiv), integer formatting (int), the clock (clock)
-// and key expiry (expire).
+// ceiling division (fdiv, cdiv), integer formatting (int), the clock (clock),
+// key expiry (expire), and the debts of charges (paid, charged).
 func Prelude() string { return preludeSource }

@@ -13,7 +13,7 @@
 -- Every number stays an integer below 2^53 (counts are at most
 -- L + D < 2^33, so prev·S < 2^33·10^6), so Lua's doubles hold it exactly.
 
--- fdiv, cdiv, int, clock and expire come from prelude.lua.
+-- fdiv, cdiv, int, clock, expire, paid and charged come from prelude.lua.
 local S = 1000000
 
 local key = KEYS[1]
@@ -24,15 +24,6 @@ local W = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 local D = tonumber(ARGV[10])
 local q = W / S
-
--- paid returns max(0, d − k·L), the debt d after k windows, forming k·L
--- only below d (L > 0 whenever d > 0).
-local function paid(d, k)
-  if d == 0 or k >= cdiv(d, L) then
-    return 0
-  end
-  return d - k * L
-end
 
 local state = redis.call('HMGET', key, 'w', 'c', 'p', 'e', 'x')
 local w, cur, prev = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
@@ -70,12 +61,12 @@ local i = math.max(fdiv(now, W), w)
 local j = i - w
 if j == 1 then
   prev, cur = cur - e, e
-  e = paid(e, 1)
+  e = paid(e, 1, L)
 elseif j > 1 then
-  local before = paid(e, j - 2)
-  cur = paid(e, j - 1)
+  local before = paid(e, j - 2, L)
+  cur = paid(e, j - 1, L)
   prev = before - cur
-  e = paid(e, j)
+  e = paid(e, j, L)
 end
 w = i
 
@@ -99,9 +90,9 @@ local function wait(need)
   local m, p = 1, cur - e
   if e + need > L then
     m = 1 + cdiv(e + need - L, L)
-    p = math.min(L, paid(e, m - 2))
+    p = math.min(L, paid(e, m - 2, L))
   end
-  local c = paid(e, m - 1)
+  local c = paid(e, m - 1, L)
   return (i + m) * W + (S - fdiv((L - c - need) * S, p)) * q - now
 end
 
@@ -118,12 +109,7 @@ elseif mode == 'charge' then
   if n > L or not fits(n) then
     allowed = 0
   end
-  -- Record up to L + D; what lies above L is debt.
-  if cur < L + D then
-    local after = cur + math.min(n, L + D - cur)
-    e = e + math.max(after - math.max(cur, L), 0)
-    cur = after
-  end
+  cur, e = charged(cur, e, n, L, D)
   if not fits(0) then
     reset, waiting = wait(0), true
   end

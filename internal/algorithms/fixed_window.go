@@ -34,23 +34,6 @@ func (s *FixedWindowState) roll(l Limit, w, t int64) {
 	}
 }
 
-// excess returns max(0, c − L).
-func excess(c, L uint64) uint64 {
-	if c > L {
-		return c - L
-	}
-	return 0
-}
-
-// paidDown returns max(0, d − k·L): a debt d after k windows of L. It forms
-// k·L only when that is below d, and L > 0 whenever d > 0.
-func paidDown(d, k, L uint64) uint64 {
-	if d == 0 || k >= ceilDiv(d, L) {
-		return 0
-	}
-	return d - k*L
-}
-
 // Take asks for n hits at now: admitted iff c + n ≤ L, after the state has
 // moved to the window holding now.
 func (s *FixedWindowState) Take(l Limit, now time.Time, n uint64) Result {
@@ -79,11 +62,7 @@ func (s *FixedWindowState) Charge(l Limit, now time.Time, n uint64) Result {
 	s.roll(l, w, t)
 	L := l.Requests
 	within := n <= L && s.count+n <= L
-	if most := L + l.MaxDebt(); s.count < most {
-		c := s.count + min(n, most-s.count)
-		s.debt += excess(c, max(s.count, L))
-		s.count = c
-	}
+	s.count, s.debt = charged(s.count, s.debt, n, l)
 	var res Result
 	if s.count <= L {
 		res = s.admitted(l, w, t, Receipt{})
@@ -151,11 +130,7 @@ func (s *FixedWindowState) settle(before FixedWindowState, l Limit, w int64) {
 
 // replenished returns when the whole limit is available again, c > 0.
 func (s *FixedWindowState) replenished(l Limit, w int64) int64 {
-	k := int64(0)
-	if s.debt > 0 {
-		k = int64(ceilDiv(s.debt, l.Requests))
-	}
-	return (s.window + 1 + k) * w
+	return (s.window + 1 + windowsOwed(s.debt, l.Requests)) * w
 }
 
 func (s *FixedWindowState) admitted(l Limit, w, t int64, r Receipt) Result {

@@ -66,13 +66,8 @@ func (s *SlidingWindowCounterState) Charge(l Limit, now time.Time, n uint64) Res
 	w, q, t := l.WindowMicros(), l.SliceMicros(), now.UnixMicro()
 	before := *s
 	weight := uint64(SlicesPerWindow - s.roll(l, w, q, t))
-	L := l.Requests
 	_, within := s.decide(l, n, w, q, t, weight)
-	if most := L + l.MaxDebt(); s.cur < most {
-		c := s.cur + min(n, most-s.cur)
-		s.debt += excess(c, max(s.cur, L))
-		s.cur = c
-	}
+	s.cur, s.debt = charged(s.cur, s.debt, n, l)
 	res, ok := s.decide(l, 0, w, q, t, weight)
 	if ok {
 		res = s.admitted(l, w, t, weight, Receipt{})
@@ -181,11 +176,7 @@ func (s *SlidingWindowCounterState) settle(before SlidingWindowCounterState, l L
 // replenished returns when cur has left the sliding window, cur > 0: the
 // end of the window after the last one the debt reaches.
 func (s *SlidingWindowCounterState) replenished(l Limit, w int64) int64 {
-	k := int64(0)
-	if s.debt > 0 {
-		k = int64(ceilDiv(s.debt, l.Requests))
-	}
-	return (s.window + 2 + k) * w
+	return (s.window + 2 + windowsOwed(s.debt, l.Requests)) * w
 }
 
 func (s *SlidingWindowCounterState) admitted(l Limit, w, t int64, weight uint64, r Receipt) Result {

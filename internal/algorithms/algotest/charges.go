@@ -92,39 +92,18 @@ func exactRetryAfterCharges(s *suite, take bool) {
 		seed = 22
 	}
 	rng := rand.New(rand.NewPCG(seed, uint64(s.alg)))
-	const keys, checksPerKey = 12, 3
-	checked := 0
-	for range keys {
-		l, k := s.randomLimit(rng, 1), s.key()
-		c := l.Capacity()
-		for step, checks := 0, 0; step < 200 && checks < checksPerKey; step++ {
-			s.wander(rng, l.Window)
-			if rng.IntN(3) == 0 {
-				s.take(k, l, rng.Uint64N(c+1))
-			} else {
-				s.charge(k, l, chargeHits(rng, l))
-			}
-			n := uint64(0)
-			if take {
-				n = 1 + rng.Uint64N(c)
-			}
-			res := s.take(k, l, n)
-			if res.Allowed {
-				continue
-			}
-			what := fmt.Sprintf("%d of %d per %s (burst %d)", n, l.Requests, l.Window, l.Burst)
-			require.Positive(s.t, res.ResetAfter, "%s: denied %s", what, s.at())
-			s.clock.Advance(res.ResetAfter - time.Microsecond)
-			again := s.take(k, l, n)
-			require.False(s.t, again.Allowed, "%s: retried 1µs before the %s reset, %s", what, res.ResetAfter, s.at())
-			require.Equal(s.t, time.Microsecond, again.ResetAfter, "%s: reset 1µs before the %s reset, %s", what, res.ResetAfter, s.at())
-			s.clock.Advance(time.Microsecond)
-			require.True(s.t, s.take(k, l, n).Allowed, "%s: retried after the %s reset, %s", what, res.ResetAfter, s.at())
-			checks++
-			checked++
+	s.retryAfterIsExact(rng, 12, 1, func(k algorithms.Key, l algorithms.Limit) {
+		if rng.IntN(3) == 0 {
+			s.take(k, l, rng.Uint64N(l.Capacity()+1))
+		} else {
+			s.charge(k, l, chargeHits(rng, l))
 		}
-	}
-	require.Equal(s.t, keys*checksPerKey, checked, "denials reached")
+	}, func(c uint64) uint64 {
+		if take {
+			return 1 + rng.Uint64N(c)
+		}
+		return 0
+	})
 }
 
 // chargeHits draws the hits of a charge: mostly within the capacity, often
