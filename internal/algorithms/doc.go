@@ -72,9 +72,9 @@
 // k = min(n, max(0, L + D − c)) hits: e += max(0, c + k − max(c, L)),
 // c += k. Give-back with a receipt taken at time a subtracts from c only
 // while ⌊a/W⌋ = w; without a receipt it subtracts from c; then
-// e = min(e, max(0, c − L)). The state can be dropped at
-// (w + 1 + ⌈e/L⌉)·W, as computed when it last changed (under the limit of
-// that change: a denial in the same window changes nothing).
+// e = min(e, max(0, c − L)). The state can be dropped at once when c = 0,
+// else at (w + 1 + ⌈e/L⌉)·W, as computed when it last changed (under the
+// limit of that change: a denial in the same window changes nothing).
 //
 // # sliding_window_log
 //
