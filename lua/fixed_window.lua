@@ -1,59 +1,106 @@
 -- fixed_window: count + n ≤ L per epoch-aligned window of W microseconds,
--- exactly as internal/algorithms/doc.go states it.
+-- with charges recorded past L as a debt the next windows pay off, exactly
+-- as internal/algorithms/doc.go states it.
 --
--- KEYS[1]  hash {w = window index, c = count}
--- ARGV     mode, now, L, W, n, receipt time (see lua.go)
+-- KEYS[1]  hash {w = window index, c = count, e = debt (the part of c that
+--          charges recorded beyond L; absent when never owed),
+--          x = when the state behaves as a new one in µs, while e > 0}
+-- ARGV     mode, now, L, W, n, receipt time, D (see lua.go)
 -- reply    {allowed, remaining, reset, now, 0}
 --
--- Every number stays an integer below 2^53, so Lua's doubles hold it exactly.
+-- Every number stays an integer below 2^53 (c ≤ L + D < 2^33), so Lua's
+-- doubles hold it exactly.
 
--- fdiv, cdiv, int, clock and expire come from prelude.lua.
+-- fdiv, cdiv, int, clock, expire, paid and charged come from prelude.lua.
 local key = KEYS[1]
-local take = ARGV[1] == 'take'
+local mode = ARGV[1]
 local now = clock(ARGV[2])
 local L = tonumber(ARGV[3])
 local W = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
+local D = tonumber(ARGV[10])
 
--- Move to window i = max(⌊now/W⌋, w): a later window restarts the count, a
--- clock that went backwards keeps counting in the current one.
-local state = redis.call('HMGET', key, 'w', 'c')
-local w, c = tonumber(state[1]), tonumber(state[2])
-local w0, c0 = w, c -- as stored, to write only what changed
+local state = redis.call('HMGET', key, 'w', 'c', 'e', 'x')
+local w, c, e, x = tonumber(state[1]), tonumber(state[2]), tonumber(state[3]) or 0, tonumber(state[4])
+local w0, c0, e0 = w, c, e -- as stored, to write only what changed
+if w == nil or c == nil or (e > 0 and (x == nil or x <= now)) then
+  -- New, or past the time it behaves as a new one (as computed when it
+  -- last changed, under the limit of that change).
+  w, c, e = fdiv(now, W), 0, 0
+end
+
+-- The debt is no more than the count beyond L, nor than D. Then move to
+-- window i = max(⌊now/W⌋, w), one window at a time, each new window
+-- starting with the debt: (c, e) ← (e, max(0, e − L)). A clock that went
+-- backwards keeps counting in the current window.
+e = math.min(e, math.max(c - L, 0), D)
 local i = fdiv(now, W)
-if w == nil or c == nil then
-  w, c = i, 0
+if c == 0 then
+  w = i
 elseif i > w then
-  w, c = i, 0
+  c, e = paid(e, i - w - 1, L), paid(e, i - w, L)
+  w = i
 end
 i = w
 
-local allowed, reset = 1, 0
-if take then
+-- retry returns the wait until a take of need ≤ L hits, c + need > L, is
+-- admitted: the start of the first window whose count leaves room for it.
+local function retry(need)
+  local j = 1
+  if e + need > L then
+    j = 1 + cdiv(e + need - L, L)
+  end
+  return (i + j) * W - now
+end
+
+local allowed, reset, waiting = 1, 0, false
+if mode == 'take' then
   if n > L then
-    allowed, reset = 0, W
+    allowed, reset, waiting = 0, W, true
   elseif c + n <= L then
     c = c + n
   else
-    allowed, reset = 0, (i + 1) * W - now
+    allowed, reset, waiting = 0, retry(n), true
+  end
+elseif mode == 'charge' then
+  if n > L or c + n > L then
+    allowed = 0
+  end
+  c, e = charged(c, e, n, L, D)
+  if c > L then
+    reset, waiting = retry(0), true
   end
 else
   local a = ARGV[6]
   if a == '' or fdiv(tonumber(a), W) == w then
     c = math.max(c - n, 0)
+    e = math.min(e, math.max(c - L, 0))
   end
 end
-if allowed == 1 and c > 0 then
-  reset = (i + 1) * W - now
+
+-- The state behaves as a new one at the end of the last window the debt
+-- reaches, or now if it counts nothing.
+local drop = w + 1
+if e > 0 then
+  drop = drop + cdiv(e, L)
+end
+drop = drop * W
+if not waiting and c > 0 then
+  reset = drop - now
 end
 
--- The state behaves as a new one once the window ends, or now if it counts
--- nothing. A denial or a peek changes nothing, and writes nothing.
-if w == w0 and c == c0 then
+-- A denial or a peek changes nothing, and writes nothing.
+if w == w0 and c == c0 and e == e0 then
   -- unchanged: the key keeps its value and its expiry
 elseif c > 0 then
-  redis.call('HSET', key, 'w', int(w), 'c', int(c))
-  expire(key, (w + 1) * W, now)
+  if e > 0 then
+    redis.call('HSET', key, 'w', int(w), 'c', int(c), 'e', int(e), 'x', int(drop))
+  elseif e0 > 0 then
+    redis.call('HSET', key, 'w', int(w), 'c', int(c), 'e', '0')
+  else
+    redis.call('HSET', key, 'w', int(w), 'c', int(c))
+  end
+  expire(key, drop, now)
 else
   redis.call('DEL', key)
 end

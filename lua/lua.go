@@ -7,22 +7,27 @@
 // Lua's doubles hold exactly. Each script takes one limit's keys, which share
 // one hash tag, and these arguments:
 //
-//	ARGV[1] "take" to consume hits, "refund" to give them back
-//	ARGV[2] now in microseconds since the Unix epoch, or "" for Redis TIME
-//	ARGV[3] L, the requests per window
-//	ARGV[4] W, the window in microseconds
-//	ARGV[5] n, the hits, at most 2^33
-//	ARGV[6] refund: the receipt's time in microseconds, or "" without one
-//	ARGV[7] refund: the receipt's sequence number (sliding_window_log)
-//	ARGV[8] B, the bucket's capacity in tokens (token_bucket)
-//	ARGV[9] milliseconds to keep every key past the time its state needs
+//	ARGV[1]  "take" to consume hits, "charge" to record hits already spent
+//	         (even past the limit, as a debt), "refund" to give them back
+//	ARGV[2]  now in microseconds since the Unix epoch, or "" for Redis TIME
+//	ARGV[3]  L, the requests per window
+//	ARGV[4]  W, the window in microseconds
+//	ARGV[5]  n, the hits, below 2^33
+//	ARGV[6]  refund: the receipt's time in microseconds, or "" without one
+//	ARGV[7]  refund: the receipt's sequence number (sliding_window_log)
+//	ARGV[8]  B, the bucket's capacity in tokens (token_bucket)
+//	ARGV[9]  milliseconds to keep every key past the time its state needs
+//	ARGV[10] D, the most hits a charge may leave recorded beyond L
+//	         (algorithms.Limit.MaxDebt)
 //
 // Each answers the same array of five integers:
 //
 //	{allowed (0 or 1), remaining, reset in µs, now in µs, seq}
 //
 // where seq is, for an admitted sliding_window_log take, the sequence number
-// of its first entry, and 0 otherwise.
+// of its first entry, and 0 otherwise. A charge is always recorded; its
+// allowed says whether a take of its hits would have been admitted, and its
+// remaining and reset are those of a check made just after it.
 //
 // A script deletes its keys as soon as their state behaves as a new one, and
 // otherwise sets them to expire when it will (plus ARGV[9]), so idle limits
@@ -65,6 +70,6 @@ func Source(name string) (string, error) {
 }
 
 // Prelude returns the helpers every script starts with: exact floor and
-// ceiling division (fdiv, cdiv), integer formatting (int), the clock (clock)
-// and key expiry (expire).
+// ceiling division (fdiv, cdiv), integer formatting (int), the clock (clock),
+// key expiry (expire), and the debts of charges (paid, charged).
 func Prelude() string { return preludeSource }

@@ -43,3 +43,23 @@ end
 local function expire(key, drop, now)
   redis.call('PEXPIRE', key, int(cdiv(drop - now, 1000) + tonumber(ARGV[9])))
 end
+
+-- paid returns max(0, d − k·L): a debt d after k windows that each pay L.
+-- It forms k·L only below d (L > 0 whenever d > 0).
+local function paid(d, k, L)
+  if d == 0 or k >= cdiv(d, L) then
+    return 0
+  end
+  return d - k * L
+end
+
+-- charged records a charge of n hits on a count c that owes e: up to L + D
+-- hits, the part above L owed. It returns the new count and debt.
+local function charged(c, e, n, L, D)
+  if c < L + D then
+    local after = c + math.min(n, L + D - c)
+    e = e + math.max(after - math.max(c, L), 0)
+    c = after
+  end
+  return c, e
+end

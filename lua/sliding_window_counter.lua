@@ -1,71 +1,117 @@
 -- sliding_window_counter: this window's count plus the previous window's,
 -- weighted by the part of it still inside the sliding window, measured in
--- whole slices of W/S, exactly as internal/algorithms/doc.go states it.
+-- whole slices of W/S, with charges recorded past L as a debt the next
+-- windows pay off, exactly as internal/algorithms/doc.go states it.
 --
--- KEYS[1]  hash {w = window index, c = this window's count, p = the previous window's}
--- ARGV     mode, now, L, W, n, receipt time (see lua.go)
+-- KEYS[1]  hash {w = window index, c = this window's count, p = the previous
+--          window's, e = debt (the part of c that charges recorded beyond
+--          L; absent when never owed), x = when the state behaves as a new
+--          one in µs, while e > 0}
+-- ARGV     mode, now, L, W, n, receipt time, D (see lua.go)
 -- reply    {allowed, remaining, reset, now, 0}
 --
--- Every number stays an integer below 2^53 (prev·S ≤ 2^32·10^6), so Lua's
--- doubles hold it exactly.
+-- Every number stays an integer below 2^53 (counts are at most
+-- L + D < 2^33, so prev·S < 2^33·10^6), so Lua's doubles hold it exactly.
 
--- fdiv, cdiv, int, clock and expire come from prelude.lua.
+-- fdiv, cdiv, int, clock, expire, paid and charged come from prelude.lua.
 local S = 1000000
 
 local key = KEYS[1]
-local take = ARGV[1] == 'take'
+local mode = ARGV[1]
 local now = clock(ARGV[2])
 local L = tonumber(ARGV[3])
 local W = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
+local D = tonumber(ARGV[10])
 local q = W / S
 
-local state = redis.call('HMGET', key, 'w', 'c', 'p')
+local state = redis.call('HMGET', key, 'w', 'c', 'p', 'e', 'x')
 local w, cur, prev = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
-local w0, cur0, prev0 = w, cur, prev -- as stored, to write only what changed
+local e, x = tonumber(state[4]) or 0, tonumber(state[5]) or 0
+local w0, cur0, prev0, e0 = w, cur, prev, e -- as stored, to write only what changed
 
 -- expiry returns when the state starts to behave as a new one: once both
--- counts have left the sliding window.
+-- counts have left the sliding window, after the last window the debt
+-- reaches.
 local function expiry()
   if cur > 0 then
-    return (w + 2) * W
+    local k = 0
+    if e > 0 then
+      k = cdiv(e, L)
+    end
+    return (w + 2 + k) * W
   elseif prev > 0 then
     return (w + 1) * W
   end
   return w * W
 end
 
-if w == nil or cur == nil or prev == nil or expiry() <= now then
-  w, cur, prev = fdiv(now, W), 0, 0
+-- A debt's expiry is the one computed when the state last changed, under
+-- the limit of that change.
+if w == nil or cur == nil or prev == nil or (e > 0 and x <= now) or (e == 0 and expiry() <= now) then
+  w, cur, prev, e = fdiv(now, W), 0, 0, 0
 end
 
--- Move to window i = max(⌊now/W⌋, w): the next window makes this one the
--- previous, a later one restarts both.
+-- The debt is no more than cur beyond L, nor than D. Then move to window
+-- i = max(⌊now/W⌋, w), one window at a time, each new window taking the
+-- debt as its count and leaving the rest of cur to the previous window:
+-- (prev, cur, e) ← (cur − e, e, max(0, e − L)).
+e = math.min(e, math.max(cur - L, 0), D)
 local i = math.max(fdiv(now, W), w)
-if i == w + 1 then
-  prev, cur = cur, 0
-elseif i > w + 1 then
-  prev, cur = 0, 0
+local j = i - w
+if j == 1 then
+  prev, cur = cur - e, e
+  e = paid(e, 1, L)
+elseif j > 1 then
+  local before = paid(e, j - 2, L)
+  cur = paid(e, j - 1, L)
+  prev = before - cur
+  e = paid(e, j, L)
 end
 w = i
 
 -- The elapsed slice of window i, clamped to [0, S−1].
 local s = math.min(math.max(fdiv(now - i * W, q), 0), S - 1)
 
-local allowed, reset = 1, 0
-if take then
+-- fits reports whether need hits fit the estimate now.
+local function fits(need)
+  return cur + need <= L and prev * (S - s) <= (L - cur - need) * S
+end
+
+-- wait returns the wait until a take of need ≤ L hits that does not fit is
+-- admitted: at the first slice boundary at which the estimate admits it.
+local function wait(need)
+  if cur + need <= L then
+    -- In this window, once enough of prev (> 0 here) has slid out.
+    return i * W + (S - fdiv((L - cur - need) * S, prev)) * q - now
+  end
+  -- In the first window i + m whose count, max(0, e − (m−1)·L), leaves
+  -- room, after a previous window that kept cur − e (m = 1) or at most L.
+  local m, p = 1, cur - e
+  if e + need > L then
+    m = 1 + cdiv(e + need - L, L)
+    p = math.min(L, paid(e, m - 2, L))
+  end
+  local c = paid(e, m - 1, L)
+  return (i + m) * W + (S - fdiv((L - c - need) * S, p)) * q - now
+end
+
+local allowed, reset, waiting = 1, 0, false
+if mode == 'take' then
   if n > L then
-    allowed, reset = 0, W
-  elseif cur + n <= L and prev * (S - s) <= (L - cur - n) * S then
+    allowed, reset, waiting = 0, W, true
+  elseif fits(n) then
     cur = cur + n
-  elseif cur + n <= L then
-    -- Wait for enough of prev (> 0 here) to slide out of the window.
-    allowed = 0
-    reset = i * W + (S - fdiv((L - cur - n) * S, prev)) * q - now
   else
-    -- Wait for cur (> L − n ≥ 0 here) to become prev and slide out.
+    allowed, reset, waiting = 0, wait(n), true
+  end
+elseif mode == 'charge' then
+  if n > L or not fits(n) then
     allowed = 0
-    reset = (i + 1) * W + (S - fdiv((L - n) * S, cur)) * q - now
+  end
+  cur, e = charged(cur, e, n, L, D)
+  if not fits(0) then
+    reset, waiting = wait(0), true
   end
 else
   local a = ARGV[6]
@@ -75,27 +121,33 @@ else
     cur = cur - fromCur
     prev = math.max(prev - (n - fromCur), 0)
   else
-    local j = fdiv(tonumber(a), W)
-    if j == w then
+    local k = fdiv(tonumber(a), W)
+    if k == w then
       cur = math.max(cur - n, 0)
-    elseif j == w - 1 then
+    elseif k == w - 1 then
       prev = math.max(prev - n, 0)
     end
   end
-end
-if allowed == 1 then
-  if cur > 0 then
-    reset = (i + 2) * W - now
-  elseif prev > 0 then
-    reset = (i + 1) * W - now
-  end
+  e = math.min(e, math.max(cur - L, 0))
 end
 
 local drop = expiry()
-if w == w0 and cur == cur0 and prev == prev0 then
+if not waiting then
+  if cur > 0 or prev > 0 then
+    reset = drop - now
+  end
+end
+
+if w == w0 and cur == cur0 and prev == prev0 and e == e0 then
   -- unchanged (a denial or a peek within one window): nothing to write
 elseif drop > now then
-  redis.call('HSET', key, 'w', int(w), 'c', int(cur), 'p', int(prev))
+  if e > 0 then
+    redis.call('HSET', key, 'w', int(w), 'c', int(cur), 'p', int(prev), 'e', int(e), 'x', int(drop))
+  elseif e0 > 0 then
+    redis.call('HSET', key, 'w', int(w), 'c', int(cur), 'p', int(prev), 'e', '0')
+  else
+    redis.call('HSET', key, 'w', int(w), 'c', int(cur), 'p', int(prev))
+  end
   expire(key, drop, now)
 else
   redis.call('DEL', key)

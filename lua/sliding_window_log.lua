@@ -1,12 +1,13 @@
--- sliding_window_log: one sorted-set entry per admitted hit, scored by its
--- time; admits when the hits in (now − W, now] plus n stay within L, exactly
--- as internal/algorithms/doc.go states it.
+-- sliding_window_log: one sorted-set entry per admitted or charged hit,
+-- scored by its time; admits when the hits in (now − W, now] plus n stay
+-- within L, and logs charges past L up to 2L entries, exactly as
+-- internal/algorithms/doc.go states it.
 --
 -- KEYS[1]  sorted set: one member per admitted hit, scored by its time in µs;
 --          the member is the hit's sequence number, zero-padded to 16 digits
 --          so that members of equal score sort by sequence number
 -- KEYS[2]  string: the last sequence number issued
--- ARGV     mode, now, L, W, n, receipt time, receipt seq (see lua.go)
+-- ARGV     mode, now, L, W, n, receipt time, receipt seq, D = L (see lua.go)
 -- reply    {allowed, remaining, reset, now, seq of the first entry added}
 --
 -- Sequence numbers make every hit its own member, even many in one
@@ -22,11 +23,34 @@ end
 local chunk = 1000
 
 local log, seqkey = KEYS[1], KEYS[2]
-local take = ARGV[1] == 'take'
+local mode = ARGV[1]
 local now = clock(ARGV[2])
 local L = tonumber(ARGV[3])
 local W = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
+local D = tonumber(ARGV[10])
+
+-- append logs k > 0 entries at now with the next sequence numbers and
+-- returns the first of them.
+local function append(k)
+  local first = redis.call('INCRBY', seqkey, int(k)) - k + 1
+  local args = {}
+  for seq = first, first + k - 1 do
+    args[#args + 1] = int(now)
+    args[#args + 1] = member(seq)
+    if #args == 2 * chunk or seq == first + k - 1 then
+      redis.call('ZADD', log, unpack(args))
+      args = {}
+    end
+  end
+  return first
+end
+
+-- oldest returns the wait until the k-th oldest entry leaves the window.
+local function oldest(k)
+  local kth = redis.call('ZRANGE', log, k - 1, k - 1, 'WITHSCORES')
+  return tonumber(kth[2]) + W - now
+end
 
 redis.call('ZREMRANGEBYSCORE', log, '-inf', int(now - W))
 local c = redis.call('ZCARD', log)
@@ -35,8 +59,8 @@ if c == 0 then
   redis.call('DEL', seqkey)
 end
 
-local allowed, reset, first = 1, 0, 0
-if take then
+local allowed, reset, first, waiting = 1, 0, 0, false
+if mode == 'take' then
   if n > L then
     allowed, reset = 0, W
   elseif c + n <= L then
@@ -44,27 +68,29 @@ if take then
       -- A peek's receipt names the sequence number the next hit would get.
       first = (tonumber(redis.call('GET', seqkey)) or 0) + 1
     else
-      first = redis.call('INCRBY', seqkey, int(n)) - n + 1
-      local args = {}
-      for seq = first, first + n - 1 do
-        args[#args + 1] = int(now)
-        args[#args + 1] = member(seq)
-        if #args == 2 * chunk or seq == first + n - 1 then
-          redis.call('ZADD', log, unpack(args))
-          args = {}
-        end
-      end
+      first = append(n)
       c = c + n
     end
   else
-    allowed = 0
-    local kth = redis.call('ZRANGE', log, c + n - L - 1, c + n - L - 1, 'WITHSCORES')
-    reset = tonumber(kth[2]) + W - now
+    allowed, reset = 0, oldest(c + n - L)
   end
   if allowed == 0 then
     -- A denial logs nothing, so the newest entry and with it the keys'
     -- expiry are as they were: nothing more to write.
     return {0, math.max(L - c, 0), reset, now, 0}
+  end
+elseif mode == 'charge' then
+  if n > L or c + n > L then
+    allowed = 0
+  end
+  -- At most L + D entries; the rest is forgotten.
+  local k = math.min(n, math.max(L + D - c, 0))
+  if k > 0 then
+    append(k)
+    c = c + k
+  end
+  if c > L then
+    reset, waiting = oldest(c - L), true
   end
 elseif n > 0 then
   if ARGV[6] == '' then
@@ -96,7 +122,7 @@ if c > 0 then
   local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
   drop = tonumber(newest[2]) + W
 end
-if allowed == 1 then
+if not waiting then
   reset = drop - now
 end
 if drop > now then

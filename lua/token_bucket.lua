@@ -1,13 +1,15 @@
 -- token_bucket: up to B tokens, refilled at L per window in whole slices of
--- W/S, kept in millionths of a token, exactly as internal/algorithms/doc.go
--- states it.
+-- W/S, kept in millionths of a token, and down to −D tokens after charges,
+-- exactly as internal/algorithms/doc.go states it.
 --
--- KEYS[1]  hash {l = level in millionths of a token, t = slice of the last
---          refill, x = when the bucket is full again in µs}
--- ARGV     mode, now, L, W, n, receipt time, receipt seq, B (see lua.go)
+-- KEYS[1]  hash {l = level in millionths of a token, below 0 while in debt,
+--          t = slice of the last refill, x = when the bucket is full again
+--          in µs}
+-- ARGV     mode, now, L, W, n, receipt time, receipt seq, B, D (see lua.go)
 -- reply    {allowed, remaining, reset, now, 0}
 --
--- Every number stays an integer below 2^53 (C = B·S ≤ 2^32·10^6), so Lua's
+-- Every number stays an integer below 2^53 (the level lies in [−D·S, B·S]
+-- and n ≤ B + D + 1, so C − level and n·S are below 2^33·10^6), so Lua's
 -- doubles hold it exactly.
 
 -- fdiv, cdiv, int, clock and expire come from prelude.lua.
@@ -17,12 +19,13 @@ local S = 1000000
 local MAXWAIT = 9007199254740991
 
 local key = KEYS[1]
-local take = ARGV[1] == 'take'
+local mode = ARGV[1]
 local now = clock(ARGV[2])
 local L = tonumber(ARGV[3])
 local W = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 local B = tonumber(ARGV[8])
+local D = tonumber(ARGV[10])
 local q = W / S
 local C = B * S
 
@@ -48,9 +51,10 @@ if level == nil or t == nil or x == nil or x <= now then
   level, t = C, tau
 else
   -- Refill to slice tau: min(C, level + (tau − t)·L), without forming a
-  -- product above C. A level above C, left by a larger burst, is cut to C;
-  -- a clock that went back refills nothing.
-  level = math.min(level, C)
+  -- product above C − level. A level above C, left by a larger burst, is
+  -- cut to C, a debt beyond D forgiven; a clock that went back refills
+  -- nothing.
+  level = math.max(math.min(level, C), -D * S)
   if tau > t then
     if L > 0 then
       if tau - t >= cdiv(C - level, L) then
@@ -63,27 +67,40 @@ else
   end
 end
 
-local allowed, reset = 1, 0
-if take then
+local allowed, reset, waiting = 1, 0, false
+if mode == 'take' then
   if n > B then
     allowed, reset = 0, W
   elseif level >= n * S then
     level = level - n * S
   else
-    -- 0 < n ≤ B here, so L > 0.
+    -- 0 < n ≤ B, or the level is below 0, here, so L > 0.
     allowed, reset = 0, wait(level, t, n * S, now)
   end
-elseif n > B then
+  if allowed == 0 then
+    -- A denial changes nothing: the refill above is not kept, and nothing
+    -- is written.
+    return {0, math.max(fdiv(level, S), 0), reset, now, 0}
+  end
+elseif mode == 'charge' then
+  if n > B or level < n * S then
+    allowed = 0
+  end
+  -- Down to −D tokens at most.
+  if n * S >= level + D * S then
+    level = -D * S
+  else
+    level = level - n * S
+  end
+  if level < 0 then
+    reset, waiting = wait(level, t, 0, now), true
+  end
+elseif n * S >= C - level then
   level = C
 else
-  level = math.min(level + n * S, C)
+  level = level + n * S
 end
-if allowed == 0 then
-  -- A denial changes nothing: the refill above is not kept, and nothing is
-  -- written.
-  return {0, fdiv(level, S), reset, now, 0}
-end
-if level < C then
+if not waiting and level < C then
   reset = wait(level, t, C, now)
 end
 
@@ -101,4 +118,4 @@ else
   redis.call('DEL', key)
 end
 
-return {allowed, fdiv(level, S), reset, now, 0}
+return {allowed, math.max(fdiv(level, S), 0), reset, now, 0}

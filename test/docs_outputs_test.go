@@ -325,7 +325,7 @@ type textChecker struct {
 
 var (
 	traceHeader   = regexp.MustCompile(`^(fixed_window|sliding_window_log|sliding_window_counter|token_bucket): (\d+) per (\S+?)(?:, burst (\d+))?$`)
-	traceLine     = regexp.MustCompile(`^t=(\S+)\s+take (\d+)\s+→ (admitted|denied), remaining (\d+), reset (\S+?)(?:\s+#.*)?$`)
+	traceLine     = regexp.MustCompile(`^t=(\S+)\s+(take|charge) (\d+)\s+→ (admitted|denied|within|over), remaining (\d+), reset (\S+?)(?:\s+#.*)?$`)
 	matchLine     = regexp.MustCompile(`^\[(.*?)\]\s+→ (.*?)(?:\s+#.*)?$`)
 	matchResult   = regexp.MustCompile(`^(\S+)(?:, metric (\S+))?(?:, counted as \[(.*)\])?$`)
 	configErrLine = regexp.MustCompile(`^config/([\w.-]+\.ya?ml):(\d+): (\S+): (.*)$`)
@@ -380,6 +380,9 @@ var traceOrigin = time.Unix(1_576_800_000, 0)
 //	token_bucket: 10 per 1s, burst 20
 //	t=0s      take 20  → admitted, remaining 0, reset 2s
 //	t=100ms   take 2   → denied, remaining 1, reset 100ms
+//	t=100ms   charge 5 → over, remaining 0, reset 400ms
+//
+// A charge is within the limit or over it, never denied.
 func checkTrace(_ *docSession, _ fencedBlock, lines []string) error {
 	h := traceHeader.FindStringSubmatch(lines[0])
 	alg, err := algorithms.ParseAlgorithm(h[1])
@@ -401,19 +404,26 @@ func checkTrace(_ *docSession, _ fencedBlock, lines []string) error {
 	for _, line := range lines[1:] {
 		m := traceLine.FindStringSubmatch(line)
 		if m == nil {
-			problems = append(problems, fmt.Sprintf("%q: want t=DURATION take N → admitted|denied, remaining N, reset DURATION", line))
+			problems = append(problems, fmt.Sprintf("%q: want t=DURATION take N → admitted|denied, or charge N → within|over, then remaining N, reset DURATION", line))
 			continue
 		}
 		at, err1 := time.ParseDuration(m[1])
-		n, err2 := strconv.ParseUint(m[2], 10, 64)
-		reset, err3 := time.ParseDuration(m[5])
+		n, err2 := strconv.ParseUint(m[3], 10, 64)
+		reset, err3 := time.ParseDuration(m[6])
 		if err := errors.Join(err1, err2, err3); err != nil {
 			problems = append(problems, fmt.Sprintf("%q: %v", line, err))
 			continue
 		}
-		r := state.Take(limit, traceOrigin.Add(at), n)
-		decision := map[bool]string{true: "admitted", false: "denied"}[r.Allowed]
-		if decision != m[3] || strconv.FormatUint(r.Remaining, 10) != m[4] || r.ResetAfter != reset {
+		var r algorithms.Result
+		var decision string
+		if m[2] == "charge" {
+			r = state.Charge(limit, traceOrigin.Add(at), n)
+			decision = map[bool]string{true: "within", false: "over"}[r.Allowed]
+		} else {
+			r = state.Take(limit, traceOrigin.Add(at), n)
+			decision = map[bool]string{true: "admitted", false: "denied"}[r.Allowed]
+		}
+		if decision != m[4] || strconv.FormatUint(r.Remaining, 10) != m[5] || r.ResetAfter != reset {
 			problems = append(problems, fmt.Sprintf("%q: the maths says → %s, remaining %d, reset %s", line, decision, r.Remaining, r.ResetAfter))
 		}
 	}

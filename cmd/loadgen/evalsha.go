@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/lua"
 )
@@ -98,8 +99,10 @@ func evalshaScript(name string) (string, []any, error) {
 		}
 		// take 1 hit at Redis TIME from a limit of 10^9 a day (see lua.go
 		// for the arguments).
-		day := strconv.FormatInt((24 * time.Hour).Microseconds(), 10)
-		return src, []any{"take", "", "1000000000", day, "1", "", "", "", "0"}, nil
+		l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1_000_000_000, Window: 24 * time.Hour}
+		day := strconv.FormatInt(l.WindowMicros(), 10)
+		debt := strconv.FormatUint(l.MaxDebt(), 10)
+		return src, []any{"take", "", "1000000000", day, "1", "", "", "", "0", debt}, nil
 	}
 	return "", nil, fmt.Errorf("loadgen: -script %q is not %s or %s", name, scriptTrivial, scriptFixedWindow)
 }

@@ -22,6 +22,7 @@
 // A request asks for n ≥ 0 hits; n = 0 checks without consuming. A request for
 // more hits than the limit can ever hold (n > L, or n > B for the token
 // bucket) is denied, consumes nothing and reports a reset of one window W.
+// A charge (see Charges) is never denied: it records its hits.
 //
 // Every algorithm reports, with its decision:
 //   - remaining: how many more hits would be admitted now;
@@ -30,15 +31,50 @@
 //     enough); when admitted, the wait until the limit is fully replenished
 //     (zero when it already is).
 //
+// # Charges
+//
+// A charge records n hits of usage already spent: it is never denied, and
+// what it records beyond L is a debt that later windows, or the bucket's
+// refill, pay off at L per W. The debt is at most D (Limit.MaxDebt): L for
+// the sliding window log, min(MaxRequests, L·⌊MaxWindow/W⌋) for the others,
+// so every debt is paid within MaxWindow; a charge records no more than D
+// beyond L, and forgets the rest. A limit of L = 0 pays nothing, so D = 0.
+// Only charges make debts: a limit lowered under hits it admitted does not.
+// Counts stay at most L + D ≤ 2·MaxRequests < 2^33, so prev·S and
+// (B + D)·S stay below 2^53, and a charge of n > L + D hits (B + D for the
+// bucket) is recorded and answered as one of L + D + 1 (B + D + 1).
+//
+// A charge's Result is allowed iff a take of the same n would have been
+// admitted just before it (the limit stayed within L: envoyproxy/ratelimit's
+// OK); its remaining and reset are those a check (n = 0) reports just after
+// it. So while the limit is in debt the reset is the exact wait until a check
+// is admitted again, and otherwise the wait until the limit is fully
+// replenished. A charge has no receipt. A check is admitted while the
+// recorded hits are at most L (the token bucket: while its level is not
+// below zero), and denied once they exceed it.
+//
 // # fixed_window
 //
-// State: the window index w and the count c. Let i = max(⌊now/W⌋, w); if
-// i > w the state restarts at (i, 0), so a clock that went backwards keeps
-// counting in the current window. Admit iff c + n ≤ L, then c += n. remaining =
-// L − c (0 if c > L). reset = (i+1)·W − now, except that an admitted request
-// leaving c = 0 reports 0. Give-back with a receipt taken at time a subtracts
-// from c only while ⌊a/W⌋ = w; without a receipt it subtracts from c. The
-// state can be dropped at (w+1)·W.
+// State: the window index w, the count c and the debt e ≤ c, the part of c
+// that charges recorded beyond L. Every operation first lowers e to
+// min(e, max(0, c − L), D). Let i = max(⌊now/W⌋, w); if i > w the state
+// moves to window i one window at a time, each new window starting with the
+// debt: (c, e) ← (e, max(0, e − L)). So window w + j starts at
+// c = max(0, e − (j−1)·L), with e = max(0, e − j·L) (each formed only when
+// the product is below e). Without a debt this restarts the state at (i, 0);
+// a clock that went backwards keeps counting in the current window. Admit
+// iff c + n ≤ L, then c += n. remaining = L − c (0 if c > L). When denied
+// (n ≤ L), reset = (i+j)·W − now for the first window i + j whose starting
+// count leaves room for n: j = 1 when e + n ≤ L, else 1 + ⌈(e + n − L)/L⌉.
+// When admitted, reset = (i + 1 + ⌈e/L⌉)·W − now, the end of the last
+// window the debt reaches (e = 0 after an admitted take), or 0 when c = 0.
+// A charge first notes whether c + n ≤ L (and n ≤ L), then records
+// k = min(n, max(0, L + D − c)) hits: e += max(0, c + k − max(c, L)),
+// c += k. Give-back with a receipt taken at time a subtracts from c only
+// while ⌊a/W⌋ = w; without a receipt it subtracts from c; then
+// e = min(e, max(0, c − L)). The state can be dropped at once when c = 0,
+// else at (w + 1 + ⌈e/L⌉)·W, as computed when it last changed (under the
+// limit of that change: a denial in the same window changes nothing).
 //
 // # sliding_window_log
 //
@@ -52,40 +88,66 @@
 // (a, Seq) … (a, Seq+n−1) that are still logged; give-back without one
 // removes the n newest entries. Denied hits are never logged, and two hits in
 // the same microsecond are two entries. Dropping an empty log restarts the
-// sequence at 1.
+// sequence at 1. A charge logs min(n, max(0, 2L − c)) entries at now, as a
+// take would (D = L: the log never holds more than 2L entries, and a debt
+// lasts until its entries leave the window, W after the charge); while
+// c > L a check waits for the (c − L)-th oldest entry to leave.
 //
 // # sliding_window_counter
 //
-// State: the window index w, this window's count cur and the previous
-// window's count prev. Let i = max(⌊now/W⌋, w). If i = w+1 then prev = cur,
-// cur = 0; if i > w+1 both restart at 0. The elapsed slice is
-// s = ⌊(now − i·W)/q⌋ clamped to [0, S−1]. The previous window weighs
-// (S−s)/S, so admit iff cur + n ≤ L and prev·(S−s) ≤ (L−cur−n)·S; then
-// cur += n. remaining = L − cur − ⌈prev·(S−s)/S⌉ (0 if negative). When
-// admitted, reset = (i+2)·W − now if cur > 0, else (i+1)·W − now if prev > 0,
-// else 0. When denied, the wait is to the first slice boundary at which the
-// estimate admits n: if cur + n ≤ L, slice s' = S − ⌊(L−cur−n)·S/prev⌋ of
-// window i (s' = S meaning the start of window i+1); otherwise slice
-// s' = S − ⌊(L−n)·S/cur⌋ of window i+1 (s' = S meaning window i+2). Give-back
-// with a receipt taken at time a subtracts from cur if ⌊a/W⌋ = w, from prev if
+// State: the window index w, this window's count cur, the previous window's
+// count prev and the debt e ≤ cur, the part of cur that charges recorded
+// beyond L. Every operation first lowers e to min(e, max(0, cur − L), D).
+// Let i = max(⌊now/W⌋, w). The state moves to window i one window at a
+// time, each new window taking the debt as its count and leaving the rest
+// of cur to the previous window: (prev, cur, e) ← (cur − e, e,
+// max(0, e − L)). So at i = w+1, prev = cur − e, cur = e; at i = w + j,
+// j ≥ 2, cur = max(0, e − (j−1)·L) and prev = max(0, e − (j−2)·L) − cur;
+// then e = max(0, e − j·L) (each product formed only when below e). Without
+// a debt, i = w+1 makes prev = cur, cur = 0, and i > w+1 restarts both at 0.
+// The elapsed slice is s = ⌊(now − i·W)/q⌋ clamped to [0, S−1]. The previous
+// window weighs (S−s)/S, so admit iff cur + n ≤ L and
+// prev·(S−s) ≤ (L−cur−n)·S; then cur += n. remaining =
+// L − cur − ⌈prev·(S−s)/S⌉ (0 if negative). When admitted, reset =
+// (i + 2 + ⌈e/L⌉)·W − now if cur > 0, else (i+1)·W − now if prev > 0, else
+// 0. When denied, the wait is to the first slice boundary at which the
+// estimate admits n: if cur + n ≤ L (then e = 0 and prev > 0), slice
+// s' = S − ⌊(L−cur−n)·S/prev⌋ of window i (s' = S meaning the start of
+// window i+1); otherwise slice s' = S − ⌊(L − c_m − n)·S/p_m⌋ of window
+// i + m (s' = S meaning window i + m + 1), the first window whose count
+// c_m = max(0, e − (m−1)·L) leaves room for n: m = 1 when e + n ≤ L, with
+// p_1 = cur − e, else m = 1 + ⌈(e + n − L)/L⌉, with
+// p_m = min(L, e − (m−2)·L). Without a debt this is slice
+// S − ⌊(L−n)·S/cur⌋ of window i+1. A charge first notes whether a take of
+// n would be admitted, then records k = min(n, max(0, L + D − cur)) hits:
+// e += max(0, cur + k − max(cur, L)), cur += k. Give-back with a receipt
+// taken at time a subtracts from cur if ⌊a/W⌋ = w, from prev if
 // ⌊a/W⌋ = w−1, else from nothing; without a receipt it subtracts from cur,
-// then what cur cannot cover from prev. The state can be dropped at (w+2)·W.
+// then what cur cannot cover from prev; then e = min(e, max(0, cur − L)).
+// The state can be dropped at (w + 2 + ⌈e/L⌉)·W while cur > 0 (as computed
+// when it last changed, under the limit of that change), at (w+1)·W while
+// only prev > 0, and at once when both are 0.
 //
 // # token_bucket
 //
 // The bucket holds up to B tokens (Limit.Burst, default L) and refills L
 // tokens per window. Its level is kept in millionths of a token: capacity
-// C = B·S, and each whole slice adds L. State: the level and the slice index t
-// of the last refill; a new bucket is full. First the level becomes
-// min(level, C), so a lowered burst applies at once. Then at slice
+// C = B·S, and each whole slice adds L. Charges may leave it below zero,
+// down to −D·S: the bucket is then in debt until its refill brings it back
+// to zero. State: the level and the slice index t of the last refill; a new
+// bucket is full. First the level becomes max(min(level, C), −D·S), so a
+// lowered burst applies at once. Then at slice
 // τ = ⌊now/q⌋ > t the level becomes C if τ−t ≥ ⌈(C−level)/L⌉, else
 // level + (τ−t)·L, and t = τ (a clock that went backwards refills nothing and
 // leaves t as it is). Admit iff level ≥ n·S, then level −= n·S. remaining =
-// ⌊level/S⌋. When admitted, reset = (t + ⌈(C−level)/L⌉)·q − now (0 when
-// full). When denied, reset = (t + ⌈(n·S−level)/L⌉)·q − now, and the state
-// stays as it was before the refill: a denial changes nothing, so the next
-// call refills from the same t (at the rate the limit has then). Give-back
-// adds n·S up to C. A token bucket with L = 0 never refills, so it must have
+// ⌊level/S⌋ (0 while in debt). When admitted, reset =
+// (t + ⌈(C−level)/L⌉)·q − now (0 when full). When denied, reset =
+// (t + ⌈(n·S−level)/L⌉)·q − now, and the state stays as it was before the
+// refill: a denial changes nothing, so the next call refills from the same t
+// (at the rate the limit has then). A charge first notes whether
+// level ≥ n·S (and n ≤ B), then sets level = level − n·S, or −D·S when that
+// is lower (comparing n·S with level + D·S). Give-back adds n·S up to C
+// (level = min(C, level + n·S)). A token bucket with L = 0 never refills, so it must have
 // B = 0, and any bucket must refill from empty within MaxWindow
 // (B·W ≤ L·MaxWindow). The state can be dropped once the bucket is full
 // again, as computed at its last change under the limit of that change.
@@ -94,5 +156,6 @@
 //
 // An admitted take, even of 0 hits, returns a receipt: the time of the
 // decision and, for the log, the sequence number of its first entry. A
-// receipt whose time and sequence number are both 0 means "no receipt".
+// receipt whose time and sequence number are both 0 means "no receipt". A
+// charge returns none: nothing gives a charge back but an explicit refund.
 package algorithms

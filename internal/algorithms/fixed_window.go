@@ -3,63 +3,140 @@ package algorithms
 import "time"
 
 // FixedWindowState is the state of one fixed_window limit: the index w of the
-// epoch-aligned window it counts and the hits c admitted in it. The zero value
-// is a new state. A FixedWindowState is not safe for concurrent use.
+// epoch-aligned window it counts, the hits c counted in it, and the debt e,
+// the part of c that charges recorded beyond the limit, which the windows
+// after w pay off. The zero value is a new state. A FixedWindowState is not
+// safe for concurrent use.
 type FixedWindowState struct {
 	window int64
 	count  uint64
+	debt   uint64
+	// drop is when the state behaves as a new one, in µs, as computed at
+	// its last change; it is kept only while debt > 0, when it depends on
+	// the limit of that change.
+	drop int64
 }
 
-// roll moves the state to window max(⌊t/W⌋, w) and returns that window's
-// end: a later window restarts the count, a clock that went backwards keeps
-// counting in the current one.
-func (s *FixedWindowState) roll(w, t int64) (end int64) {
-	if i := floorDiv(t, w); i > s.window || s.count == 0 {
-		s.window, s.count = i, 0
+// roll lowers the debt to what l allows, then moves the state to window
+// max(⌊t/W⌋, w), one window at a time: each new window starts with the
+// debt, (c, e) ← (e, max(0, e − L)). A clock that went backwards keeps
+// counting in the current window.
+func (s *FixedWindowState) roll(l Limit, w, t int64) {
+	L := l.Requests
+	s.debt = min(s.debt, excess(s.count, L), l.MaxDebt())
+	switch i := floorDiv(t, w); {
+	case s.count == 0:
+		s.window = i
+	case i > s.window:
+		j := uint64(i - s.window)
+		s.count, s.debt = paidDown(s.debt, j-1, L), paidDown(s.debt, j, L)
+		s.window = i
 	}
-	return (s.window + 1) * w
 }
 
 // Take asks for n hits at now: admitted iff c + n ≤ L, after the state has
 // moved to the window holding now.
 func (s *FixedWindowState) Take(l Limit, now time.Time, n uint64) Result {
 	w, t := l.WindowMicros(), now.UnixMicro()
-	end := s.roll(w, t)
+	before := *s
+	s.roll(l, w, t)
+	var res Result
 	switch {
 	case n > l.Requests:
-		return Result{Remaining: s.remaining(l), ResetAfter: micros(w)}
+		res = Result{Remaining: s.remaining(l), ResetAfter: micros(w)}
 	case s.count+n > l.Requests:
-		return Result{Remaining: s.remaining(l), ResetAfter: micros(end - t)}
+		res = Result{Remaining: s.remaining(l), ResetAfter: micros(s.retry(l, n, w) - t)}
+	default:
+		s.count += n
+		res = s.admitted(l, w, t, Receipt{At: t})
 	}
-	s.count += n
-	return s.admitted(l, end, t, Receipt{At: t})
+	s.settle(before, l, w)
+	return res
+}
+
+// Charge records n hits at now, up to L + D in the window; the part above L
+// becomes debt. It reports what a check would report after it.
+func (s *FixedWindowState) Charge(l Limit, now time.Time, n uint64) Result {
+	w, t := l.WindowMicros(), now.UnixMicro()
+	before := *s
+	s.roll(l, w, t)
+	L := l.Requests
+	within := n <= L && s.count+n <= L
+	s.count, s.debt = charged(s.count, s.debt, n, l)
+	var res Result
+	if s.count <= L {
+		res = s.admitted(l, w, t, Receipt{})
+	} else {
+		res = Result{ResetAfter: micros(s.retry(l, 0, w) - t)}
+	}
+	res.Allowed = within
+	s.settle(before, l, w)
+	return res
+}
+
+// retry returns when a take of n ≤ L hits is next admitted, c + n > L: the
+// start of the first window w + j whose starting count, max(0, e − (j−1)·L),
+// leaves room for n.
+func (s *FixedWindowState) retry(l Limit, n uint64, w int64) int64 {
+	j := uint64(1)
+	if L := l.Requests; s.debt+n > L {
+		// e > 0 here, so L > 0.
+		j += ceilDiv(s.debt+n-L, L)
+	}
+	return (s.window + int64(j)) * w
 }
 
 // Refund gives n hits back at now. With a receipt it subtracts only when the
 // receipt's Take fell in the current window; with the zero Receipt it
-// subtracts from the current window.
+// subtracts from the current window. What is left beyond L stays debt.
 func (s *FixedWindowState) Refund(l Limit, now time.Time, n uint64, r Receipt) Result {
 	w, t := l.WindowMicros(), now.UnixMicro()
-	end := s.roll(w, t)
+	before := *s
+	s.roll(l, w, t)
 	if noReceipt(r) || floorDiv(r.At, w) == s.window {
 		s.count -= min(n, s.count)
+		s.debt = min(s.debt, excess(s.count, l.Requests))
 	}
-	return s.admitted(l, end, t, Receipt{})
+	res := s.admitted(l, w, t, Receipt{})
+	s.settle(before, l, w)
+	return res
 }
 
-// Expiry returns the end of the counted window, or the zero Time when nothing
-// is counted.
+// Expiry returns when the state behaves as a new one: the zero Time when
+// nothing is counted, the end of the counted window when nothing is owed,
+// and otherwise the end of the last window the debt reaches, as computed
+// at the state's last change.
 func (s *FixedWindowState) Expiry(l Limit) time.Time {
-	if s.count == 0 {
+	switch {
+	case s.count == 0:
 		return time.Time{}
+	case s.debt > 0:
+		return time.UnixMicro(s.drop)
 	}
 	return time.UnixMicro((s.window + 1) * l.WindowMicros())
 }
 
-func (s *FixedWindowState) admitted(l Limit, end, t int64, r Receipt) Result {
+// settle records, when an operation changed the state, when it behaves as a
+// new one: at (w + 1 + ⌈e/L⌉)·W, after the last window the debt reaches.
+func (s *FixedWindowState) settle(before FixedWindowState, l Limit, w int64) {
+	if s.window == before.window && s.count == before.count && s.debt == before.debt {
+		return
+	}
+	s.drop = 0
+	if s.debt > 0 {
+		s.drop = s.replenished(l, w)
+	}
+}
+
+// replenished returns when the whole limit is available again, c > 0.
+func (s *FixedWindowState) replenished(l Limit, w int64) int64 {
+	return (s.window + 1 + windowsOwed(s.debt, l.Requests)) * w
+}
+
+func (s *FixedWindowState) admitted(l Limit, w, t int64, r Receipt) Result {
 	res := Result{Allowed: true, Remaining: s.remaining(l), Receipt: r}
 	if s.count > 0 {
-		res.ResetAfter = micros(end - t)
+		res.ResetAfter = micros(s.replenished(l, w) - t)
 	}
 	return res
 }

@@ -109,6 +109,25 @@ func (l Limit) Lifetime() time.Duration {
 	return l.Window
 }
 
+// MaxDebt returns D, the most hits a charge may leave recorded beyond L: L
+// for a sliding window log, which stores one entry per hit, and
+// min(MaxRequests, L·⌊MaxWindow/W⌋) for the other algorithms, so that every
+// debt is paid off within MaxWindow and every number stays below 2^53. A
+// limit of 0 pays nothing off, so it takes no debt.
+func (l Limit) MaxDebt() uint64 {
+	if l.Algorithm == SlidingWindowLog {
+		return l.Requests
+	}
+	if l.Window <= 0 || l.Requests == 0 {
+		return 0
+	}
+	windows := uint64(MaxWindow / l.Window)
+	if windows >= ceilDiv(MaxRequests, l.Requests) {
+		return MaxRequests
+	}
+	return l.Requests * windows
+}
+
 // WindowMicros returns W in microseconds.
 func (l Limit) WindowMicros() int64 { return l.Window.Microseconds() }
 

@@ -146,7 +146,7 @@ func (m *Memory) apply(op *Op, now time.Time, t int64) Result {
 		if op.Refund {
 			return st.Refund(op.Limit, now, op.Hits, op.Receipt)
 		}
-		res := st.Take(op.Limit, now, op.Hits)
+		res := take(st, op, now)
 		if exp := st.Expiry(op.Limit).UnixMicro(); exp > t {
 			sh.entries[id] = &memoryEntry{state: st, expires: exp}
 		}
@@ -156,12 +156,20 @@ func (m *Memory) apply(op *Op, now time.Time, t int64) Result {
 	if op.Refund {
 		res = e.state.Refund(op.Limit, now, op.Hits, op.Receipt)
 	} else {
-		res = e.state.Take(op.Limit, now, op.Hits)
+		res = take(e.state, op, now)
 	}
 	if e.expires = e.state.Expiry(op.Limit).UnixMicro(); e.expires <= t {
 		delete(sh.entries, id)
 	}
 	return res
+}
+
+// take applies a take or a charge.
+func take(st State, op *Op, now time.Time) Result {
+	if op.Charge {
+		return st.Charge(op.Limit, now, op.Hits)
+	}
+	return st.Take(op.Limit, now, op.Hits)
 }
 
 // Len returns the number of states held, counting expired ones that have not

@@ -25,7 +25,8 @@ type Key struct {
 	Entries []Entry
 }
 
-// Op is one operation on one limit's state: take Hits, or give Hits back.
+// Op is one operation on one limit's state: take Hits, charge them, or give
+// them back.
 type Op struct {
 	Key   Key
 	Limit Limit
@@ -36,7 +37,12 @@ type Op struct {
 	// sum to Limit exactly. The in-memory backend keeps one exact state and
 	// ignores it.
 	Shards uint32
-	// Refund gives Hits back instead of taking them.
+	// Charge records Hits as usage already spent (see State.Charge): they
+	// are recorded even past the limit, and the Result says whether they
+	// kept the limit within it. A split limit charges one shard.
+	Charge bool
+	// Refund gives Hits back instead of taking them; it takes precedence
+	// over Charge.
 	Refund bool
 	// Receipt, with Refund, is the receipt of the Take being undone, so that
 	// exactly what it consumed is given back. The zero Receipt gives back the

@@ -3,23 +3,42 @@ package algorithms
 import "time"
 
 // SlidingWindowCounterState is the state of one sliding_window_counter limit:
-// the index w of the current epoch-aligned window, the hits cur admitted in
-// it and the hits prev admitted in the window before. The zero value is a new
-// state. A SlidingWindowCounterState is not safe for concurrent use.
+// the index w of the current epoch-aligned window, the hits cur counted in
+// it, the hits prev counted in the window before, and the debt e, the part
+// of cur that charges recorded beyond the limit, which the windows after w
+// pay off. The zero value is a new state. A SlidingWindowCounterState is not
+// safe for concurrent use.
 type SlidingWindowCounterState struct {
 	window    int64
 	cur, prev uint64
+	debt      uint64
+	// drop is when the state behaves as a new one, in µs, as computed at
+	// its last change; it is kept only while debt > 0, when it depends on
+	// the limit of that change.
+	drop int64
 }
 
-// roll moves the state to window i = max(⌊t/W⌋, w) and returns the elapsed
-// slice s of that window, clamped to [0, S−1].
-func (s *SlidingWindowCounterState) roll(w, q, t int64) int64 {
+// roll lowers the debt to what l allows, moves the state to window
+// i = max(⌊t/W⌋, w) and returns the elapsed slice s of that window, clamped
+// to [0, S−1]. Each new window takes the debt as its count and leaves the
+// rest of cur to the previous window: (prev, cur, e) ← (cur − e, e,
+// max(0, e − L)). Without debt, the next window makes cur the previous one
+// and a later one restarts both.
+func (s *SlidingWindowCounterState) roll(l Limit, w, q, t int64) int64 {
+	L := l.Requests
+	s.debt = min(s.debt, excess(s.cur, L), l.MaxDebt())
 	i := max(floorDiv(t, w), s.window)
-	switch {
-	case i == s.window+1:
-		s.prev, s.cur = s.cur, 0
-	case i > s.window+1:
-		s.prev, s.cur = 0, 0
+	switch j := uint64(i - s.window); {
+	case j == 1:
+		s.prev, s.cur = s.cur-s.debt, s.debt
+		s.debt = paidDown(s.debt, 1, L)
+	case j > 1:
+		// Window i−1 started at max(0, e − (j−2)·L) and carried
+		// max(0, e − (j−1)·L) into window i.
+		before := paidDown(s.debt, j-2, L)
+		s.cur = paidDown(s.debt, j-1, L)
+		s.prev = before - s.cur
+		s.debt = paidDown(s.debt, j, L)
 	}
 	s.window = i
 	return min(max(floorDiv(t-i*w, q), 0), SlicesPerWindow-1)
@@ -30,36 +49,84 @@ func (s *SlidingWindowCounterState) roll(w, q, t int64) int64 {
 // room for them: prev·(S−s) ≤ (L−cur−n)·S.
 func (s *SlidingWindowCounterState) Take(l Limit, now time.Time, n uint64) Result {
 	w, q, t := l.WindowMicros(), l.SliceMicros(), now.UnixMicro()
-	weight := uint64(SlicesPerWindow - s.roll(w, q, t))
+	before := *s
+	weight := uint64(SlicesPerWindow - s.roll(l, w, q, t))
+	res, ok := s.decide(l, n, w, q, t, weight)
+	if ok {
+		s.cur += n
+		res = s.admitted(l, w, t, weight, Receipt{At: t})
+	}
+	s.settle(before, l, w)
+	return res
+}
+
+// Charge records n hits at now, up to L + D in the current window; the part
+// above L becomes debt. It reports what a check would report after it.
+func (s *SlidingWindowCounterState) Charge(l Limit, now time.Time, n uint64) Result {
+	w, q, t := l.WindowMicros(), l.SliceMicros(), now.UnixMicro()
+	before := *s
+	weight := uint64(SlicesPerWindow - s.roll(l, w, q, t))
+	_, within := s.decide(l, n, w, q, t, weight)
+	s.cur, s.debt = charged(s.cur, s.debt, n, l)
+	res, ok := s.decide(l, 0, w, q, t, weight)
+	if ok {
+		res = s.admitted(l, w, t, weight, Receipt{})
+	}
+	res.Allowed = within
+	s.settle(before, l, w)
+	return res
+}
+
+// decide reports whether n hits fit now, and when they do not, the Result
+// of their denial. It changes nothing.
+func (s *SlidingWindowCounterState) decide(l Limit, n uint64, w, q, t int64, weight uint64) (Result, bool) {
 	L := l.Requests
 	const S = SlicesPerWindow
 	switch {
 	case n > L:
-		return Result{Remaining: s.remaining(L, weight), ResetAfter: micros(w)}
+		return Result{Remaining: s.remaining(L, weight), ResetAfter: micros(w)}, false
 	case s.cur+n <= L && s.prev*weight <= (L-s.cur-n)*S:
-		s.cur += n
-		return s.admitted(L, w, t, weight, Receipt{At: t})
+		return Result{}, true
 	}
 	// Denied: wait for the first slice boundary at which the estimate admits
 	// n. When cur leaves room, that is in this window, once enough of prev
-	// has slid out (prev > 0 here, or the request would fit). Otherwise cur
-	// must become prev first (cur > L − n ≥ 0 here).
+	// has slid out (prev > 0 here, or the request would fit). Otherwise
+	// it is in a later window.
 	var at int64
 	if s.cur+n <= L {
 		at = s.window*w + int64(S-(L-s.cur-n)*S/s.prev)*q
 	} else {
-		at = (s.window+1)*w + int64(S-(L-n)*S/s.cur)*q
+		at = s.retry(L, n, w, q)
 	}
-	return Result{Remaining: s.remaining(L, weight), ResetAfter: micros(at - t)}
+	return Result{Remaining: s.remaining(L, weight), ResetAfter: micros(at - t)}, false
+}
+
+// retry returns when a take of n ≤ L hits is next admitted, cur + n > L: in
+// the first window i + m whose count, max(0, e − (m−1)·L), leaves room for
+// n, at the first slice at which the previous window, weighed, leaves room
+// too (slice S meaning the start of window i + m + 1).
+func (s *SlidingWindowCounterState) retry(L, n uint64, w, q int64) int64 {
+	const S = SlicesPerWindow
+	m, prev := uint64(1), s.cur-s.debt
+	if s.debt+n > L {
+		// e > 0 here, so L > 0; window i + m − 1 started at
+		// max(0, e − (m−2)·L) > L − n, and kept at most L of it.
+		m += ceilDiv(s.debt+n-L, L)
+		prev = min(L, paidDown(s.debt, m-2, L))
+	}
+	cur := paidDown(s.debt, m-1, L)
+	return (s.window+int64(m))*w + int64(S-(L-cur-n)*S/prev)*q
 }
 
 // Refund gives n hits back at now. With a receipt it subtracts from the
 // count of the window the receipt's Take fell in, when that is the current
 // or the previous window. With the zero Receipt it subtracts from cur, then
-// what cur cannot cover from prev: the newest hits first.
+// what cur cannot cover from prev: the newest hits first. What cur keeps
+// beyond L stays debt.
 func (s *SlidingWindowCounterState) Refund(l Limit, now time.Time, n uint64, r Receipt) Result {
 	w, q, t := l.WindowMicros(), l.SliceMicros(), now.UnixMicro()
-	weight := uint64(SlicesPerWindow - s.roll(w, q, t))
+	before := *s
+	weight := uint64(SlicesPerWindow - s.roll(l, w, q, t))
 	switch {
 	case noReceipt(r):
 		fromCur := min(n, s.cur)
@@ -70,15 +137,22 @@ func (s *SlidingWindowCounterState) Refund(l Limit, now time.Time, n uint64, r R
 	case floorDiv(r.At, w) == s.window-1:
 		s.prev -= min(n, s.prev)
 	}
-	return s.admitted(l.Requests, w, t, weight, Receipt{})
+	s.debt = min(s.debt, excess(s.cur, l.Requests))
+	res := s.admitted(l, w, t, weight, Receipt{})
+	s.settle(before, l, w)
+	return res
 }
 
 // Expiry returns when both counts have left the sliding window: the end of
-// the next window while cur > 0, the end of the current one while only prev
-// is non-zero, and the start of the current one when both are zero.
+// the next window while cur > 0 and nothing is owed, the end of the window
+// after the last one the debt reaches while it is (as computed at the
+// state's last change), the end of the current one while only prev is
+// non-zero, and the start of the current one when both are zero.
 func (s *SlidingWindowCounterState) Expiry(l Limit) time.Time {
 	w := l.WindowMicros()
 	switch {
+	case s.debt > 0:
+		return time.UnixMicro(s.drop)
 	case s.cur > 0:
 		return time.UnixMicro((s.window + 2) * w)
 	case s.prev > 0:
@@ -87,11 +161,29 @@ func (s *SlidingWindowCounterState) Expiry(l Limit) time.Time {
 	return time.UnixMicro(s.window * w)
 }
 
-func (s *SlidingWindowCounterState) admitted(L uint64, w, t int64, weight uint64, r Receipt) Result {
-	res := Result{Allowed: true, Remaining: s.remaining(L, weight), Receipt: r}
+// settle records, when an operation changed the state, when it behaves as a
+// new one while it owes a debt: at (w + 2 + ⌈e/L⌉)·W.
+func (s *SlidingWindowCounterState) settle(before SlidingWindowCounterState, l Limit, w int64) {
+	if s.window == before.window && s.cur == before.cur && s.prev == before.prev && s.debt == before.debt {
+		return
+	}
+	s.drop = 0
+	if s.debt > 0 {
+		s.drop = s.replenished(l, w)
+	}
+}
+
+// replenished returns when cur has left the sliding window, cur > 0: the
+// end of the window after the last one the debt reaches.
+func (s *SlidingWindowCounterState) replenished(l Limit, w int64) int64 {
+	return (s.window + 2 + windowsOwed(s.debt, l.Requests)) * w
+}
+
+func (s *SlidingWindowCounterState) admitted(l Limit, w, t int64, weight uint64, r Receipt) Result {
+	res := Result{Allowed: true, Remaining: s.remaining(l.Requests, weight), Receipt: r}
 	switch {
 	case s.cur > 0:
-		res.ResetAfter = micros((s.window+2)*w - t)
+		res.ResetAfter = micros(s.replenished(l, w) - t)
 	case s.prev > 0:
 		res.ResetAfter = micros((s.window+1)*w - t)
 	}

@@ -49,6 +49,26 @@ func (s *SlidingWindowLogState) Take(l Limit, now time.Time, n uint64) Result {
 	return s.admitted(l, w, t, r)
 }
 
+// Charge logs n entries at now, as a take would, even past L, but never more
+// than the log can hold: at most L + D = 2L entries. It reports what a check
+// would report after it.
+func (s *SlidingWindowLogState) Charge(l Limit, now time.Time, n uint64) Result {
+	w, t := l.WindowMicros(), now.UnixMicro()
+	s.expire(t - w)
+	within := n <= l.Requests && s.count+n <= l.Requests
+	if most := l.Requests + l.MaxDebt(); s.count < most && n > 0 {
+		s.add(t, min(n, most-s.count))
+	}
+	var res Result
+	if s.count <= l.Requests {
+		res = s.admitted(l, w, t, Receipt{})
+	} else {
+		res = Result{ResetAfter: micros(s.kth(s.count-l.Requests) + w - t)}
+	}
+	res.Allowed = within
+	return res
+}
+
 // Refund gives n hits back at now: with a receipt, the entries (r.At,
 // r.Seq … r.Seq+n−1) that are still logged; with the zero Receipt, the
 // newest n entries.

@@ -6,7 +6,13 @@ import "time"
 // SlidingWindowLogState, SlidingWindowCounterState or TokenBucketState.
 //
 // Take asks for n hits at time now and consumes them when admitted; n = 0
-// checks without consuming. Refund gives n hits back at time now: with the
+// checks without consuming. Charge records n hits of usage already spent,
+// even past the limit: what it records beyond L (up to Limit.MaxDebt) is a
+// debt that later windows, or the bucket's refill, pay off. A charge is
+// never refused: its Result is Allowed when a Take of n would have been
+// admitted just before it, and otherwise reports the Remaining and
+// ResetAfter that a Take of 0 would report just after it; it has no
+// Receipt. Refund gives n hits back at time now: with the
 // Receipt of an admitted Take, what that Take consumed; with the zero Receipt
 // (At and Seq both 0), the newest n hits. A refund is always allowed and
 // reports the remaining hits and the reset of an admitted request. Expiry
@@ -19,6 +25,7 @@ import "time"
 // is not safe for concurrent use.
 type State interface {
 	Take(l Limit, now time.Time, n uint64) Result
+	Charge(l Limit, now time.Time, n uint64) Result
 	Refund(l Limit, now time.Time, n uint64, r Receipt) Result
 	Expiry(l Limit) time.Time
 }

@@ -18,6 +18,8 @@ type step struct {
 	at     time.Duration // since t0
 	n      uint64
 	refund bool
+	// charge charges n hits instead of taking them.
+	charge bool
 	// receipt, with refund, is 1 + the index of the step whose receipt is
 	// given back; 0 for the zero Receipt.
 	receipt int
@@ -56,6 +58,8 @@ func runSteps(t *testing.T, cases []stepCase) {
 						r = results[sp.receipt-1].Receipt
 					}
 					res = st.Refund(l, now, sp.n, r)
+				} else if sp.charge {
+					res = st.Charge(l, now, sp.n)
 				} else {
 					res = st.Take(l, now, sp.n)
 				}
@@ -64,7 +68,7 @@ func runSteps(t *testing.T, cases []stepCase) {
 				got := fmt.Sprintf("allowed=%t remaining=%d reset=%s", res.Allowed, res.Remaining, res.ResetAfter)
 				require.Equal(t, want, got, "step %d: %+v", i, sp)
 				switch {
-				case sp.refund || !res.Allowed:
+				case sp.refund || sp.charge || !res.Allowed:
 					require.Zero(t, res.Receipt, "step %d: receipt", i)
 				default:
 					require.Equal(t, now.UnixMicro(), res.Receipt.At, "step %d: receipt time", i)

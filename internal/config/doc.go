@@ -32,6 +32,9 @@
 //	    detailed_metric: false        # key-only node: the request's value joins the metric key
 //	    value_to_metric: false        # key-only or wildcard node: likewise
 //	    share_threshold: false        # wildcard node: all matching values share one state
+//	    charge: false                 # extension: hits are usage already spent, recorded even
+//	                                  #   past the limits (default: quota_mode, which also makes
+//	                                  #   fixed_window the default algorithm of its limits)
 //	    descriptors: []               # nested descriptors, up to MaxDepth levels
 //
 // A rule's limits are its rate_limit's, then its rate_limits' in order; two

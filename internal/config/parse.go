@@ -24,7 +24,8 @@ const MaxShards = 64
 var (
 	rootFields       = []string{"domain", "descriptors"}
 	descriptorFields = []string{"key", "value", "rate_limit", "rate_limits", "descriptors",
-		"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata", "allow_negative_hits"}
+		"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata",
+		"allow_negative_hits", "charge"}
 	rateLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
 		"unit_multiplier", "algorithm", "burst", "shards"}
 	rateLimitsItemFields = []string{"unit", "requests_per_unit", "name", "replaces",
@@ -290,9 +291,19 @@ func (p *fileParser) descriptor(at *yaml.Node, path string, lvl *level, parent *
 			return err
 		}
 	}
-	limited, err := p.rule(fs, path, rule)
+	def, charge, err := p.charges(fs, path, rule)
 	if err != nil {
 		return err
+	}
+	limited, err := p.rule(fs, path, rule, def)
+	if err != nil {
+		return err
+	}
+	if !limited || rule.Unlimited {
+		if charge != nil && rule.Charge {
+			return p.errorf(charge.at, charge.path, "charge applies to the hits of a rate limit, and this descriptor has none that counts")
+		}
+		rule.Charge = false
 	}
 	if limited {
 		rule.Path = p.rulePath()
@@ -317,6 +328,32 @@ func (p *fileParser) descriptor(at *yaml.Node, path string, lvl *level, parent *
 	return nil
 }
 
+// charges sets r.Charge from the descriptor fs at path and returns the
+// algorithm of its limits that name none, and the charge field when it is
+// set. A quota_mode descriptor (a quota, whose hits envoyproxy/ratelimit
+// records even past the limit and whose windows its integration scripts
+// wait out) charges by default and counts in fixed windows; an explicit
+// charge or algorithm overrides either.
+func (p *fileParser) charges(fs fields, path string, r *Rule) (algorithms.Algorithm, *value, error) {
+	quota := r.QuotaMode
+	r.Charge = quota
+	v, ok, err := p.get(fs, path, "charge")
+	if err != nil {
+		return 0, nil, err
+	}
+	var set *value
+	if ok {
+		if r.Charge, err = p.boolean(v); err != nil {
+			return 0, nil, err
+		}
+		set = &v
+	}
+	if quota {
+		return algorithms.FixedWindow, set, nil
+	}
+	return p.def, set, nil
+}
+
 // rulePath returns the Rule.Path of the descriptor being read.
 func (p *fileParser) rulePath() string {
 	return p.domain + "." + strings.Join(p.segments, ".")
@@ -335,7 +372,8 @@ type parsedLimit struct {
 
 // rule fills in r's limits from the rate_limit and rate_limits fields of the
 // descriptor fs at path, and reports whether it has any (or is unlimited).
-func (p *fileParser) rule(fs fields, path string, r *Rule) (bool, error) {
+// def is the algorithm of the limits that name none.
+func (p *fileParser) rule(fs fields, path string, r *Rule, def algorithms.Algorithm) (bool, error) {
 	one, hasOne, err := p.get(fs, path, "rate_limit")
 	if err != nil {
 		return false, err
@@ -360,7 +398,7 @@ func (p *fileParser) rule(fs fields, path string, r *Rule) (bool, error) {
 			}
 			return true, p.unlimited(rfs, one.path, r)
 		}
-		l, err := p.limit(rfs, one.at, one.path)
+		l, err := p.limit(rfs, one.at, one.path, def)
 		if err != nil {
 			return false, err
 		}
@@ -377,7 +415,7 @@ func (p *fileParser) rule(fs fields, path string, r *Rule) (bool, error) {
 			if err != nil {
 				return false, err
 			}
-			l, err := p.limit(ifs, item, ip)
+			l, err := p.limit(ifs, item, ip, def)
 			if err != nil {
 				return false, err
 			}
@@ -499,8 +537,9 @@ func parseUnit(s string) (Unit, bool) {
 	return 0, false
 }
 
-// limit reads the rate limit fs, written at at with path path.
-func (p *fileParser) limit(fs fields, at *yaml.Node, path string) (parsedLimit, error) {
+// limit reads the rate limit fs, written at at with path path; def is its
+// algorithm unless it names one.
+func (p *fileParser) limit(fs fields, at *yaml.Node, path string, def algorithms.Algorithm) (parsedLimit, error) {
 	l := parsedLimit{at: at, path: path}
 	unitName, unitAt, err := p.optionalString(fs, path, "unit")
 	if err != nil {
@@ -535,7 +574,7 @@ func (p *fileParser) limit(fs fields, at *yaml.Node, path string) (parsedLimit, 
 		windowAt, windowPath = multiplierAt, joinPath(path, "unit_multiplier")
 	}
 
-	alg := p.def
+	alg := def
 	algName, algAt, err := p.optionalString(fs, path, "algorithm")
 	if err != nil {
 		return l, err

@@ -96,6 +96,11 @@ type Rule struct {
 	AllowNegativeHits bool
 	DetailedMetric    bool
 	ValueToMetric     bool
+	// Charge makes the rule's hits charges: usage already spent, recorded
+	// even past its limits, which later windows pay off (see
+	// algorithms.State.Charge). It is the descriptor's charge field, which
+	// defaults to its quota_mode.
+	Charge bool
 	// Metadata is the descriptor's metadata, returned in the response's
 	// dynamic metadata when the rule admits a request; nil when the
 	// descriptor has none. It must not be modified.

@@ -40,6 +40,7 @@ type Metrics struct {
 	nearLimit   *prometheus.CounterVec
 	overLimit   *prometheus.CounterVec
 	shadowMode  *prometheus.CounterVec
+	charged     *prometheus.CounterVec
 
 	requests        *prometheus.CounterVec
 	requestDuration prometheus.Histogram
@@ -88,6 +89,8 @@ func New(opts ...Option) *Metrics {
 			"Hits a limit denied, shadow mode or not (over_limit)."),
 		shadowMode: ruleCounter("shadow_mode_hits_total",
 			"Hits a limit denied that shadow mode let through (shadow_mode)."),
+		charged: ruleCounter("charged_hits_total",
+			"Hits charged to a limit as usage already spent, recorded within the limit or past it (over_limit counts those of charges that took it past)."),
 
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "requests_total",
@@ -131,7 +134,7 @@ func New(opts ...Option) *Metrics {
 	}
 	if m.names.ratewarden() {
 		m.registry.MustRegister(
-			m.totalHits, m.withinLimit, m.nearLimit, m.overLimit, m.shadowMode,
+			m.totalHits, m.withinLimit, m.nearLimit, m.overLimit, m.shadowMode, m.charged,
 			m.requests, m.requestDuration,
 			m.backendDuration, m.backendErrors, m.breakerState, m.breakerOpened,
 			m.configReloads, m.configLastSuccess,
@@ -182,6 +185,9 @@ func (m *Metrics) ObserveRequest(o rls.RequestOutcome) {
 // ObserveLimit adds one limit's decision to the per-rule counters, by hits.
 // The window of a request's limit override is labelled "override": the
 // client chooses it, and would make a series per window.
+//
+// A charge counts in charged_hits_total too, and in over_limit when it took
+// the limit past L, in within_limit otherwise.
 func (m *Metrics) ObserveLimit(d rls.LimitDecision) {
 	if m.ratelimit != nil {
 		m.ratelimit.rules.observe(d)
@@ -196,6 +202,9 @@ func (m *Metrics) ObserveLimit(d rls.LimitDecision) {
 	labels := []string{d.Domain, d.Descriptor, d.Limit, d.Algorithm.String(), window}
 	hits := float64(d.Hits)
 	m.totalHits.WithLabelValues(labels...).Add(hits)
+	if d.Charge {
+		m.charged.WithLabelValues(labels...).Add(hits)
+	}
 	if d.OverLimit {
 		m.overLimit.WithLabelValues(labels...).Add(hits)
 		if d.Shadowed {

@@ -105,7 +105,7 @@ func runDifferential(t *testing.T, client redis.UniversalClient, alg algorithms.
 		for i := range ops {
 			require.Equal(t, want[i], got[i], "step %d at %s, op %d of %d: %s",
 				step, clock.Now().Format(time.RFC3339Nano), i, len(ops), describeOp(ops[i]))
-			if !ops[i].Refund && want[i].Allowed {
+			if !ops[i].Refund && !ops[i].Charge && want[i].Allowed {
 				s := owners[i]
 				s.receipts = append(s.receipts, takeReceipt{receipt: want[i].Receipt, hits: ops[i].Hits})
 				if len(s.receipts) > 16 {
@@ -185,9 +185,11 @@ func randomStep(rng *rand.Rand, now time.Time, l algorithms.Limit) time.Duration
 	return time.Duration(rng.Int64N(3*int64(q)/1000+1)) * time.Microsecond
 }
 
-// randomOp draws a take or a refund of s, with hits from 0 to beyond the
-// capacity. Taking a whole large sliding window log costs a script a
-// hundred thousand entries, so bigLogTakes bounds how often that happens.
+// randomOp draws a take, a charge or a refund of s, with hits from 0 to
+// beyond the capacity, and charges of up to several windows' worth, which
+// leave debts that the windows after pay off. Taking a whole large sliding
+// window log costs a script a hundred thousand entries, so bigLogTakes
+// bounds how often that happens.
 func randomOp(rng *rand.Rand, s *subject, bigLogTakes *int) algorithms.Op {
 	capacity := s.limit.Capacity()
 	op := algorithms.Op{Key: s.key, Limit: s.limit}
@@ -219,8 +221,26 @@ func randomOp(rng *rand.Rand, s *subject, bigLogTakes *int) algorithms.Op {
 		return capacity + 2 + rng.Uint64N(math.MaxUint64-capacity-2)
 	}
 	switch p := rng.IntN(100); {
-	case p < 65:
+	case p < 45:
 		op.Hits = hits()
+	case p < 65:
+		op.Charge = true
+		switch q := rng.IntN(4); {
+		case bigLog:
+			// Every charged hit is an entry, up to 2L of them.
+			op.Hits = rng.Uint64N(1001)
+			if *bigLogTakes < 2 && q == 0 {
+				*bigLogTakes++
+				op.Hits = capacity + 1 + rng.Uint64N(capacity)
+			}
+		case q == 0:
+			// Several windows' worth: a debt the next windows pay off.
+			op.Hits = capacity * (2 + rng.Uint64N(4))
+		case q == 1:
+			op.Hits = capacity + 1 + rng.Uint64N(capacity+1)
+		default:
+			op.Hits = hits()
+		}
 	case p < 85 && len(s.receipts) > 0:
 		r := s.receipts[rng.IntN(len(s.receipts))]
 		op.Refund, op.Receipt, op.Hits = true, r.receipt, r.hits
@@ -237,6 +257,8 @@ func describeOp(op algorithms.Op) string {
 	var b strings.Builder
 	if op.Refund {
 		fmt.Fprintf(&b, "refund %d (receipt %+v)", op.Hits, op.Receipt)
+	} else if op.Charge {
+		fmt.Fprintf(&b, "charge %d", op.Hits)
 	} else {
 		fmt.Fprintf(&b, "take %d", op.Hits)
 	}

@@ -17,8 +17,9 @@ import (
 
 // TestFootprint measures, on a server of its own, what one limit costs Redis:
 // the bytes its keys take (MEMORY USAGE) and the commands its script runs
-// per decision (INFO commandstats, without the EVALSHA itself), and that a
-// denial writes nothing. The algorithm table of docs/algorithms.md quotes
+// per decision (INFO commandstats, without the EVALSHA itself), that a
+// denial writes nothing, and that a charge, which is no denial, does. The
+// algorithm table of docs/algorithms.md quotes
 // the figures it logs.
 func TestFootprint(t *testing.T) {
 	srv := redistest.Standalone(t)
@@ -87,6 +88,40 @@ func TestFootprint(t *testing.T) {
 		rows = append(rows, fmt.Sprintf("| %s | %d | %d | %.1f | %.1f |", alg, len(keys), full, float64(inside)/decisions, float64(denied)/denials))
 		if alg != algorithms.SlidingWindowLog {
 			assert.Less(t, full, int64(256), "%s keeps a constant, small state", alg)
+		}
+
+		// A charge is not a denial: past the limit it is recorded all the
+		// same, so its script writes.
+		require.NoError(t, client.ConfigResetStat(ctx).Err())
+		charge := op
+		charge.Charge = true
+		res, err := lim.Do(ctx, []algorithms.Op{charge})
+		require.NoError(t, err)
+		require.False(t, res[0].Allowed, "%s: a charge past the limit is over it", alg)
+		writes := 0
+		for cmd, n := range commandCalls(t, client.Info(ctx, "commandstats").Val()) {
+			switch cmd {
+			case "hset", "zadd", "incrby", "pexpire":
+				writes += n
+			}
+		}
+		assert.Positive(t, writes, "%s: a charge past the limit writes", alg)
+
+		// A check of the limit in debt is denied, and writes nothing.
+		require.NoError(t, client.ConfigResetStat(ctx).Err())
+		check := op
+		check.Hits = 0
+		for range denials {
+			res, err := lim.Do(ctx, []algorithms.Op{check})
+			require.NoError(t, err)
+			require.False(t, res[0].Allowed, "%s: the limit is in debt", alg)
+		}
+		for cmd, n := range commandCalls(t, client.Info(ctx, "commandstats").Val()) {
+			switch cmd {
+			case "evalsha", "config|resetstat", "info", "time", "hmget", "zremrangebyscore", "zcard", "zrange", "get":
+			default:
+				t.Errorf("%s: a check of a limit in debt ran %s %d times", alg, cmd, n)
+			}
 		}
 	}
 	t.Logf("per limit of 100 a minute, full (Redis %s):\n| algorithm | keys | bytes (MEMORY USAGE) | commands per decision inside the script | per denial, all reads |\n%s",

@@ -145,7 +145,8 @@ func (l *Limiter) run(ctx context.Context, calls []*scriptCall) error {
 // tries exactly one other shard, which costs a second round trip shared by all
 // such ops of the call, and the Result is that shard's. Result.Receipt.Shard
 // names the shard that decided, and a refund with that receipt goes back to
-// it; a refund without a receipt goes to a random shard.
+// it; a refund without a receipt goes to a random shard. A charge goes to a
+// random shard and is recorded there, over that shard's limit or not.
 //
 // Do returns an error wrapping algorithms.ErrInvalidLimit when an Op's limit
 // is invalid, and an error wrapping the Redis or context error when Redis
@@ -176,7 +177,9 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 			return nil, fmt.Errorf("redisx: %s: %w", c.script.name, err)
 		}
 		results[i] = r.result(&ops[i], shards[i])
-		if n := shardCount(&ops[i]); !ops[i].Refund && !r.allowed && n > 1 {
+		// A charge is recorded wherever it lands, so it tries no other
+		// shard.
+		if n := shardCount(&ops[i]); !ops[i].Refund && !ops[i].Charge && !r.allowed && n > 1 {
 			again = append(again, i)
 		}
 	}
@@ -270,15 +273,23 @@ func shardLimit(l algorithms.Limit, n, i int) algorithms.Limit {
 func (l *Limiter) call(op *algorithms.Op, shard int, now string) *scriptCall {
 	lim := shardLimit(op.Limit, shardCount(op), shard)
 	capacity := lim.Capacity()
+	debt := lim.MaxDebt()
 	hits := op.Hits
 	mode := "take"
-	if op.Refund {
+	switch {
+	case op.Refund:
 		mode = "refund"
 		// No state holds more than 2·MaxRequests hits (a sliding window
-		// counter's two windows), so giving back more gives back everything;
-		// the bound keeps the number exact in Lua.
+		// counter's two windows, or a count or bucket in debt), so giving
+		// back more gives back everything; the bound keeps the number
+		// exact in Lua.
 		hits = min(hits, 2*algorithms.MaxRequests+1)
-	} else {
+	case op.Charge:
+		mode = "charge"
+		// A charge records at most capacity + D, and is over the limit
+		// whatever it asks beyond that.
+		hits = min(hits, capacity+debt+1)
+	default:
 		// Asking for more than the capacity is denied whatever the excess.
 		hits = min(hits, capacity+1)
 	}
@@ -300,6 +311,7 @@ func (l *Limiter) call(op *algorithms.Op, shard int, now string) *scriptCall {
 			seq,
 			strconv.FormatUint(capacity, 10),
 			l.slack,
+			strconv.FormatUint(debt, 10),
 		},
 	}
 }
@@ -324,7 +336,7 @@ func (r reply) result(op *algorithms.Op, shard int) algorithms.Result {
 		Remaining:  r.remaining,
 		ResetAfter: time.Duration(min(r.reset, maxResetMicros)) * time.Microsecond,
 	}
-	if r.allowed && !op.Refund {
+	if r.allowed && !op.Refund && !op.Charge {
 		res.Receipt = algorithms.Receipt{At: r.at, Seq: r.seq}
 		if shard != unsharded {
 			res.Receipt.Shard = uint32(shard)

@@ -38,7 +38,9 @@ import (
 // of the remembered denial. What it cannot see: hits given back through
 // another replica, and a give-back whose call failed (a timeout, say) but
 // whose script ran later. It leaves sharded limits to the backend, as it does
-// peeks and requests for more hits than the limit can ever hold.
+// peeks, requests for more hits than the limit can ever hold, and charges
+// (usage already spent, which must be recorded, and which change the state
+// like any other op that reaches the backend).
 //
 // The cost per op that reaches the backend is two short critical sections of
 // one of 64 locks. DenyCache is safe for concurrent use.
@@ -156,9 +158,10 @@ func (c *DenyCache) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.R
 }
 
 // cacheable reports whether op's denial can be remembered and answered: a
-// take of at least one hit and no more than the limit can ever hold.
+// take (not a charge) of at least one hit and no more than the limit can
+// ever hold.
 func cacheable(op *algorithms.Op) bool {
-	return !op.Refund && op.Hits > 0 && op.Hits <= op.Limit.Capacity()
+	return !op.Refund && !op.Charge && op.Hits > 0 && op.Hits <= op.Limit.Capacity()
 }
 
 func (c *DenyCache) shard(id string) *denyShard {
@@ -215,8 +218,9 @@ func (c *DenyCache) settle(t *ticket, op *algorithms.Op, r *algorithms.Result, n
 		st.loosening--
 		st.gen++
 		s.drop(&st)
-	case r == nil || r.Allowed && op.Hits > 0 && !op.Refund:
-		// Hits taken, or perhaps taken: a remembered wait is too short
+	case r == nil || (r.Allowed || op.Charge) && op.Hits > 0 && !op.Refund:
+		// Hits taken, or perhaps taken (a charge records its hits even
+		// when it takes the limit past L): a remembered wait is too short
 		// now, and so may be the wait of a denial decided before them.
 		st.gen++
 		s.drop(&st)

@@ -70,9 +70,12 @@ func TestDenyCacheDecidesAsTheBackend(t *testing.T) {
 				k := rng.IntN(len(limits))
 				l, key := limits[k], fmt.Sprint(k)
 				op := take(key, l, uint64(rng.IntN(int(l.Requests)+2)))
-				if rng.IntN(8) == 0 {
+				switch rng.IntN(8) {
+				case 0:
 					op.Refund = true
 					op.Hits = uint64(rng.IntN(3))
+				case 1:
+					op.Charge = true
 				}
 				got, want := do(t, cache, op)[0], do(t, bare, op)[0]
 				what := fmt.Sprintf("step %d: %+v", step, op)
@@ -142,6 +145,23 @@ func TestDenyCacheForgets(t *testing.T) {
 		more := l
 		more.Requests = 3
 		assert.True(t, do(t, cache, take("c", more, 1))[0].Allowed, "a reload or override that raises the limit is decided by the backend")
+	})
+	t.Run("a charge", func(t *testing.T) {
+		cache, inner, _ := newCached(t)
+		exhaust(t, cache, "u")
+		before := inner.ops.Load()
+		charge := take("u", l, 1)
+		charge.Charge = true
+		res := do(t, cache, charge)[0]
+		assert.Equal(t, before+1, inner.ops.Load(), "a charge reaches the backend, denial remembered or not")
+		assert.False(t, res.Allowed, "the charge took the limit past it")
+		// The debt is recorded: the take waits for two tokens now, an hour
+		// at two an hour (less the part of the current slice gone), not
+		// half an hour for one.
+		again := do(t, cache, take("u", l, 1))[0]
+		assert.False(t, again.Allowed)
+		assert.Greater(t, again.ResetAfter, 59*time.Minute)
+		assert.Equal(t, before+2, inner.ops.Load(), "the charge made the cache forget the denial")
 	})
 	t.Run("sharded limits are left to the backend", func(t *testing.T) {
 		cache, inner, _ := newCached(t)

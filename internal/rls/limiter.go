@@ -13,7 +13,8 @@ import (
 // Do applies ops, each atomically on its own limit's state, and returns one
 // Result per Op in the same order. Ops of one call are independent: a denied
 // Op does not undo another; the service gives back what a denied request took
-// by calling Do again with Refund ops. Do returns an error only when the
+// by calling Do again with Refund ops. A Charge op is never denied: its hits
+// are recorded, and its Result says whether they kept the limit within it. Do returns an error only when the
 // backend could not decide (it is unreachable, slow past ctx's deadline, or
 // answered nonsense); then no Result is meaningful.
 //

@@ -68,8 +68,12 @@ type LimitDecision struct {
 	// limit's capacity plus one when it asked for more: no more can be
 	// denied.
 	Hits uint64
-	// OverLimit reports that the limit denied the hits. Shadowed reports that
-	// it denied them but shadow mode let the request through.
+	// Charge reports that the hits were charged: usage already spent,
+	// recorded whether or not the limit held them.
+	Charge bool
+	// OverLimit reports that the limit denied the hits, or, for a charge,
+	// that the charge took it past its limit. Shadowed reports that it was
+	// over but shadow mode let the request through.
 	OverLimit, Shadowed bool
 	// NearLimit reports that the limit admitted the hits and is now used at
 	// or above the near-limit ratio of its capacity.
@@ -186,6 +190,7 @@ func (s *Service) observeDecisions(p *plan, results []algorithms.Result) {
 			Window:     op.Limit.Window,
 			Override:   l.override,
 			Hits:       op.Hits,
+			Charge:     op.Charge,
 		}
 		if r.Allowed {
 			d.NearLimit = s.nearLimit(op.Limit.Capacity(), r.Remaining)

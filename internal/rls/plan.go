@@ -134,6 +134,9 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 		// them.
 		refund := d.GetIsNegativeHits() && giveBack
 		shadow := opts.ShadowMode || (matched && m.Rule.ShadowMode)
+		// A rule's charges are usage already spent: recorded even past the
+		// limit, never refunded, unless the descriptor gives hits back.
+		charge := matched && m.Rule.Charge && !refund
 
 		p.descs[i].first = len(p.ops)
 		p.descs[i].metricKey = metricKey
@@ -149,8 +152,9 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 			p.ops = append(p.ops, algorithms.Op{
 				Key:    key,
 				Limit:  rl.Limit,
-				Hits:   opHits(hits, refund, rl.Limit),
+				Hits:   opHits(hits, refund || charge, rl.Limit),
 				Shards: rl.Shards,
+				Charge: charge,
 				Refund: refund,
 			})
 			p.limits = append(p.limits, planLimit{desc: i, limit: rl, rule: rule, shadow: shadow, override: d.GetLimit() != nil})
@@ -169,8 +173,10 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 // backend denies as surely and with the same answer. So the hits a metric
 // counts for one request stay within what the limit's configuration allows,
 // and no client can push a counter out of the exact range of a float64.
-func opHits(hits uint64, refund bool, l algorithms.Limit) uint64 {
-	if refund {
+// Refunds and charges (exact, true) keep their hits: a charge records all of
+// them, up to the limit's debt bound, and both are bounded by Bounds.MaxHits.
+func opHits(hits uint64, exact bool, l algorithms.Limit) uint64 {
+	if exact {
 		return hits
 	}
 	return min(hits, l.Capacity()+1)

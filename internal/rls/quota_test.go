@@ -72,8 +72,18 @@ func TestQuotaModeEnvoyExample(t *testing.T) {
 	require.Len(t, resp.GetResponseHeadersToAdd(), 1)
 	assert.Equal(t, "60", resp.GetResponseHeadersToAdd()[0].GetValue())
 
-	// A new window refreshes both.
+	// Quota descriptors charge: every hit was recorded, 3 of service_1's 1
+	// and 3 of service_2's 2, and what went past the limit is a debt the
+	// next windows pay off. A minute later service_2 owes 1 and has room
+	// for 1, service_1 owes 2: admitted, on service_2.
 	f.clock.Advance(time.Minute)
+	resp = f.call(t, req)
+	assert.Equal(t, ok, resp.GetOverallCode())
+	assert.Equal(t, []rlsv3.RateLimitResponse_Code{over, ok}, codesOf(resp))
+
+	// That request charged service_1 again, to 3 of 1 in this window: its
+	// debt of 2 is paid off in the two windows after it.
+	f.clock.Advance(3 * time.Minute)
 	resp = f.call(t, req)
 	assert.Equal(t, ok, resp.GetOverallCode())
 	assert.Equal(t, []rlsv3.RateLimitResponse_Code{ok, ok}, codesOf(resp))
@@ -130,8 +140,10 @@ func TestQuotaMode(t *testing.T) {
 		resp := f.call(t, qRequest(desc("a", "3"), desc("plain", "3")))
 		assert.Equal(t, over, resp.GetOverallCode())
 		assert.Equal(t, []rlsv3.RateLimitResponse_Code{ok, over}, codesOf(resp))
-		// Denied: the quota's hit was given back.
-		assert.Equal(t, ok, f.call(t, qRequest(desc("a", "3"))).GetOverallCode())
+		// Denied, but a quota's hits are charges, usage recorded whatever
+		// the answer (as envoyproxy/ratelimit records them), which a
+		// refund never undoes: the quota stays spent.
+		assert.Equal(t, over, f.call(t, qRequest(desc("a", "3"))).GetOverallCode())
 	})
 
 	t.Run("an admitted request keeps what its quotas took", func(t *testing.T) {

@@ -176,13 +176,14 @@ func (s *Service) breakerChanged(from, to BreakerState) {
 }
 
 // refund gives back what the admitted takes of a denied request consumed,
-// and replaces their results with the state after the refund.
+// and replaces their results with the state after the refund. Charges are
+// usage already spent: they stay.
 func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Result) {
 	var refunds []algorithms.Op
 	var index []int
 	for i, op := range p.ops {
 		r := results[i]
-		if op.Refund || !r.Allowed || op.Hits == 0 {
+		if op.Refund || op.Charge || !r.Allowed || op.Hits == 0 {
 			continue
 		}
 		op.Refund = true

@@ -205,18 +205,29 @@ func exactRetryAfter(s *suite, several bool) {
 		seed, minCap = 2, 2
 	}
 	rng := rand.New(rand.NewPCG(seed, uint64(s.alg)))
-	const keys, checksPerKey = 20, 3
+	s.retryAfterIsExact(rng, 20, minCap, func(k algorithms.Key, l algorithms.Limit) {
+		s.take(k, l, rng.Uint64N(l.Capacity()+1))
+	}, func(c uint64) uint64 {
+		if several {
+			return 2 + rng.Uint64N(c-1)
+		}
+		return 1
+	})
+}
+
+// retryAfterIsExact drives keys random states, moving the clock and calling
+// drive, until a take of hits(capacity) hits is denied, then checks that
+// waiting ResetAfter less one microsecond is not enough and waiting
+// ResetAfter is; three times a key.
+func (s *suite) retryAfterIsExact(rng *rand.Rand, keys int, minCap uint64, drive func(algorithms.Key, algorithms.Limit), hits func(capacity uint64) uint64) {
+	const checksPerKey = 3
 	checked := 0
 	for range keys {
 		l, k := s.randomLimit(rng, minCap), s.key()
-		c := l.Capacity()
 		for step, checks := 0, 0; step < 200 && checks < checksPerKey; step++ {
 			s.wander(rng, l.Window)
-			s.take(k, l, rng.Uint64N(c+1))
-			n := uint64(1)
-			if several {
-				n = 2 + rng.Uint64N(c-1)
-			}
+			drive(k, l)
+			n := hits(l.Capacity())
 			res := s.take(k, l, n)
 			if res.Allowed {
 				continue

@@ -66,7 +66,7 @@ type behaviour struct {
 }
 
 func behaviours() []behaviour {
-	return append(commonBehaviours(), definingBehaviours()...)
+	return append(append(commonBehaviours(), definingBehaviours()...), chargeBehaviours()...)
 }
 
 // suite is one behaviour's view of the backend under test.
