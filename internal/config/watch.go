@@ -43,6 +43,11 @@ type WatchOptions struct {
 	// before they are read, so that a burst of writes is read once. Zero
 	// means DefaultDebounce.
 	Debounce time.Duration
+	// ReadTimeout bounds how long a Check waits for the files to be read.
+	// A read that hangs is not started again while it lasts: later Checks
+	// wait for it, each up to ReadTimeout, and report it as an error. Zero
+	// means DefaultReadTimeout.
+	ReadTimeout time.Duration
 	// Logger receives warnings about watching the file system, such as a
 	// watch that cannot be set up. What is wrong with the configuration
 	// itself goes to Run's callback, not here. Nil discards them.
@@ -55,6 +60,9 @@ func (o WatchOptions) withDefaults() WatchOptions {
 	}
 	if o.Debounce <= 0 {
 		o.Debounce = DefaultDebounce
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = DefaultReadTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -79,17 +87,19 @@ type Watcher struct {
 	path string
 	opts WatchOptions
 
-	mu  sync.Mutex
-	sum [sha256.Size]byte // fingerprint of what the last Check read
+	mu      sync.Mutex
+	sum     [sha256.Size]byte // fingerprint of what the last Check read
+	pending *read             // a read that outlasted its Check; nil when none
 
 	afterCheck func() // called after each of Run's checks; for tests
 }
 
-// NewWatcher loads the configuration at path as Load does and returns it,
-// with a Watcher that reloads it from there. Its errors are Load's.
-func NewWatcher(path string, opts WatchOptions) (*Watcher, *Config, error) {
+// NewWatcher loads the configuration at path as LoadContext does, waiting
+// for the files until ctx ends or for the options' ReadTimeout, and returns
+// it with a Watcher that reloads it from there. Its errors are Load's.
+func NewWatcher(ctx context.Context, path string, opts WatchOptions) (*Watcher, *Config, error) {
 	w := &Watcher{path: path, opts: opts.withDefaults()}
-	cfg, _, err := w.Check()
+	cfg, _, err := w.Check(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -104,10 +114,26 @@ func (w *Watcher) Path() string { return w.path }
 // Otherwise it reports changed true and either the new Config or the error,
 // an *Error as Load's, that keeps it from loading. A content that failed to
 // load is not reported again until it changes.
-func (w *Watcher) Check() (cfg *Config, changed bool, err error) {
+//
+// Check waits for the files until ctx ends or for the ReadTimeout, and a
+// read that takes longer is an error naming the file being read. Such a
+// read goes on in the background, and the next Check waits for it instead
+// of starting another: a hung volume holds one goroutine, not one per
+// Check.
+func (w *Watcher) Check(ctx context.Context) (cfg *Config, changed bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	files, err := readFiles(w.path)
+	r := w.pending
+	if r == nil {
+		r = startRead(w.path)
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.opts.ReadTimeout)
+	defer cancel()
+	files, err := r.wait(ctx)
+	w.pending = nil
+	if !r.finished() {
+		w.pending = r
+	}
 	var sum [sha256.Size]byte
 	if err != nil {
 		sum = sha256.Sum256([]byte("error\x00" + err.Error()))
@@ -147,11 +173,13 @@ func fingerprint(files []File) [sha256.Size]byte {
 // the files from loading. It checks once at the start (for changes made
 // since NewWatcher), after every burst of file system notifications about
 // the path once it has been quiet for the debounce (or at the latest five
-// debounces after the burst began), and every poll interval. onChange is called from Run's goroutine only, one call at a
-// time; Run returns when ctx ends, not in the middle of a call.
+// debounces after the burst began), and every poll interval. onChange is
+// called from Run's goroutine only, one call at a time; Run returns when ctx
+// ends, not in the middle of a call, and without waiting for a read that
+// hangs.
 func (w *Watcher) Run(ctx context.Context, onChange func(*Config, error)) {
 	check := func() {
-		if cfg, changed, err := w.Check(); changed {
+		if cfg, changed, err := w.Check(ctx); changed && ctx.Err() == nil {
 			onChange(cfg, err)
 		}
 		if w.afterCheck != nil {

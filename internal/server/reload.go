@@ -13,23 +13,27 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
-// loadConfig loads the limits at RLS_CONFIG_PATH. With RLS_CONFIG_WATCH it
+// loadConfig loads the limits at RLS_CONFIG_PATH, waiting for the files
+// until ctx ends or for RLS_CONFIG_READ_TIMEOUT. With RLS_CONFIG_WATCH it
 // also returns the Watcher that keeps them current; without, the Watcher is
 // nil.
-func loadConfig(s Settings, logger *slog.Logger) (*config.Watcher, *config.Config, error) {
+func loadConfig(ctx context.Context, s Settings, logger *slog.Logger) (*config.Watcher, *config.Config, error) {
 	alg, _ := algorithms.ParseAlgorithm(s.DefaultAlgorithm)
 	opts := config.Options{DefaultAlgorithm: alg}
 	if !s.ConfigWatch {
-		cfg, err := config.Load(s.ConfigPath, opts)
+		ctx, cancel := context.WithTimeout(ctx, s.ConfigReadTimeout)
+		defer cancel()
+		cfg, err := config.LoadContext(ctx, s.ConfigPath, opts)
 		return nil, cfg, err
 	}
 	poll := s.ConfigPollInterval
 	if poll == 0 {
 		poll = -1 // the setting's 0 turns polling off; WatchOptions' means the default
 	}
-	return config.NewWatcher(s.ConfigPath, config.WatchOptions{
+	return config.NewWatcher(ctx, s.ConfigPath, config.WatchOptions{
 		Options:      opts,
 		PollInterval: poll,
+		ReadTimeout:  s.ConfigReadTimeout,
 		Logger:       logger,
 	})
 }

@@ -52,7 +52,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	watcher, cfg, err := loadConfig(s, logger)
+	watcher, cfg, err := loadConfig(ctx, s, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -62,6 +62,8 @@ type Settings struct {
 
 	ShutdownDelay   time.Duration `split_words:"true" default:"0s" desc:"on SIGTERM, how long to report NOT_SERVING before refusing new calls"`
 	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"on SIGTERM, how long in-flight calls may take to finish"`
+
+	ConfigReadTimeout time.Duration `split_words:"true" default:"10s" desc:"longest wait for the files of RLS_CONFIG_PATH to be read, at startup and at each reload; a read that hangs (a stuck volume) is an error naming the file, and the limits in force stay"`
 }
 
 // LoadSettings reads Settings from the environment and validates them. Its
@@ -122,6 +124,9 @@ func (s Settings) Validate() error {
 	}
 	if s.ShutdownDelay < 0 || s.ShutdownTimeout < 0 {
 		return fmt.Errorf("server: RLS_SHUTDOWN_DELAY and RLS_SHUTDOWN_TIMEOUT must not be negative")
+	}
+	if s.ConfigReadTimeout <= 0 {
+		return fmt.Errorf("server: RLS_CONFIG_READ_TIMEOUT must be positive, not %s", s.ConfigReadTimeout)
 	}
 	if s.ConfigPollInterval < 0 {
 		return fmt.Errorf("server: RLS_CONFIG_POLL_INTERVAL must not be negative, not %s", s.ConfigPollInterval)
