@@ -19,8 +19,11 @@ import (
 const maxJSONBody = 4 << 20
 
 // HTTPHandler returns the service's HTTP endpoints:
-//   - /healthcheck: 200 OK when h says the service can serve, 503 with the
-//     reason otherwise;
+//   - /healthcheck: liveness, for the probes that envoyproxy/ratelimit's
+//     users point at it: 200 OK while h says the process serves (a backend
+//     outage included), 503 with the reason otherwise;
+//   - /ready: readiness: 200 OK when h says the service can decide
+//     requests, 503 with the reason otherwise;
 //   - /json: POST a RateLimitRequest as JSON, get the RateLimitResponse as
 //     JSON, with status 429 when over limit;
 //   - /rlconfig: the loaded limits, as text, opening with where and when
@@ -33,16 +36,8 @@ func (s *Service) HTTPHandler(h *Health, opts ...HTTPOption) *http.ServeMux {
 		opt(&o)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthcheck", func(w http.ResponseWriter, r *http.Request) {
-		ok, why := h.Check()
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, why)
-			return
-		}
-		fmt.Fprintln(w, "OK")
-	})
+	mux.Handle("/healthcheck", probe(h.Live))
+	mux.Handle("/ready", probe(h.Ready))
 	mux.HandleFunc("/json", s.serveJSON)
 	mux.HandleFunc("/rlconfig", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -63,6 +58,20 @@ func (s *Service) HTTPHandler(h *Health, opts ...HTTPOption) *http.ServeMux {
 		fmt.Fprint(w, cfg.String())
 	})
 	return mux
+}
+
+// probe answers 200 OK when check passes, 503 with the reason otherwise.
+func probe(check func() (bool, string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok, why := check()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, why)
+			return
+		}
+		fmt.Fprintln(w, "OK")
+	})
 }
 
 // HTTPOption adds to what HTTPHandler serves.

@@ -25,7 +25,7 @@ const EnvPrefix = "RLS"
 // PrintUsage prints the same list.
 type Settings struct {
 	GRPCAddr   string `split_words:"true" default:":8081" desc:"gRPC listen address (RateLimitService, health, reflection)"`
-	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /json, /rlconfig, /metrics); empty disables HTTP"`
+	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /ready, /json, /rlconfig, /metrics); empty disables HTTP"`
 	ConfigPath string `split_words:"true" default:"./config" desc:"limits YAML: a file, or a directory of *.yaml and *.yml files"`
 
 	ConfigWatch        bool          `split_words:"true" default:"true" desc:"reload RLS_CONFIG_PATH when its files change; an invalid change is logged and the limits in force stay"`
@@ -47,8 +47,8 @@ type Settings struct {
 	ShadowMode       bool          `split_words:"true" default:"false" desc:"count and report, but answer OK to every request"`
 	RefundOnDeny     bool          `split_words:"true" default:"true" desc:"give back what a denied request took from its other descriptors and limits"`
 
-	BackendHealthInterval time.Duration `split_words:"true" default:"1s" desc:"how often the backend is pinged for grpc.health.v1 and /healthcheck"`
-	BackendHealthTimeout  time.Duration `split_words:"true" default:"250ms" desc:"longest wait for one health ping of the backend"`
+	BackendHealthInterval time.Duration `split_words:"true" default:"1s" desc:"how often the backend is checked for readiness (grpc.health.v1 and /ready): that it takes writes"`
+	BackendHealthTimeout  time.Duration `split_words:"true" default:"250ms" desc:"longest wait for one readiness check of the backend"`
 
 	// Redis is read from RLS_REDIS_*: RLS_REDIS_ADDRS, RLS_REDIS_MODE, ….
 	Redis     redisx.Options
