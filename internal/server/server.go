@@ -42,8 +42,12 @@ type Server struct {
 
 	grpcLis net.Listener
 	httpLis net.Listener
-	grpc    *grpc.Server
-	http    *http.Server
+	// grpcServe and httpServe are the listeners served: grpcLis and
+	// httpLis with their connection limits.
+	grpcServe net.Listener
+	httpServe net.Listener
+	grpc      *grpc.Server
+	http      *http.Server
 }
 
 // New loads the configuration, builds the backend and binds the listeners.
@@ -103,8 +107,13 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 			return nil, fmt.Errorf("server: RLS_HTTP_ADDR: %w", err)
 		}
 	}
+	guard := &requestGuard{timeout: s.GRPCReadTimeout, conns: newConnRegistry(), log: logger}
+	srv.grpcServe = boundedListener(srv.grpcLis, s.GRPCMaxConnections, guard.conns)
+	if srv.httpLis != nil {
+		srv.httpServe = boundedListener(srv.httpLis, s.HTTPMaxConnections, nil)
+	}
 
-	grpcOpts := GRPCServerOptions()
+	grpcOpts := append(GRPCServerOptions(), s.grpcBoundOptions(guard)...)
 	if grpcTLS != nil {
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(grpcTLS.config())))
 	}
@@ -115,8 +124,12 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	mux := srv.service.HTTPHandler(srv.health, rls.WithConfigStatus(srv.config.Status))
 	mux.Handle("/metrics", srv.metrics.Handler())
 	srv.http = &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:        mux,
+		ReadTimeout:    s.HTTPReadTimeout,
+		WriteTimeout:   s.HTTPWriteTimeout,
+		IdleTimeout:    s.HTTPIdleTimeout,
+		MaxHeaderBytes: s.HTTPMaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
 	return srv, nil
 }
@@ -146,9 +159,9 @@ func (srv *Server) HTTPAddr() net.Addr {
 // and in-flight calls get up to RLS_SHUTDOWN_TIMEOUT to finish.
 func (srv *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 2)
-	go func() { errc <- srv.grpc.Serve(srv.grpcLis) }()
+	go func() { errc <- srv.grpc.Serve(srv.grpcServe) }()
 	if srv.httpLis != nil {
-		go func() { errc <- srv.http.Serve(srv.httpLis) }()
+		go func() { errc <- srv.http.Serve(srv.httpServe) }()
 	}
 	srv.log.Info("serving", "grpc", srv.GRPCAddr().String(), "http", addrString(srv.HTTPAddr()), "backend", srv.settings.Backend)
 	stopWatching := srv.watchConfig(ctx)

@@ -64,6 +64,23 @@ type Settings struct {
 	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"on SIGTERM, how long in-flight calls may take to finish"`
 
 	ConfigReadTimeout time.Duration `split_words:"true" default:"10s" desc:"longest wait for the files of RLS_CONFIG_PATH to be read, at startup and at each reload; a read that hangs (a stuck volume) is an error naming the file, and the limits in force stay"`
+
+	// Bounds on what one client can hold (see docs/operations.md, "Bounds
+	// on clients").
+	HTTPReadTimeout    time.Duration `split_words:"true" default:"10s" desc:"longest time to read an HTTP request, headers and body; a slower client's connection is closed"`
+	HTTPWriteTimeout   time.Duration `split_words:"true" default:"10s" desc:"longest time to write an HTTP response, from the end of the request's headers"`
+	HTTPIdleTimeout    time.Duration `split_words:"true" default:"60s" desc:"how long an HTTP keep-alive connection may wait for its next request"`
+	HTTPMaxHeaderBytes int           `split_words:"true" default:"65536" desc:"largest HTTP request header, in bytes; larger requests get 431"`
+	HTTPMaxConnections int           `split_words:"true" default:"1024" desc:"most HTTP connections open at once; further ones wait in the kernel's backlog, refused once it is full, until one closes"`
+
+	GRPCMaxConnections       int           `split_words:"true" default:"4096" desc:"most gRPC connections open at once; further ones wait in the kernel's backlog, refused once it is full, until one closes"`
+	GRPCMaxConcurrentStreams uint32        `split_words:"true" default:"1024" desc:"most calls at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); Envoy opens another connection past it"`
+	GRPCReadTimeout          time.Duration `split_words:"true" default:"5s" desc:"longest time for a new gRPC connection's handshake, and for a call's request message after its headers; a connection with a call that sends no request in time is closed"`
+	GRPCKeepaliveMinTime     time.Duration `split_words:"true" default:"1s" desc:"shortest interval at which a client may send keepalive pings, with or without calls; a client pinging more often is disconnected (too_many_pings)"`
+	GRPCKeepaliveTime        time.Duration `split_words:"true" default:"30s" desc:"after this long without a frame from a client, the server pings it (at least 1s)"`
+	GRPCKeepaliveTimeout     time.Duration `split_words:"true" default:"10s" desc:"a client that does not answer the server's ping within this is taken for dead and disconnected"`
+	GRPCMaxConnectionIdle    time.Duration `split_words:"true" default:"15m" desc:"a gRPC connection without calls for this long is closed (GOAWAY); 0s keeps idle connections"`
+	GRPCMaxConnectionAge     time.Duration `split_words:"true" default:"0s" desc:"a gRPC connection older than this is closed (GOAWAY, calls get 30s to finish), to spread clients over new replicas; 0s keeps connections for life"`
 }
 
 // LoadSettings reads Settings from the environment and validates them. Its
@@ -125,6 +142,9 @@ func (s Settings) Validate() error {
 	if s.ShutdownDelay < 0 || s.ShutdownTimeout < 0 {
 		return fmt.Errorf("server: RLS_SHUTDOWN_DELAY and RLS_SHUTDOWN_TIMEOUT must not be negative")
 	}
+	if err := s.validateBounds(); err != nil {
+		return err
+	}
 	if s.ConfigReadTimeout <= 0 {
 		return fmt.Errorf("server: RLS_CONFIG_READ_TIMEOUT must be positive, not %s", s.ConfigReadTimeout)
 	}
@@ -184,4 +204,40 @@ func PrintUsage(w io.Writer) error {
 		return fmt.Errorf("server: %w", err)
 	}
 	return tw.Flush()
+}
+
+// validateBounds checks the bounds on clients.
+func (s Settings) validateBounds() error {
+	for _, d := range []struct {
+		env string
+		v   time.Duration
+	}{
+		{"RLS_HTTP_READ_TIMEOUT", s.HTTPReadTimeout},
+		{"RLS_HTTP_WRITE_TIMEOUT", s.HTTPWriteTimeout},
+		{"RLS_HTTP_IDLE_TIMEOUT", s.HTTPIdleTimeout},
+		{"RLS_GRPC_READ_TIMEOUT", s.GRPCReadTimeout},
+		{"RLS_GRPC_KEEPALIVE_MIN_TIME", s.GRPCKeepaliveMinTime},
+		{"RLS_GRPC_KEEPALIVE_TIME", s.GRPCKeepaliveTime},
+		{"RLS_GRPC_KEEPALIVE_TIMEOUT", s.GRPCKeepaliveTimeout},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("server: %s must be positive, not %s", d.env, d.v)
+		}
+	}
+	if s.GRPCMaxConnectionIdle < 0 || s.GRPCMaxConnectionAge < 0 {
+		return fmt.Errorf("server: RLS_GRPC_MAX_CONNECTION_IDLE and RLS_GRPC_MAX_CONNECTION_AGE must not be negative")
+	}
+	if s.HTTPMaxHeaderBytes < 1024 {
+		return fmt.Errorf("server: RLS_HTTP_MAX_HEADER_BYTES must be at least 1024, not %d", s.HTTPMaxHeaderBytes)
+	}
+	if s.HTTPMaxConnections < 1 {
+		return fmt.Errorf("server: RLS_HTTP_MAX_CONNECTIONS must be at least 1, not %d", s.HTTPMaxConnections)
+	}
+	if s.GRPCMaxConnections < 1 {
+		return fmt.Errorf("server: RLS_GRPC_MAX_CONNECTIONS must be at least 1, not %d", s.GRPCMaxConnections)
+	}
+	if s.GRPCMaxConcurrentStreams < 1 {
+		return fmt.Errorf("server: RLS_GRPC_MAX_CONCURRENT_STREAMS must be at least 1, not %d", s.GRPCMaxConcurrentStreams)
+	}
+	return nil
 }
