@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -38,7 +39,13 @@ func (s *Service) HTTPHandler(h *Health, opts ...HTTPOption) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/healthcheck", probe(h.Live))
 	mux.Handle("/ready", probe(h.Ready))
-	mux.HandleFunc("/json", s.serveJSON)
+	if o.jsonOff != "" {
+		mux.HandleFunc("/json", func(w http.ResponseWriter, r *http.Request) {
+			httpError(w, http.StatusForbidden, o.jsonOff)
+		})
+	} else {
+		mux.HandleFunc("/json", s.serveJSON)
+	}
 	mux.HandleFunc("/rlconfig", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		cfg := s.Config()
@@ -52,10 +59,16 @@ func (s *Service) HTTPHandler(h *Health, opts ...HTTPOption) *http.ServeMux {
 			fmt.Fprintln(w, "no rate limit configuration loaded")
 			return
 		}
+		var b strings.Builder
 		if o.configStatus != nil {
-			st.writeHeader(w)
+			st.writeHeader(&b)
 		}
-		fmt.Fprint(w, cfg.String())
+		b.WriteString(cfg.String())
+		text := b.String()
+		if o.configRoot != "" {
+			text = strings.ReplaceAll(text, o.configRoot, "")
+		}
+		fmt.Fprint(w, text)
 	})
 	return mux
 }
@@ -79,6 +92,22 @@ type HTTPOption func(*httpOptions)
 
 type httpOptions struct {
 	configStatus func() ConfigStatus
+	jsonOff      string // why /json is not served; "" when it is
+	configRoot   string // the prefix /rlconfig leaves out of file names
+}
+
+// WithoutJSON makes /json answer 403 Forbidden with why, taking and giving
+// back nothing.
+func WithoutJSON(why string) HTTPOption {
+	return func(o *httpOptions) { o.jsonOff = why }
+}
+
+// WithConfigRoot makes /rlconfig name the configuration's files, and the
+// place it was loaded from, without the prefix root: "edge.yaml:4" for
+// "/etc/ratewarden/config/edge.yaml:4" with the root
+// "/etc/ratewarden/config/".
+func WithConfigRoot(root string) HTTPOption {
+	return func(o *httpOptions) { o.configRoot = root }
 }
 
 // WithConfigStatus makes /rlconfig show status's Config, opening with

@@ -65,6 +65,13 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, err
 	}
+	httpTLS, err := newHTTPTLS(s, logger, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	if why := s.jsonOff(); why != "" {
+		logger.Info("/json is not served", "why", why)
+	}
 
 	routeRedisLogs(logger)
 	b, err := newBackend(s, logger)
@@ -121,15 +128,22 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	rlsv3.RegisterRateLimitServiceServer(srv.grpc, srv.service)
 	healthpb.RegisterHealthServer(srv.grpc, srv.health.Server())
 	reflection.Register(srv.grpc)
-	mux := srv.service.HTTPHandler(srv.health, rls.WithConfigStatus(srv.config.Status))
+	mux := srv.service.HTTPHandler(srv.health, srv.httpOptions(cfg)...)
 	mux.Handle("/metrics", srv.metrics.Handler())
+	var handler http.Handler = mux
+	if httpTLS.mutual() {
+		handler = requireClientCert(mux)
+	}
 	srv.http = &http.Server{
-		Handler:        mux,
+		Handler:        handler,
 		ReadTimeout:    s.HTTPReadTimeout,
 		WriteTimeout:   s.HTTPWriteTimeout,
 		IdleTimeout:    s.HTTPIdleTimeout,
 		MaxHeaderBytes: s.HTTPMaxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+	if httpTLS != nil {
+		srv.http.TLSConfig = httpTLS.config()
 	}
 	return srv, nil
 }
@@ -161,7 +175,13 @@ func (srv *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 2)
 	go func() { errc <- srv.grpc.Serve(srv.grpcServe) }()
 	if srv.httpLis != nil {
-		go func() { errc <- srv.http.Serve(srv.httpServe) }()
+		go func() {
+			if srv.http.TLSConfig != nil {
+				errc <- srv.http.ServeTLS(srv.httpServe, "", "")
+				return
+			}
+			errc <- srv.http.Serve(srv.httpServe)
+		}()
 	}
 	srv.log.Info("serving", "grpc", srv.GRPCAddr().String(), "http", addrString(srv.HTTPAddr()), "backend", srv.settings.Backend)
 	stopWatching := srv.watchConfig(ctx)

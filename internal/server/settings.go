@@ -81,6 +81,14 @@ type Settings struct {
 	GRPCKeepaliveTimeout     time.Duration `split_words:"true" default:"10s" desc:"a client that does not answer the server's ping within this is taken for dead and disconnected"`
 	GRPCMaxConnectionIdle    time.Duration `split_words:"true" default:"15m" desc:"a gRPC connection without calls for this long is closed (GOAWAY); 0s keeps idle connections"`
 	GRPCMaxConnectionAge     time.Duration `split_words:"true" default:"0s" desc:"a gRPC connection older than this is closed (GOAWAY, calls get 30s to finish), to spread clients over new replicas; 0s keeps connections for life"`
+
+	// HTTP's TLS, like gRPC's; the fields are spelled Tls, Ca and Json so
+	// that split_words makes RLS_HTTP_TLS_CERT_FILE, RLS_HTTP_JSON.
+	HTTPTlsCertFile     string `split_words:"true" desc:"PEM certificate chain of the HTTP server; with RLS_HTTP_TLS_KEY_FILE, HTTP is served over TLS 1.2 or later (HTTPS), and the files are re-read when they change"`
+	HTTPTlsKeyFile      string `split_words:"true" desc:"PEM private key of RLS_HTTP_TLS_CERT_FILE"`
+	HTTPTlsClientCaFile string `split_words:"true" desc:"PEM CA certificates: every HTTP endpoint but /healthcheck and /ready needs a client certificate they signed (mutual TLS); needs RLS_HTTP_TLS_CERT_FILE"`
+	HTTPJson            string `split_words:"true" default:"auto" desc:"serve /json: on, off, or auto: on unless gRPC requires client certificates (RLS_GRPC_TLS_CLIENT_CA_FILE) and HTTP does not (RLS_HTTP_TLS_CLIENT_CA_FILE), so that no one takes quota over HTTP without the certificate gRPC demands"`
+	RlconfigShowPaths   bool   `split_words:"true" default:"false" desc:"show the full paths of the limits files in /rlconfig; by default it names them relative to RLS_CONFIG_PATH"`
 }
 
 // LoadSettings reads Settings from the environment and validates them. Its
@@ -144,6 +152,15 @@ func (s Settings) Validate() error {
 	}
 	if err := s.validateBounds(); err != nil {
 		return err
+	}
+	if (s.HTTPTlsCertFile == "") != (s.HTTPTlsKeyFile == "") {
+		return fmt.Errorf("server: RLS_HTTP_TLS_CERT_FILE and RLS_HTTP_TLS_KEY_FILE go together: set both or neither")
+	}
+	if s.HTTPTlsClientCaFile != "" && s.HTTPTlsCertFile == "" {
+		return fmt.Errorf("server: RLS_HTTP_TLS_CLIENT_CA_FILE needs RLS_HTTP_TLS_CERT_FILE and RLS_HTTP_TLS_KEY_FILE")
+	}
+	if s.HTTPJson != "auto" && s.HTTPJson != "on" && s.HTTPJson != "off" {
+		return fmt.Errorf("server: RLS_HTTP_JSON %q is not auto, on or off", s.HTTPJson)
 	}
 	if s.ConfigReadTimeout <= 0 {
 		return fmt.Errorf("server: RLS_CONFIG_READ_TIMEOUT must be positive, not %s", s.ConfigReadTimeout)
@@ -240,4 +257,16 @@ func (s Settings) validateBounds() error {
 		return fmt.Errorf("server: RLS_GRPC_MAX_CONCURRENT_STREAMS must be at least 1, not %d", s.GRPCMaxConcurrentStreams)
 	}
 	return nil
+}
+
+// jsonOff returns why /json is not served, or "" when it is.
+func (s Settings) jsonOff() string {
+	switch {
+	case s.HTTPJson == "off":
+		return "rls: /json is off (RLS_HTTP_JSON=off)"
+	case s.HTTPJson == "auto" && s.GRPCTlsClientCaFile != "" && s.HTTPTlsClientCaFile == "":
+		return "rls: /json is off: gRPC requires client certificates and HTTP does not; " +
+			"set RLS_HTTP_TLS_CLIENT_CA_FILE to require them on HTTP too, or RLS_HTTP_JSON=on to serve /json without them"
+	}
+	return ""
 }
