@@ -114,13 +114,12 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 			return nil, fmt.Errorf("server: RLS_HTTP_ADDR: %w", err)
 		}
 	}
-	guard := &requestGuard{timeout: s.GRPCReadTimeout, conns: newConnRegistry(), log: logger}
-	srv.grpcServe = boundedListener(srv.grpcLis, s.GRPCMaxConnections, guard.conns)
+	srv.grpcServe = boundedListener(srv.grpcLis, s.GRPCMaxConnections)
 	if srv.httpLis != nil {
-		srv.httpServe = boundedListener(srv.httpLis, s.HTTPMaxConnections, nil)
+		srv.httpServe = boundedListener(srv.httpLis, s.HTTPMaxConnections)
 	}
 
-	grpcOpts := append(GRPCServerOptions(), s.grpcBoundOptions(guard)...)
+	grpcOpts := append(GRPCServerOptions(), s.grpcBoundOptions()...)
 	if grpcTLS != nil {
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(grpcTLS.config())))
 	}

@@ -75,7 +75,7 @@ type Settings struct {
 
 	GRPCMaxConnections       int           `split_words:"true" default:"4096" desc:"most gRPC connections open at once; further ones wait in the kernel's backlog, refused once it is full, until one closes"`
 	GRPCMaxConcurrentStreams uint32        `split_words:"true" default:"1024" desc:"most calls at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); Envoy opens another connection past it"`
-	GRPCReadTimeout          time.Duration `split_words:"true" default:"5s" desc:"longest time for a new gRPC connection's handshake, and for a call's request message after its headers; a connection with a call that sends no request in time is closed"`
+	GRPCReadTimeout          time.Duration `split_words:"true" default:"5s" desc:"longest time for a new gRPC connection's handshake, and for a call's request message after its headers; a call that sends no request in time is cancelled"`
 	GRPCKeepaliveMinTime     time.Duration `split_words:"true" default:"1s" desc:"shortest interval at which a client may send keepalive pings, with or without calls; a client pinging more often is disconnected (too_many_pings)"`
 	GRPCKeepaliveTime        time.Duration `split_words:"true" default:"30s" desc:"after this long without a frame from a client, the server pings it (at least 1s)"`
 	GRPCKeepaliveTimeout     time.Duration `split_words:"true" default:"10s" desc:"a client that does not answer the server's ping within this is taken for dead and disconnected"`
