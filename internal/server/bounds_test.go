@@ -88,43 +88,56 @@ func TestHTTPHeaderSizeIsBounded(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
-// TestHTTPConnectionLimit: connections past the limit cost the server no
-// file descriptor, and a well-behaved client is answered once the idle
-// ones time out.
-func TestHTTPConnectionLimit(t *testing.T) {
+// TestConnectionLimits: on either port, connections past the limit cost the
+// server no file descriptor, and a well-behaved client is answered once
+// the idle ones time out (for gRPC, connections that never finish their
+// handshake are closed after RLS_GRPC_READ_TIMEOUT).
+func TestConnectionLimits(t *testing.T) {
 	const limit, idle = 8, 32
-	s := start(t, map[string]string{"RLS_HTTP_MAX_CONNECTIONS": fmt.Sprint(limit), "RLS_HTTP_READ_TIMEOUT": "200ms"})
-	before := openFDs(t)
-	dialIdle(t, s.srv.HTTPAddr().String(), idle)
-	time.Sleep(100 * time.Millisecond) // the server accepts what it will
-	// The client's own sockets, and at most the limit on the server's side.
-	assert.LessOrEqual(t, openFDs(t)-before, idle+limit+4)
-
-	client := http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get(s.http + "/healthcheck")
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
-}
-
-// TestGRPCConnectionLimit: the same for gRPC, where connections that never
-// finish their handshake are closed after RLS_GRPC_READ_TIMEOUT.
-func TestGRPCConnectionLimit(t *testing.T) {
-	const limit, idle = 8, 32
-	s := start(t, map[string]string{"RLS_GRPC_MAX_CONNECTIONS": fmt.Sprint(limit), "RLS_GRPC_READ_TIMEOUT": "200ms"})
-	before := openFDs(t)
-	dialIdle(t, s.srv.GRPCAddr().String(), idle)
-	time.Sleep(100 * time.Millisecond)
-	assert.LessOrEqual(t, openFDs(t)-before, idle+limit+4)
-
-	conn, err := grpc.NewClient(s.srv.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, loginRequest("192.0.2.90"), grpc.WaitForReady(true))
-	require.NoError(t, err)
-	assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.GetOverallCode())
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		addr func(*started) string
+		call func(t *testing.T, s *started)
+	}{
+		{
+			name: "http",
+			env:  map[string]string{"RLS_HTTP_MAX_CONNECTIONS": fmt.Sprint(limit), "RLS_HTTP_READ_TIMEOUT": "200ms"},
+			addr: func(s *started) string { return s.srv.HTTPAddr().String() },
+			call: func(t *testing.T, s *started) {
+				client := http.Client{Timeout: 10 * time.Second}
+				resp, err := client.Get(s.http + "/healthcheck")
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, http.StatusOK, resp.StatusCode)
+			},
+		},
+		{
+			name: "grpc",
+			env:  map[string]string{"RLS_GRPC_MAX_CONNECTIONS": fmt.Sprint(limit), "RLS_GRPC_READ_TIMEOUT": "200ms"},
+			addr: func(s *started) string { return s.srv.GRPCAddr().String() },
+			call: func(t *testing.T, s *started) {
+				conn, err := grpc.NewClient(s.srv.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+				require.NoError(t, err)
+				defer conn.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				resp, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, loginRequest("192.0.2.90"), grpc.WaitForReady(true))
+				require.NoError(t, err)
+				assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.GetOverallCode())
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, tc.env)
+			before := openFDs(t)
+			dialIdle(t, tc.addr(s), idle)
+			time.Sleep(100 * time.Millisecond) // the server accepts what it will
+			// The client's own sockets, and at most the limit on the server's side.
+			assert.LessOrEqual(t, openFDs(t)-before, idle+limit+4)
+			tc.call(t, s)
+		})
+	}
 }
 
 // TestGRPCStreamsWithoutARequestAreClosed: calls that send their headers
