@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -18,10 +19,10 @@ const maxConnectionAgeGrace = 30 * time.Second
 
 // grpcBoundOptions returns the gRPC server options that bound what one
 // client can hold: streams per connection, keepalive in both directions,
-// idle and (optionally) old connections, the handshake's time, and the time
-// a call may take to send its request.
+// idle and (optionally) old connections, the handshake's time, calls open
+// at once, and the time a call may take to send its request.
 func (s Settings) grpcBoundOptions() []grpc.ServerOption {
-	guard := &requestGuard{timeout: s.GRPCReadTimeout}
+	guard := &requestGuard{timeout: s.GRPCReadTimeout, maxCalls: int64(s.GRPCMaxCalls)}
 	opts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(s.GRPCMaxConcurrentStreams),
 		grpc.ConnectionTimeout(s.GRPCReadTimeout),
@@ -52,7 +53,8 @@ func boundedListener(l net.Listener, max int) net.Listener {
 }
 
 // requestGuard bounds the time between a call's headers and its request
-// message (RLS_GRPC_READ_TIMEOUT). gRPC runs no handler before the request
+// message: RLS_GRPC_READ_TIMEOUT, or busyReadTimeout while more than
+// RLS_GRPC_MAX_CALLS calls are open on all connections. gRPC runs no handler before the request
 // has arrived, and a stream that never sends it would hold a goroutine and
 // its buffers for as long as the client likes. The guard gives each call
 // without an earlier deadline of its own a timer in its context, from the tap that sees its headers on, that cancels the
@@ -62,7 +64,19 @@ func boundedListener(l net.Listener, max int) net.Listener {
 // never meets the bound. It is safe for concurrent use.
 type requestGuard struct {
 	timeout time.Duration
+	// maxCalls is RLS_GRPC_MAX_CALLS: past that many calls open on all
+	// connections, a new call gets busyReadTimeout to send its request.
+	maxCalls int64
+	open     atomic.Int64
 }
+
+// busyReadTimeout is how long a call may take to send its request while
+// RLS_GRPC_MAX_CALLS calls are open: time enough for a client that sends
+// headers and request together, as Envoy does, and little for one that
+// does not. (Refusing such calls outright would be simpler, but gRPC leaks
+// a little memory on every call its tap handle refuses, until the
+// connection closes.)
+const busyReadTimeout = 10 * time.Millisecond
 
 // errNoRequest ends a call that sent no request in time.
 var errNoRequest = errors.New("server: no request within RLS_GRPC_READ_TIMEOUT of the call's headers")
@@ -73,13 +87,19 @@ type requestTimerKey struct{}
 // tap starts the call's timer; it runs on the connection's reader, for
 // every call, before the call's request is read.
 func (g *requestGuard) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
-	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= g.timeout {
+	timeout := g.timeout
+	if g.open.Add(1) > g.maxCalls {
+		timeout = busyReadTimeout
+	}
+	// gRPC cancels a call's context when the call ends, however it ends.
+	context.AfterFunc(ctx, func() { g.open.Add(-1) })
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= timeout {
 		// The client's own deadline (grpc-timeout, which Envoy always
-		// sends) ends the call sooner: nothing to add, nothing to pay.
+		// sends) ends the call sooner: nothing to add.
 		return ctx, nil
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	timer := time.AfterFunc(g.timeout, func() { cancel(errNoRequest) })
+	timer := time.AfterFunc(timeout, func() { cancel(errNoRequest) })
 	return context.WithValue(ctx, requestTimerKey{}, timer), nil
 }
 

@@ -275,3 +275,50 @@ func TestGRPCDeadAndIdlePeersAreClosed(t *testing.T) {
 		assert.Equal(t, http2.ErrCodeNo, code, "a graceful GOAWAY")
 	})
 }
+
+// TestGRPCStuckCallsPastTheCap: past RLS_GRPC_MAX_CALLS open calls, a call
+// that does not send its request at once is cancelled at once, so such
+// calls cannot pile up within RLS_GRPC_READ_TIMEOUT; calls that do send
+// their request are answered.
+func TestGRPCStuckCallsPastTheCap(t *testing.T) {
+	const maxCalls, extra = 20, 200
+	s := start(t, map[string]string{"RLS_GRPC_MAX_CALLS": fmt.Sprint(maxCalls), "RLS_GRPC_READ_TIMEOUT": "1m"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bad, err := grpc.NewClient(s.srv.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer bad.Close()
+	desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
+	stuck := func(n int) chan error {
+		ended := make(chan error, n)
+		for range n {
+			st, err := bad.NewStream(ctx, desc, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit")
+			require.NoError(t, err)
+			go func() { ended <- st.RecvMsg(new(rlsv3.RateLimitResponse)) }()
+		}
+		return ended
+	}
+	held := stuck(maxCalls)
+	time.Sleep(100 * time.Millisecond) // the server has them all
+	baseline := runtime.NumGoroutine()
+
+	ended := stuck(extra)
+	deadline := time.After(5 * time.Second)
+	for i := range extra {
+		select {
+		case err := <-ended:
+			require.Error(t, err)
+		case <-deadline:
+			t.Fatalf("%d of %d calls past the cap still open after 5s", extra-i, extra)
+		}
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), baseline+10)
+	select {
+	case err := <-held:
+		t.Fatalf("a call within the cap ended: %v", err)
+	default:
+	}
+	resp, err := s.client.ShouldRateLimit(context.Background(), loginRequest("192.0.2.95"))
+	require.NoError(t, err, "a call that sends its request is answered past the cap")
+	assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.GetOverallCode())
+}

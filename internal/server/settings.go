@@ -75,6 +75,7 @@ type Settings struct {
 
 	GRPCMaxConnections       int           `split_words:"true" default:"4096" desc:"most gRPC connections open at once; further ones wait in the kernel's backlog, refused once it is full, until one closes"`
 	GRPCMaxConcurrentStreams uint32        `split_words:"true" default:"1024" desc:"most calls at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); Envoy opens another connection past it"`
+	GRPCMaxCalls             int           `split_words:"true" default:"4096" desc:"gRPC calls open at once on all connections past which a new call must send its request within 10ms, not RLS_GRPC_READ_TIMEOUT, or is cancelled (each open call holds 10 to 20 KiB)"`
 	GRPCReadTimeout          time.Duration `split_words:"true" default:"5s" desc:"longest time for a new gRPC connection's handshake, and for a call's request message after its headers; a call that sends no request in time is cancelled"`
 	GRPCKeepaliveMinTime     time.Duration `split_words:"true" default:"1s" desc:"shortest interval at which a client may send keepalive pings, with or without calls; a client pinging more often is disconnected (too_many_pings)"`
 	GRPCKeepaliveTime        time.Duration `split_words:"true" default:"30s" desc:"after this long without a frame from a client, the server pings it (at least 1s)"`
@@ -252,6 +253,9 @@ func (s Settings) validateBounds() error {
 	}
 	if s.GRPCMaxConnections < 1 {
 		return fmt.Errorf("server: RLS_GRPC_MAX_CONNECTIONS must be at least 1, not %d", s.GRPCMaxConnections)
+	}
+	if s.GRPCMaxCalls < 1 {
+		return fmt.Errorf("server: RLS_GRPC_MAX_CALLS must be at least 1, not %d", s.GRPCMaxCalls)
 	}
 	if s.GRPCMaxConcurrentStreams < 1 {
 		return fmt.Errorf("server: RLS_GRPC_MAX_CONCURRENT_STREAMS must be at least 1, not %d", s.GRPCMaxConcurrentStreams)
