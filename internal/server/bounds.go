@@ -54,10 +54,11 @@ func boundedListener(l net.Listener, max int) net.Listener {
 
 // requestGuard bounds the time between a call's headers and its request
 // message: RLS_GRPC_READ_TIMEOUT, or busyReadTimeout while more than
-// RLS_GRPC_MAX_CALLS calls are open on all connections. gRPC runs no handler before the request
-// has arrived, and a stream that never sends it would hold a goroutine and
-// its buffers for as long as the client likes. The guard gives each call
-// without an earlier deadline of its own a timer in its context, from the tap that sees its headers on, that cancels the
+// RLS_GRPC_MAX_CALLS calls are open on all connections. gRPC runs no
+// handler before the request has arrived, and a stream that never sends it
+// would hold a goroutine and its buffers for as long as the client likes.
+// The guard gives each call without an earlier deadline of its own a timer
+// in its context, from the tap that sees its headers on, that cancels the
 // call unless its request arrives first: for a unary call, the interceptor
 // runs once it has; for a streaming call, the first received message stops
 // it. A well-behaved client (Envoy sends headers and request together)
