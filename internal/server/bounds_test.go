@@ -322,3 +322,30 @@ func TestGRPCStuckCallsPastTheCap(t *testing.T) {
 	require.NoError(t, err, "a call that sends its request is answered past the cap")
 	assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.GetOverallCode())
 }
+
+func TestBoundSettingsErrorsNameTheVariable(t *testing.T) {
+	for _, tc := range []struct{ key, value string }{
+		{"RLS_HTTP_READ_TIMEOUT", "0s"},
+		{"RLS_HTTP_WRITE_TIMEOUT", "-1s"},
+		{"RLS_HTTP_IDLE_TIMEOUT", "0s"},
+		{"RLS_HTTP_MAX_HEADER_BYTES", "100"},
+		{"RLS_HTTP_MAX_CONNECTIONS", "0"},
+		{"RLS_GRPC_MAX_CONNECTIONS", "0"},
+		{"RLS_GRPC_MAX_CONCURRENT_STREAMS", "0"},
+		{"RLS_GRPC_MAX_CALLS", "0"},
+		{"RLS_GRPC_READ_TIMEOUT", "0s"},
+		{"RLS_GRPC_KEEPALIVE_MIN_TIME", "0s"},
+		{"RLS_GRPC_KEEPALIVE_TIME", "0s"},
+		{"RLS_GRPC_KEEPALIVE_TIMEOUT", "0s"},
+		{"RLS_GRPC_MAX_CONNECTION_IDLE", "-1s"},
+		{"RLS_GRPC_MAX_CONNECTION_AGE", "-1s"},
+		{"RLS_CONFIG_READ_TIMEOUT", "0s"},
+	} {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.key, tc.value)
+			_, err := LoadSettings()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.key)
+		})
+	}
+}
