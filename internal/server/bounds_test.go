@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,7 +69,9 @@ func TestHTTPSlowBodyIsCutOff(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
 	_, err = io.ReadAll(c) // whatever the server answers, then the close
-	require.NoError(t, err, "the server should close the connection, not wait for the body")
+	if !errors.Is(err, syscall.ECONNRESET) { // closed while the client still wrote
+		require.NoError(t, err, "the server should close the connection, not wait for the body")
+	}
 	t.Logf("closed after %v", time.Since(start).Round(time.Millisecond))
 }
 
