@@ -246,7 +246,7 @@ func TestGRPCKeepaliveEnforcement(t *testing.T) {
 	t.Run("a client pinging at the allowed rate stays", func(t *testing.T) {
 		h := dialH2(t, addr)
 		for i := range 5 {
-			time.Sleep(150 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // three times the minimum: room for a slow reader
 			require.NoError(t, h.fr.WritePing(false, [8]byte{byte(i)}))
 		}
 		_, err := h.read(time.Now().Add(300*time.Millisecond), true)
