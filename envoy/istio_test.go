@@ -155,9 +155,10 @@ func TestIstioRatewardenDeployment(t *testing.T) {
 	grpcPort := port(t, orDefault(env, "RLS_GRPC_ADDR", ":8081"))
 	assert.Equal(t, httpPort, namedPort(t, c, "http-port"))
 	assert.Equal(t, grpcPort, namedPort(t, c, "grpc-port"))
-	assert.Equal(t, "/healthcheck", at(t, c, "readinessProbe", "httpGet", "path"))
+	assert.Equal(t, "/ready", at(t, c, "readinessProbe", "httpGet", "path"))
 	assert.Equal(t, "http-port", at(t, c, "readinessProbe", "httpGet", "port"))
-	assert.Equal(t, "grpc-port", at(t, c, "livenessProbe", "tcpSocket", "port"))
+	assert.Equal(t, "/healthcheck", at(t, c, "livenessProbe", "httpGet", "path"))
+	assert.Equal(t, "http-port", at(t, c, "livenessProbe", "httpGet", "port"))
 
 	// Not root, not privileged, with requests.
 	assert.Equal(t, true, at(t, d, "spec", "template", "spec", "securityContext", "runAsNonRoot"))

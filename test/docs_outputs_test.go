@@ -564,7 +564,11 @@ func checkConfigError(s *docSession, _ fencedBlock, lines []string) error {
 // waits for /rlconfig to report it.
 func checkRLConfig(s *docSession, _ fencedBlock, lines []string) error {
 	dir := copyConfig(s.t)
-	srv := startServer(s.t, map[string]string{"RLS_CONFIG_PATH": dir})
+	// The docs show a server started in the repository, with the relative
+	// RLS_CONFIG_PATH ./config, whose file names /rlconfig shows as they
+	// are; this one reads a copy at an absolute path, which it would show
+	// relative to the copy without RLS_RLCONFIG_SHOW_PATHS.
+	srv := startServer(s.t, map[string]string{"RLS_CONFIG_PATH": dir, "RLS_RLCONFIG_SHOW_PATHS": "true"})
 	defer srv.Stop()
 	normalize := func(l string) string {
 		l = strings.ReplaceAll(l, dir+string(filepath.Separator), "config/")

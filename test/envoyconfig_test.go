@@ -73,17 +73,19 @@ func TestEnvoyExampleConfiguration(t *testing.T) {
 }
 
 // TestServerStartsBeforeItsLimits starts the server binary on a directory
-// that does not exist yet: it serves, answers OK and is not ready until the
-// directory and a file appear.
+// that does not exist yet: it serves, answers OK and is live but not ready
+// until the directory and a file appear.
 func TestServerStartsBeforeItsLimits(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data", "ratelimit", "config")
 	srv := startServer(t, map[string]string{"RLS_CONFIG_PATH": dir})
 	ctx := context.Background()
 	assert.False(t, srv.Serving(ctx))
-	resp, err := http.Get("http://" + srv.HTTPAddr + "/healthcheck")
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	for path, want := range map[string]int{"/healthcheck": http.StatusOK, "/ready": http.StatusServiceUnavailable} {
+		resp, err := http.Get("http://" + srv.HTTPAddr + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, want, resp.StatusCode, "%s: live, not ready", path)
+	}
 	req := &rlsv3.RateLimitRequest{Domain: "late", Descriptors: []*ratelimitv3.RateLimitDescriptor{entry("k", "v")}}
 	answer, err := srv.Client.ShouldRateLimit(ctx, req)
 	require.NoError(t, err)

@@ -207,27 +207,17 @@ func checkPhase(t *testing.T, name string, stats map[string]*phaseStats, allDown
 	}
 }
 
-// waitHealth waits until every server's gRPC health and /healthcheck say
-// serving (or not).
+// waitHealth waits until every server's readiness, gRPC health and /ready,
+// says serving (or not).
 func waitHealth(t *testing.T, servers map[string]*serverProcess, serving bool, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for mode, srv := range servers {
 		require.Eventually(t, func() bool {
-			return srv.Serving(context.Background()) == serving && healthcheck(srv) == serving
+			return srv.Serving(context.Background()) == serving && srv.probe("/ready") == serving
 		}, within, 20*time.Millisecond, "mode %s: serving should become %v", mode, serving)
 	}
 	return time.Since(start)
-}
-
-// healthcheck reports whether /healthcheck answers 200.
-func healthcheck(srv *serverProcess) bool {
-	resp, err := http.Get("http://" + srv.HTTPAddr + "/healthcheck")
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
 
 // waitDecided waits until every server decides requests for every tenant
@@ -454,7 +444,8 @@ func TestStartupWhileRedisIsDown(t *testing.T) {
 	// It serves at once, unhealthy, with the failure mode's answers.
 	for mode, srv := range servers {
 		assert.False(t, srv.Serving(context.Background()), "mode %s: NOT_SERVING from the start", mode)
-		assert.False(t, healthcheck(srv), "mode %s: /healthcheck 503", mode)
+		assert.False(t, srv.probe("/ready"), "mode %s: /ready 503", mode)
+		assert.True(t, srv.probe("/healthcheck"), "mode %s: /healthcheck (liveness) 200", mode)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()

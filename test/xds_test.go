@@ -85,7 +85,9 @@ func TestXDSFromEnvoyGateway(t *testing.T) {
 	}
 
 	assert.False(t, srv.Serving(ctx), "not ready without limits")
-	code, body := httpGet(t, "http://"+srv.HTTPAddr+"/healthcheck")
+	code, _ := httpGet(t, "http://"+srv.HTTPAddr+"/healthcheck")
+	assert.Equal(t, http.StatusOK, code, "live while it waits for the xDS server")
+	code, body := httpGet(t, "http://"+srv.HTTPAddr+"/ready")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, body, "no rate limit configuration loaded")
 	assert.Equal(t, 5, admitted(rules, "alice", 5), "every descriptor unmatched")

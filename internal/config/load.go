@@ -1,12 +1,16 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 )
 
 // ErrNoConfig is wrapped by the error of Load, and of a Watcher's Check,
@@ -15,21 +19,39 @@ import (
 // case apart.
 var ErrNoConfig = errors.New("config: no configuration files")
 
+// DefaultReadTimeout bounds how long Load, and a Watcher whose options set
+// no ReadTimeout, wait for the files to be read.
+const DefaultReadTimeout = 10 * time.Second
+
 // Load reads the configuration at path and parses it with Parse. path is a
 // file, or a directory whose files are all read, in its subdirectories too,
-// as envoyproxy/ratelimit reads its runtime directory: every regular file,
-// whatever its name ends with, in lexical order of its path. Names starting
-// with '.' are skipped, files and directories, unless opts.DotFiles
-// (Kubernetes ConfigMap volumes keep their real files under such names,
-// ..data and ..2026_01_01_…, and expose them through symlinks). Symlinks to
-// files are followed, symlinks to directories are not, and other files
-// (sockets, devices) are skipped.
+// as envoyproxy/ratelimit reads its runtime directory: every file, whatever
+// its name ends with, in lexical order of its path. Names starting with '.'
+// are skipped, files and directories, unless opts.DotFiles (Kubernetes
+// ConfigMap volumes keep their real files under such names, ..data and
+// ..2026_01_01_…, and expose them through symlinks). Symlinks to files are
+// followed, symlinks to directories are not. A file to be read that is not a
+// regular file (a named pipe, a device or a socket, whose reads may never
+// end) is an error naming it.
+//
+// Load gives up waiting for the files after DefaultReadTimeout; use
+// LoadContext to choose the bound.
 //
 // Every error Load returns is an *Error. A path that does not exist, and a
 // directory without files, are errors that wrap ErrNoConfig; the first also
 // wraps fs.ErrNotExist. Load is safe for concurrent use.
 func Load(path string, opts Options) (*Config, error) {
-	s := scan(path, opts.DotFiles)
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultReadTimeout)
+	defer cancel()
+	return LoadContext(ctx, path, opts)
+}
+
+// LoadContext is Load that waits for the files only until ctx ends: a read
+// that hangs (a stuck network volume) then fails with an *Error naming the
+// file being read and wrapping ctx's error, and goes on in the background
+// until the operating system gives it up.
+func LoadContext(ctx context.Context, path string, opts Options) (*Config, error) {
+	s := startRead(path, opts.DotFiles).wait(ctx)
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -51,8 +73,68 @@ type scanned struct {
 	missing bool
 }
 
-// scan reads the files that Load parses.
-func scan(path string, dotFiles bool) scanned {
+// read is one scan of a path, in a goroutine of its own, so that a caller
+// can stop waiting for a read that hangs. It is safe for concurrent use.
+type read struct {
+	done chan struct{} // closed when the goroutine has finished
+	s    scanned
+
+	mu      sync.Mutex
+	current string // the file being read
+}
+
+// startRead starts scanning path.
+func startRead(path string, dotFiles bool) *read {
+	r := &read{done: make(chan struct{}), current: path}
+	go func() {
+		defer close(r.done)
+		r.s = scan(path, dotFiles, r.reading)
+	}()
+	return r
+}
+
+// reading records the file being read.
+func (r *read) reading(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.current = name
+}
+
+// finished reports whether the read has returned.
+func (r *read) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait returns what the scan found, or, when ctx ends first, a scanned
+// whose error is an *Error naming the file still being read.
+func (r *read) wait(ctx context.Context) scanned {
+	select {
+	case <-r.done:
+		return r.s
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return scanned{err: r.hungError(ctx.Err())}
+}
+
+// hungError is the error of a read still under way; r.mu must be held.
+func (r *read) hungError(cause error) *Error {
+	why := "gave up waiting for the read"
+	if errors.Is(cause, context.DeadlineExceeded) {
+		why = "the read did not finish in time"
+	}
+	return &Error{File: r.current, Msg: "cannot read: " + why + " (a hung volume?)", Err: cause}
+}
+
+// scan reads the files that Load parses, telling reading the name of each
+// before it is opened.
+func scan(path string, dotFiles bool, reading func(name string)) scanned {
 	info, err := os.Stat(path)
 	if err != nil {
 		s := scanned{err: fileError(path, err)}
@@ -67,9 +149,9 @@ func scan(path string, dotFiles bool) scanned {
 	}
 	if !info.IsDir() {
 		s := scanned{dirs: []string{filepath.Dir(path)}, file: filepath.Base(path)}
-		data, err := os.ReadFile(path)
+		data, err := readRegular(path, info, reading)
 		if err != nil {
-			s.err = fileError(path, err)
+			s.err = err
 			return s
 		}
 		s.files = []File{{Name: path, Data: data}}
@@ -103,13 +185,14 @@ func scan(path string, dotFiles bool) scanned {
 				s.err = fileError(full, err)
 			}
 			return nil
-		case !info.Mode().IsRegular():
+		case info.IsDir():
+			// A symlink to a directory, which is not entered.
 			return nil
 		}
-		data, err := os.ReadFile(full)
+		data, err := readRegular(full, info, reading)
 		if err != nil {
 			if s.err == nil {
-				s.err = fileError(full, err)
+				s.err = err
 			}
 			return nil
 		}
@@ -139,6 +222,47 @@ func existingAncestor(path string) string {
 			return dir
 		}
 	}
+}
+
+// readRegular reads the file name, which info describes, refusing any file
+// that is not a regular file: reading a named pipe waits for a writer that
+// may never come, and reading a device may never end. The file is checked
+// again once open, in case it was replaced in between.
+func readRegular(name string, info fs.FileInfo, reading func(string)) ([]byte, error) {
+	if !info.Mode().IsRegular() {
+		return nil, notRegular(name, info)
+	}
+	reading(name)
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fileError(name, err)
+	}
+	defer f.Close()
+	if info, err = f.Stat(); err != nil {
+		return nil, fileError(name, err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, notRegular(name, info)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fileError(name, err)
+	}
+	return data, nil
+}
+
+// notRegular is the error for a file that is not a regular file.
+func notRegular(name string, info fs.FileInfo) *Error {
+	kind := "not a regular file"
+	switch m := info.Mode(); {
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	case m&fs.ModeDevice != 0:
+		kind = "a device"
+	}
+	return &Error{File: name, Msg: fmt.Sprintf("cannot read: %s, not a regular file", kind)}
 }
 
 // fileError returns an *Error for a file that could not be read.

@@ -51,6 +51,11 @@ type WatchOptions struct {
 	// watch that cannot be set up. What is wrong with the configuration
 	// itself goes to Run's callback, not here. Nil discards them.
 	Logger *slog.Logger
+	// ReadTimeout bounds how long a Check waits for the files to be read.
+	// A read that hangs is not started again while it lasts: later Checks
+	// wait for it, each up to ReadTimeout, and report it as an error. Zero
+	// means DefaultReadTimeout.
+	ReadTimeout time.Duration
 	// WaitForFiles makes a path with nothing to load (one that does not
 	// exist yet, or an empty directory, as when a volume is mounted late)
 	// no error for NewWatcher: it returns the Watcher and a nil Config, and
@@ -59,6 +64,9 @@ type WatchOptions struct {
 }
 
 func (o WatchOptions) withDefaults() WatchOptions {
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
 	if o.PollInterval == 0 {
 		o.PollInterval = DefaultPollInterval
 	}
@@ -93,19 +101,21 @@ type Watcher struct {
 	mu      sync.Mutex
 	sum     [sha256.Size]byte // fingerprint of what the last Check read
 	scanned scanned           // what the last Check found, files aside
+	pending *read             // a read that outlasted its Check; nil when none
 	// watching lists the directories Run watches, after its last check.
 	watching []string
 
 	afterCheck func() // called after each of Run's checks; for tests
 }
 
-// NewWatcher loads the configuration at path as Load does and returns it,
-// with a Watcher that reloads it from there. Its errors are Load's, except
-// that with opts.WaitForFiles a path with nothing to load (an error
+// NewWatcher loads the configuration at path as LoadContext does, waiting
+// for the files until ctx ends or for the options' ReadTimeout, and returns
+// it with a Watcher that reloads it from there. Its errors are Load's,
+// except that with opts.WaitForFiles a path with nothing to load (an error
 // wrapping ErrNoConfig) returns the Watcher with a nil Config.
-func NewWatcher(path string, opts WatchOptions) (*Watcher, *Config, error) {
+func NewWatcher(ctx context.Context, path string, opts WatchOptions) (*Watcher, *Config, error) {
 	w := &Watcher{path: path, opts: opts.withDefaults()}
-	cfg, _, err := w.Check()
+	cfg, _, err := w.Check(ctx)
 	if err != nil {
 		if opts.WaitForFiles && errors.Is(err, ErrNoConfig) {
 			return w, nil, nil
@@ -123,10 +133,29 @@ func (w *Watcher) Path() string { return w.path }
 // Otherwise it reports changed true and either the new Config or the error,
 // an *Error as Load's, that keeps it from loading. A content that failed to
 // load is not reported again until it changes.
-func (w *Watcher) Check() (cfg *Config, changed bool, err error) {
+//
+// Check waits for the files until ctx ends or for the ReadTimeout, and a
+// read that takes longer is an error naming the file being read. Such a
+// read goes on in the background, and the next Check waits for it instead
+// of starting another: a hung volume holds one goroutine, not one per
+// Check.
+func (w *Watcher) Check(ctx context.Context) (cfg *Config, changed bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s := scan(w.path, w.opts.DotFiles)
+	r := w.pending
+	if r == nil {
+		r = startRead(w.path, w.opts.DotFiles)
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.opts.ReadTimeout)
+	defer cancel()
+	s := r.wait(ctx)
+	w.pending = nil
+	if !r.finished() {
+		w.pending = r
+		// What the hung read will find is unknown: keep watching what the
+		// last complete scan found.
+		s.dirs, s.file, s.missing = w.scanned.dirs, w.scanned.file, w.scanned.missing
+	}
 	files, err := s.files, s.err
 	s.files = nil
 	w.scanned = s
@@ -177,8 +206,10 @@ func fingerprint(files []File) [sha256.Size]byte {
 // the files from loading. It checks once at the start (for changes made
 // since NewWatcher), after every burst of file system notifications about
 // the path once it has been quiet for the debounce (or at the latest five
-// debounces after the burst began), and every poll interval. onChange is called from Run's goroutine only, one call at a
-// time; Run returns when ctx ends, not in the middle of a call.
+// debounces after the burst began), and every poll interval. onChange is
+// called from Run's goroutine only, one call at a time; Run returns when ctx
+// ends, not in the middle of a call, and without waiting for a read that
+// hangs.
 func (w *Watcher) Run(ctx context.Context, onChange func(*Config, error)) {
 	n := w.notifier()
 	defer n.close()
@@ -187,7 +218,10 @@ func (w *Watcher) Run(ctx context.Context, onChange func(*Config, error)) {
 		// now on; what was written into it before that is read by checking
 		// again, until no new directory turns up.
 		for range maxRescans {
-			cfg, changed, err := w.Check()
+			cfg, changed, err := w.Check(ctx)
+			if ctx.Err() != nil {
+				return
+			}
 			added := n.sync(w.watchPlan())
 			w.mu.Lock()
 			w.watching = n.watching()

@@ -97,7 +97,7 @@ func limits(c *Config) []string {
 // with the number of checks Run has made so far.
 func watch(t *testing.T, path string, opts WatchOptions) (*reports, *Config, *atomic.Int64) {
 	t.Helper()
-	w, cfg, err := NewWatcher(path, opts)
+	w, cfg, err := NewWatcher(context.Background(), path, opts)
 	require.NoError(t, err)
 	checks := new(atomic.Int64)
 	w.afterCheck = func() { checks.Add(1) }
@@ -347,7 +347,7 @@ func TestWatcherPollsWhatNotificationsMiss(t *testing.T) {
 func TestWatcherCheck(t *testing.T) {
 	dir := t.TempDir()
 	path := write(t, dir, "limits.yaml", limitsYAML("edge", 1))
-	w, cfg, err := NewWatcher(path, WatchOptions{})
+	w, cfg, err := NewWatcher(context.Background(), path, WatchOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, path, w.Path())
 	assert.Equal(t, []string{"edge=1"}, limits(cfg))
@@ -372,7 +372,7 @@ func TestWatcherCheck(t *testing.T) {
 		{"back as it was last loaded", func() { write(t, dir, "limits.yaml", limitsYAML("edge", 2)) }, want{changed: true, limits: []string{"edge=2"}}},
 	} {
 		step.change()
-		cfg, changed, err := w.Check()
+		cfg, changed, err := w.Check(context.Background())
 		assert.Equal(t, step.want.changed, changed, step.name)
 		if step.want.err != "" {
 			assert.Nil(t, cfg, step.name)
@@ -395,11 +395,11 @@ func TestWatcherFileRenamedIsAChange(t *testing.T) {
 	// Names are part of the content: the rules and errors quote them.
 	dir := t.TempDir()
 	a := write(t, dir, "a.yaml", limitsYAML("edge", 1))
-	w, _, err := NewWatcher(dir, WatchOptions{})
+	w, _, err := NewWatcher(context.Background(), dir, WatchOptions{})
 	require.NoError(t, err)
 	b := filepath.Join(dir, "b.yaml")
 	require.NoError(t, os.Rename(a, b))
-	cfg, changed, err := w.Check()
+	cfg, changed, err := w.Check(context.Background())
 	require.NoError(t, err)
 	require.True(t, changed)
 	assert.Equal(t, []string{b}, cfg.Files())
@@ -407,7 +407,7 @@ func TestWatcherFileRenamedIsAChange(t *testing.T) {
 
 func TestNewWatcherFailsAsLoad(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing.yaml")
-	_, _, err := NewWatcher(path, WatchOptions{})
+	_, _, err := NewWatcher(context.Background(), path, WatchOptions{})
 	var e *Error
 	require.True(t, errors.As(err, &e), "%v", err)
 	assert.Equal(t, path, e.File)

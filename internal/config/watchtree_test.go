@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -46,7 +47,7 @@ func TestWatcherSubdirectories(t *testing.T) {
 func TestWatcherWaitsForFiles(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "config", "limits")
-	_, _, err := NewWatcher(dir, WatchOptions{})
+	_, _, err := NewWatcher(context.Background(), dir, WatchOptions{})
 	require.ErrorIs(t, err, ErrNoConfig)
 
 	opts := notifyOnly

@@ -63,7 +63,7 @@ func execScripts(ctx context.Context, client redis.UniversalClient, calls []*scr
 	}
 	// Exec's error is the first failed command's; each command is inspected
 	// instead.
-	_, _ = pipe.Exec(ctx)
+	settle(pipe.Exec(ctx))
 
 	var missing []*scriptCall
 	for _, c := range calls {
@@ -78,7 +78,23 @@ func execScripts(ctx context.Context, client redis.UniversalClient, calls []*scr
 	for _, c := range missing {
 		c.cmd = pipe.Eval(ctx, c.script.src, c.keys, c.args...)
 	}
-	_, _ = pipe.Exec(ctx)
+	settle(pipe.Exec(ctx))
+}
+
+// settle gives err, the error of a pipeline's Exec, to each of its commands
+// that has neither a reply nor an error of its own: when the connection
+// cannot be set up (a refused AUTH: NOAUTH, WRONGPASS), go-redis reports it
+// from Exec only, and the commands would otherwise look answered with
+// nothing.
+func settle(cmds []redis.Cmder, err error) {
+	if err == nil {
+		return
+	}
+	for _, c := range cmds {
+		if cmd, ok := c.(*redis.Cmd); ok && cmd.Err() == nil && cmd.Val() == nil {
+			cmd.SetErr(err)
+		}
+	}
 }
 
 // callsError returns the first failure among calls that have run.

@@ -10,21 +10,33 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
-// Health tracks whether the service can serve: a configuration is loaded, the
-// backend is reachable and no shutdown has begun. It drives both
-// grpc.health.v1 and /healthcheck. It is safe for concurrent use; the zero
-// value is not usable, use NewHealth.
+// healthServiceNames are the grpc.health.v1 service names that report
+// readiness: the server as a whole (""), the RateLimitService, and
+// "ratelimit", the name envoyproxy/ratelimit reports under.
+var healthServiceNames = [...]string{"", rlsv3.RateLimitService_ServiceDesc.ServiceName, "ratelimit"}
+
+// Health tracks two things, for probes:
+//   - liveness: the process serves. True until shutdown begins; neither a
+//     backend outage nor limits not loaded yet make it false, since a
+//     restart would cure neither.
+//   - readiness: it can decide requests. Liveness, a configuration loaded,
+//     and the backend takes writes. It drives grpc.health.v1 for the service names "" (the
+//     server), "envoy.service.ratelimit.v3.RateLimitService" and "ratelimit"
+//     (envoyproxy/ratelimit's name).
+//
+// It is safe for concurrent use; the zero value is not usable, use
+// NewHealth.
 type Health struct {
 	server *health.Server
 
 	mu          sync.Mutex
-	backendDown string // why the backend is unreachable; "" when reachable
+	backendDown string // why the backend cannot serve; "" when it can
 	configured  bool
 	draining    bool
 }
 
-// NewHealth returns a Health that reports NOT_SERVING until a configuration
-// is loaded.
+// NewHealth returns a Health that is live, and not ready until a
+// configuration is loaded.
 func NewHealth() *Health {
 	h := &Health{server: health.NewServer()}
 	h.update()
@@ -42,7 +54,8 @@ func (h *Health) SetConfigLoaded(ok bool) {
 	h.update()
 }
 
-// SetBackendError records the backend's reachability: nil when reachable.
+// SetBackendError records whether the backend can serve: nil when it can,
+// else why not. The error's text is the reason Ready gives.
 func (h *Health) SetBackendError(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -53,7 +66,8 @@ func (h *Health) SetBackendError(err error) {
 	h.update()
 }
 
-// Shutdown marks the service as draining: NOT_SERVING from now on.
+// Shutdown marks the service as draining: neither live nor ready from now
+// on.
 func (h *Health) Shutdown() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -61,34 +75,52 @@ func (h *Health) Shutdown() {
 	h.update()
 }
 
-// Check returns whether the service can serve and, when it cannot, why.
-func (h *Health) Check() (bool, string) {
+// Live returns whether the process serves and, when it does not, why.
+func (h *Health) Live() (bool, string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	reasons := h.reasons()
+	reasons := h.liveReasons()
 	return len(reasons) == 0, strings.Join(reasons, "; ")
 }
 
-func (h *Health) reasons() []string {
-	var r []string
+// Ready returns whether the service can decide requests and, when it
+// cannot, why.
+func (h *Health) Ready() (bool, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	reasons := h.readyReasons()
+	return len(reasons) == 0, strings.Join(reasons, "; ")
+}
+
+// liveReasons says why the process does not serve: only a shutdown. Neither
+// a missing configuration (files mounted late, an xDS server not answering
+// yet) nor a backend outage is cured by a restart, so neither fails
+// liveness, as envoyproxy/ratelimit's /healthcheck by default.
+func (h *Health) liveReasons() []string {
 	if h.draining {
-		r = append(r, "shutting down")
+		return []string{"shutting down"}
 	}
+	return nil
+}
+
+func (h *Health) readyReasons() []string {
+	r := h.liveReasons()
 	if !h.configured {
 		r = append(r, "no rate limit configuration loaded")
 	}
 	if h.backendDown != "" {
-		r = append(r, "backend unreachable: "+h.backendDown)
+		r = append(r, h.backendDown)
 	}
 	return r
 }
 
-// update pushes the state to the gRPC health server; h.mu must be held.
+// update pushes readiness to the gRPC health server; h.mu must be held.
 func (h *Health) update() {
 	st := healthpb.HealthCheckResponse_SERVING
-	if len(h.reasons()) > 0 {
+	if len(h.readyReasons()) > 0 {
 		st = healthpb.HealthCheckResponse_NOT_SERVING
 	}
-	h.server.SetServingStatus("", st)
-	h.server.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
+	for _, name := range healthServiceNames {
+		h.server.SetServingStatus(name, st)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -19,8 +20,11 @@ import (
 const maxJSONBody = 4 << 20
 
 // HTTPHandler returns the service's HTTP endpoints:
-//   - /healthcheck: 200 OK when h says the service can serve, 503 with the
-//     reason otherwise;
+//   - /healthcheck: liveness, for the probes that envoyproxy/ratelimit's
+//     users point at it: 200 OK while h says the process serves (a backend
+//     outage included), 503 with the reason otherwise;
+//   - /ready: readiness: 200 OK when h says the service can decide
+//     requests, 503 with the reason otherwise;
 //   - /json: POST a RateLimitRequest as JSON, get the RateLimitResponse as
 //     JSON, with status 429 when over limit;
 //   - /rlconfig: the loaded limits, as text, opening with where and when
@@ -33,17 +37,15 @@ func (s *Service) HTTPHandler(h *Health, opts ...HTTPOption) *http.ServeMux {
 		opt(&o)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthcheck", func(w http.ResponseWriter, r *http.Request) {
-		ok, why := h.Check()
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, why)
-			return
-		}
-		fmt.Fprintln(w, "OK")
-	})
-	mux.HandleFunc("/json", s.serveJSON)
+	mux.Handle("/healthcheck", probe(h.Live))
+	mux.Handle("/ready", probe(h.Ready))
+	if o.jsonOff != "" {
+		mux.HandleFunc("/json", func(w http.ResponseWriter, r *http.Request) {
+			httpError(w, http.StatusForbidden, o.jsonOff)
+		})
+	} else {
+		mux.HandleFunc("/json", s.serveJSON)
+	}
 	mux.HandleFunc("/rlconfig", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		cfg := s.Config()
@@ -63,12 +65,32 @@ func (s *Service) HTTPHandler(h *Health, opts ...HTTPOption) *http.ServeMux {
 			}
 			return
 		}
+		var b strings.Builder
 		if o.configStatus != nil {
-			st.writeHeader(w)
+			st.writeHeader(&b)
 		}
-		fmt.Fprint(w, cfg.String())
+		b.WriteString(cfg.String())
+		text := b.String()
+		if o.configRoot != "" {
+			text = strings.ReplaceAll(text, o.configRoot, "")
+		}
+		fmt.Fprint(w, text)
 	})
 	return mux
+}
+
+// probe answers 200 OK when check passes, 503 with the reason otherwise.
+func probe(check func() (bool, string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok, why := check()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, why)
+			return
+		}
+		fmt.Fprintln(w, "OK")
+	})
 }
 
 // HTTPOption adds to what HTTPHandler serves.
@@ -76,6 +98,22 @@ type HTTPOption func(*httpOptions)
 
 type httpOptions struct {
 	configStatus func() ConfigStatus
+	jsonOff      string // why /json is not served; "" when it is
+	configRoot   string // the prefix /rlconfig leaves out of file names
+}
+
+// WithoutJSON makes /json answer 403 Forbidden with why, taking and giving
+// back nothing.
+func WithoutJSON(why string) HTTPOption {
+	return func(o *httpOptions) { o.jsonOff = why }
+}
+
+// WithConfigRoot makes /rlconfig name the configuration's files, and the
+// place it was loaded from, without the prefix root: "edge.yaml:4" for
+// "/etc/ratewarden/config/edge.yaml:4" with the root
+// "/etc/ratewarden/config/".
+func WithConfigRoot(root string) HTTPOption {
+	return func(o *httpOptions) { o.configRoot = root }
 }
 
 // WithConfigStatus makes /rlconfig show status's Config, opening with

@@ -15,8 +15,9 @@ import (
 // backend is a Limiter with the means to check and release it.
 type backend interface {
 	rls.Limiter
-	// Ping reports whether the backend is reachable.
-	Ping(ctx context.Context) error
+	// CheckWrites reports whether the backend would take the writes of
+	// decisions: nil when it would, else why not.
+	CheckWrites(ctx context.Context) error
 	// Prepare readies a reachable backend for fast first decisions.
 	Prepare(ctx context.Context) error
 	Close() error
@@ -48,7 +49,7 @@ func newBackend(s Settings, logger *slog.Logger) (backend, error) {
 // memoryBackend is the in-process backend: always reachable.
 type memoryBackend struct{ *algorithms.Memory }
 
-func (memoryBackend) Ping(context.Context) error { return nil }
+func (memoryBackend) CheckWrites(context.Context) error { return nil }
 
 func (memoryBackend) Prepare(context.Context) error { return nil }
 
@@ -63,7 +64,9 @@ type redisBackend struct {
 	client redis.UniversalClient
 }
 
-func (r redisBackend) Ping(ctx context.Context) error { return redisx.Ping(ctx, r.client) }
+func (r redisBackend) CheckWrites(ctx context.Context) error {
+	return redisx.CheckWrites(ctx, r.client)
+}
 
 func (r redisBackend) Close() error {
 	r.Limiter.Close()

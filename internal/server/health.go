@@ -2,16 +2,20 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
-// backendWatch pings the backend at a fixed interval and tells the service's
-// Health whether it answered, so that grpc.health.v1 and /healthcheck turn
-// NOT_SERVING while Redis is unreachable and SERVING again when it returns,
-// without a restart.
+// backendWatch checks at a fixed interval that the backend would take
+// writes, and tells the service's Health, so that readiness (grpc.health.v1
+// and /ready) turns NOT_SERVING while Redis is unreachable or refuses
+// writes, and SERVING again when it recovers, without a restart. Liveness
+// (/healthcheck) does not follow it.
 type backendWatch struct {
 	backend  backend
 	health   *rls.Health
@@ -27,18 +31,24 @@ type backendWatch struct {
 // node), which happens off the request path.
 const prepareTimeout = 5 * time.Second
 
-// check pings the backend once, bounded by the watch's timeout, reports the
-// outcome to health, and logs when reachability changes.
+// check checks the backend once, bounded by the watch's timeout, reports
+// the outcome to health, and logs when it changes.
 func (w *backendWatch) check(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
-	err := w.backend.Ping(ctx)
+	err := w.backend.CheckWrites(ctx)
+	switch {
+	case errors.Is(err, redisx.ErrWritesRefused):
+		err = fmt.Errorf("backend refuses writes: %w", err)
+	case err != nil:
+		err = fmt.Errorf("backend unreachable: %w", err)
+	}
 	w.health.SetBackendError(err)
 	switch {
 	case err != nil && !w.down:
-		w.log.Warn("backend unreachable: health is NOT_SERVING; requests get the failure mode", "err", err)
+		w.log.Warn("backend not ready: readiness is NOT_SERVING; requests get the failure mode", "err", err)
 	case err == nil && w.down:
-		w.log.Info("backend reachable again: health is SERVING")
+		w.log.Info("backend ready again: readiness is SERVING")
 	}
 	w.down = err != nil
 	if w.down {

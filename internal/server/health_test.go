@@ -31,7 +31,7 @@ func (b *flakyBackend) Prepare(context.Context) error {
 	return nil
 }
 
-func (b *flakyBackend) Ping(ctx context.Context) error {
+func (b *flakyBackend) CheckWrites(ctx context.Context) error {
 	b.pings.Add(1)
 	if b.hang.Load() {
 		<-ctx.Done()
@@ -71,7 +71,7 @@ func TestBackendWatchFollowsTheBackend(t *testing.T) {
 	w := &backendWatch{backend: b, health: h, interval: 5 * time.Millisecond, timeout: 20 * time.Millisecond,
 		log: slog.New(slog.NewTextHandler(&logs, nil))}
 
-	serving := func() bool { ok, _ := h.Check(); return ok }
+	serving := func() bool { ok, _ := h.Ready(); return ok }
 	w.check(context.Background())
 	require.True(t, serving())
 
@@ -79,7 +79,7 @@ func TestBackendWatchFollowsTheBackend(t *testing.T) {
 	defer stop()
 	b.down.Store(true)
 	require.Eventually(t, func() bool { return !serving() }, 2*time.Second, time.Millisecond)
-	_, why := h.Check()
+	_, why := h.Ready()
 	assert.Contains(t, why, "backend unreachable: dial tcp")
 	b.down.Store(false)
 	require.Eventually(t, serving, 2*time.Second, time.Millisecond)
@@ -87,7 +87,7 @@ func TestBackendWatchFollowsTheBackend(t *testing.T) {
 	// A backend that hangs is unreachable too: the ping's timeout ends it.
 	b.hang.Store(true)
 	require.Eventually(t, func() bool { return !serving() }, 2*time.Second, time.Millisecond)
-	_, why = h.Check()
+	_, why = h.Ready()
 	assert.Contains(t, why, "deadline exceeded")
 	b.hang.Store(false)
 	require.Eventually(t, serving, 2*time.Second, time.Millisecond)
@@ -101,8 +101,8 @@ func TestBackendWatchFollowsTheBackend(t *testing.T) {
 	assert.EqualValues(t, 3, b.prepares.Load())
 
 	// Each change is logged once, not each failed ping.
-	assert.Equal(t, 2, bytes.Count([]byte(logs.String()), []byte("backend unreachable")), logs.String())
-	assert.Equal(t, 2, bytes.Count([]byte(logs.String()), []byte("backend reachable again")), logs.String())
+	assert.Equal(t, 2, bytes.Count([]byte(logs.String()), []byte("backend not ready")), logs.String())
+	assert.Equal(t, 2, bytes.Count([]byte(logs.String()), []byte("backend ready again")), logs.String())
 }
 
 func TestRedisLogsGoToDebug(t *testing.T) {

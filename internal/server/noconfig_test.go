@@ -61,7 +61,9 @@ func TestServerWaitsForConfiguration(t *testing.T) {
 			ctx := context.Background()
 
 			assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, healthOf(t, s))
-			code, body := getBody(t, s.http+"/healthcheck")
+			code, _ := getBody(t, s.http+"/healthcheck")
+			assert.Equal(t, http.StatusOK, code, "live while it waits for files")
+			code, body := getBody(t, s.http+"/ready")
 			assert.Equal(t, http.StatusServiceUnavailable, code)
 			assert.Contains(t, body, "no rate limit configuration loaded")
 			code, _ = getBody(t, s.http+"/rlconfig")

@@ -27,7 +27,8 @@ func (s Settings) ConfigOptions() config.Options {
 	}
 }
 
-// loadConfig loads the limits at RLS_CONFIG_PATH. With RLS_CONFIG_WATCH it
+// loadConfig loads the limits at RLS_CONFIG_PATH, waiting for the files
+// until ctx ends or for RLS_CONFIG_READ_TIMEOUT. With RLS_CONFIG_WATCH it
 // also returns the Watcher that keeps them current, and a path with nothing
 // to load yet is no error: the Config is then nil until the Watcher finds
 // files. Without RLS_CONFIG_WATCH, the Watcher is nil and such a path is an
@@ -35,14 +36,16 @@ func (s Settings) ConfigOptions() config.Options {
 //
 // With limits from an xDS server, it returns an empty Config, which knows no
 // domain, for the service to answer with until the first update.
-func loadConfig(s Settings, logger *slog.Logger) (*config.Watcher, *config.Config, error) {
+func loadConfig(ctx context.Context, s Settings, logger *slog.Logger) (*config.Watcher, *config.Config, error) {
 	opts := s.ConfigOptions()
 	if s.configFromXDS() {
 		cfg, err := config.Parse(nil, opts)
 		return nil, cfg, err
 	}
 	if !s.ConfigWatch {
-		cfg, err := config.Load(s.ConfigPath, opts)
+		ctx, cancel := context.WithTimeout(ctx, s.ConfigReadTimeout)
+		defer cancel()
+		cfg, err := config.LoadContext(ctx, s.ConfigPath, opts)
 		if errors.Is(err, config.ErrNoConfig) {
 			return nil, nil, fmt.Errorf("server: RLS_CONFIG_PATH: nothing to load, and without RLS_CONFIG_WATCH nothing would be: %w", err)
 		}
@@ -52,9 +55,10 @@ func loadConfig(s Settings, logger *slog.Logger) (*config.Watcher, *config.Confi
 	if poll == 0 {
 		poll = -1 // the setting's 0 turns polling off; WatchOptions' means the default
 	}
-	return config.NewWatcher(s.ConfigPath, config.WatchOptions{
+	return config.NewWatcher(ctx, s.ConfigPath, config.WatchOptions{
 		Options:      opts,
 		PollInterval: poll,
+		ReadTimeout:  s.ConfigReadTimeout,
 		Logger:       logger,
 		WaitForFiles: true,
 	})

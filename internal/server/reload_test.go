@@ -147,7 +147,7 @@ func TestConfigReloadChangesAnswersWithoutFailingARequest(t *testing.T) {
 	assert.NoError(t, reloads.all()[len(reloads.all())-1])
 	code, body := getBody(t, s.http+"/rlconfig")
 	assert.Equal(t, http.StatusOK, code)
-	assert.Regexp(t, `^loaded: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ from `+regexp.QuoteMeta(dir)+` \(1 file\)\n\n`, body)
+	assert.Regexp(t, `^loaded: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ from `+regexp.QuoteMeta(filepath.Base(dir))+` \(1 file\)\n\n`, body)
 	assert.Contains(t, body, "requests_per_unit=7 ")
 	assert.NotContains(t, body, "last reload error")
 }
@@ -172,7 +172,7 @@ func TestConfigReloadFailureKeepsTheLimitsInForce(t *testing.T) {
 	assert.EqualValues(t, 3, rpu, "the previous limits stay in force")
 	code, body := getBody(t, s.http+"/rlconfig")
 	assert.Equal(t, http.StatusOK, code)
-	assert.Regexp(t, `^loaded: \S+ from `+regexp.QuoteMeta(dir)+` \(1 file\)\nlast reload error: \S+Z: `+regexp.QuoteMeta(bad)+`:4: descriptors\[0\]\.rate_limit\.unit: `, body)
+	assert.Regexp(t, `^loaded: \S+ from `+regexp.QuoteMeta(filepath.Base(dir))+` \(1 file\)\nlast reload error: \S+Z: `+regexp.QuoteMeta(filepath.Base(bad))+`:4: descriptors\[0\]\.rate_limit\.unit: `, body)
 	assert.Contains(t, body, "requests_per_unit=3 ")
 	code, _ = getBody(t, s.http+"/healthcheck")
 	assert.Equal(t, http.StatusOK, code, "a failed reload leaves the server serving")
@@ -181,7 +181,7 @@ func TestConfigReloadFailureKeepsTheLimitsInForce(t *testing.T) {
 	require.Eventually(t, func() bool { return len(reloads.all()) == 2 }, 2*time.Second, tick)
 	assert.NoError(t, reloads.all()[1])
 	_, body = getBody(t, s.http+"/rlconfig")
-	assert.Regexp(t, `^loaded: \S+ from `+regexp.QuoteMeta(dir)+` \(2 files\)\n\n`, body)
+	assert.Regexp(t, `^loaded: \S+ from `+regexp.QuoteMeta(filepath.Base(dir))+` \(2 files\)\n\n`, body)
 	assert.Contains(t, body, `domain "other"`)
 }
 
@@ -255,5 +255,34 @@ func TestRLConfigOfAFile(t *testing.T) {
 	s := start(t, map[string]string{"RLS_CONFIG_PATH": path})
 	_, body := getBody(t, s.http+"/rlconfig")
 	first, _, _ := strings.Cut(body, "\n")
-	assert.Regexp(t, `^loaded: \S+ from `+regexp.QuoteMeta(path)+` \(1 file\)$`, first)
+	assert.Regexp(t, `^loaded: \S+ from limits\.yml \(1 file\)$`, first)
+	assert.Contains(t, body, "(limits.yml:1)")
+}
+
+// TestRLConfigShowsNoAbsolutePaths: /rlconfig names the files relative to
+// an absolute RLS_CONFIG_PATH, in the rules and in reload errors, unless
+// RLS_RLCONFIG_SHOW_PATHS asks for the full paths.
+func TestRLConfigShowsNoAbsolutePaths(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "limits.yaml"), []byte(reloadYAML(5)), 0o644))
+	s := start(t, map[string]string{"RLS_CONFIG_PATH": dir, "RLS_CONFIG_POLL_INTERVAL": "50ms"})
+	reloaded := make(chan error, 10)
+	s.srv.OnConfigReload(func(err error) { reloaded <- err })
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n"), 0o644))
+	select {
+	case err := <-reloaded:
+		require.Error(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reload")
+	}
+	_, body := getBody(t, s.http+"/rlconfig")
+	assert.NotContains(t, body, dir)
+	assert.Contains(t, body, "(limits.yaml:1)")
+	assert.Contains(t, body, ": broken.yaml:4: descriptors[0].rate_limit.unit")
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "broken.yaml")))
+	shown := start(t, map[string]string{"RLS_CONFIG_PATH": dir, "RLS_RLCONFIG_SHOW_PATHS": "true", "RLS_CONFIG_WATCH": "false"})
+	_, body = getBody(t, shown.http+"/rlconfig")
+	assert.Contains(t, body, "from "+dir+" (1 file)")
+	assert.Contains(t, body, "("+filepath.Join(dir, "limits.yaml")+":1)")
 }

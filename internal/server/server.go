@@ -46,8 +46,12 @@ type Server struct {
 
 	grpcLis net.Listener
 	httpLis net.Listener
-	grpc    *grpc.Server
-	http    *http.Server
+	// grpcServe and httpServe are the listeners served: grpcLis and
+	// httpLis with their connection limits.
+	grpcServe net.Listener
+	httpServe net.Listener
+	grpc      *grpc.Server
+	http      *http.Server
 	// side holds the listeners beside gRPC and HTTP (listeners.go).
 	side []*sideListener
 }
@@ -61,7 +65,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	if s.compat != nil {
 		s.compat.log(logger)
 	}
-	watcher, cfg, err := loadConfig(s, logger)
+	watcher, cfg, err := loadConfig(ctx, s, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -80,6 +84,13 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	grpcTLS, err := newGRPCTLS(s, logger, time.Now())
 	if err != nil {
 		return nil, err
+	}
+	httpTLS, err := newHTTPTLS(s, logger, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	if why := s.jsonOff(); why != "" {
+		logger.Info("/json is not served", "why", why)
 	}
 
 	routeRedisLogs(logger)
@@ -149,8 +160,12 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		b.Close()
 		return nil, err
 	}
+	srv.grpcServe = boundedListener(srv.grpcLis, s.GRPCMaxConnections)
+	if srv.httpLis != nil {
+		srv.httpServe = boundedListener(srv.httpLis, s.HTTPMaxConnections)
+	}
 
-	grpcOpts := GRPCServerOptions()
+	grpcOpts := append(GRPCServerOptions(), s.grpcBoundOptions()...)
 	if srv.tracer != nil {
 		grpcOpts = append(grpcOpts, srv.tracer.ServerOptions()...)
 	}
@@ -161,11 +176,22 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	rlsv3.RegisterRateLimitServiceServer(srv.grpc, srv.service)
 	healthpb.RegisterHealthServer(srv.grpc, srv.health.Server())
 	reflection.Register(srv.grpc)
-	mux := srv.service.HTTPHandler(srv.health, rls.WithConfigStatus(srv.config.Status))
+	mux := srv.service.HTTPHandler(srv.health, srv.httpOptions(cfg)...)
 	mux.Handle("/metrics", srv.metrics.Handler())
+	var handler http.Handler = mux
+	if httpTLS.mutual() {
+		handler = requireClientCert(mux)
+	}
 	srv.http = &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:        handler,
+		ReadTimeout:    s.HTTPReadTimeout,
+		WriteTimeout:   s.HTTPWriteTimeout,
+		IdleTimeout:    s.HTTPIdleTimeout,
+		MaxHeaderBytes: s.HTTPMaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+	if httpTLS != nil {
+		srv.http.TLSConfig = httpTLS.config()
 	}
 	return srv, nil
 }
@@ -195,9 +221,15 @@ func (srv *Server) HTTPAddr() net.Addr {
 // and in-flight calls get up to RLS_SHUTDOWN_TIMEOUT to finish.
 func (srv *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 2+len(srv.side))
-	go func() { errc <- srv.grpc.Serve(srv.grpcLis) }()
+	go func() { errc <- srv.grpc.Serve(srv.grpcServe) }()
 	if srv.httpLis != nil {
-		go func() { errc <- srv.http.Serve(srv.httpLis) }()
+		go func() {
+			if srv.http.TLSConfig != nil {
+				errc <- srv.http.ServeTLS(srv.httpServe, "", "")
+				return
+			}
+			errc <- srv.http.Serve(srv.httpServe)
+		}()
 	}
 	srv.serveSide(errc)
 	srv.log.Info("serving", "grpc", srv.GRPCAddr().String(), "http", addrString(srv.HTTPAddr()), "metrics", addrString(srv.MetricsAddr()), "backend", srv.settings.Backend)

@@ -27,7 +27,7 @@ const EnvPrefix = "RLS"
 // PrintUsage prints the same list.
 type Settings struct {
 	GRPCAddr   string `split_words:"true" default:":8081" desc:"gRPC listen address (RateLimitService, health, reflection)"`
-	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /json, /rlconfig, /metrics); empty disables HTTP"`
+	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /ready, /json, /rlconfig, /metrics); empty disables HTTP"`
 	ConfigPath string `split_words:"true" default:"./config" desc:"limits YAML: a file, or a directory whose files, in its subdirectories too, are all read"`
 
 	// ConfigSource and the XDS fields: see xds.go.
@@ -73,8 +73,8 @@ type Settings struct {
 
 	ResponseDynamicMetadata bool `split_words:"true" default:"false" desc:"answer with dynamic metadata: the request's domain, descriptors and hits, and the metadata of the rules that admitted it"`
 
-	BackendHealthInterval time.Duration `split_words:"true" default:"1s" desc:"how often the backend is pinged for grpc.health.v1 and /healthcheck"`
-	BackendHealthTimeout  time.Duration `split_words:"true" default:"250ms" desc:"longest wait for one health ping of the backend"`
+	BackendHealthInterval time.Duration `split_words:"true" default:"1s" desc:"how often the backend is checked for readiness (grpc.health.v1 and /ready): that it takes writes"`
+	BackendHealthTimeout  time.Duration `split_words:"true" default:"250ms" desc:"longest wait for one readiness check of the backend"`
 
 	// Redis is read from RLS_REDIS_*: RLS_REDIS_ADDRS, RLS_REDIS_MODE, ….
 	Redis     redisx.Options
@@ -120,6 +120,34 @@ type Settings struct {
 	TracingServiceNamespace  string `split_words:"true" desc:"service.namespace of the traces; empty: none, or what OTEL_RESOURCE_ATTRIBUTES says"`
 	TracingServiceInstanceID string `split_words:"true" desc:"service.instance.id of the traces, such as the pod's name; empty: none, or what OTEL_RESOURCE_ATTRIBUTES says"`
 	TracingSamplingRate      string `split_words:"true" desc:"share of the traces that start here to sample, in [0, 1], besides every trace the caller sampled; empty: as OTEL_TRACES_SAMPLER says (all, by default)"`
+
+	ConfigReadTimeout time.Duration `split_words:"true" default:"10s" desc:"longest wait for the files of RLS_CONFIG_PATH to be read, at startup and at each reload; a read that hangs (a stuck volume) is an error naming the file, and the limits in force stay"`
+
+	// Bounds on what one client can hold (see docs/operations.md, "Bounds
+	// on clients").
+	HTTPReadTimeout    time.Duration `split_words:"true" default:"10s" desc:"longest time to read an HTTP request, headers and body; a slower client's connection is closed"`
+	HTTPWriteTimeout   time.Duration `split_words:"true" default:"10s" desc:"longest time to write an HTTP response, from the end of the request's headers"`
+	HTTPIdleTimeout    time.Duration `split_words:"true" default:"60s" desc:"how long an HTTP keep-alive connection may wait for its next request"`
+	HTTPMaxHeaderBytes int           `split_words:"true" default:"65536" desc:"largest HTTP request header, in bytes; larger requests get 431"`
+	HTTPMaxConnections int           `split_words:"true" default:"1024" desc:"most HTTP connections open at once; further ones wait in the kernel's backlog, refused once it is full, until one closes"`
+
+	GRPCMaxConnections       int           `split_words:"true" default:"4096" desc:"most gRPC connections open at once; further ones wait in the kernel's backlog, refused once it is full, until one closes"`
+	GRPCMaxConcurrentStreams uint32        `split_words:"true" default:"1024" desc:"most calls at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); Envoy opens another connection past it"`
+	GRPCMaxCalls             int           `split_words:"true" default:"4096" desc:"gRPC calls open at once on all connections past which a new call must send its request within 10ms, not RLS_GRPC_READ_TIMEOUT, or is cancelled (each open call holds 10 to 20 KiB)"`
+	GRPCReadTimeout          time.Duration `split_words:"true" default:"5s" desc:"longest time for a new gRPC connection's handshake, and for a call's request message after its headers; a call that sends no request in time is cancelled"`
+	GRPCKeepaliveMinTime     time.Duration `split_words:"true" default:"1s" desc:"shortest interval at which a client may send keepalive pings, with or without calls; a client pinging more often is disconnected (too_many_pings)"`
+	GRPCKeepaliveTime        time.Duration `split_words:"true" default:"30s" desc:"after this long without a frame from a client, the server pings it (at least 1s)"`
+	GRPCKeepaliveTimeout     time.Duration `split_words:"true" default:"10s" desc:"a client that does not answer the server's ping within this is taken for dead and disconnected"`
+	GRPCMaxConnectionIdle    time.Duration `split_words:"true" default:"15m" desc:"a gRPC connection without calls for this long is closed (GOAWAY); 0s keeps idle connections"`
+	GRPCMaxConnectionAge     time.Duration `split_words:"true" default:"0s" desc:"a gRPC connection older than this is closed (GOAWAY, calls get 30s to finish), to spread clients over new replicas; 0s keeps connections for life"`
+
+	// HTTP's TLS, like gRPC's; the fields are spelled Tls, Ca and Json so
+	// that split_words makes RLS_HTTP_TLS_CERT_FILE, RLS_HTTP_JSON.
+	HTTPTlsCertFile     string `split_words:"true" desc:"PEM certificate chain of the HTTP server; with RLS_HTTP_TLS_KEY_FILE, HTTP is served over TLS 1.2 or later (HTTPS), and the files are re-read when they change"`
+	HTTPTlsKeyFile      string `split_words:"true" desc:"PEM private key of RLS_HTTP_TLS_CERT_FILE"`
+	HTTPTlsClientCaFile string `split_words:"true" desc:"PEM CA certificates: every HTTP endpoint but /healthcheck and /ready needs a client certificate they signed (mutual TLS); needs RLS_HTTP_TLS_CERT_FILE"`
+	HTTPJson            string `split_words:"true" default:"auto" desc:"serve /json: on, off, or auto: on unless gRPC requires client certificates (RLS_GRPC_TLS_CLIENT_CA_FILE) and HTTP does not (RLS_HTTP_TLS_CLIENT_CA_FILE), so that no one takes quota over HTTP without the certificate gRPC demands"`
+	RlconfigShowPaths   bool   `split_words:"true" default:"false" desc:"show the full paths of the limits files in /rlconfig; by default it names them relative to RLS_CONFIG_PATH"`
 
 	// CompatEnv reads envoyproxy/ratelimit's variables where no RLS_ one is
 	// set (compatenv.go).
@@ -206,6 +234,21 @@ func (s Settings) Validate() error {
 	}
 	if s.ShutdownDelay < 0 || s.ShutdownTimeout < 0 {
 		return fmt.Errorf("server: RLS_SHUTDOWN_DELAY and RLS_SHUTDOWN_TIMEOUT must not be negative")
+	}
+	if err := s.validateConnBounds(); err != nil {
+		return err
+	}
+	if (s.HTTPTlsCertFile == "") != (s.HTTPTlsKeyFile == "") {
+		return fmt.Errorf("server: RLS_HTTP_TLS_CERT_FILE and RLS_HTTP_TLS_KEY_FILE go together: set both or neither")
+	}
+	if s.HTTPTlsClientCaFile != "" && s.HTTPTlsCertFile == "" {
+		return fmt.Errorf("server: RLS_HTTP_TLS_CLIENT_CA_FILE needs RLS_HTTP_TLS_CERT_FILE and RLS_HTTP_TLS_KEY_FILE")
+	}
+	if s.HTTPJson != "auto" && s.HTTPJson != "on" && s.HTTPJson != "off" {
+		return fmt.Errorf("server: RLS_HTTP_JSON %q is not auto, on or off", s.HTTPJson)
+	}
+	if s.ConfigReadTimeout <= 0 {
+		return fmt.Errorf("server: RLS_CONFIG_READ_TIMEOUT must be positive, not %s", s.ConfigReadTimeout)
 	}
 	if s.ConfigPollInterval < 0 {
 		return fmt.Errorf("server: RLS_CONFIG_POLL_INTERVAL must not be negative, not %s", s.ConfigPollInterval)
@@ -305,4 +348,55 @@ func PrintUsage(w io.Writer) error {
 		return fmt.Errorf("server: %w", err)
 	}
 	return tw.Flush()
+}
+
+// validateConnBounds checks the bounds on connections, streams and reads.
+func (s Settings) validateConnBounds() error {
+	for _, d := range []struct {
+		env string
+		v   time.Duration
+	}{
+		{"RLS_HTTP_READ_TIMEOUT", s.HTTPReadTimeout},
+		{"RLS_HTTP_WRITE_TIMEOUT", s.HTTPWriteTimeout},
+		{"RLS_HTTP_IDLE_TIMEOUT", s.HTTPIdleTimeout},
+		{"RLS_GRPC_READ_TIMEOUT", s.GRPCReadTimeout},
+		{"RLS_GRPC_KEEPALIVE_MIN_TIME", s.GRPCKeepaliveMinTime},
+		{"RLS_GRPC_KEEPALIVE_TIME", s.GRPCKeepaliveTime},
+		{"RLS_GRPC_KEEPALIVE_TIMEOUT", s.GRPCKeepaliveTimeout},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("server: %s must be positive, not %s", d.env, d.v)
+		}
+	}
+	if s.GRPCMaxConnectionIdle < 0 || s.GRPCMaxConnectionAge < 0 {
+		return fmt.Errorf("server: RLS_GRPC_MAX_CONNECTION_IDLE and RLS_GRPC_MAX_CONNECTION_AGE must not be negative")
+	}
+	if s.HTTPMaxHeaderBytes < 1024 {
+		return fmt.Errorf("server: RLS_HTTP_MAX_HEADER_BYTES must be at least 1024, not %d", s.HTTPMaxHeaderBytes)
+	}
+	if s.HTTPMaxConnections < 1 {
+		return fmt.Errorf("server: RLS_HTTP_MAX_CONNECTIONS must be at least 1, not %d", s.HTTPMaxConnections)
+	}
+	if s.GRPCMaxConnections < 1 {
+		return fmt.Errorf("server: RLS_GRPC_MAX_CONNECTIONS must be at least 1, not %d", s.GRPCMaxConnections)
+	}
+	if s.GRPCMaxCalls < 1 {
+		return fmt.Errorf("server: RLS_GRPC_MAX_CALLS must be at least 1, not %d", s.GRPCMaxCalls)
+	}
+	if s.GRPCMaxConcurrentStreams < 1 {
+		return fmt.Errorf("server: RLS_GRPC_MAX_CONCURRENT_STREAMS must be at least 1, not %d", s.GRPCMaxConcurrentStreams)
+	}
+	return nil
+}
+
+// jsonOff returns why /json is not served, or "" when it is.
+func (s Settings) jsonOff() string {
+	switch {
+	case s.HTTPJson == "off":
+		return "rls: /json is off (RLS_HTTP_JSON=off)"
+	case s.HTTPJson == "auto" && s.GRPCTlsClientCaFile != "" && s.HTTPTlsClientCaFile == "":
+		return "rls: /json is off: gRPC requires client certificates and HTTP does not; " +
+			"set RLS_HTTP_TLS_CLIENT_CA_FILE to require them on HTTP too, or RLS_HTTP_JSON=on to serve /json without them"
+	}
+	return ""
 }

@@ -18,65 +18,103 @@ import (
 // per interval, when a handshake needs them.
 const recheckEvery = time.Second
 
-// grpcTLS is the gRPC server's TLS: its certificate and, for mutual TLS,
-// the CAs that client certificates must chain to. Both are read from their
-// files again when the files change, so a rotated certificate (by
-// cert-manager, say) is served from the next handshake on without a
-// restart. It is safe for concurrent use.
-type grpcTLS struct {
-	cert      *reloading[*tls.Certificate]
-	clientCAs *reloading[*x509.CertPool] // nil without mutual TLS
+// serverTLS is the TLS of a server, gRPC's or HTTP's: its certificate and,
+// for mutual TLS, the CAs that client certificates must chain to. Both are
+// read from their files again when the files change, so a rotated
+// certificate (by cert-manager, say) is served from the next handshake on
+// without a restart. It is safe for concurrent use.
+type serverTLS struct {
+	cert       *reloading[*tls.Certificate]
+	clientCAs  *reloading[*x509.CertPool] // nil without mutual TLS
+	nextProtos []string
+	// clientAuth is how client certificates are asked for with mutual TLS.
+	clientAuth tls.ClientAuthType
 }
 
-// newGRPCTLS reads the TLS files the settings name, or returns nil when
-// they name none. Its errors name the variable at fault.
-func newGRPCTLS(s Settings, logger *slog.Logger, now time.Time) (*grpcTLS, error) {
-	if s.GRPCTlsCertFile == "" {
+// tlsSettings names the files of one server's TLS, each with its variable.
+type tlsSettings struct {
+	what                string // "gRPC" or "HTTP"
+	cert, key, clientCA envFile
+	nextProtos          []string
+	clientAuth          tls.ClientAuthType
+}
+
+// newGRPCTLS reads the gRPC TLS files the settings name, or returns nil
+// when they name none. With mutual TLS every client must present a
+// certificate. Its errors name the variable at fault.
+func newGRPCTLS(s Settings, logger *slog.Logger, now time.Time) (*serverTLS, error) {
+	return newServerTLS(tlsSettings{
+		what:       "gRPC",
+		cert:       envFile{"RLS_GRPC_TLS_CERT_FILE", s.GRPCTlsCertFile},
+		key:        envFile{"RLS_GRPC_TLS_KEY_FILE", s.GRPCTlsKeyFile},
+		clientCA:   envFile{"RLS_GRPC_TLS_CLIENT_CA_FILE", s.GRPCTlsClientCaFile},
+		nextProtos: []string{"h2"},
+		clientAuth: tls.RequireAndVerifyClientCert,
+	}, logger, now)
+}
+
+// newHTTPTLS reads the HTTP TLS files the settings name, or returns nil
+// when they name none. With mutual TLS a client certificate is verified
+// when one is presented, and the handler decides which paths need one:
+// the probes cannot present any.
+func newHTTPTLS(s Settings, logger *slog.Logger, now time.Time) (*serverTLS, error) {
+	return newServerTLS(tlsSettings{
+		what:       "HTTP",
+		cert:       envFile{"RLS_HTTP_TLS_CERT_FILE", s.HTTPTlsCertFile},
+		key:        envFile{"RLS_HTTP_TLS_KEY_FILE", s.HTTPTlsKeyFile},
+		clientCA:   envFile{"RLS_HTTP_TLS_CLIENT_CA_FILE", s.HTTPTlsClientCaFile},
+		nextProtos: []string{"h2", "http/1.1"},
+		clientAuth: tls.VerifyClientCertIfGiven,
+	}, logger, now)
+}
+
+// newServerTLS reads the files ts names, or returns nil when it names no
+// certificate.
+func newServerTLS(ts tlsSettings, logger *slog.Logger, now time.Time) (*serverTLS, error) {
+	if ts.cert.path == "" {
 		return nil, nil
 	}
-	var t grpcTLS
+	t := serverTLS{nextProtos: ts.nextProtos, clientAuth: ts.clientAuth}
 	var err error
-	t.cert, err = newReloading("gRPC TLS certificate", []envFile{
-		{"RLS_GRPC_TLS_CERT_FILE", s.GRPCTlsCertFile},
-		{"RLS_GRPC_TLS_KEY_FILE", s.GRPCTlsKeyFile},
-	}, parseKeyPair, describeCert, logger, now)
+	t.cert, err = newReloading(ts.what+" TLS certificate", []envFile{ts.cert, ts.key}, parseKeyPair, describeCert, logger, now)
 	if err != nil {
 		return nil, err
 	}
-	if s.GRPCTlsClientCaFile != "" {
-		t.clientCAs, err = newReloading("gRPC TLS client CA", []envFile{
-			{"RLS_GRPC_TLS_CLIENT_CA_FILE", s.GRPCTlsClientCaFile},
-		}, parseCAs, nil, logger, now)
+	if ts.clientCA.path != "" {
+		t.clientCAs, err = newReloading(ts.what+" TLS client CA", []envFile{ts.clientCA}, parseCAs, nil, logger, now)
 		if err != nil {
 			return nil, err
 		}
 	}
 	leaf := t.cert.get(now).Leaf
-	logger.Info("gRPC serves TLS", "cert_file", s.GRPCTlsCertFile, "client_ca_file", s.GRPCTlsClientCaFile,
+	logger.Info(ts.what+" serves TLS", "cert_file", ts.cert.path, "client_ca_file", ts.clientCA.path,
 		"subject", leaf.Subject.String(), "serial", leaf.SerialNumber.String(), "not_after", leaf.NotAfter)
 	return &t, nil
 }
 
+// mutual reports whether client certificates are verified.
+func (t *serverTLS) mutual() bool { return t != nil && t.clientCAs != nil }
+
 // config returns the server's tls.Config: TLS 1.2 or later, with the
-// current certificate and, for mutual TLS, client certificates required and
-// verified against the current CAs. It speaks HTTP/2 only, as gRPC does.
-func (t *grpcTLS) config() *tls.Config {
+// current certificate and, for mutual TLS, client certificates asked for
+// and verified against the current CAs.
+func (t *serverTLS) config() *tls.Config {
 	getCertificate := func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 		return t.cert.get(time.Now()), nil
 	}
 	c := &tls.Config{
 		MinVersion:     tls.VersionTLS12,
-		NextProtos:     []string{"h2"},
+		NextProtos:     t.nextProtos,
 		GetCertificate: getCertificate,
 	}
 	if t.clientCAs != nil {
-		c.ClientAuth = tls.RequireAndVerifyClientCert
+		c.ClientAuth = t.clientAuth
 		c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			return &tls.Config{
 				MinVersion:     tls.VersionTLS12,
-				NextProtos:     []string{"h2"},
+				NextProtos:     t.nextProtos,
 				GetCertificate: getCertificate,
-				ClientAuth:     tls.RequireAndVerifyClientCert,
+				ClientAuth:     t.clientAuth,
 				ClientCAs:      t.clientCAs.get(time.Now()),
 			}, nil
 		}

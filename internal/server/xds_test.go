@@ -95,7 +95,9 @@ func TestXDSServesEnvoyGatewayLimits(t *testing.T) {
 
 	// Before the first update.
 	assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, healthOf(t, s))
-	code, body := getBody(t, s.http+"/healthcheck")
+	code, _ := getBody(t, s.http+"/healthcheck")
+	assert.Equal(t, http.StatusOK, code, "live while it waits for the xDS server")
+	code, body := getBody(t, s.http+"/ready")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, body, "no rate limit configuration loaded")
 	code, body = getBody(t, s.http+"/rlconfig")
