@@ -15,10 +15,11 @@ import (
 // request that finds a worker idle is sent at once: coalescing adds no wait,
 // it only gathers what is already waiting. It is safe for concurrent use.
 type coalescer struct {
-	client redis.UniversalClient
-	queue  chan *batch
-	stop   chan struct{}
-	done   chan struct{}
+	client  redis.UniversalClient
+	retries int // see execScripts
+	queue   chan *batch
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // errClosed is returned by a closed Limiter.
@@ -37,10 +38,11 @@ type batch struct {
 // newCoalescer starts workers goroutines sending calls through client.
 func newCoalescer(client redis.UniversalClient, workers int) *coalescer {
 	c := &coalescer{
-		client: client,
-		queue:  make(chan *batch, 4*maxCoalesced),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		client:  client,
+		retries: clientRetries(client),
+		queue:   make(chan *batch, 4*maxCoalesced),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	finished := make(chan struct{}, workers)
 	for range workers {
@@ -149,7 +151,7 @@ func (c *coalescer) send(batches []*batch, calls []*scriptCall) []*scriptCall {
 		ctx, cancel = context.WithDeadline(ctx, latest)
 		defer cancel()
 	}
-	execScripts(ctx, c.client, calls)
+	execScripts(ctx, c.client, calls, c.retries)
 	for _, b := range live {
 		b.err <- callsError(b.calls)
 	}

@@ -149,8 +149,10 @@ func (l *Limiter) run(ctx context.Context, calls []*scriptCall) error {
 //
 // Do returns an error wrapping algorithms.ErrInvalidLimit when an Op's limit
 // is invalid, and an error wrapping the Redis or context error when Redis
-// could not decide; scripts missing from a node's cache are loaded and run
-// again, nothing else is retried.
+// could not decide. A script is never sent twice once it may have run (see
+// execScripts): scripts missing from a node's cache are loaded and run again,
+// and a script that certainly did not run is sent again as the client's
+// MaxRetries allow; nothing else is retried.
 func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	for i := range ops {
 		if err := ops[i].Limit.Validate(); err != nil {
