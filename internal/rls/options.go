@@ -58,8 +58,17 @@ type Options struct {
 	RefundOnDeny bool
 	// FailureMode applies when the backend fails or exceeds BackendTimeout.
 	FailureMode FailureMode
-	// BackendTimeout bounds each call to the backend.
+	// BackendTimeout bounds the backend calls of one request together: its
+	// take and the refund of a denied request share one deadline, set when
+	// the request arrives. 0 sets no deadline of the service's own (for a
+	// backend that never waits).
 	BackendTimeout time.Duration
+	// DeadlineReserve is the time kept, of a caller's own gRPC deadline, for
+	// the answer to reach it: a request's backend calls end by the caller's
+	// deadline less DeadlineReserve when that comes before BackendTimeout
+	// does, so that the failure mode's answer, not the caller's timeout,
+	// decides.
+	DeadlineReserve time.Duration
 	// BreakerFailures is how many consecutive backend failures open the
 	// circuit breaker, which then answers with the FailureMode at once,
 	// without calling the backend, for BreakerCooldown; after that one probe
@@ -80,7 +89,8 @@ type Options struct {
 
 // DefaultOptions returns the options the service runs with when nothing is
 // configured: sliding window counter, refunds on, failure mode error, 10 ms
-// backend timeout, a circuit breaker that opens for 1s after 20 consecutive
+// backend timeout per request (less a 2ms reserve of a shorter caller
+// deadline), a circuit breaker that opens for 1s after 20 consecutive
 // failures, and a near-limit ratio of 0.8.
 func DefaultOptions() Options {
 	return Options{
@@ -88,6 +98,7 @@ func DefaultOptions() Options {
 		RefundOnDeny:     true,
 		FailureMode:      FailError,
 		BackendTimeout:   10 * time.Millisecond,
+		DeadlineReserve:  DefaultDeadlineReserve,
 		BreakerFailures:  DefaultBreakerFailures,
 		BreakerCooldown:  DefaultBreakerCooldown,
 		NearLimitRatio:   DefaultNearLimitRatio,
@@ -104,6 +115,9 @@ const (
 	DefaultBreakerFailures = 20
 	// DefaultBreakerCooldown is what a zero BreakerCooldown means.
 	DefaultBreakerCooldown = time.Second
+	// DefaultDeadlineReserve is the DeadlineReserve of DefaultOptions: time
+	// for a gRPC answer to be written, cross a local network and be read.
+	DefaultDeadlineReserve = 2 * time.Millisecond
 	// DefaultNearLimitRatio is what a zero NearLimitRatio means.
 	DefaultNearLimitRatio = 0.8
 )

@@ -86,7 +86,7 @@ func (s *Service) Config() *config.Config { return s.cfg.Load() }
 // an open circuit breaker, gets the configured FailureMode.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := s.now()
-	resp, err := s.shouldRateLimit(ctx, req)
+	resp, err := s.shouldRateLimit(ctx, req, time.Now())
 	s.observer.ObserveRequest(RequestOutcome{
 		Duration: s.now().Sub(start),
 		Code:     resp.GetOverallCode(),
@@ -95,7 +95,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return resp, err
 }
 
-func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+// shouldRateLimit answers req, which arrived at arrival (on the wall clock
+// that context deadlines use).
+func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest, arrival time.Time) (*rlsv3.RateLimitResponse, error) {
 	if err := validateRequest(req); err != nil {
 		return nil, err
 	}
@@ -107,6 +109,8 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return p.response(nil), nil
 	}
 
+	ctx, cancel := s.withDeadline(ctx, arrival)
+	defer cancel()
 	results, err := s.do(ctx, p.ops)
 	if err != nil {
 		return s.failed(ctx, p, err)
@@ -118,21 +122,37 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return p.response(results), nil
 }
 
-// do calls the limiter within the backend timeout, unless the circuit
-// breaker is open, and tells the breaker and the observer how it went.
+// withDeadline returns ctx bounded by the deadline of a request that arrived
+// at arrival: every backend call the request makes (the take, a second
+// shard's, the refund of a denied request) must end by it. It is the earlier
+// of arrival + BackendTimeout and the caller's own deadline less
+// DeadlineReserve, so that the failure mode's answer still reaches a caller
+// that gave ratewarden less time than BackendTimeout (Envoy sends its filter
+// timeout, 20ms by default, as the gRPC deadline). Without a BackendTimeout
+// (the memory backend, which never waits) ctx is returned as it is.
+func (s *Service) withDeadline(ctx context.Context, arrival time.Time) (context.Context, context.CancelFunc) {
+	if s.opts.BackendTimeout <= 0 {
+		return ctx, func() {}
+	}
+	deadline := arrival.Add(s.opts.BackendTimeout)
+	if d, ok := ctx.Deadline(); ok {
+		if d = d.Add(-s.opts.DeadlineReserve); d.Before(deadline) {
+			deadline = d
+		}
+	}
+	return context.WithDeadline(ctx, deadline)
+}
+
+// do calls the limiter within ctx, which carries the request's deadline,
+// unless the circuit breaker is open, and tells the breaker and the observer
+// how it went.
 func (s *Service) do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	start := s.now()
 	if !s.breaker.allow(start) {
 		s.observer.ObserveBackend(BackendCall{Error: BackendCircuitOpen})
 		return nil, ErrCircuitOpen
 	}
-	callCtx := ctx
-	if s.opts.BackendTimeout > 0 {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(ctx, s.opts.BackendTimeout)
-		defer cancel()
-	}
-	results, err := s.limiter.Do(callCtx, ops)
+	results, err := s.limiter.Do(ctx, ops)
 	if err == nil && len(results) != len(ops) {
 		err = fmt.Errorf("rls: limiter returned %d results for %d operations", len(results), len(ops))
 	}
@@ -171,7 +191,9 @@ func (s *Service) breakerChanged(from, to BreakerState) {
 }
 
 // refund gives back what the admitted takes of a denied request consumed,
-// and replaces their results with the state after the refund.
+// and replaces their results with the state after the refund. It runs within
+// ctx, the take's own deadline: a denied request waits for the backend no
+// longer than an admitted one.
 func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Result) {
 	var refunds []algorithms.Op
 	var index []int

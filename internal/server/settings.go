@@ -40,7 +40,7 @@ type Settings struct {
 	Backend          string        `split_words:"true" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
 	DefaultAlgorithm string        `split_words:"true" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
 	FailureMode      string        `split_words:"true" default:"error" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
-	BackendTimeout   time.Duration `split_words:"true" default:"10ms" desc:"longest wait for the backend per request"`
+	BackendTimeout   time.Duration `split_words:"true" default:"10ms" desc:"longest wait for the backend per request: its take and the refund of a denied request share one deadline, set when the request arrives"`
 	BreakerFailures  int           `split_words:"true" default:"20" desc:"consecutive backend failures that open the circuit breaker: requests then get the failure mode at once, without calling the backend; 0 disables it"`
 	BreakerCooldown  time.Duration `split_words:"true" default:"1s" desc:"how long the open circuit breaker waits before letting one probe call through; its success closes the breaker"`
 	NearLimitRatio   float64       `split_words:"true" default:"0.8" desc:"share of a limit's capacity, in (0, 1], at or above which admitted hits count as near_limit in the metrics"`
@@ -62,6 +62,9 @@ type Settings struct {
 
 	ShutdownDelay   time.Duration `split_words:"true" default:"0s" desc:"on SIGTERM, how long to report NOT_SERVING before refusing new calls"`
 	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"on SIGTERM, how long in-flight calls may take to finish"`
+
+	// Overload: deadlines and shedding (docs/operations.md#overload).
+	DeadlineReserve time.Duration `split_words:"true" default:"2ms" desc:"time kept of a caller's gRPC deadline for the answer to reach it: backend calls end by the caller's deadline less this, when that comes before RLS_BACKEND_TIMEOUT"`
 }
 
 // LoadSettings reads Settings from the environment and validates them. Its
@@ -126,6 +129,9 @@ func (s Settings) Validate() error {
 	if s.ConfigPollInterval < 0 {
 		return fmt.Errorf("server: RLS_CONFIG_POLL_INTERVAL must not be negative, not %s", s.ConfigPollInterval)
 	}
+	if s.DeadlineReserve < 0 {
+		return fmt.Errorf("server: RLS_DEADLINE_RESERVE must not be negative, not %s", s.DeadlineReserve)
+	}
 	if (s.GRPCTlsCertFile == "") != (s.GRPCTlsKeyFile == "") {
 		return fmt.Errorf("server: RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE go together: set both or neither")
 	}
@@ -145,6 +151,7 @@ func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
 		RefundOnDeny:     s.RefundOnDeny,
 		FailureMode:      mode,
 		BackendTimeout:   s.BackendTimeout,
+		DeadlineReserve:  s.DeadlineReserve,
 		BreakerFailures:  s.BreakerFailures,
 		BreakerCooldown:  s.BreakerCooldown,
 		NearLimitRatio:   s.NearLimitRatio,
