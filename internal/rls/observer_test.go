@@ -295,6 +295,7 @@ func TestBreakerInTheService(t *testing.T) {
 			svc, rec, clock := newObserved(t, lim, func(o *Options) {
 				o.FailureMode = mode
 				o.BreakerFailures = 3
+				o.BreakerProbes = 2
 				o.BreakerCooldown = time.Second
 			})
 			ctx := context.Background()
@@ -333,12 +334,15 @@ func TestBreakerInTheService(t *testing.T) {
 			_, _, be, _ = rec.take()
 			assert.Equal(t, slicesOf(10, BackendCall{Error: BackendCircuitOpen}), be)
 
-			// After the cool-down one probe goes through; it fails.
+			// After the cool-down probes go through; the first failure
+			// leaves it half-open, the second opens it again.
 			clock.Advance(time.Second)
 			assert.True(t, call())
 			assert.EqualValues(t, 5, lim.calls.Load())
 			assert.True(t, call())
-			assert.EqualValues(t, 5, lim.calls.Load())
+			assert.EqualValues(t, 6, lim.calls.Load())
+			assert.True(t, call())
+			assert.EqualValues(t, 6, lim.calls.Load())
 			_, _, _, br = rec.take()
 			assert.Equal(t, []BreakerState{BreakerHalfOpen, BreakerOpen}, br)
 
@@ -349,7 +353,7 @@ func TestBreakerInTheService(t *testing.T) {
 			clock.Advance(time.Millisecond)
 			assert.False(t, call())
 			assert.False(t, call())
-			assert.EqualValues(t, 7, lim.calls.Load())
+			assert.EqualValues(t, 8, lim.calls.Load())
 			_, _, _, br = rec.take()
 			assert.Equal(t, []BreakerState{BreakerHalfOpen, BreakerClosed}, br)
 		})
@@ -421,4 +425,66 @@ func slicesOf[T any](n int, v T) []T {
 		s[i] = v
 	}
 	return s
+}
+
+// hangingLimiter hangs until the context ends on ops for the descriptor
+// value "slow", and passes every other op to inner.
+type hangingLimiter struct {
+	inner Limiter
+	hung  atomic.Int64
+}
+
+func (l *hangingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	if ops[0].Key.Entries[0].Value == "slow" {
+		l.hung.Add(1)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return l.inner.Do(ctx, ops)
+}
+
+// TestBreakerStaysClosedOnALoadedHost has many more calls time out at once
+// than the breaker's threshold while another call is answered during their
+// wait: the backend answered, so the timeouts are the host's, and the
+// breaker stays closed. Then as many calls time out with nothing answered
+// while they wait, as a hung backend would have them: it opens.
+func TestBreakerStaysClosedOnALoadedHost(t *testing.T) {
+	mem := algorithms.NewMemory()
+	t.Cleanup(mem.Close)
+	lim := &hangingLimiter{inner: mem}
+	opts := DefaultOptions()
+	opts.BackendTimeout = 200 * time.Millisecond
+	opts.BreakerFailures = 5
+	svc := New(lim, nil, opts)
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(observedLimits)}}, config.Options{})
+	require.NoError(t, err)
+	svc.SetConfig(cfg)
+
+	slow := func(n int) {
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				_, err := svc.ShouldRateLimit(context.Background(), request(desc("login", "slow")))
+				assert.Equal(t, codes.Unavailable, status.Code(err))
+			})
+		}
+		require.Eventually(t, func() bool { return lim.hung.Load() >= int64(n) }, 5*time.Second, time.Millisecond)
+		lim.hung.Store(0)
+		// Answered while they wait.
+		_, err := svc.ShouldRateLimit(context.Background(), request(desc("login", "fast")))
+		require.NoError(t, err)
+		wg.Wait()
+	}
+	slow(3 * opts.BreakerFailures)
+	assert.Equal(t, BreakerClosed, svc.breaker.current(), "timeouts while the backend answered")
+
+	var wg sync.WaitGroup
+	for range opts.BreakerFailures {
+		wg.Go(func() {
+			_, err := svc.ShouldRateLimit(context.Background(), request(desc("login", "slow")))
+			assert.Equal(t, codes.Unavailable, status.Code(err))
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, BreakerOpen, svc.breaker.current(), "timeouts with no answer at all")
 }

@@ -71,10 +71,16 @@ type Options struct {
 	DeadlineReserve time.Duration
 	// BreakerFailures is how many consecutive backend failures open the
 	// circuit breaker, which then answers with the FailureMode at once,
-	// without calling the backend, for BreakerCooldown; after that one probe
-	// call goes through and its success closes the breaker. 0 disables the
-	// breaker.
+	// without calling the backend, for BreakerCooldown; after that
+	// BreakerProbes probe calls go through at once, and the first success
+	// closes the breaker. A timeout is a failure only when no other backend
+	// call succeeded while it waited: the backend answered nothing. 0
+	// disables the breaker.
 	BreakerFailures int
+	// BreakerProbes is how many probe calls a half-open breaker lets
+	// through at once, and how many of them must fail to open it again; 0
+	// means DefaultBreakerProbes.
+	BreakerProbes int
 	// BreakerCooldown is how long the breaker stays open; 0 means 1s.
 	BreakerCooldown time.Duration
 	// NearLimitRatio is the share of a limit's capacity at or above which an
@@ -91,7 +97,7 @@ type Options struct {
 // configured: sliding window counter, refunds on, failure mode error, 10 ms
 // backend timeout per request (less a 2ms reserve of a shorter caller
 // deadline), a circuit breaker that opens for 1s after 20 consecutive
-// failures, and a near-limit ratio of 0.8.
+// failures and probes with 3 calls at once, and a near-limit ratio of 0.8.
 func DefaultOptions() Options {
 	return Options{
 		DefaultAlgorithm: algorithms.SlidingWindowCounter,
@@ -100,6 +106,7 @@ func DefaultOptions() Options {
 		BackendTimeout:   10 * time.Millisecond,
 		DeadlineReserve:  DefaultDeadlineReserve,
 		BreakerFailures:  DefaultBreakerFailures,
+		BreakerProbes:    DefaultBreakerProbes,
 		BreakerCooldown:  DefaultBreakerCooldown,
 		NearLimitRatio:   DefaultNearLimitRatio,
 	}
@@ -113,6 +120,11 @@ const (
 	// few in ten billion: the breaker opens when nearly every call fails,
 	// not while one master of several is failed over.
 	DefaultBreakerFailures = 20
+	// DefaultBreakerProbes is what a zero BreakerProbes means: three probes
+	// at once, so that the one that a busy host happens to hold up does not
+	// cost another cool-down, while a backend that is down costs three
+	// timeouts per cool-down instead of one.
+	DefaultBreakerProbes = 3
 	// DefaultBreakerCooldown is what a zero BreakerCooldown means.
 	DefaultBreakerCooldown = time.Second
 	// DefaultDeadlineReserve is the DeadlineReserve of DefaultOptions: time

@@ -61,6 +61,9 @@ func New(limiter Limiter, cfg *config.Config, opts Options) *Service {
 	if opts.BreakerCooldown <= 0 {
 		opts.BreakerCooldown = DefaultBreakerCooldown
 	}
+	if opts.BreakerProbes <= 0 {
+		opts.BreakerProbes = DefaultBreakerProbes
+	}
 	s := &Service{
 		limiter:      limiter,
 		opts:         opts,
@@ -69,7 +72,7 @@ func New(limiter Limiter, cfg *config.Config, opts Options) *Service {
 		now:          time.Now,
 		nearLimitPPM: uint64(math.Round(opts.NearLimitRatio * ppm)),
 	}
-	s.breaker = newBreaker(opts.BreakerFailures, opts.BreakerCooldown, s.breakerChanged)
+	s.breaker = newBreaker(opts.BreakerFailures, opts.BreakerProbes, opts.BreakerCooldown, s.breakerChanged)
 	s.cfg.Store(cfg)
 	return s
 }
@@ -148,7 +151,8 @@ func (s *Service) withDeadline(ctx context.Context, arrival time.Time) (context.
 // how it went.
 func (s *Service) do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	start := s.now()
-	if !s.breaker.allow(start) {
+	ticket, ok := s.breaker.allow(start)
+	if !ok {
 		s.observer.ObserveBackend(BackendCall{Error: BackendCircuitOpen})
 		return nil, ErrCircuitOpen
 	}
@@ -160,13 +164,13 @@ func (s *Service) do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	kind := classifyBackendError(ctx, err)
 	switch {
 	case kind == BackendOK:
-		s.breaker.success()
+		s.breaker.success(ticket, end)
 	case kind == BackendCanceled, errors.Is(err, algorithms.ErrInvalidLimit):
 		// Neither the caller going away nor a limit no backend could
 		// enforce says anything about the backend's health.
-		s.breaker.abandon()
+		s.breaker.abandon(ticket)
 	default:
-		s.breaker.failure(end)
+		s.breaker.failure(ticket, end, kind == BackendTimeout)
 	}
 	s.observer.ObserveBackend(BackendCall{Duration: end.Sub(start), Error: kind})
 	return results, err
@@ -181,7 +185,7 @@ func (s *Service) breakerChanged(from, to BreakerState) {
 		s.log.Warn("backend circuit breaker opened: answering with the failure mode without calling the backend",
 			"failures", s.opts.BreakerFailures, "cooldown", s.opts.BreakerCooldown, "failure_mode", s.opts.FailureMode.String())
 	case to == BreakerOpen:
-		s.log.Debug("backend circuit breaker probe failed; open again", "cooldown", s.opts.BreakerCooldown)
+		s.log.Debug("backend circuit breaker probes failed; open again", "probes", s.opts.BreakerProbes, "cooldown", s.opts.BreakerCooldown)
 	case to == BreakerHalfOpen:
 		s.log.Debug("backend circuit breaker half-open: probing the backend")
 	case to == BreakerClosed:

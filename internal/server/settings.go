@@ -42,7 +42,7 @@ type Settings struct {
 	FailureMode      string        `split_words:"true" default:"error" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
 	BackendTimeout   time.Duration `split_words:"true" default:"10ms" desc:"longest wait for the backend per request: its take and the refund of a denied request share one deadline, set when the request arrives"`
 	BreakerFailures  int           `split_words:"true" default:"20" desc:"consecutive backend failures that open the circuit breaker: requests then get the failure mode at once, without calling the backend; 0 disables it"`
-	BreakerCooldown  time.Duration `split_words:"true" default:"1s" desc:"how long the open circuit breaker waits before letting one probe call through; its success closes the breaker"`
+	BreakerCooldown  time.Duration `split_words:"true" default:"1s" desc:"how long the open circuit breaker waits before letting probe calls through; the first success closes the breaker"`
 	NearLimitRatio   float64       `split_words:"true" default:"0.8" desc:"share of a limit's capacity, in (0, 1], at or above which admitted hits count as near_limit in the metrics"`
 	ShadowMode       bool          `split_words:"true" default:"false" desc:"count and report, but answer OK to every request"`
 	RefundOnDeny     bool          `split_words:"true" default:"true" desc:"give back what a denied request took from its other descriptors and limits"`
@@ -64,6 +64,7 @@ type Settings struct {
 	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"on SIGTERM, how long in-flight calls may take to finish"`
 
 	// Overload: deadlines and shedding (docs/operations.md#overload).
+	BreakerProbes   int           `split_words:"true" default:"3" desc:"probe calls the half-open circuit breaker lets through at once; the first success closes it, and as many failures open it for another RLS_BREAKER_COOLDOWN"`
 	DeadlineReserve time.Duration `split_words:"true" default:"2ms" desc:"time kept of a caller's gRPC deadline for the answer to reach it: backend calls end by the caller's deadline less this, when that comes before RLS_BACKEND_TIMEOUT"`
 }
 
@@ -129,6 +130,9 @@ func (s Settings) Validate() error {
 	if s.ConfigPollInterval < 0 {
 		return fmt.Errorf("server: RLS_CONFIG_POLL_INTERVAL must not be negative, not %s", s.ConfigPollInterval)
 	}
+	if s.BreakerProbes < 1 {
+		return fmt.Errorf("server: RLS_BREAKER_PROBES must be at least 1, not %d", s.BreakerProbes)
+	}
 	if s.DeadlineReserve < 0 {
 		return fmt.Errorf("server: RLS_DEADLINE_RESERVE must not be negative, not %s", s.DeadlineReserve)
 	}
@@ -154,6 +158,7 @@ func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
 		DeadlineReserve:  s.DeadlineReserve,
 		BreakerFailures:  s.BreakerFailures,
 		BreakerCooldown:  s.BreakerCooldown,
+		BreakerProbes:    s.BreakerProbes,
 		NearLimitRatio:   s.NearLimitRatio,
 		Logger:           logger,
 	}
