@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -35,14 +36,58 @@ func loadScript(name string) (*script, error) {
 // scriptCall is one run of a script: its keys and arguments, and once run,
 // the command holding its reply.
 type scriptCall struct {
+	// op is the Op the call runs, on shard (see Limiter.call); ctx is its
+	// caller's context.
+	op     algorithms.Op
+	shard  int
+	ctx    context.Context
 	script *script
 	keys   []string
 	args   []any
-	cmd    *redis.Cmd
+	cmd    *redis.Cmd // nil until sent
 	// sends counts the times the call was sent again after a failure that
 	// proved it had not run; eval is set once a node lacked the script.
 	sends int
 	eval  bool
+}
+
+// waiting reports whether the call's caller still waits for its answer.
+func (c *scriptCall) waiting() bool { return c.ctx == nil || c.ctx.Err() == nil }
+
+// result decodes the call's reply as its op's Result.
+func (c *scriptCall) result() (algorithms.Result, error) {
+	r, err := decodeReply(c.cmd.Val())
+	if err != nil {
+		return algorithms.Result{}, fmt.Errorf("redisx: %s: %w", c.script.name, err)
+	}
+	return r.result(&c.op, c.shard), nil
+}
+
+// outcome returns what became of the call, as known at.
+func (c *scriptCall) outcome(at time.Time) algorithms.Outcome {
+	o := algorithms.Outcome{Op: c.op, Fate: algorithms.Unknown, At: at}
+	if c.cmd == nil {
+		o.Fate = algorithms.NotApplied
+		return o
+	}
+	switch err := c.cmd.Err(); {
+	case err == nil:
+		if r, err := c.result(); err == nil {
+			o.Fate, o.Result = algorithms.Applied, r
+		}
+	case isNoScript(err), didNotRun(err):
+		o.Fate = algorithms.NotApplied
+	}
+	return o
+}
+
+// outcomesOf returns what became of each of calls, as known at.
+func outcomesOf(calls []*scriptCall, at time.Time) []algorithms.Outcome {
+	out := make([]algorithms.Outcome, len(calls))
+	for i, c := range calls {
+		out[i] = c.outcome(at)
+	}
+	return out
 }
 
 // command returns a new command that runs c: EVALSHA, or EVAL once a node
@@ -91,9 +136,9 @@ func runScripts(ctx context.Context, client redis.UniversalClient, calls []*scri
 // and up to retries times a connection that could not be had (a refused or
 // failed dial, no free connection in the pool) or a server that refused the
 // command before running it (LOADING, READONLY, MASTERDOWN, TRYAGAIN,
-// CLUSTERDOWN), while ctx lasts. A call whose reply was lost after it was
-// written (a read timeout, a connection broken mid-reply) may have run, and
-// is never sent again.
+// CLUSTERDOWN), while ctx lasts and its own caller still waits. A call whose
+// reply was lost after it was written (a read timeout, a connection broken
+// mid-reply) may have run, and is never sent again.
 func execScripts(ctx context.Context, client redis.UniversalClient, calls []*scriptCall, retries int) {
 	pending := calls
 	for len(pending) > 0 {
@@ -110,7 +155,7 @@ func execScripts(ctx context.Context, client redis.UniversalClient, calls []*scr
 		for _, c := range pending {
 			err := c.cmd.Err()
 			switch {
-			case err == nil:
+			case err == nil, !c.waiting():
 			case isNoScript(err) && !c.eval:
 				c.eval = true
 				again = append(again, c)
