@@ -51,9 +51,16 @@ var BreakerStates = []BreakerState{BreakerClosed, BreakerOpen, BreakerHalfOpen}
 // A failure is a call that the backend failed. A timeout is one only when
 // the backend answered nothing while the call waited: when another call
 // succeeded after the timed-out one started, the backend was answering, and
-// the wait was the host's (a CPU queue, a throttled pod), not the backend's;
-// such a timeout changes nothing. So a hung backend opens the breaker, and an
-// overloaded host does not.
+// the wait was the host's (a CPU queue, a throttled pod), not the backend's.
+// On a host that runs the process and the backend only now and then, the
+// answers that came meanwhile are read only after the timers of the calls
+// that waited for them have fired, so a timeout is judged settle after it
+// happened (the time the backend client keeps reading the answers of calls
+// whose callers gave up): an answer read by then, to any call since the
+// timed-out one started (one whose caller gave up included, see answered),
+// excuses it. So a hung backend opens the breaker, settle late, and an
+// overloaded host does not. A half-open probe that timed out keeps its slot
+// until it is judged.
 //
 // Time is an argument of every method. It is safe for concurrent use; a nil
 // *breaker lets every call through.
@@ -61,6 +68,7 @@ type breaker struct {
 	threshold int
 	probes    int
 	cooldown  time.Duration
+	settle    time.Duration
 	// onChange is called after each change of state, in order, with the
 	// lock held: it must be quick and must not call the breaker.
 	onChange func(from, to BreakerState)
@@ -71,7 +79,8 @@ type breaker struct {
 	openedAt    time.Time // when the breaker last opened
 	probing     int       // probes under way while half-open
 	epoch       uint64    // counts openings, so that a probe of an earlier half-open state is told apart
-	lastSuccess time.Time // when a call last succeeded
+	lastSuccess time.Time // when the backend last answered a call
+	pending     []pendingTimeout
 }
 
 // breakerTicket is what allow gives a call it lets through, for the call's
@@ -84,16 +93,26 @@ type breakerTicket struct {
 	epoch uint64
 }
 
+// pendingTimeout is a timeout waiting to be judged.
+type pendingTimeout struct {
+	t  breakerTicket
+	at time.Time
+}
+
+// maxPending bounds the timeouts waiting to be judged; more are judged at
+// once.
+const maxPending = 1024
+
 // newBreaker returns a closed breaker, or nil when threshold is not
 // positive (no breaker). probes below 1 mean 1.
-func newBreaker(threshold, probes int, cooldown time.Duration, onChange func(from, to BreakerState)) *breaker {
+func newBreaker(threshold, probes int, cooldown, settle time.Duration, onChange func(from, to BreakerState)) *breaker {
 	if threshold <= 0 {
 		return nil
 	}
 	if onChange == nil {
 		onChange = func(BreakerState, BreakerState) {}
 	}
-	return &breaker{threshold: threshold, probes: max(probes, 1), cooldown: cooldown, onChange: onChange}
+	return &breaker{threshold: threshold, probes: max(probes, 1), cooldown: cooldown, settle: settle, onChange: onChange}
 }
 
 // allow reports whether a call may go to the backend at now. A call it lets
@@ -106,6 +125,7 @@ func (b *breaker) allow(now time.Time) (breakerTicket, bool) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.judge(now)
 	switch b.state {
 	case BreakerClosed:
 		return t, true
@@ -125,62 +145,128 @@ func (b *breaker) allow(now time.Time) (breakerTicket, bool) {
 	return t, true
 }
 
-// success records a call that the backend answered at now. Any answer
-// closes a half-open breaker: the backend answers.
+// success records a call that the backend answered at now.
 func (b *breaker) success(t breakerTicket, now time.Time) {
 	if b == nil {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if now.After(b.lastSuccess) {
-		b.lastSuccess = now
-	}
-	switch b.state {
-	case BreakerClosed:
+	b.release(t)
+	b.answer(now)
+	if b.state == BreakerClosed {
 		b.failures = 0
-	case BreakerHalfOpen:
-		b.state, b.failures, b.probing = BreakerClosed, 0, 0
-		b.onChange(BreakerHalfOpen, BreakerClosed)
-	case BreakerOpen:
-		// A call let through before the breaker opened: the probes decide.
 	}
 }
 
+// answered records that the backend answered, at at, a call whose caller
+// had stopped waiting: it was answering.
+func (b *breaker) answered(at time.Time) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.answer(at)
+}
+
+// answer records an answer at at: any answer closes a half-open breaker.
+// The lock is held.
+func (b *breaker) answer(at time.Time) {
+	if at.After(b.lastSuccess) {
+		b.lastSuccess = at
+	}
+	b.judge(at)
+	if b.state == BreakerHalfOpen {
+		b.state, b.failures, b.probing = BreakerClosed, 0, 0
+		b.onChange(BreakerHalfOpen, BreakerClosed)
+	}
+	// Open: an answer to a call let through before it opened; the probes
+	// decide.
+}
+
 // failure records a call that failed at now; timeout says that it failed
-// for want of an answer in time, which counts only when no call succeeded
-// since t's call started.
+// for want of an answer in time, which is judged settle later.
 func (b *breaker) failure(t breakerTicket, now time.Time, timeout bool) {
 	if b == nil {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	answered := timeout && b.lastSuccess.After(t.start)
+	b.judge(now)
+	if !b.counts(t) {
+		return
+	}
+	if timeout && !b.lastSuccess.After(t.start) {
+		b.pending = append(b.pending, pendingTimeout{t: t, at: now})
+		if len(b.pending) > maxPending {
+			b.judge(now.Add(b.settle))
+		}
+		return
+	}
+	b.release(t)
+	if !timeout {
+		b.fail(now)
+	}
+}
+
+// counts reports whether the outcome of t's call bears on the state: a call
+// while closed, or a probe of the current half-open state. The lock is
+// held.
+func (b *breaker) counts(t breakerTicket) bool {
 	switch b.state {
 	case BreakerClosed:
-		if answered {
-			return
-		}
+		return true
+	case BreakerHalfOpen:
+		return t.probe && t.epoch == b.epoch
+	}
+	return false // open: a call let through before it opened
+}
+
+// release frees the probe slot of t's call. The lock is held.
+func (b *breaker) release(t breakerTicket) {
+	if b.state == BreakerHalfOpen && t.probe && t.epoch == b.epoch {
+		b.probing--
+	}
+}
+
+// fail counts a failure at now. The lock is held.
+func (b *breaker) fail(now time.Time) {
+	switch b.state {
+	case BreakerClosed:
 		b.failures++
 		if b.failures >= b.threshold {
 			b.open(BreakerClosed, now)
 		}
 	case BreakerHalfOpen:
-		if !t.probe || t.epoch != b.epoch {
-			return // not a probe of this half-open state
-		}
-		b.probing--
-		if answered {
-			return
-		}
 		b.failures++
 		if b.failures >= b.probes {
 			b.open(BreakerHalfOpen, now)
 		}
-	case BreakerOpen:
-		// A call let through before the breaker opened.
 	}
+}
+
+// judge counts the timeouts that happened settle or longer before now with
+// no answer since their calls started, and forgets those excused by one.
+// The lock is held.
+func (b *breaker) judge(now time.Time) {
+	kept := b.pending[:0]
+	for _, p := range b.pending {
+		answered := b.lastSuccess.After(p.t.start)
+		if !answered && now.Sub(p.at) < b.settle {
+			kept = append(kept, p)
+			continue
+		}
+		if !b.counts(p.t) {
+			continue
+		}
+		b.release(p.t)
+		if !answered {
+			b.fail(p.at)
+		}
+	}
+	clear(b.pending[len(kept):])
+	b.pending = kept
 }
 
 // open opens the breaker at now, from state from. The lock is held.
@@ -199,9 +285,7 @@ func (b *breaker) abandon(t breakerTicket) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state == BreakerHalfOpen && t.probe && t.epoch == b.epoch {
-		b.probing--
-	}
+	b.release(t)
 }
 
 // current returns the breaker's state.

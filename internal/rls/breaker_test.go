@@ -13,8 +13,9 @@ import (
 // breakerStep is one event in a breaker's life, at offset at from t0.
 type breakerStep struct {
 	at time.Duration
-	// do is "allow" (want says whether call is let through), or the
-	// outcome of call: "ok", "fail", "timeout" or "abandon".
+	// do is "allow" (want says whether call is let through), the outcome
+	// of call: "ok", "fail", "timeout" or "abandon", or "answered": the
+	// answer to a call whose caller gave up.
 	do    string
 	call  int
 	want  bool
@@ -65,7 +66,14 @@ func TestBreaker(t *testing.T) {
 			[]breakerStep{{0, "allow", 0, true, BreakerClosed}, {1 * ms, "ok", 0, false, BreakerClosed}},
 			// Calls 1..3 start after the last success.
 			[]breakerStep{{2 * ms, "allow", 1, true, BreakerClosed}, {2 * ms, "allow", 2, true, BreakerClosed}, {2 * ms, "allow", 3, true, BreakerClosed}},
-			[]breakerStep{{12 * ms, "timeout", 1, false, BreakerClosed}, {12 * ms, "timeout", 2, false, BreakerClosed}, {12 * ms, "timeout", 3, false, BreakerOpen}},
+			[]breakerStep{{12 * ms, "timeout", 1, false, BreakerClosed}, {12 * ms, "timeout", 2, false, BreakerClosed}, {12 * ms, "timeout", 3, false, BreakerClosed}},
+			// Judged settle later.
+			[]breakerStep{{16 * ms, "allow", 4, true, BreakerClosed}, {17 * ms, "allow", 5, false, BreakerOpen}},
+		)},
+		{"an answer read late settles the timeouts that waited for it", concat(
+			[]breakerStep{{2 * ms, "allow", 1, true, BreakerClosed}, {2 * ms, "allow", 2, true, BreakerClosed}, {2 * ms, "allow", 3, true, BreakerClosed}},
+			[]breakerStep{{12 * ms, "timeout", 1, false, BreakerClosed}, {12 * ms, "timeout", 2, false, BreakerClosed}, {12 * ms, "timeout", 3, false, BreakerClosed}},
+			[]breakerStep{{13 * ms, "answered", 0, false, BreakerClosed}, {30 * ms, "allow", 4, true, BreakerClosed}},
 		)},
 		{"refused connections count whatever else succeeds", []breakerStep{
 			{0, "allow", 0, true, BreakerClosed}, {0, "allow", 1, true, BreakerClosed}, {0, "allow", 2, true, BreakerClosed},
@@ -89,14 +97,21 @@ func TestBreaker(t *testing.T) {
 			{cooldown, "allow", 10, true, BreakerHalfOpen},
 			{cooldown, "allow", 11, true, BreakerHalfOpen},
 			{cooldown + 10*ms, "timeout", 10, false, BreakerHalfOpen},
-			{cooldown + 10*ms, "allow", 12, true, BreakerHalfOpen},
-			{cooldown + 11*ms, "timeout", 11, false, BreakerOpen},
-			{cooldown + 12*ms, "ok", 12, false, BreakerOpen}, // a probe of the earlier half-open state
-			{2*cooldown + 10*ms, "allow", 13, false, BreakerOpen},
+			{cooldown + 10*ms, "allow", 12, false, BreakerHalfOpen}, // its slot is held until it is judged
+			{cooldown + 11*ms, "timeout", 11, false, BreakerHalfOpen},
+			{cooldown + 15*ms, "allow", 12, true, BreakerHalfOpen}, // 10 judged a failure: one is not enough
+			{cooldown + 16*ms, "allow", 13, false, BreakerOpen},    // 11 too: open since its timeout
+			{cooldown + 17*ms, "ok", 12, false, BreakerOpen},       // a probe of the earlier half-open state
+			{2*cooldown + 10*ms, "allow", 13, false, BreakerOpen},  // a cool-down from the second timeout
 			{2*cooldown + 11*ms, "allow", 13, true, BreakerHalfOpen},
 			{2*cooldown + 12*ms, "fail", 12, false, BreakerHalfOpen}, // still of the earlier state
 			{2*cooldown + 12*ms, "allow", 14, true, BreakerHalfOpen},
 			{2*cooldown + 13*ms, "ok", 14, false, BreakerClosed},
+		})},
+		{"a probe answered after its caller gave up closes it", concat(opened, []breakerStep{
+			{cooldown, "allow", 10, true, BreakerHalfOpen},
+			{cooldown + 10*ms, "timeout", 10, false, BreakerHalfOpen},
+			{cooldown + 12*ms, "answered", 0, false, BreakerClosed},
 		})},
 		{"an abandoned probe lets the next call probe", concat(opened, []breakerStep{
 			{cooldown, "allow", 10, true, BreakerHalfOpen},
@@ -129,7 +144,7 @@ func TestBreaker(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var changes []string
-			b := newBreaker(3, 2, cooldown, func(from, to BreakerState) {
+			b := newBreaker(3, 2, cooldown, 5*time.Millisecond, func(from, to BreakerState) {
 				changes = append(changes, from.String()+">"+to.String())
 			})
 			tickets := map[int]breakerTicket{}
@@ -138,7 +153,7 @@ func TestBreaker(t *testing.T) {
 			for i, st := range tc.steps {
 				now := t0.Add(st.at)
 				ticket, known := tickets[st.call]
-				if st.do != "allow" && !known {
+				if st.do != "allow" && st.do != "answered" && !known {
 					t.Fatalf("step %d: call %d was never let through", i, st.call)
 				}
 				switch st.do {
@@ -156,6 +171,8 @@ func TestBreaker(t *testing.T) {
 					b.failure(ticket, now, true)
 				case "abandon":
 					b.abandon(ticket)
+				case "answered":
+					b.answered(now)
 				default:
 					t.Fatalf("step %d: unknown action %q", i, st.do)
 				}
@@ -179,7 +196,7 @@ func concat[T any](parts ...[]T) []T {
 }
 
 func TestNilBreakerAllowsEverything(t *testing.T) {
-	b := newBreaker(0, 3, time.Second, nil)
+	b := newBreaker(0, 3, time.Second, time.Millisecond, nil)
 	require.Nil(t, b)
 	for range 10 {
 		b.failure(breakerTicket{}, t0, false)
@@ -192,7 +209,7 @@ func TestNilBreakerAllowsEverything(t *testing.T) {
 // TestBreakerConcurrentProbes checks that of many callers racing for the
 // probes of a half-open breaker exactly as many as it probes with win.
 func TestBreakerConcurrentProbes(t *testing.T) {
-	b := newBreaker(1, 3, time.Second, nil)
+	b := newBreaker(1, 3, time.Second, time.Millisecond, nil)
 	ticket, _ := b.allow(t0)
 	b.failure(ticket, t0, false)
 	var mu sync.Mutex

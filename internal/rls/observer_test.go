@@ -28,11 +28,46 @@ import (
 
 // recorder is an Observer that keeps everything it is told.
 type recorder struct {
-	mu       sync.Mutex
-	requests []RequestOutcome
-	limits   []LimitDecision
-	backend  []BackendCall
-	breaker  []BreakerState
+	mu        sync.Mutex
+	requests  []RequestOutcome
+	limits    []LimitDecision
+	backend   []BackendCall
+	breaker   []BreakerState
+	shed      []ShedReason
+	inflight  []int
+	giveBacks map[GiveBackResult]int
+}
+
+func (r *recorder) ObserveShed(reason ShedReason) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.shed = append(r.shed, reason)
+}
+
+func (r *recorder) ObserveInflightLimit(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inflight = append(r.inflight, n)
+}
+
+func (r *recorder) ObserveGiveBack(result GiveBackResult, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.giveBacks == nil {
+		r.giveBacks = map[GiveBackResult]int{}
+	}
+	r.giveBacks[result] += n
+}
+
+// gaveBack returns the give-backs counted so far, by result.
+func (r *recorder) gaveBack() map[GiveBackResult]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[GiveBackResult]int{}
+	for k, v := range r.giveBacks {
+		out[k] = v
+	}
+	return out
 }
 
 func (r *recorder) ObserveRequest(o RequestOutcome) {
@@ -486,5 +521,10 @@ func TestBreakerStaysClosedOnALoadedHost(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// Judged a backend timeout after they happened, when the next call
+	// comes: refused.
+	time.Sleep(opts.BackendTimeout)
+	_, err = svc.ShouldRateLimit(context.Background(), request(desc("login", "fast")))
+	assert.Equal(t, codes.Unavailable, status.Code(err))
 	assert.Equal(t, BreakerOpen, svc.breaker.current(), "timeouts with no answer at all")
 }

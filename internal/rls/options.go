@@ -77,12 +77,30 @@ type Options struct {
 	// call succeeded while it waited: the backend answered nothing. 0
 	// disables the breaker.
 	BreakerFailures int
+	// BackendGrace is how long the Limiter keeps waiting for the answers of
+	// calls whose callers gave up (for Redis, its read timeout), and
+	// reports them (Settle). The breaker judges a timeout that long after
+	// it happened: one that the backend answered by then, or after which it
+	// answered another call, is no failure. 0 means BackendTimeout.
+	BackendGrace time.Duration
 	// BreakerProbes is how many probe calls a half-open breaker lets
 	// through at once, and how many of them must fail to open it again; 0
 	// means DefaultBreakerProbes.
 	BreakerProbes int
 	// BreakerCooldown is how long the breaker stays open; 0 means 1s.
 	BreakerCooldown time.Duration
+	// MaxInflight fixes how many requests may have backend calls under way
+	// at once; 0 adapts the limit to what the backend answers in time (see
+	// gate). Requests beyond it wait, and are shed with the failure mode's
+	// answer when they could no longer be answered before their deadline.
+	// Without a BackendTimeout nothing is limited.
+	MaxInflight int
+	// GiveBackQueue bounds the refunds waiting to be given back to the
+	// backend (see Service.Settle); 0 means DefaultGiveBackQueue.
+	GiveBackQueue int
+	// GiveBackTimeout is how long a refund may wait to be given back
+	// before it is dropped; 0 means DefaultGiveBackTimeout.
+	GiveBackTimeout time.Duration
 	// NearLimitRatio is the share of a limit's capacity at or above which an
 	// admitted request counts as near the limit, in (0, 1]; 0 means 0.8.
 	NearLimitRatio float64
@@ -130,6 +148,10 @@ const (
 	// DefaultDeadlineReserve is the DeadlineReserve of DefaultOptions: time
 	// for a gRPC answer to be written, cross a local network and be read.
 	DefaultDeadlineReserve = 2 * time.Millisecond
+	// DefaultGiveBackQueue is what a zero GiveBackQueue means.
+	DefaultGiveBackQueue = 10_000
+	// DefaultGiveBackTimeout is what a zero GiveBackTimeout means.
+	DefaultGiveBackTimeout = 10 * time.Second
 	// DefaultNearLimitRatio is what a zero NearLimitRatio means.
 	DefaultNearLimitRatio = 0.8
 )

@@ -37,6 +37,10 @@ type Service struct {
 	cfg      atomic.Pointer[config.Config]
 	observer Observer
 	breaker  *breaker // nil without a breaker
+	// gate bounds the requests whose backend calls are under way; nil
+	// without a backend timeout.
+	gate      *gate
+	giveBacks *giveBacks
 	// now is the clock of the breaker and of the observed durations.
 	now func() time.Time
 	// nearLimitPPM is Options.NearLimitRatio in parts per million.
@@ -64,6 +68,12 @@ func New(limiter Limiter, cfg *config.Config, opts Options) *Service {
 	if opts.BreakerProbes <= 0 {
 		opts.BreakerProbes = DefaultBreakerProbes
 	}
+	if opts.GiveBackQueue <= 0 {
+		opts.GiveBackQueue = DefaultGiveBackQueue
+	}
+	if opts.GiveBackTimeout <= 0 {
+		opts.GiveBackTimeout = DefaultGiveBackTimeout
+	}
 	s := &Service{
 		limiter:      limiter,
 		opts:         opts,
@@ -72,10 +82,23 @@ func New(limiter Limiter, cfg *config.Config, opts Options) *Service {
 		now:          time.Now,
 		nearLimitPPM: uint64(math.Round(opts.NearLimitRatio * ppm)),
 	}
-	s.breaker = newBreaker(opts.BreakerFailures, opts.BreakerProbes, opts.BreakerCooldown, s.breakerChanged)
+	settle := opts.BackendGrace
+	if settle <= 0 {
+		settle = max(opts.BackendTimeout, minSettle)
+	}
+	s.breaker = newBreaker(opts.BreakerFailures, opts.BreakerProbes, opts.BreakerCooldown, settle, s.breakerChanged)
+	if opts.BackendTimeout > 0 {
+		s.gate = newGate(opts.MaxInflight, s.observer.ObserveInflightLimit)
+	}
+	s.giveBacks = newGiveBacks(s, opts.GiveBackQueue, opts.GiveBackTimeout)
 	s.cfg.Store(cfg)
 	return s
 }
+
+// minSettle is the least time a timeout waits to be judged by the breaker
+// (see breaker) without a BackendGrace: the backend timeout, or this without
+// one.
+const minSettle = time.Millisecond
 
 // SetConfig replaces the configuration that later requests are matched
 // against.
@@ -114,6 +137,15 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 
 	ctx, cancel := s.withDeadline(ctx, arrival)
 	defer cancel()
+	if s.gate != nil {
+		if reason, err := s.gate.acquire(ctx, time.Now()); err != nil {
+			if errors.Is(err, ErrShed) {
+				s.observer.ObserveShed(reason)
+			}
+			return s.failed(ctx, p, err)
+		}
+		defer func() { s.gate.release(time.Now()) }()
+	}
 	results, err := s.do(ctx, p.ops)
 	if err != nil {
 		return s.failed(ctx, p, err)
@@ -156,6 +188,7 @@ func (s *Service) do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		s.observer.ObserveBackend(BackendCall{Error: BackendCircuitOpen})
 		return nil, ErrCircuitOpen
 	}
+	began := time.Now()
 	results, err := s.limiter.Do(ctx, ops)
 	if err == nil && len(results) != len(ops) {
 		err = fmt.Errorf("rls: limiter returned %d results for %d operations", len(results), len(ops))
@@ -171,6 +204,10 @@ func (s *Service) do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		s.breaker.abandon(ticket)
 	default:
 		s.breaker.failure(ticket, end, kind == BackendTimeout)
+	}
+	if s.gate != nil && kind != BackendCanceled {
+		now := time.Now()
+		s.gate.observe(now.Sub(began), kind == BackendTimeout, now)
 	}
 	s.observer.ObserveBackend(BackendCall{Duration: end.Sub(start), Error: kind})
 	return results, err

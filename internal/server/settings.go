@@ -66,6 +66,9 @@ type Settings struct {
 	// Overload: deadlines and shedding (docs/operations.md#overload).
 	BreakerProbes   int           `split_words:"true" default:"3" desc:"probe calls the half-open circuit breaker lets through at once; the first success closes it, and as many failures open it for another RLS_BREAKER_COOLDOWN"`
 	DeadlineReserve time.Duration `split_words:"true" default:"2ms" desc:"time kept of a caller's gRPC deadline for the answer to reach it: backend calls end by the caller's deadline less this, when that comes before RLS_BACKEND_TIMEOUT"`
+	MaxInflight     int           `split_words:"true" default:"0" desc:"requests with backend calls under way at once; more wait, and get the failure mode's answer at once when they could not be answered before their deadline; 0 adapts the limit to what the backend answers in time"`
+	GiveBackQueue   int           `split_words:"true" default:"10000" desc:"most hits waiting to be given back to Redis after a failed call (a take answered with the failure mode error or deny, a failed refund); more are dropped"`
+	GiveBackTimeout time.Duration `split_words:"true" default:"10s" desc:"how long hits may wait to be given back to Redis before they are dropped"`
 }
 
 // LoadSettings reads Settings from the environment and validates them. Its
@@ -133,6 +136,15 @@ func (s Settings) Validate() error {
 	if s.BreakerProbes < 1 {
 		return fmt.Errorf("server: RLS_BREAKER_PROBES must be at least 1, not %d", s.BreakerProbes)
 	}
+	if s.MaxInflight < 0 {
+		return fmt.Errorf("server: RLS_MAX_INFLIGHT must not be negative, not %d", s.MaxInflight)
+	}
+	if s.GiveBackQueue < 1 {
+		return fmt.Errorf("server: RLS_GIVE_BACK_QUEUE must be at least 1, not %d", s.GiveBackQueue)
+	}
+	if s.GiveBackTimeout <= 0 {
+		return fmt.Errorf("server: RLS_GIVE_BACK_TIMEOUT must be positive, not %s", s.GiveBackTimeout)
+	}
 	if s.DeadlineReserve < 0 {
 		return fmt.Errorf("server: RLS_DEADLINE_RESERVE must not be negative, not %s", s.DeadlineReserve)
 	}
@@ -156,6 +168,9 @@ func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
 		FailureMode:      mode,
 		BackendTimeout:   s.BackendTimeout,
 		DeadlineReserve:  s.DeadlineReserve,
+		MaxInflight:      s.MaxInflight,
+		GiveBackQueue:    s.GiveBackQueue,
+		GiveBackTimeout:  s.GiveBackTimeout,
 		BreakerFailures:  s.BreakerFailures,
 		BreakerCooldown:  s.BreakerCooldown,
 		BreakerProbes:    s.BreakerProbes,
