@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/config"
 )
 
 // givingLimiter passes ops to inner, failing every call while fail is set
@@ -210,4 +211,51 @@ func TestGiveBacksAreBounded(t *testing.T) {
 	time.Sleep(3 * giveBackPause)
 	assert.Equal(t, calls, f.lim.calls.Load(), "and no more after")
 	assert.Zero(t, f.rec.gaveBack()[GivenBack])
+}
+
+// lateLimiter answers every call late, after its context has ended.
+type lateLimiter struct {
+	inner Limiter
+	after time.Duration
+}
+
+func (l lateLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	time.Sleep(l.after)
+	return l.inner.Do(context.Background(), ops)
+}
+
+// TestDecisionsTheCallerNeverSeesKeepNoHits has the backend decide after
+// the caller's deadline has passed: the caller gets no answer it can use,
+// so with the failure mode error the admitted hits are given back; with
+// allow, the caller's own failure mode admitted it, and they stay.
+func TestDecisionsTheCallerNeverSeesKeepNoHits(t *testing.T) {
+	for _, mode := range []FailureMode{FailError, FailAllow} {
+		t.Run(mode.String(), func(t *testing.T) {
+			f := newGiveBackFixture(t, algorithms.FixedWindow, func(o *Options) {
+				o.FailureMode = mode
+				o.BackendTimeout = time.Second
+			})
+			cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+			require.NoError(t, err)
+			f.svc.SetConfig(cfg)
+			f.svc.limiter = lateLimiter{inner: f.mem, after: 50 * time.Millisecond}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			defer cancel()
+			_, _ = f.svc.ShouldRateLimit(ctx, request(desc("fixed", "late")))
+
+			held := func() uint64 {
+				res, err := f.mem.Do(context.Background(), []algorithms.Op{{
+					Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "fixed", Value: "late"}}},
+					Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Window: time.Minute},
+				}})
+				require.NoError(t, err)
+				return 3 - res[0].Remaining
+			}
+			if mode == FailAllow {
+				assert.EqualValues(t, 1, held())
+				return
+			}
+			require.Eventually(t, func() bool { return held() == 0 }, 5*time.Second, time.Millisecond)
+		})
+	}
 }

@@ -135,6 +135,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return p.response(nil), nil
 	}
 
+	caller := ctx
 	ctx, cancel := s.withDeadline(ctx, arrival)
 	defer cancel()
 	if s.gate != nil {
@@ -148,6 +149,12 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	results, err := s.do(ctx, p.ops)
 	if err != nil {
+		return s.failed(ctx, p, err)
+	}
+	if err := caller.Err(); err != nil && s.opts.FailureMode != FailAllow {
+		// Decided after the caller gave up: it never sees the answer, and
+		// applies its own failure mode. Only admitted answers keep hits.
+		s.giveBackAdmitted(p, results, time.Now())
 		return s.failed(ctx, p, err)
 	}
 	s.observeDecisions(p, results)
@@ -259,6 +266,18 @@ func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Resu
 	for j, i := range index {
 		after[j].Receipt = results[i].Receipt
 		results[i] = after[j]
+	}
+}
+
+// giveBackAdmitted queues the refund of every take of p that results
+// admitted (see Service.Settle).
+func (s *Service) giveBackAdmitted(p *plan, results []algorithms.Result, now time.Time) {
+	for i, op := range p.ops {
+		if op.Refund || op.Hits == 0 || !results[i].Allowed {
+			continue
+		}
+		op.Refund, op.Receipt = true, results[i].Receipt
+		s.giveBacks.add(op, now)
 	}
 }
 
