@@ -766,7 +766,7 @@ func writeServerMetrics(log io.Writer, name, addr string) {
 		return
 	}
 	for line := range strings.Lines(string(body)) {
-		if strings.HasPrefix(line, "ratewarden_") && !strings.HasPrefix(line, "ratewarden_rule_") && !strings.Contains(line, "_bucket{") {
+		if strings.HasPrefix(line, "ratewarden_") && !strings.HasPrefix(line, "ratewarden_rule_") && (!strings.Contains(line, "_bucket{") || strings.HasPrefix(line, "ratewarden_request_duration")) {
 			fmt.Fprintf(log, "  %s: %s", name, line)
 		}
 	}

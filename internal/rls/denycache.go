@@ -24,9 +24,12 @@ import (
 // denies past the backend's own reset; its reported wait may be up to one
 // round trip shorter than the backend's, and the remaining count it reports
 // is the one of the remembered denial.
-// Two things it cannot see: hits given back through another replica, and a
-// limit split over shards, which it leaves to the backend, as it does peeks
-// and requests for more hits than the limit can ever hold.
+// Two things it cannot see: hits given back through another replica (or
+// given back after a denial it remembers was decided), and a limit split
+// over shards, which it leaves to the backend, as it does peeks and requests
+// for more hits than the limit can ever hold. For the first, a denial is
+// answered locally for at most maxDenyHold, after which the backend is
+// asked again.
 //
 // DenyCache is safe for concurrent use.
 type DenyCache struct {
@@ -40,6 +43,14 @@ type DenyCache struct {
 
 const denyShards = 64
 
+// maxDenyHold bounds how long a denial is answered locally. Hits can be
+// given back after the denial was decided without this cache seeing it
+// (through another replica, or a take given back because its caller was
+// answered with the failure mode, see Service.Settle); within maxDenyHold
+// the backend is asked again and admits into the room they made. A hot key
+// over its limit then costs the backend one call a second per replica.
+const maxDenyHold = time.Second
+
 type denyShard struct {
 	mu sync.Mutex
 	m  map[string]denial
@@ -50,6 +61,7 @@ type denial struct {
 	limit     algorithms.Limit
 	hits      uint64 // the hits denied
 	until     time.Time
+	held      time.Time // until when it is answered locally: until, or maxDenyHold after it was decided
 	remaining uint64
 }
 
@@ -106,7 +118,8 @@ func (c *DenyCache) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.R
 		i := index[j]
 		results[i] = r
 		if op := &ops[i]; ids[i] != "" && cacheable(op) && !r.Allowed && r.ResetAfter > 0 {
-			c.remember(ids[i], denial{limit: op.Limit, hits: op.Hits, until: now.Add(r.ResetAfter), remaining: r.Remaining}, now)
+			c.remember(ids[i], denial{limit: op.Limit, hits: op.Hits, until: now.Add(r.ResetAfter),
+				held: now.Add(min(r.ResetAfter, maxDenyHold)), remaining: r.Remaining}, now)
 		}
 	}
 	return results, nil
@@ -131,7 +144,7 @@ func (c *DenyCache) denied(id string, op *algorithms.Op, now time.Time) (time.Du
 	if !ok {
 		return 0, 0, false
 	}
-	if d.limit != op.Limit || !now.Before(d.until) {
+	if d.limit != op.Limit || !now.Before(d.held) {
 		delete(s.m, id)
 		return 0, 0, false
 	}
@@ -154,7 +167,7 @@ func (c *DenyCache) remember(id string, d denial, now time.Time) {
 	defer s.mu.Unlock()
 	if _, ok := s.m[id]; !ok && len(s.m) >= c.perShard {
 		for k, v := range s.m {
-			if !now.Before(v.until) {
+			if !now.Before(v.held) {
 				delete(s.m, k)
 			}
 		}

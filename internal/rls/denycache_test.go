@@ -99,7 +99,7 @@ func TestDenyCacheSparesTheBackendOnAHotKey(t *testing.T) {
 	first := do(t, cache, take("hot", l, 1))[0]
 	require.False(t, first.Allowed)
 	for range 1000 {
-		clock.Advance(time.Millisecond)
+		clock.Advance(maxDenyHold / 1001)
 		r := do(t, cache, take("hot", l, 1))[0]
 		require.False(t, r.Allowed)
 	}

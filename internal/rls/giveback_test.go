@@ -259,3 +259,27 @@ func TestDecisionsTheCallerNeverSeesKeepNoHits(t *testing.T) {
 		})
 	}
 }
+
+// TestDenyCacheAsksAgainAfterAGiveBack has a denial remembered while hits
+// that were later given back (through another replica, here straight to
+// the backend) still counted: within maxDenyHold the backend is asked
+// again, and admits into the room.
+func TestDenyCacheAsksAgainAfterAGiveBack(t *testing.T) {
+	cache, inner, clock := newCached(t)
+	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 2, Window: time.Hour}
+	var receipts []algorithms.Receipt
+	for range 2 {
+		r := do(t, cache, take("k", l, 1))[0]
+		require.True(t, r.Allowed)
+		receipts = append(receipts, r.Receipt)
+	}
+	require.False(t, do(t, cache, take("k", l, 1))[0].Allowed)
+	refund := take("k", l, 1)
+	refund.Refund, refund.Receipt = true, receipts[1]
+	do(t, inner, refund) // not through this cache
+
+	clock.Advance(maxDenyHold - time.Millisecond)
+	assert.False(t, do(t, cache, take("k", l, 1))[0].Allowed, "still answered from the cache")
+	clock.Advance(time.Millisecond)
+	assert.True(t, do(t, cache, take("k", l, 1))[0].Allowed, "the backend is asked again, and admits")
+}
