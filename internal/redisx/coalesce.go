@@ -87,12 +87,12 @@ func newCoalescer(client redis.UniversalClient, workers int, grace time.Duration
 // returns their first failure. It returns ctx's error as soon as ctx ends;
 // calls already sent are then still waited for, and what became of them is
 // reported once known. When it returns an error, what became of each call
-// is reported.
+// is reported, but after the coalescer was closed: nothing is sent then.
 func (c *coalescer) run(ctx context.Context, calls []*scriptCall) error {
 	b := &batch{ctx: ctx, calls: calls, err: make(chan error, 1)}
 	select {
 	case <-c.stop:
-		return c.unsent(b, errClosed)
+		return errClosed
 	default:
 	}
 	select {
@@ -100,7 +100,7 @@ func (c *coalescer) run(ctx context.Context, calls []*scriptCall) error {
 	case <-ctx.Done():
 		return c.unsent(b, ctx.Err())
 	case <-c.stop:
-		return c.unsent(b, errClosed)
+		return errClosed
 	}
 	select {
 	case err := <-b.err:
@@ -116,7 +116,7 @@ func (c *coalescer) run(ctx context.Context, calls []*scriptCall) error {
 		case err := <-b.err:
 			return c.delivered(b, err)
 		default:
-			return c.unsent(b, errClosed)
+			return errClosed
 		}
 	}
 }
