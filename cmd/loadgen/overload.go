@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,7 +108,7 @@ func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error
 	fs.IntVar(&cfg.ExactLimit, "exact-limit", 20, "L of every exactness limit")
 	fs.IntVar(&cfg.ExactKeys, "exact-keys", 4, "exactness limits per algorithm and phase")
 	fs.Float64Var(&cfg.ExactShare, "exact-share", 0.1, "share of the calls for exactness limits")
-	fs.BoolVar(&cfg.Metrics, "metrics", false, "log the servers' ratewarden_* counters after each round")
+	fs.BoolVar(&cfg.Metrics, "metrics", false, "log the servers' ratewarden_* samples after each round")
 	env := fs.String("env", "", "comma list of NAME=VALUE settings for the servers, beyond the defaults (for experiments)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -178,6 +179,9 @@ type overloadRound struct {
 	Commit string       `json:"commit"`
 	Closed *phaseResult `json:"closed"`
 	Open   *phaseResult `json:"open"`
+	// Servers sums the ratewarden_* counters of the replicas, over both
+	// loops, by sample name.
+	Servers map[string]float64 `json:"servers,omitempty"`
 }
 
 // phaseResult is what one phase of calls measured.
@@ -327,9 +331,18 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 				return err
 			}
 			fmt.Fprintf(log, "loadgen: overload: %s: %s\n", b.name, round.Open.summary())
-			if cfg.Metrics {
-				for i, s := range servers {
-					writeServerMetrics(log, fmt.Sprintf("%s replica %d", b.name, i), s.httpAddr)
+			round.Servers = map[string]float64{}
+			for i, s := range servers {
+				samples, err := serverSamples(s.httpAddr)
+				if err != nil {
+					fmt.Fprintf(log, "loadgen: overload: %s replica %d: metrics: %v\n", b.name, i, err)
+					continue
+				}
+				for k, v := range samples {
+					round.Servers[k] += v
+					if cfg.Metrics {
+						fmt.Fprintf(log, "  %s replica %d: %s %v\n", b.name, i, k, v)
+					}
 				}
 			}
 			return nil
@@ -751,25 +764,32 @@ func (r *phaseResult) exactLimits() int {
 	return n
 }
 
-// writeServerMetrics logs the ratewarden_* samples of the server whose HTTP
-// address is addr, but the per-rule ones.
-func writeServerMetrics(log io.Writer, name, addr string) {
+// serverSamples returns the ratewarden_* samples of the server whose HTTP
+// address is addr, but the per-rule ones and histogram buckets.
+func serverSamples(addr string) (map[string]float64, error) {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		fmt.Fprintf(log, "loadgen: %s: metrics: %v\n", name, err)
-		return
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		fmt.Fprintf(log, "loadgen: %s: metrics: %v\n", name, err)
-		return
+		return nil, err
 	}
+	samples := map[string]float64{}
 	for line := range strings.Lines(string(body)) {
-		if strings.HasPrefix(line, "ratewarden_") && !strings.HasPrefix(line, "ratewarden_rule_") && (!strings.Contains(line, "_bucket{") || strings.HasPrefix(line, "ratewarden_request_duration")) {
-			fmt.Fprintf(log, "  %s: %s", name, line)
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "ratewarden_") || strings.HasPrefix(line, "ratewarden_rule_") || strings.Contains(line, "_bucket{") {
+			continue
 		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: metrics line %q: %w", line, err)
+		}
+		samples[line[:i]] = v
 	}
+	return samples, nil
 }
 
 // spinCommand spins on one CPU until it is stopped: a busy loop that

@@ -154,6 +154,26 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 	p("DeadlineExceeded was not answered before its deadline; Unavailable is the failure mode's answer")
 	p("(`RLS_FAILURE_MODE=error`), which Envoy turns into its own `failure_mode_deny` decision.")
 	p("")
+	p("What the servers counted themselves, summed over the replicas and both loops:")
+	p("")
+	p("| build | backend timeouts | refused by the open breaker | breaker openings | shed (deadline / queue) | in-flight limit at the end | given back / dropped / uncertain |")
+	p("|---|---|---|---|---|---|---|")
+	for _, v := range r.Variants {
+		m := v.Servers
+		p("| %s | %s | %s | %s | %s / %s | %s | %s / %s / %s |", v.Name,
+			sample(m, `ratewarden_backend_errors_total{kind="timeout"}`),
+			sample(m, `ratewarden_backend_errors_total{kind="circuit_open"}`),
+			sample(m, `ratewarden_backend_circuit_breaker_opened_total`),
+			sample(m, `ratewarden_requests_shed_total{reason="deadline"}`),
+			sample(m, `ratewarden_requests_shed_total{reason="queue"}`),
+			sample(m, `ratewarden_backend_inflight_limit`),
+			sample(m, `ratewarden_backend_give_backs_total{result="given_back"}`),
+			sample(m, `ratewarden_backend_give_backs_total{result="dropped"}`),
+			sample(m, `ratewarden_backend_give_backs_total{result="uncertain"}`))
+	}
+	p("")
+	p("(– where a build has no such metric; the in-flight limit is the sum of the replicas'.)")
+	p("")
 	p("Exactness limits, OK answers of each (offered calls in brackets):")
 	p("")
 	p("| build | loop | %s |", strings.Join(algorithmNames(), " | "))
@@ -213,7 +233,7 @@ func (r *phaseResult) verdict(loop string, c overloadConfig, capacity float64) s
 		missed = append(missed, fmt.Sprintf("%d other errors", other))
 	}
 	if n := r.exactLimits(); n < len(r.Exact) {
-		missed = append(missed, fmt.Sprintf("%d limits not exact", len(r.Exact)-n))
+		missed = append(missed, fmt.Sprintf("%d of %d limits not exact", len(r.Exact)-n, len(r.Exact)))
 	}
 	if loop == "open" && share(r.Goodput, capacity) < c.Goodput {
 		missed = append(missed, fmt.Sprintf("goodput below %s", fmtShare(c.Goodput)))
@@ -222,6 +242,15 @@ func (r *phaseResult) verdict(loop string, c overloadConfig, capacity float64) s
 		return "held"
 	}
 	return "**missed**: " + strings.Join(missed, ", ")
+}
+
+// sample formats the named sample of m, or – when there is none.
+func sample(m map[string]float64, name string) string {
+	v, ok := m[name]
+	if !ok {
+		return "–"
+	}
+	return fmtRate(v)
 }
 
 // fmtCodes formats error counts by code, or "none".
