@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -143,21 +142,8 @@ func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	report.Command = reproduceOverloadCommand(fs)
+	report.Command = reproduceCommand(fs, "overload")
 	return writeOverloadFiles(cfg.Out, report, stderr)
-}
-
-// reproduceOverloadCommand returns the command that measures what this run
-// did: the flags that were set, without those naming where files are.
-func reproduceOverloadCommand(fs *flag.FlagSet) string {
-	cmd := []string{"go", "run", "./cmd/loadgen", "overload"}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "root" || f.Name == "out" {
-			return
-		}
-		cmd = append(cmd, "-"+f.Name+"="+f.Value.String())
-	})
-	return strings.Join(cmd, " ")
 }
 
 // overloadReport is what one overload run measured: docs/overload.json, from
