@@ -198,6 +198,22 @@ type phaseResult struct {
 	// included).
 	ExactLimit int          `json:"exact_limit"`
 	Exact      []exactCount `json:"exact"`
+	// Cores is the CPU each group of processes used while measuring, in
+	// CPUs (CPU seconds per second): loadgen, server, redis, busy loops.
+	Cores map[string]float64 `json:"cores,omitempty"`
+}
+
+// cpuSpinners names the busy loops in phaseResult.Cores.
+const cpuSpinners = "busy loops"
+
+// coresUsed returns the CPUs each group used between two readings seconds
+// apart.
+func coresUsed(before, after map[string]time.Duration, seconds float64) map[string]float64 {
+	cores := map[string]float64{}
+	for name, d := range after {
+		cores[name] = (d - before[name]).Seconds() / seconds
+	}
+	return cores
 }
 
 // exactCount is one exactness limit's tally.
@@ -303,8 +319,16 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 					c.Close()
 				}
 			}()
+			procs := redisProcs(cluster.nodes)
+			for _, s := range servers {
+				procs = append(procs, cpuProc{name: cpuServer, pid: s.cmd.Process.Pid})
+			}
+			for _, sp := range spinners {
+				procs = append(procs, cpuProc{name: cpuSpinners, pid: sp.cmd.Process.Pid})
+			}
+			cpu := newCPUMeter(procs...)
 			fmt.Fprintf(log, "loadgen: overload: %s: closed loop, %d callers on %d replicas, %s deadline\n", b.name, cfg.Callers, len(servers), cfg.Deadline)
-			if round.Closed, err = closedLoop(ctx, cfg, conns, newRunID()); err != nil {
+			if round.Closed, err = closedLoop(ctx, cfg, conns, newRunID(), cpu); err != nil {
 				return err
 			}
 			fmt.Fprintf(log, "loadgen: overload: %s: %s\n", b.name, round.Closed.summary())
@@ -313,7 +337,7 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 			}
 			rate := cfg.Overload * capacity
 			fmt.Fprintf(log, "loadgen: overload: %s: open loop at %.0f calls/s (%.1f× %.0f/s)\n", b.name, rate, cfg.Overload, capacity)
-			if round.Open, err = openLoop(ctx, cfg, conns, newRunID(), rate); err != nil {
+			if round.Open, err = openLoop(ctx, cfg, conns, newRunID(), rate, cpu); err != nil {
 				return err
 			}
 			fmt.Fprintf(log, "loadgen: overload: %s: %s\n", b.name, round.Open.summary())
@@ -650,7 +674,7 @@ func overloadRequest(alg int, value string) *rlsv3.RateLimitRequest {
 
 // closedLoop runs cfg.Callers callers, each sending its next call as soon as
 // the last is answered, and measures for cfg.Closed after cfg.Warmup.
-func closedLoop(ctx context.Context, cfg overloadConfig, conns []*grpc.ClientConn, runID string) (*phaseResult, error) {
+func closedLoop(ctx context.Context, cfg overloadConfig, conns []*grpc.ClientConn, runID string, cpu *cpuMeter) (*phaseResult, error) {
 	traffic := newOverloadTraffic(cfg, runID)
 	tally := newPhaseTally(cfg.Deadline, len(algorithms.Algorithms)*cfg.ExactKeys)
 	var stop atomic.Bool
@@ -672,22 +696,32 @@ func closedLoop(ctx context.Context, cfg overloadConfig, conns []*grpc.ClientCon
 	if !sleep(ctx, cfg.Warmup) {
 		return nil, ctx.Err()
 	}
+	cpuBefore, err := cpu.read()
+	if err != nil {
+		return nil, err
+	}
 	tally.measuring.Store(true)
 	start := time.Now()
 	ok := sleep(ctx, cfg.Closed)
 	tally.measuring.Store(false)
 	seconds := time.Since(start).Seconds()
+	cpuAfter, err := cpu.read()
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
 		return nil, ctx.Err()
 	}
 	stop.Store(true)
 	wg.Wait()
-	return tally.result(seconds, traffic), nil
+	r := tally.result(seconds, traffic)
+	r.Cores = coresUsed(cpuBefore, cpuAfter, seconds)
+	return r, nil
 }
 
 // openLoop sends calls at a constant rate, whatever becomes of them, for
 // cfg.Open: each call is due at its slot, and its deadline runs from then.
-func openLoop(ctx context.Context, cfg overloadConfig, conns []*grpc.ClientConn, runID string, rate float64) (*phaseResult, error) {
+func openLoop(ctx context.Context, cfg overloadConfig, conns []*grpc.ClientConn, runID string, rate float64, cpu *cpuMeter) (*phaseResult, error) {
 	traffic := newOverloadTraffic(cfg, runID)
 	tally := newPhaseTally(cfg.Deadline, len(algorithms.Algorithms)*cfg.ExactKeys)
 	clients := make([]rlsv3.RateLimitServiceClient, len(conns))
@@ -700,6 +734,19 @@ func openLoop(ctx context.Context, cfg overloadConfig, conns []*grpc.ClientConn,
 	var wg sync.WaitGroup
 	start := time.Now().Add(10 * time.Millisecond)
 	end := start.Add(cfg.Open)
+	cpuBefore, err := cpu.read()
+	if err != nil {
+		return nil, err
+	}
+	readAt := time.Now()
+	var cpuAfter map[string]time.Duration
+	var cpuErr error
+	var cpuSeconds float64
+	wg.Go(func() {
+		sleep(ctx, time.Until(end))
+		cpuAfter, cpuErr = cpu.read()
+		cpuSeconds = time.Since(readAt).Seconds()
+	})
 	tally.measuring.Store(true)
 	for d := range dispatchers {
 		rng := rand.New(rand.NewPCG(rand.Uint64(), uint64(d)))
@@ -722,8 +769,12 @@ func openLoop(ctx context.Context, cfg overloadConfig, conns []*grpc.ClientConn,
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	if cpuErr != nil {
+		return nil, cpuErr
+	}
 	r := tally.result(cfg.Open.Seconds(), traffic)
 	r.Rate = rate
+	r.Cores = coresUsed(cpuBefore, cpuAfter, cpuSeconds)
 	return r, nil
 }
 

@@ -130,14 +130,8 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	capacity := r.capacity()
 	for _, v := range r.Variants {
-		for _, ph := range []struct {
-			name string
-			res  *phaseResult
-		}{{"closed", v.Closed}, {"open", v.Open}} {
+		for _, ph := range v.phases() {
 			x := ph.res
-			if x == nil {
-				continue
-			}
 			loop := fmt.Sprintf("closed, %d callers", c.Callers)
 			if ph.name == "open" {
 				loop = fmt.Sprintf("open, %s/s", fmtRate(x.Rate))
@@ -174,18 +168,26 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 	p("")
 	p("(– where a build has no such metric; the in-flight limit is the sum of the replicas'.)")
 	p("")
+	p("Where the %d CPUs went while measuring, in CPUs used:", r.Machine.CPUs)
+	p("")
+	p("| build | loop | load generator | servers | Redis | busy loops |")
+	p("|---|---|---|---|---|---|")
+	for _, v := range r.Variants {
+		for _, ph := range v.phases() {
+			if ph.res.Cores == nil {
+				continue
+			}
+			c := ph.res.Cores
+			p("| %s | %s | %.2f | %.2f | %.2f | %.2f |", v.Name, ph.name, c[cpuLoadgen], c[cpuServer], c[cpuRedis], c[cpuSpinners])
+		}
+	}
+	p("")
 	p("Exactness limits, OK answers of each (offered calls in brackets):")
 	p("")
 	p("| build | loop | %s |", strings.Join(algorithmNames(), " | "))
 	p("|---|---|%s", strings.Repeat("---|", len(algorithmNames())))
 	for _, v := range r.Variants {
-		for _, ph := range []struct {
-			name string
-			res  *phaseResult
-		}{{"closed", v.Closed}, {"open", v.Open}} {
-			if ph.res == nil {
-				continue
-			}
+		for _, ph := range v.phases() {
 			byAlg := map[string][]string{}
 			for _, e := range ph.res.Exact {
 				byAlg[e.Algorithm] = append(byAlg[e.Algorithm], fmt.Sprintf("%d (%d)", e.Admitted, e.Offered))
@@ -204,6 +206,23 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 	}
 	p("%s", overloadAnalysisEnd)
 	p("%s", overloadEnd)
+}
+
+// namedPhase is one loop of a round.
+type namedPhase struct {
+	name string
+	res  *phaseResult
+}
+
+// phases returns the loops the round ran, closed first.
+func (v *overloadRound) phases() []namedPhase {
+	var out []namedPhase
+	for _, ph := range []namedPhase{{"closed", v.Closed}, {"open", v.Open}} {
+		if ph.res != nil {
+			out = append(out, ph)
+		}
+	}
+	return out
 }
 
 // capacity returns the decisions per second of the newer build's closed
