@@ -129,14 +129,15 @@ func benchCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	report.Command = reproduceCommand(fs)
+	report.Command = reproduceCommand(fs, "bench")
 	return writeReportFiles(cfg.Out, report, stderr)
 }
 
-// reproduceCommand returns the command that measures what this bench run
-// did: the flags that were set, without those naming where files are.
-func reproduceCommand(fs *flag.FlagSet) string {
-	cmd := []string{"go", "run", "./cmd/loadgen", "bench"}
+// reproduceCommand returns the command that measures what this run of the
+// loadgen command name did: the flags that were set, without those naming
+// where files are.
+func reproduceCommand(fs *flag.FlagSet, name string) string {
+	cmd := []string{"go", "run", "./cmd/loadgen", name}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "root" || f.Name == "out" {
 			return

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 )
@@ -53,11 +52,7 @@ func describeMachine(ctx context.Context, root string, redis *redisServer) machi
 	if redis != nil {
 		m.Redis = redis.version(ctx)
 	}
-	cmd := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty", "--abbrev=12")
-	cmd.Dir = root
-	if out, err := cmd.Output(); err == nil {
-		m.Commit = strings.TrimSpace(string(out))
-	}
+	m.Commit = gitDescribe(ctx, root)
 	return m
 }
 

@@ -14,6 +14,8 @@
 //	loadgen bench [flags]     run the benchmark matrix, write the report
 //	loadgen report [flags]    render the report again from its JSON
 //	loadgen serve -cpuprofile F   run ratewarden's server (RLS_* env) under the CPU profiler
+//	loadgen overload [flags]  run the overload benchmark, before and after
+//	loadgen spin              keep one CPU busy (the overload benchmark's busy loops)
 package main
 
 import (
@@ -53,6 +55,8 @@ const usage = `loadgen measures ratewarden.
   loadgen bench [flags]       run the benchmark matrix, write BENCHMARKS.md
   loadgen report [flags]      render BENCHMARKS.md and the chart again from the JSON
   loadgen serve -cpuprofile F run ratewarden's server (RLS_* env) under the CPU profiler
+  loadgen overload [flags]    run the overload benchmark on a busy machine, before and after
+  loadgen spin                keep one CPU busy until stopped
 
 'loadgen COMMAND -h' lists a command's flags.
 `
@@ -79,6 +83,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return reportCommand(args, stderr)
 	case "serve":
 		return serveCommand(ctx, args, stderr)
+	case "overload":
+		return overloadCommand(ctx, args, stderr)
+	case "spin":
+		return spinCommand(ctx, args, stderr)
 	case "help":
 		_, err := io.WriteString(stdout, usage)
 		return err

@@ -72,12 +72,16 @@ func writeReportFiles(dir string, r *benchReport, log io.Writer) error {
 		return fmt.Errorf("loadgen: %w", err)
 	}
 	mdPath := filepath.Join(dir, reportMDPath)
-	analysis := ""
+	analysis, overload := "", ""
 	if old, err := os.ReadFile(mdPath); err == nil {
-		analysis = keptAnalysis(string(old))
+		analysis, overload = keptAnalysis(string(old)), keptOverloadSection(string(old))
 	}
 	var md bytes.Buffer
 	r.writeMarkdown(&md, analysis)
+	if overload != "" {
+		// The section `loadgen overload` wrote stays, at the end.
+		fmt.Fprintf(&md, "\n%s", overload)
+	}
 	if err := os.WriteFile(mdPath, md.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("loadgen: %w", err)
 	}
@@ -105,17 +109,7 @@ func reportCommand(args []string, stderr io.Writer) error {
 
 // keptAnalysis returns what stands between the analysis markers of an
 // earlier BENCHMARKS.md, or "".
-func keptAnalysis(md string) string {
-	_, rest, ok := strings.Cut(md, analysisBegin)
-	if !ok {
-		return ""
-	}
-	text, _, ok := strings.Cut(rest, analysisEnd)
-	if !ok {
-		return ""
-	}
-	return strings.Trim(text, "\n")
-}
+func keptAnalysis(md string) string { return keptBetween(md, analysisBegin, analysisEnd) }
 
 // noop returns the mean decisions per second and p99 of the no-op runs at
 // concurrency c, and whether there was any.

@@ -188,5 +188,5 @@ func TestReproduceCommandLeavesOutPaths(t *testing.T) {
 	fs.Int("repeat", 1, "")
 	fs.Duration("duration", time.Second, "")
 	require.NoError(t, fs.Parse([]string{"-root", "/src", "-out", "/tmp/x", "-quick", "-repeat", "3", "-duration", "2s"}))
-	assert.Equal(t, "go run ./cmd/loadgen bench -duration=2s -quick -repeat=3", reproduceCommand(fs))
+	assert.Equal(t, "go run ./cmd/loadgen bench -duration=2s -quick -repeat=3", reproduceCommand(fs, "bench"))
 }

@@ -49,6 +49,9 @@ type Metrics struct {
 	backendErrors   *prometheus.CounterVec
 	breakerState    *prometheus.GaugeVec
 	breakerOpened   prometheus.Counter
+	shed            *prometheus.CounterVec
+	inflightLimit   prometheus.Gauge
+	giveBacks       *prometheus.CounterVec
 
 	configReloads     *prometheus.CounterVec
 	configLastSuccess prometheus.Gauge
@@ -120,6 +123,19 @@ func New(opts ...Option) *Metrics {
 			Help: "Times the circuit breaker opened, after consecutive failures or a failed probe.",
 		}),
 
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "requests_shed_total",
+			Help: "Requests answered with the failure mode without calling the backend, because they could not have been answered before their deadline, by reason: deadline (too little time left for the backend's recent latency) or queue (the waiting list was full).",
+		}, []string{"reason"}),
+		inflightLimit: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: "backend", Name: "inflight_limit",
+			Help: "How many requests may have backend calls under way at once: RLS_MAX_INFLIGHT, or the limit adapted to what the backend answers in time.",
+		}),
+		giveBacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "backend", Name: "give_backs_total",
+			Help: "Hits owed back to the backend after a failed call, by result: given_back, dropped (queue full or time limit passed), uncertain (a take answered with the failure mode, or a refund, that may or may not have run and is not sent again).",
+		}, []string{"result"}),
+
 		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "config", Name: "reloads_total",
 			Help: "Reloads of the limits configuration, by result: success or failure (the previous configuration stays in force).",
@@ -137,6 +153,7 @@ func New(opts ...Option) *Metrics {
 			m.totalHits, m.withinLimit, m.nearLimit, m.overLimit, m.shadowMode, m.charged,
 			m.requests, m.requestDuration,
 			m.backendDuration, m.backendErrors, m.breakerState, m.breakerOpened,
+			m.shed, m.inflightLimit, m.giveBacks,
 			m.configReloads, m.configLastSuccess,
 		)
 	}
@@ -154,6 +171,12 @@ func New(opts ...Option) *Metrics {
 		m.backendErrors.WithLabelValues(kind.String())
 	}
 	m.ObserveBreaker(rls.BreakerClosed)
+	for _, r := range rls.ShedReasons {
+		m.shed.WithLabelValues(r.String())
+	}
+	for _, r := range rls.GiveBackResults {
+		m.giveBacks.WithLabelValues(r.String())
+	}
 	m.configReloads.WithLabelValues("success")
 	m.configReloads.WithLabelValues("failure")
 	m.configLastSuccess.Set(1)
@@ -243,6 +266,19 @@ func (m *Metrics) ObserveBreaker(s rls.BreakerState) {
 	if s == rls.BreakerOpen {
 		m.breakerOpened.Inc()
 	}
+}
+
+// ObserveShed counts a request shed before it reached the backend.
+func (m *Metrics) ObserveShed(r rls.ShedReason) { m.shed.WithLabelValues(r.String()).Inc() }
+
+// ObserveInflightLimit records the limit of requests with backend calls
+// under way.
+func (m *Metrics) ObserveInflightLimit(n int) { m.inflightLimit.Set(float64(n)) }
+
+// ObserveGiveBack counts n ops owed back to the backend by what became of
+// them.
+func (m *Metrics) ObserveGiveBack(r rls.GiveBackResult, n int) {
+	m.giveBacks.WithLabelValues(r.String()).Add(float64(n))
 }
 
 // ObserveConfigReload records a reload of the limits configuration: err is

@@ -3,9 +3,12 @@ package redisx
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
 // coalescer runs the script calls of concurrent Do calls together: a fixed
@@ -13,12 +16,20 @@ import (
 // and send them all in one pipeline (one per node in a cluster), so that many
 // requests share one write and one read instead of a round trip each. A
 // request that finds a worker idle is sent at once: coalescing adds no wait,
-// it only gathers what is already waiting. It is safe for concurrent use.
+// it only gathers what is already waiting.
+//
+// A caller stops waiting at its own deadline, but its pipeline waits for
+// its answers up to grace longer, so that what became of the calls of a
+// caller that gave up is known and reported. A batch whose caller is gone
+// before it is sent is not sent at all. It is safe for concurrent use.
 type coalescer struct {
-	client redis.UniversalClient
-	queue  chan *batch
-	stop   chan struct{}
-	done   chan struct{}
+	client   redis.UniversalClient
+	retries  int // see execScripts
+	grace    time.Duration
+	outcomes func([]algorithms.Outcome)
+	queue    chan *batch
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // errClosed is returned by a closed Limiter.
@@ -32,15 +43,29 @@ type batch struct {
 	ctx   context.Context
 	calls []*scriptCall
 	err   chan error
+	// state is batchWaiting until the worker delivers the outcome
+	// (batchDelivered) or the caller stops waiting (batchAbandoned),
+	// whichever comes first.
+	state atomic.Int32
 }
 
+// The states of a batch.
+const (
+	batchWaiting = iota
+	batchDelivered
+	batchAbandoned
+)
+
 // newCoalescer starts workers goroutines sending calls through client.
-func newCoalescer(client redis.UniversalClient, workers int) *coalescer {
+func newCoalescer(client redis.UniversalClient, workers int, grace time.Duration, outcomes func([]algorithms.Outcome)) *coalescer {
 	c := &coalescer{
-		client: client,
-		queue:  make(chan *batch, 4*maxCoalesced),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		client:   client,
+		retries:  clientRetries(client),
+		grace:    grace,
+		outcomes: outcomes,
+		queue:    make(chan *batch, 4*maxCoalesced),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	finished := make(chan struct{}, workers)
 	for range workers {
@@ -60,35 +85,65 @@ func newCoalescer(client redis.UniversalClient, workers int) *coalescer {
 
 // run sends calls in a pipeline shared with whatever else is waiting, and
 // returns their first failure. It returns ctx's error as soon as ctx ends;
-// the calls may still be sent.
+// calls already sent are then still waited for, and what became of them is
+// reported once known. When it returns an error, what became of each call
+// is reported, but after the coalescer was closed: nothing is sent then.
 func (c *coalescer) run(ctx context.Context, calls []*scriptCall) error {
+	b := &batch{ctx: ctx, calls: calls, err: make(chan error, 1)}
 	select {
 	case <-c.stop:
 		return errClosed
 	default:
 	}
-	b := &batch{ctx: ctx, calls: calls, err: make(chan error, 1)}
 	select {
 	case c.queue <- b:
 	case <-ctx.Done():
-		return ctx.Err()
+		return c.unsent(b, ctx.Err())
 	case <-c.stop:
 		return errClosed
 	}
 	select {
 	case err := <-b.err:
-		return err
+		return c.delivered(b, err)
 	case <-ctx.Done():
-		return ctx.Err()
+		if b.state.CompareAndSwap(batchWaiting, batchAbandoned) {
+			return ctx.Err() // the worker reports
+		}
+		return c.delivered(b, <-b.err)
 	case <-c.done:
 		// Closed with this batch still queued: no worker will send it.
 		select {
 		case err := <-b.err:
-			return err
+			return c.delivered(b, err)
 		default:
 			return errClosed
 		}
 	}
+}
+
+// unsent reports the calls of b, which were never sent, and returns err.
+func (c *coalescer) unsent(b *batch, err error) error {
+	c.outcomes(outcomesOf(b.calls, time.Now()))
+	return err
+}
+
+// delivered returns the outcome err the caller of b was given, reporting
+// the calls when it is a failure.
+func (c *coalescer) delivered(b *batch, err error) error {
+	if err != nil {
+		c.outcomes(outcomesOf(b.calls, time.Now()))
+	}
+	return err
+}
+
+// deliver gives b's caller its outcome err, or, when the caller stopped
+// waiting, reports what became of its calls.
+func (c *coalescer) deliver(b *batch, err error) {
+	if b.state.CompareAndSwap(batchWaiting, batchDelivered) {
+		b.err <- err
+		return
+	}
+	c.outcomes(outcomesOf(b.calls, time.Now()))
 }
 
 // work sends batches until the coalescer closes.
@@ -120,16 +175,16 @@ func (c *coalescer) work() {
 }
 
 // send runs the calls of batches whose callers still wait in one pipeline,
-// appending them to calls, and tells each batch its outcome. The pipeline may
-// take until the latest deadline among the batches: each caller still stops
-// waiting at its own.
+// appending them to calls, and tells each batch its outcome. The pipeline
+// may take until the latest deadline among the batches, and grace longer:
+// each caller still stops waiting at its own.
 func (c *coalescer) send(batches []*batch, calls []*scriptCall) []*scriptCall {
 	var latest time.Time
 	unbounded := false
 	live := batches[:0]
 	for _, b := range batches {
 		if err := b.ctx.Err(); err != nil {
-			b.err <- err
+			c.deliver(b, err)
 			continue
 		}
 		live = append(live, b)
@@ -146,12 +201,12 @@ func (c *coalescer) send(batches []*batch, calls []*scriptCall) []*scriptCall {
 	ctx := context.Background()
 	if !unbounded {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
+		ctx, cancel = context.WithDeadline(ctx, latest.Add(c.grace))
 		defer cancel()
 	}
-	execScripts(ctx, c.client, calls)
+	execScripts(ctx, c.client, calls, c.retries)
 	for _, b := range live {
-		b.err <- callsError(b.calls)
+		c.deliver(b, callsError(b.calls))
 	}
 	return calls
 }

@@ -29,6 +29,9 @@ type Limiter struct {
 	slack   string // milliseconds every key is kept past its state's expiry
 	scripts [algorithms.TokenBucket + 1]*script
 	co      *coalescer // nil without coalescing
+	// outcomes receives what became of the ops of failed Do calls; it is
+	// never nil.
+	outcomes func([]algorithms.Outcome)
 }
 
 // clockSlack is how much longer keys live when the Limiter's clock is not the
@@ -39,10 +42,12 @@ const clockSlack = 24 * time.Hour
 type Option func(*limiterOptions)
 
 type limiterOptions struct {
-	prefix  string
-	clock   func() time.Time
-	intN    func(n int) int
-	workers int
+	prefix   string
+	clock    func() time.Time
+	intN     func(n int) int
+	workers  int
+	outcomes func([]algorithms.Outcome)
+	grace    time.Duration
 }
 
 // DefaultCoalescingWorkers is how many pipelines per CPU a Limiter keeps in
@@ -55,6 +60,25 @@ const DefaultCoalescingWorkers = 4
 // DefaultCoalescingWorkers per CPU.
 func WithCoalescing(workers int) Option {
 	return func(o *limiterOptions) { o.workers = workers }
+}
+
+// WithOutcomes makes the Limiter report, for every Do call that returned an
+// error, what became of each of its ops (see algorithms.Outcome): at once for
+// those that certainly did not run or whose answers are in, and for the ops
+// of a call whose caller gave up while its pipeline was under way, once that
+// pipeline's answers arrive or it fails. report is called from the
+// Limiter's goroutines and must be quick.
+func WithOutcomes(report func([]algorithms.Outcome)) Option {
+	return func(o *limiterOptions) { o.outcomes = report }
+}
+
+// WithGrace sets how long a coalesced pipeline keeps waiting for its answers
+// after the latest deadline of its callers, so that the Limiter learns what
+// became of the ops of callers that gave up (WithOutcomes). Each read is
+// still bounded by the client's read timeout. The default is
+// DefaultReadTimeout; 0 waits no longer than the callers.
+func WithGrace(d time.Duration) Option {
+	return func(o *limiterOptions) { o.grace = d }
 }
 
 // WithKeyPrefix starts every key the Limiter writes with prefix instead of
@@ -87,7 +111,7 @@ func NewLimiter(client redis.UniversalClient, opts ...Option) (*Limiter, error) 
 	if client == nil {
 		return nil, errors.New("redisx: nil client")
 	}
-	o := limiterOptions{prefix: DefaultKeyPrefix, intN: rand.IntN, workers: DefaultCoalescingWorkers * runtime.GOMAXPROCS(0)}
+	o := limiterOptions{prefix: DefaultKeyPrefix, intN: rand.IntN, workers: DefaultCoalescingWorkers * runtime.GOMAXPROCS(0), grace: DefaultReadTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -98,7 +122,13 @@ func NewLimiter(client redis.UniversalClient, opts ...Option) (*Limiter, error) 
 	if o.intN == nil {
 		return nil, errors.New("redisx: nil random source")
 	}
-	l := &Limiter{client: client, keys: keys, clock: o.clock, intN: o.intN, slack: "0"}
+	if o.grace < 0 {
+		return nil, errors.New("redisx: negative grace")
+	}
+	l := &Limiter{client: client, keys: keys, clock: o.clock, intN: o.intN, slack: "0", outcomes: o.outcomes}
+	if l.outcomes == nil {
+		l.outcomes = func([]algorithms.Outcome) {}
+	}
 	if o.clock != nil {
 		l.slack = strconv.FormatInt(clockSlack.Milliseconds(), 10)
 	}
@@ -114,7 +144,7 @@ func NewLimiter(client redis.UniversalClient, opts ...Option) (*Limiter, error) 
 		}
 	}
 	if o.workers > 0 {
-		l.co = newCoalescer(client, o.workers)
+		l.co = newCoalescer(client, o.workers, o.grace, l.outcomes)
 	}
 	return l, nil
 }
@@ -128,11 +158,20 @@ func (l *Limiter) Close() {
 }
 
 // run sends calls, coalesced with other Do calls' when coalescing is on.
+// When it fails, what became of each call is reported (see WithOutcomes):
+// by the coalescer, after the pipeline of a caller that gave up has ended.
 func (l *Limiter) run(ctx context.Context, calls []*scriptCall) error {
+	for _, c := range calls {
+		c.ctx = ctx
+	}
 	if l.co != nil {
 		return l.co.run(ctx, calls)
 	}
-	return runScripts(ctx, l.client, calls)
+	err := runScripts(ctx, l.client, calls)
+	if err != nil {
+		l.outcomes(outcomesOf(calls, time.Now()))
+	}
+	return err
 }
 
 // Do applies ops, each atomically on its own limit's state, and returns one
@@ -150,8 +189,10 @@ func (l *Limiter) run(ctx context.Context, calls []*scriptCall) error {
 //
 // Do returns an error wrapping algorithms.ErrInvalidLimit when an Op's limit
 // is invalid, and an error wrapping the Redis or context error when Redis
-// could not decide; scripts missing from a node's cache are loaded and run
-// again, nothing else is retried.
+// could not decide. A script is never sent twice once it may have run (see
+// execScripts): scripts missing from a node's cache are loaded and run again,
+// and a script that certainly did not run is sent again as the client's
+// MaxRetries allow; nothing else is retried.
 func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	for i := range ops {
 		if err := ops[i].Limit.Validate(); err != nil {
@@ -172,14 +213,15 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 
 	var again []int
 	for i, c := range calls {
-		r, err := decodeReply(c.cmd.Val())
+		r, err := c.result()
 		if err != nil {
-			return nil, fmt.Errorf("redisx: %s: %w", c.script.name, err)
+			l.outcomes(outcomesOf(calls, time.Now()))
+			return nil, err
 		}
-		results[i] = r.result(&ops[i], shards[i])
+		results[i] = r
 		// A charge is recorded wherever it lands, so it tries no other
 		// shard.
-		if n := shardCount(&ops[i]); !ops[i].Refund && !ops[i].Charge && !r.allowed && n > 1 {
+		if n := shardCount(&ops[i]); !ops[i].Refund && !ops[i].Charge && !r.Allowed && n > 1 {
 			again = append(again, i)
 		}
 	}
@@ -187,7 +229,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		return results, nil
 	}
 
-	calls = calls[:0]
+	calls = make([]*scriptCall, 0, len(again))
 	now = l.now()
 	for _, i := range again {
 		// Another shard, uniformly among the other n−1.
@@ -198,16 +240,27 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		shards[i] = other
 		calls = append(calls, l.call(&ops[i], other, now))
 	}
-	if err := l.run(ctx, calls); err != nil {
-		return nil, err
-	}
-	for k, c := range calls {
-		r, err := decodeReply(c.cmd.Val())
-		if err != nil {
-			return nil, fmt.Errorf("redisx: %s: %w", c.script.name, err)
+	err := l.run(ctx, calls)
+	if err == nil {
+		for k, c := range calls {
+			var r algorithms.Result
+			if r, err = c.result(); err != nil {
+				break
+			}
+			results[again[k]] = r
 		}
-		i := again[k]
-		results[i] = r.result(&ops[i], shards[i])
+	}
+	if err != nil {
+		// The first round ran: its answers, and those of the second
+		// round that could be read, are what became of the ops. (A
+		// second round that failed is reported by run.)
+		applied := make([]algorithms.Outcome, len(ops))
+		at := time.Now()
+		for i := range ops {
+			applied[i] = algorithms.Outcome{Op: ops[i], Fate: algorithms.Applied, Result: results[i], At: at}
+		}
+		l.outcomes(applied)
+		return nil, err
 	}
 	return results, nil
 }
@@ -299,6 +352,8 @@ func (l *Limiter) call(op *algorithms.Op, shard int, now string) *scriptCall {
 		seq = strconv.FormatUint(op.Receipt.Seq, 10)
 	}
 	return &scriptCall{
+		op:     *op,
+		shard:  shard,
 		script: l.scripts[lim.Algorithm],
 		keys:   l.keys.keys(op.Key, lim, shard),
 		args: []any{

@@ -39,14 +39,16 @@ const (
 	DefaultReadTimeout = 500 * time.Millisecond
 	// DefaultWriteTimeout bounds writing one command.
 	DefaultWriteTimeout = 500 * time.Millisecond
-	// DefaultMaxRetries is one retry, at once, without backoff: it rides
-	// out a connection that broke after the pool checked it, or a LOADING,
-	// READONLY or MASTERDOWN reply from a server in the middle of a
-	// failover, within the same request. More retries would only spend the
-	// budget on a server that is failing. A retry can repeat a script whose
-	// reply was lost with the connection; for a rate limiter that counts a
-	// hit twice, which errs on the strict side and only happens when a
-	// connection breaks mid-command.
+	// DefaultMaxRetries is one retry, at once, without backoff, of a
+	// command that certainly did not run: one whose connection could not be
+	// had (a refused dial, an exhausted pool), or that the server refused
+	// before running it (LOADING, READONLY, MASTERDOWN, TRYAGAIN,
+	// CLUSTERDOWN), as in the middle of a failover. It rides that out within
+	// the same request; more retries would only spend the budget on a server
+	// that is failing. A script whose reply was lost after it was written
+	// (a read timeout, a connection broken mid-reply) may have run, and is
+	// never sent again, whatever this says: a rate limiter that re-sent it
+	// would count its hits twice.
 	DefaultMaxRetries = 1
 )
 
@@ -118,12 +120,13 @@ type Options struct {
 	ReadTimeout  time.Duration `split_words:"true" desc:"bound on reading one reply when the request has no earlier deadline (0: 500ms)"`
 	WriteTimeout time.Duration `split_words:"true" desc:"bound on writing one command when the request has no earlier deadline (0: 500ms)"`
 
-	// MaxRetries is how often a command that failed on a broken connection
-	// or a transient server error (LOADING, READONLY, TRYAGAIN) is retried
-	// in standalone and sentinel mode: 0 means DefaultMaxRetries, a negative
-	// number means never. In cluster mode the cluster client instead follows
-	// up to three MOVED/ASK redirects and retries within those attempts.
-	MaxRetries int `split_words:"true" desc:"retries of a command on a broken connection (0: 1, negative: none)"`
+	// MaxRetries is how often a command that certainly did not run is sent
+	// again (see DefaultMaxRetries) in standalone and sentinel mode: 0 means
+	// DefaultMaxRetries, a negative number means never. A rate limit script
+	// that may have run is never sent again. In cluster mode the cluster
+	// client instead follows up to three MOVED/ASK redirects and sends
+	// again within those attempts.
+	MaxRetries int `split_words:"true" desc:"retries of a command that certainly did not run: no connection, or refused by a server that is loading or failing over (0: 1, negative: none); a script that may have run is never sent again"`
 }
 
 // mode returns o.Mode, with the zero Mode read as standalone.

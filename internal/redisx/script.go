@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -34,67 +36,176 @@ func loadScript(name string) (*script, error) {
 // scriptCall is one run of a script: its keys and arguments, and once run,
 // the command holding its reply.
 type scriptCall struct {
+	// op is the Op the call runs, on shard (see Limiter.call); ctx is its
+	// caller's context.
+	op     algorithms.Op
+	shard  int
+	ctx    context.Context
 	script *script
 	keys   []string
 	args   []any
-	cmd    *redis.Cmd
+	cmd    *redis.Cmd // nil until sent
+	// sends counts the times the call was sent again after a failure that
+	// proved it had not run; eval is set once a node lacked the script.
+	sends int
+	eval  bool
 }
 
+// waiting reports whether the call's caller still waits for its answer.
+func (c *scriptCall) waiting() bool { return c.ctx == nil || c.ctx.Err() == nil }
+
+// result decodes the call's reply as its op's Result.
+func (c *scriptCall) result() (algorithms.Result, error) {
+	r, err := decodeReply(c.cmd.Val())
+	if err != nil {
+		return algorithms.Result{}, fmt.Errorf("redisx: %s: %w", c.script.name, err)
+	}
+	return r.result(&c.op, c.shard), nil
+}
+
+// outcome returns what became of the call, as known at.
+func (c *scriptCall) outcome(at time.Time) algorithms.Outcome {
+	o := algorithms.Outcome{Op: c.op, Fate: algorithms.Unknown, At: at}
+	if c.cmd == nil {
+		o.Fate = algorithms.NotApplied
+		return o
+	}
+	switch err := c.cmd.Err(); {
+	case err == nil:
+		if r, err := c.result(); err == nil {
+			o.Fate, o.Result = algorithms.Applied, r
+		}
+	case isNoScript(err), didNotRun(err):
+		o.Fate = algorithms.NotApplied
+	}
+	return o
+}
+
+// outcomesOf returns what became of each of calls, as known at.
+func outcomesOf(calls []*scriptCall, at time.Time) []algorithms.Outcome {
+	out := make([]algorithms.Outcome, len(calls))
+	for i, c := range calls {
+		out[i] = c.outcome(at)
+	}
+	return out
+}
+
+// command returns a new command that runs c: EVALSHA, or EVAL once a node
+// answered NOSCRIPT.
+func (c *scriptCall) command(ctx context.Context) *redis.Cmd {
+	name, payload := "evalsha", c.script.sha
+	if c.eval {
+		name, payload = "eval", c.script.src
+	}
+	args := make([]any, 0, 3+len(c.keys)+len(c.args))
+	args = append(args, name, payload, len(c.keys))
+	for _, k := range c.keys {
+		args = append(args, k)
+	}
+	args = append(args, c.args...)
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	return cmd
+}
+
+// sentOnce is a script's command that go-redis must never send again on its
+// own. go-redis sends a command again after a read timeout or a broken
+// connection, and a pipeline again after a retryable error reply to its first
+// command, although the command may have run: for a script that takes hits,
+// that counts them twice. With NoRetry it still follows MOVED and ASK
+// redirects and redials a cluster node it could not reach, which never
+// re-run anything; runScripts sends again only what certainly did not run.
+type sentOnce struct{ *redis.Cmd }
+
+// NoRetry tells go-redis not to send the command again.
+func (sentOnce) NoRetry() bool { return true }
+
 // runScripts runs every call in one pipelined round trip with EVALSHA (a
-// cluster client splits the pipeline per node). The calls that a node answers
-// with NOSCRIPT, because its script cache was flushed or it restarted or
-// failed over, run again in a second pipeline with EVAL, which also caches the
-// script there; nothing else is retried. It returns an error wrapping the
-// first failure of any call, and nil when every call has a reply.
+// cluster client splits the pipeline per node), and returns an error
+// wrapping the first failure of any call, or nil when every call has a
+// reply. See execScripts for what is sent again.
 func runScripts(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) error {
-	execScripts(ctx, client, calls)
+	execScripts(ctx, client, calls, clientRetries(client))
 	return callsError(calls)
 }
 
-// execScripts runs calls as runScripts does, leaving each call's outcome in
-// its command.
-func execScripts(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) {
-	if len(calls) == 0 {
-		return
-	}
-	pipe := client.Pipeline()
-	for _, c := range calls {
-		c.cmd = pipe.EvalSha(ctx, c.script.sha, c.keys, c.args...)
-	}
-	// Exec's error is the first failed command's; each command is inspected
-	// instead.
-	settle(pipe.Exec(ctx))
-
-	var missing []*scriptCall
-	for _, c := range calls {
-		if isNoScript(c.cmd.Err()) {
-			missing = append(missing, c)
+// execScripts runs calls in one pipeline and leaves each call's outcome in
+// its command. A call is sent again, in a further pipeline of such calls,
+// only when its failure proves that it did not run: a node that lacked the
+// script (NOSCRIPT: sent again once, with EVAL, which also caches it there),
+// and up to retries times a connection that could not be had (a refused or
+// failed dial, no free connection in the pool) or a server that refused the
+// command before running it (LOADING, READONLY, MASTERDOWN, TRYAGAIN,
+// CLUSTERDOWN), while ctx lasts and its own caller still waits. A call whose
+// reply was lost after it was written (a read timeout, a connection broken
+// mid-reply) may have run, and is never sent again.
+func execScripts(ctx context.Context, client redis.UniversalClient, calls []*scriptCall, retries int) {
+	pending := calls
+	for len(pending) > 0 {
+		pipe := client.Pipeline()
+		for _, c := range pending {
+			c.cmd = c.command(ctx)
+			_ = pipe.Process(ctx, sentOnce{c.cmd})
 		}
+		// Exec's error is the first failed command's; each command is
+		// inspected instead, except when the connection could not be set up
+		// (a refused AUTH: NOAUTH, WRONGPASS): go-redis reports that from
+		// Exec only, and the commands would look answered with nothing.
+		if _, err := pipe.Exec(ctx); err != nil {
+			for _, c := range pending {
+				if c.cmd.Err() == nil && c.cmd.Val() == nil {
+					c.cmd.SetErr(err)
+				}
+			}
+		}
+
+		again := pending[:0:0]
+		for _, c := range pending {
+			err := c.cmd.Err()
+			switch {
+			case err == nil, !c.waiting():
+			case isNoScript(err) && !c.eval:
+				c.eval = true
+				again = append(again, c)
+			case c.sends < retries && ctx.Err() == nil && didNotRun(err):
+				c.sends++
+				again = append(again, c)
+			}
+		}
+		pending = again
 	}
-	if len(missing) == 0 {
-		return
-	}
-	pipe = client.Pipeline()
-	for _, c := range missing {
-		c.cmd = pipe.Eval(ctx, c.script.src, c.keys, c.args...)
-	}
-	settle(pipe.Exec(ctx))
 }
 
-// settle gives err, the error of a pipeline's Exec, to each of its commands
-// that has neither a reply nor an error of its own: when the connection
-// cannot be set up (a refused AUTH: NOAUTH, WRONGPASS), go-redis reports it
-// from Exec only, and the commands would otherwise look answered with
-// nothing.
-func settle(cmds []redis.Cmder, err error) {
-	if err == nil {
-		return
+// clientRetries returns how often client may send a script again that
+// certainly did not run: its MaxRetries, or for a cluster the MaxRedirects
+// that bound its attempts.
+func clientRetries(client redis.UniversalClient) int {
+	switch c := client.(type) {
+	case *redis.Client:
+		return max(c.Options().MaxRetries, 0)
+	case *redis.ClusterClient:
+		return max(c.Options().MaxRedirects, 0)
 	}
-	for _, c := range cmds {
-		if cmd, ok := c.(*redis.Cmd); ok && cmd.Err() == nil && cmd.Val() == nil {
-			cmd.SetErr(err)
+	return 0
+}
+
+// notRunPrefixes are the error replies with which Redis refuses a command
+// without running it.
+var notRunPrefixes = []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"}
+
+// didNotRun reports whether err proves that its command never ran: it was
+// never written (no connection could be had), or the server refused it.
+func didNotRun(err error) bool {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" || errors.Is(err, redis.ErrPoolTimeout) {
+		return true
+	}
+	for _, prefix := range notRunPrefixes {
+		if redis.HasErrorPrefix(err, prefix) {
+			return true
 		}
 	}
+	return false
 }
 
 // callsError returns the first failure among calls that have run.

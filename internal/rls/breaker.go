@@ -20,8 +20,8 @@ const (
 	BreakerClosed BreakerState = iota
 	// BreakerOpen refuses every call until the cool-down has passed.
 	BreakerOpen
-	// BreakerHalfOpen lets one probe call through; its success closes the
-	// breaker, its failure opens it again.
+	// BreakerHalfOpen lets a few probe calls through at once; the first
+	// success closes the breaker, as many failed probes open it again.
 	BreakerHalfOpen
 )
 
@@ -42,121 +42,250 @@ func (s BreakerState) String() string {
 var BreakerStates = []BreakerState{BreakerClosed, BreakerOpen, BreakerHalfOpen}
 
 // breaker is a circuit breaker: after threshold consecutive failures it opens
-// for cooldown, during which calls are refused at once; then it lets one
-// probe through, whose success closes it and whose failure opens it for
-// another cooldown. Time is an argument of every method. It is safe for
-// concurrent use; a nil *breaker lets every call through.
+// for cooldown, during which calls are refused at once; then it turns
+// half-open and lets up to probes calls through at once, the first of which
+// to succeed closes it, while probes failed probes open it for another
+// cooldown. Several probes at once keep one probe that happens to be slow on
+// a busy host from costing a whole cool-down.
+//
+// A failure is a call that the backend failed. A timeout is one only when
+// the backend answered nothing while the call waited: when another call
+// succeeded after the timed-out one started, the backend was answering, and
+// the wait was the host's (a CPU queue, a throttled pod), not the backend's.
+// On a host that runs the process and the backend only now and then, the
+// answers that came meanwhile are read only after the timers of the calls
+// that waited for them have fired, so a timeout is judged settle after it
+// happened (the time the backend client keeps reading the answers of calls
+// whose callers gave up): an answer read by then, to any call since the
+// timed-out one started (one whose caller gave up included, see answered),
+// excuses it. So a hung backend opens the breaker, settle late, and an
+// overloaded host does not. A half-open probe that timed out keeps its slot
+// until it is judged.
+//
+// Time is an argument of every method. It is safe for concurrent use; a nil
+// *breaker lets every call through.
 type breaker struct {
 	threshold int
+	probes    int
 	cooldown  time.Duration
+	settle    time.Duration
 	// onChange is called after each change of state, in order, with the
 	// lock held: it must be quick and must not call the breaker.
 	onChange func(from, to BreakerState)
 
-	mu       sync.Mutex
-	state    BreakerState
-	failures int       // consecutive failures while closed
-	openedAt time.Time // when the breaker last opened
-	probing  bool      // a half-open breaker's probe is under way
+	mu          sync.Mutex
+	state       BreakerState
+	failures    int       // consecutive failures while closed; failed probes while half-open
+	openedAt    time.Time // when the breaker last opened
+	probing     int       // probes under way while half-open
+	epoch       uint64    // counts openings, so that a probe of an earlier half-open state is told apart
+	lastSuccess time.Time // when the backend last answered a call
+	pending     []pendingTimeout
 }
 
+// breakerTicket is what allow gives a call it lets through, for the call's
+// outcome.
+type breakerTicket struct {
+	// start is when the call was let through.
+	start time.Time
+	// probe marks a probe of the half-open state of epoch.
+	probe bool
+	epoch uint64
+}
+
+// pendingTimeout is a timeout waiting to be judged.
+type pendingTimeout struct {
+	t  breakerTicket
+	at time.Time
+}
+
+// maxPending bounds the timeouts waiting to be judged; more are judged at
+// once.
+const maxPending = 1024
+
 // newBreaker returns a closed breaker, or nil when threshold is not
-// positive (no breaker).
-func newBreaker(threshold int, cooldown time.Duration, onChange func(from, to BreakerState)) *breaker {
+// positive (no breaker). probes below 1 mean 1.
+func newBreaker(threshold, probes int, cooldown, settle time.Duration, onChange func(from, to BreakerState)) *breaker {
 	if threshold <= 0 {
 		return nil
 	}
 	if onChange == nil {
 		onChange = func(BreakerState, BreakerState) {}
 	}
-	return &breaker{threshold: threshold, cooldown: cooldown, onChange: onChange}
+	return &breaker{threshold: threshold, probes: max(probes, 1), cooldown: cooldown, settle: settle, onChange: onChange}
 }
 
 // allow reports whether a call may go to the backend at now. A call it lets
-// through must be followed by exactly one of success, failure or abandon.
-func (b *breaker) allow(now time.Time) bool {
+// through must be followed by exactly one of success, failure or abandon,
+// with the ticket.
+func (b *breaker) allow(now time.Time) (breakerTicket, bool) {
+	t := breakerTicket{start: now}
 	if b == nil {
-		return true
+		return t, true
 	}
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.judge(now)
 	switch b.state {
 	case BreakerClosed:
-		b.mu.Unlock()
-		return true
+		return t, true
 	case BreakerOpen:
 		if now.Sub(b.openedAt) < b.cooldown {
-			b.mu.Unlock()
-			return false
+			return t, false
 		}
-		b.state, b.probing = BreakerHalfOpen, true
+		b.state, b.failures, b.probing = BreakerHalfOpen, 0, 0
 		b.onChange(BreakerOpen, BreakerHalfOpen)
-		b.mu.Unlock()
-		return true
-	default: // half-open: one probe at a time
-		ok := !b.probing
-		b.probing = true
-		b.mu.Unlock()
-		return ok
 	}
+	// Half-open: up to probes at a time.
+	if b.probing >= b.probes {
+		return t, false
+	}
+	b.probing++
+	t.probe, t.epoch = true, b.epoch
+	return t, true
 }
 
-// success records a call that the backend answered.
-func (b *breaker) success() {
+// success records a call that the backend answered at now.
+func (b *breaker) success(t breakerTicket, now time.Time) {
 	if b == nil {
 		return
 	}
 	b.mu.Lock()
-	from := b.state
+	defer b.mu.Unlock()
+	b.release(t)
+	b.answer(now)
+	if b.state == BreakerClosed {
+		b.failures = 0
+	}
+}
+
+// answered records that the backend answered, at at, a call whose caller
+// had stopped waiting: it was answering.
+func (b *breaker) answered(at time.Time) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.answer(at)
+}
+
+// answer records an answer at at: any answer closes a half-open breaker.
+// The lock is held.
+func (b *breaker) answer(at time.Time) {
+	if at.After(b.lastSuccess) {
+		b.lastSuccess = at
+	}
+	b.judge(at)
+	if b.state == BreakerHalfOpen {
+		b.state, b.failures, b.probing = BreakerClosed, 0, 0
+		b.onChange(BreakerHalfOpen, BreakerClosed)
+	}
+	// Open: an answer to a call let through before it opened; the probes
+	// decide.
+}
+
+// failure records a call that failed at now; timeout says that it failed
+// for want of an answer in time, which is judged settle later.
+func (b *breaker) failure(t breakerTicket, now time.Time, timeout bool) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.judge(now)
+	if !b.counts(t) {
+		return
+	}
+	if timeout && !b.lastSuccess.After(t.start) {
+		b.pending = append(b.pending, pendingTimeout{t: t, at: now})
+		if len(b.pending) > maxPending {
+			b.judge(now.Add(b.settle))
+		}
+		return
+	}
+	b.release(t)
+	if !timeout {
+		b.fail(now)
+	}
+}
+
+// counts reports whether the outcome of t's call bears on the state: a call
+// while closed, or a probe of the current half-open state. The lock is
+// held.
+func (b *breaker) counts(t breakerTicket) bool {
 	switch b.state {
 	case BreakerClosed:
-		b.failures = 0
+		return true
 	case BreakerHalfOpen:
-		b.state, b.failures, b.probing = BreakerClosed, 0, false
-	case BreakerOpen:
-		// A call let through before the breaker opened: the probe decides.
+		return t.probe && t.epoch == b.epoch
 	}
-	if b.state != from {
-		b.onChange(from, b.state)
-	}
-	b.mu.Unlock()
+	return false // open: a call let through before it opened
 }
 
-// failure records a call that the backend failed at now.
-func (b *breaker) failure(now time.Time) {
-	if b == nil {
-		return
+// release frees the probe slot of t's call. The lock is held.
+func (b *breaker) release(t breakerTicket) {
+	if b.state == BreakerHalfOpen && t.probe && t.epoch == b.epoch {
+		b.probing--
 	}
-	b.mu.Lock()
-	from := b.state
+}
+
+// fail counts a failure at now. The lock is held.
+func (b *breaker) fail(now time.Time) {
 	switch b.state {
 	case BreakerClosed:
 		b.failures++
 		if b.failures >= b.threshold {
-			b.state, b.openedAt = BreakerOpen, now
+			b.open(BreakerClosed, now)
 		}
 	case BreakerHalfOpen:
-		b.state, b.openedAt, b.probing = BreakerOpen, now, false
-	case BreakerOpen:
-		// A call let through before the breaker opened.
+		b.failures++
+		if b.failures >= b.probes {
+			b.open(BreakerHalfOpen, now)
+		}
 	}
-	if b.state != from {
-		b.onChange(from, b.state)
+}
+
+// judge counts the timeouts that happened settle or longer before now with
+// no answer since their calls started, and forgets those excused by one.
+// The lock is held.
+func (b *breaker) judge(now time.Time) {
+	kept := b.pending[:0]
+	for _, p := range b.pending {
+		answered := b.lastSuccess.After(p.t.start)
+		if !answered && now.Sub(p.at) < b.settle {
+			kept = append(kept, p)
+			continue
+		}
+		if !b.counts(p.t) {
+			continue
+		}
+		b.release(p.t)
+		if !answered {
+			b.fail(p.at)
+		}
 	}
-	b.mu.Unlock()
+	clear(b.pending[len(kept):])
+	b.pending = kept
+}
+
+// open opens the breaker at now, from state from. The lock is held.
+func (b *breaker) open(from BreakerState, now time.Time) {
+	b.state, b.openedAt, b.failures, b.probing = BreakerOpen, now, 0, 0
+	b.epoch++
+	b.onChange(from, BreakerOpen)
 }
 
 // abandon records a call that ended without saying anything about the
-// backend (its caller went away): a half-open breaker lets the next call
-// probe instead.
-func (b *breaker) abandon() {
+// backend (its caller went away, or it was shed before reaching the
+// backend): a half-open breaker lets another call probe instead.
+func (b *breaker) abandon(t breakerTicket) {
 	if b == nil {
 		return
 	}
 	b.mu.Lock()
-	if b.state == BreakerHalfOpen {
-		b.probing = false
-	}
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	b.release(t)
 }
 
 // current returns the breaker's state.

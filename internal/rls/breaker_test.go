@@ -13,89 +13,170 @@ import (
 // breakerStep is one event in a breaker's life, at offset at from t0.
 type breakerStep struct {
 	at time.Duration
-	// do is "allow" (want says whether it is let through), "ok", "fail" or
-	// "abandon".
+	// do is "allow" (want says whether call is let through), the outcome
+	// of call: "ok", "fail", "timeout" or "abandon", or "answered": the
+	// answer to a call whose caller gave up.
 	do    string
+	call  int
 	want  bool
 	state BreakerState // the state after the step
 }
 
 func TestBreaker(t *testing.T) {
 	const cooldown = time.Second
+	ms := time.Millisecond
+	// fails returns the steps of n calls, named from first, each let
+	// through at at and failing at once with outcome.
+	fails := func(first, n int, at time.Duration, outcome string, last BreakerState) []breakerStep {
+		var steps []breakerStep
+		for i := range n {
+			st := BreakerClosed
+			if i == n-1 {
+				st = last
+			}
+			steps = append(steps, breakerStep{at, "allow", first + i, true, BreakerClosed}, breakerStep{at, outcome, first + i, false, st})
+		}
+		return steps
+	}
+	opened := fails(0, 3, 0, "fail", BreakerOpen)
 	for _, tc := range []struct {
 		name  string
 		steps []breakerStep
 	}{
-		{"opens after threshold consecutive failures", []breakerStep{
-			{0, "allow", true, BreakerClosed}, {0, "fail", false, BreakerClosed},
-			{1, "allow", true, BreakerClosed}, {1, "fail", false, BreakerClosed},
-			{2, "allow", true, BreakerClosed}, {2, "fail", false, BreakerOpen},
-			{3, "allow", false, BreakerOpen},
-			{cooldown + 1, "allow", false, BreakerOpen}, // 1ns short of the cool-down from the third failure
+		{"opens after threshold consecutive failures", append(fails(0, 3, 0, "fail", BreakerOpen),
+			breakerStep{3, "allow", 9, false, BreakerOpen},
+			breakerStep{cooldown - 1, "allow", 9, false, BreakerOpen},
+		)},
+		{"a success resets the count", concat(
+			fails(0, 2, 0, "fail", BreakerClosed),
+			[]breakerStep{{0, "allow", 2, true, BreakerClosed}, {0, "ok", 2, false, BreakerClosed}},
+			fails(3, 2, 0, "fail", BreakerClosed),
+			fails(5, 1, 0, "fail", BreakerOpen),
+		)},
+		{"a timeout while other calls succeed is the host's, not a failure", []breakerStep{
+			{0, "allow", 0, true, BreakerClosed}, {0, "allow", 1, true, BreakerClosed}, {0, "allow", 2, true, BreakerClosed},
+			{1 * ms, "allow", 3, true, BreakerClosed},
+			{2 * ms, "ok", 3, false, BreakerClosed},
+			{10 * ms, "timeout", 0, false, BreakerClosed},
+			{10 * ms, "timeout", 1, false, BreakerClosed},
+			{10 * ms, "timeout", 2, false, BreakerClosed},
+			{10 * ms, "allow", 4, true, BreakerClosed},
 		}},
-		{"a success resets the count", []breakerStep{
-			{0, "fail", false, BreakerClosed}, {0, "fail", false, BreakerClosed},
-			{0, "ok", false, BreakerClosed},
-			{0, "fail", false, BreakerClosed}, {0, "fail", false, BreakerClosed},
-			{0, "fail", false, BreakerOpen},
+		{"a timeout counts when the backend answered nothing while it waited", concat(
+			[]breakerStep{{0, "allow", 0, true, BreakerClosed}, {1 * ms, "ok", 0, false, BreakerClosed}},
+			// Calls 1..3 start after the last success.
+			[]breakerStep{{2 * ms, "allow", 1, true, BreakerClosed}, {2 * ms, "allow", 2, true, BreakerClosed}, {2 * ms, "allow", 3, true, BreakerClosed}},
+			[]breakerStep{{12 * ms, "timeout", 1, false, BreakerClosed}, {12 * ms, "timeout", 2, false, BreakerClosed}, {12 * ms, "timeout", 3, false, BreakerClosed}},
+			// Judged settle later.
+			[]breakerStep{{16 * ms, "allow", 4, true, BreakerClosed}, {17 * ms, "allow", 5, false, BreakerOpen}},
+		)},
+		{"an answer read late settles the timeouts that waited for it", concat(
+			[]breakerStep{{2 * ms, "allow", 1, true, BreakerClosed}, {2 * ms, "allow", 2, true, BreakerClosed}, {2 * ms, "allow", 3, true, BreakerClosed}},
+			[]breakerStep{{12 * ms, "timeout", 1, false, BreakerClosed}, {12 * ms, "timeout", 2, false, BreakerClosed}, {12 * ms, "timeout", 3, false, BreakerClosed}},
+			[]breakerStep{{13 * ms, "answered", 0, false, BreakerClosed}, {30 * ms, "allow", 4, true, BreakerClosed}},
+		)},
+		{"refused connections count whatever else succeeds", []breakerStep{
+			{0, "allow", 0, true, BreakerClosed}, {0, "allow", 1, true, BreakerClosed}, {0, "allow", 2, true, BreakerClosed},
+			{0, "allow", 3, true, BreakerClosed},
+			{1 * ms, "ok", 3, false, BreakerClosed},
+			{2 * ms, "fail", 0, false, BreakerClosed}, {2 * ms, "fail", 1, false, BreakerClosed}, {2 * ms, "fail", 2, false, BreakerOpen},
 		}},
-		{"half-open lets one probe through; its success closes", []breakerStep{
-			{0, "fail", false, BreakerClosed}, {0, "fail", false, BreakerClosed}, {0, "fail", false, BreakerOpen},
-			{cooldown - 1, "allow", false, BreakerOpen},
-			{cooldown, "allow", true, BreakerHalfOpen},
-			{cooldown, "allow", false, BreakerHalfOpen},
-			{cooldown + 5*time.Millisecond, "allow", false, BreakerHalfOpen},
-			{cooldown + 5*time.Millisecond, "ok", false, BreakerClosed},
-			{cooldown + 6*time.Millisecond, "allow", true, BreakerClosed},
-			{cooldown + 6*time.Millisecond, "allow", true, BreakerClosed},
-		}},
-		{"a failed probe opens for another cool-down", []breakerStep{
-			{0, "fail", false, BreakerClosed}, {0, "fail", false, BreakerClosed}, {0, "fail", false, BreakerOpen},
-			{cooldown, "allow", true, BreakerHalfOpen},
-			{cooldown + 10*time.Millisecond, "fail", false, BreakerOpen},
-			{2*cooldown + 9*time.Millisecond, "allow", false, BreakerOpen},
-			{2*cooldown + 10*time.Millisecond, "allow", true, BreakerHalfOpen},
-			{2*cooldown + 10*time.Millisecond, "ok", false, BreakerClosed},
-		}},
-		{"an abandoned probe lets the next call probe", []breakerStep{
-			{0, "fail", false, BreakerClosed}, {0, "fail", false, BreakerClosed}, {0, "fail", false, BreakerOpen},
-			{cooldown, "allow", true, BreakerHalfOpen},
-			{cooldown, "allow", false, BreakerHalfOpen},
-			{cooldown, "abandon", false, BreakerHalfOpen},
-			{cooldown, "allow", true, BreakerHalfOpen},
-			{cooldown, "allow", false, BreakerHalfOpen},
-		}},
-		{"late answers of calls let through before it opened change nothing", []breakerStep{
-			{0, "fail", false, BreakerClosed}, {0, "fail", false, BreakerClosed}, {0, "fail", false, BreakerOpen},
-			{1, "ok", false, BreakerOpen},
-			{2, "fail", false, BreakerOpen},
-			{3, "abandon", false, BreakerOpen},
-			{cooldown - 1, "allow", false, BreakerOpen}, // the cool-down still runs from the opening
-			{cooldown, "allow", true, BreakerHalfOpen},
-		}},
+		{"half-open lets probes through at once; the first success closes", concat(opened, []breakerStep{
+			{cooldown - 1, "allow", 10, false, BreakerOpen},
+			{cooldown, "allow", 10, true, BreakerHalfOpen},
+			{cooldown, "allow", 11, true, BreakerHalfOpen},
+			{cooldown, "allow", 12, false, BreakerHalfOpen},
+			{cooldown + 5*ms, "allow", 12, false, BreakerHalfOpen},
+			{cooldown + 5*ms, "ok", 11, false, BreakerClosed},
+			{cooldown + 6*ms, "allow", 13, true, BreakerClosed},
+			{cooldown + 6*ms, "allow", 14, true, BreakerClosed},
+			{cooldown + 7*ms, "fail", 10, false, BreakerClosed}, // a probe's late failure is one failure
+			{cooldown + 7*ms, "ok", 13, false, BreakerClosed},
+		})},
+		{"one failed probe does not open it again; as many as it probes with do", concat(opened, []breakerStep{
+			{cooldown, "allow", 10, true, BreakerHalfOpen},
+			{cooldown, "allow", 11, true, BreakerHalfOpen},
+			{cooldown + 10*ms, "timeout", 10, false, BreakerHalfOpen},
+			{cooldown + 10*ms, "allow", 12, false, BreakerHalfOpen}, // its slot is held until it is judged
+			{cooldown + 11*ms, "timeout", 11, false, BreakerHalfOpen},
+			{cooldown + 15*ms, "allow", 12, true, BreakerHalfOpen}, // 10 judged a failure: one is not enough
+			{cooldown + 16*ms, "allow", 13, false, BreakerOpen},    // 11 too: open since its timeout
+			{cooldown + 17*ms, "ok", 12, false, BreakerOpen},       // a probe of the earlier half-open state
+			{2*cooldown + 10*ms, "allow", 13, false, BreakerOpen},  // a cool-down from the second timeout
+			{2*cooldown + 11*ms, "allow", 13, true, BreakerHalfOpen},
+			{2*cooldown + 12*ms, "fail", 12, false, BreakerHalfOpen}, // still of the earlier state
+			{2*cooldown + 12*ms, "allow", 14, true, BreakerHalfOpen},
+			{2*cooldown + 13*ms, "ok", 14, false, BreakerClosed},
+		})},
+		{"a probe answered after its caller gave up closes it", concat(opened, []breakerStep{
+			{cooldown, "allow", 10, true, BreakerHalfOpen},
+			{cooldown + 10*ms, "timeout", 10, false, BreakerHalfOpen},
+			{cooldown + 12*ms, "answered", 0, false, BreakerClosed},
+		})},
+		{"an abandoned probe lets the next call probe", concat(opened, []breakerStep{
+			{cooldown, "allow", 10, true, BreakerHalfOpen},
+			{cooldown, "allow", 11, true, BreakerHalfOpen},
+			{cooldown, "allow", 12, false, BreakerHalfOpen},
+			{cooldown, "abandon", 10, false, BreakerHalfOpen},
+			{cooldown, "allow", 12, true, BreakerHalfOpen},
+			{cooldown, "allow", 13, false, BreakerHalfOpen},
+		})},
+		{"late answers of calls let through before it opened change nothing", concat(
+			[]breakerStep{{0, "allow", 7, true, BreakerClosed}, {0, "allow", 8, true, BreakerClosed}, {0, "allow", 9, true, BreakerClosed}},
+			opened,
+			[]breakerStep{
+				{2, "fail", 7, false, BreakerOpen},
+				{3, "abandon", 8, false, BreakerOpen},
+				{cooldown - 1, "allow", 10, false, BreakerOpen}, // the cool-down still runs from the opening
+				{cooldown, "allow", 10, true, BreakerHalfOpen},
+				{cooldown, "allow", 11, true, BreakerHalfOpen},
+				{cooldown + 1, "fail", 9, false, BreakerHalfOpen},
+				{cooldown + 1, "allow", 12, false, BreakerHalfOpen}, // 9 was no probe: 10 and 11 are under way
+				{cooldown + 2, "fail", 10, false, BreakerHalfOpen},
+				{cooldown + 3, "fail", 11, false, BreakerOpen},
+				{cooldown + 4, "abandon", 11, false, BreakerOpen},
+				{2*cooldown + 3, "allow", 12, true, BreakerHalfOpen},
+				{2*cooldown + 3, "fail", 10, false, BreakerHalfOpen}, // a probe of the earlier half-open state
+				{2*cooldown + 3, "allow", 13, true, BreakerHalfOpen},
+				{2*cooldown + 3, "allow", 14, false, BreakerHalfOpen},
+			},
+		)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var changes []string
-			b := newBreaker(3, cooldown, func(from, to BreakerState) {
+			b := newBreaker(3, 2, cooldown, 5*time.Millisecond, func(from, to BreakerState) {
 				changes = append(changes, from.String()+">"+to.String())
 			})
+			tickets := map[int]breakerTicket{}
 			var want []string
 			prev := BreakerClosed
 			for i, st := range tc.steps {
 				now := t0.Add(st.at)
+				ticket, known := tickets[st.call]
+				if st.do != "allow" && st.do != "answered" && !known {
+					t.Fatalf("step %d: call %d was never let through", i, st.call)
+				}
 				switch st.do {
 				case "allow":
-					assert.Equal(t, st.want, b.allow(now), "step %d: allow at +%v", i, st.at)
+					got, ok := b.allow(now)
+					assert.Equal(t, st.want, ok, "step %d: allow call %d at +%v", i, st.call, st.at)
+					if ok {
+						tickets[st.call] = got
+					}
 				case "ok":
-					b.success()
+					b.success(ticket, now)
 				case "fail":
-					b.failure(now)
+					b.failure(ticket, now, false)
+				case "timeout":
+					b.failure(ticket, now, true)
 				case "abandon":
-					b.abandon()
+					b.abandon(ticket)
+				case "answered":
+					b.answered(now)
 				default:
 					t.Fatalf("step %d: unknown action %q", i, st.do)
 				}
-				require.Equal(t, st.state, b.current(), "step %d: %s at +%v", i, st.do, st.at)
+				require.Equal(t, st.state, b.current(), "step %d: %s call %d at +%v", i, st.do, st.call, st.at)
 				if st.state != prev {
 					want = append(want, prev.String()+">"+st.state.String())
 					prev = st.state
@@ -106,27 +187,37 @@ func TestBreaker(t *testing.T) {
 	}
 }
 
+func concat[T any](parts ...[]T) []T {
+	var out []T
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
 func TestNilBreakerAllowsEverything(t *testing.T) {
-	b := newBreaker(0, time.Second, nil)
+	b := newBreaker(0, 3, time.Second, time.Millisecond, nil)
 	require.Nil(t, b)
 	for range 10 {
-		b.failure(t0)
+		b.failure(breakerTicket{}, t0, false)
 	}
-	assert.True(t, b.allow(t0))
+	_, ok := b.allow(t0)
+	assert.True(t, ok)
 	assert.Equal(t, BreakerClosed, b.current())
 }
 
-// TestBreakerConcurrentProbe checks that of many callers racing for the probe
-// of a half-open breaker exactly one wins.
-func TestBreakerConcurrentProbe(t *testing.T) {
-	b := newBreaker(1, time.Second, nil)
-	b.failure(t0)
+// TestBreakerConcurrentProbes checks that of many callers racing for the
+// probes of a half-open breaker exactly as many as it probes with win.
+func TestBreakerConcurrentProbes(t *testing.T) {
+	b := newBreaker(1, 3, time.Second, time.Millisecond, nil)
+	ticket, _ := b.allow(t0)
+	b.failure(ticket, t0, false)
 	var mu sync.Mutex
 	allowed := 0
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
-			if b.allow(t0.Add(time.Second)) {
+			if _, ok := b.allow(t0.Add(time.Second)); ok {
 				mu.Lock()
 				allowed++
 				mu.Unlock()
@@ -134,7 +225,7 @@ func TestBreakerConcurrentProbe(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	assert.Equal(t, 1, allowed)
+	assert.Equal(t, 3, allowed)
 }
 
 func TestBreakerStateNames(t *testing.T) {

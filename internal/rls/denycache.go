@@ -37,7 +37,8 @@ import (
 // shorter than the backend's, and the remaining count it reports is the one
 // of the remembered denial. What it cannot see: hits given back through
 // another replica, and a give-back whose call failed (a timeout, say) but
-// whose script ran later. It leaves sharded limits to the backend, as it does
+// whose script ran later; for those, a denial is answered locally for at
+// most maxDenyHold, after which the backend is asked again. It leaves sharded limits to the backend, as it does
 // peeks, requests for more hits than the limit can ever hold, and charges
 // (usage already spent, which must be recorded, and which change the state
 // like any other op that reaches the backend).
@@ -54,6 +55,14 @@ type DenyCache struct {
 }
 
 const denyShards = 64
+
+// maxDenyHold bounds how long a denial is answered locally. Hits can be
+// given back after the denial was decided without this cache seeing it
+// (through another replica, or a take given back because its caller was
+// answered with the failure mode, see Service.Settle); within maxDenyHold
+// the backend is asked again and admits into the room they made. A hot key
+// over its limit then costs the backend one call a second per replica.
+const maxDenyHold = time.Second
 
 type denyShard struct {
 	mu sync.Mutex
@@ -80,8 +89,11 @@ type limitState struct {
 
 // denial is a remembered denial of a limit.
 type denial struct {
-	hits      uint64 // the hits denied
-	until     time.Time
+	hits  uint64 // the hits denied
+	until time.Time
+	// held is until when it is answered locally: until, or maxDenyHold
+	// after it was decided, whichever comes first.
+	held      time.Time
 	remaining uint64
 }
 
@@ -175,7 +187,7 @@ func (c *DenyCache) send(id string, op *algorithms.Op, now time.Time, t *ticket)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, known := s.m[id]
-	if st.denial.hits != 0 && !now.Before(st.denial.until) {
+	if st.denial.hits != 0 && !now.Before(st.denial.held) {
 		s.drop(&st)
 	}
 	if st.denial.hits != 0 && st.denial.hits == op.Hits && st.limit == op.Limit && cacheable(op) {
@@ -225,7 +237,8 @@ func (c *DenyCache) settle(t *ticket, op *algorithms.Op, r *algorithms.Result, n
 		st.gen++
 		s.drop(&st)
 	case r != nil && !r.Allowed && r.ResetAfter > 0 && t.clean && st.gen == t.gen && cacheable(op):
-		c.remember(s, &st, denial{hits: op.Hits, until: now.Add(r.ResetAfter), remaining: r.Remaining}, now)
+		c.remember(s, &st, denial{hits: op.Hits, until: now.Add(r.ResetAfter),
+			held: now.Add(min(r.ResetAfter, maxDenyHold)), remaining: r.Remaining}, now)
 	}
 	if st.inflight == 0 && st.denial.hits == 0 {
 		delete(s.m, t.id)
@@ -240,7 +253,7 @@ func (c *DenyCache) settle(t *ticket, op *algorithms.Op, r *algorithms.Result, n
 func (c *DenyCache) remember(s *denyShard, st *limitState, d denial, now time.Time) {
 	if st.denial.hits == 0 && s.denials >= c.perShard {
 		for id, other := range s.m {
-			if other.denial.hits != 0 && !now.Before(other.denial.until) {
+			if other.denial.hits != 0 && !now.Before(other.denial.held) {
 				s.drop(&other)
 				if other.inflight == 0 {
 					delete(s.m, id)

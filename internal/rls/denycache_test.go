@@ -103,7 +103,7 @@ func TestDenyCacheSparesTheBackendOnAHotKey(t *testing.T) {
 	first := do(t, cache, take("hot", l, 1))[0]
 	require.False(t, first.Allowed)
 	for range 1000 {
-		clock.Advance(time.Millisecond)
+		clock.Advance(maxDenyHold / 1001)
 		r := do(t, cache, take("hot", l, 1))[0]
 		require.False(t, r.Allowed)
 	}
@@ -227,18 +227,18 @@ func (g *gatedLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithm
 	return res, err
 }
 
-// gate blocks the calls that match, one at a time: reached is signalled when
+// hold blocks the calls that match, one at a time: reached is signalled when
 // one arrives, and it goes on when release is.
-type gate struct {
+type hold struct {
 	match            func(algorithms.Op) bool
 	reached, release chan struct{}
 }
 
-func newGate(match func(algorithms.Op) bool) *gate {
-	return &gate{match: match, reached: make(chan struct{}), release: make(chan struct{})}
+func newHold(match func(algorithms.Op) bool) *hold {
+	return &hold{match: match, reached: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (g *gate) hook(ops []algorithms.Op) {
+func (g *hold) hook(ops []algorithms.Op) {
 	for _, op := range ops {
 		if g.match(op) {
 			g.reached <- struct{}{}
@@ -276,7 +276,7 @@ func TestDenyCacheKeepsNoDenialAGiveBackCleared(t *testing.T) {
 
 	t.Run("the denial arrives after the give-back", func(t *testing.T) {
 		cache, g, _ := newGated(t, l)
-		held := newGate(isTake)
+		held := newHold(isTake)
 		g.after = held.hook
 		denied := make(chan algorithms.Result)
 		go func() { denied <- do(t, cache, take("k", l, 1))[0] }()
@@ -292,7 +292,7 @@ func TestDenyCacheKeepsNoDenialAGiveBackCleared(t *testing.T) {
 
 	t.Run("the give-back runs after the take", func(t *testing.T) {
 		cache, g, _ := newGated(t, l)
-		held := newGate(isRefund)
+		held := newHold(isRefund)
 		g.before = held.hook
 		done := make(chan struct{})
 		go func() { do(t, cache, back); close(done) }()
@@ -315,7 +315,7 @@ func TestDenyCacheKeepsNoDenialAGiveBackCleared(t *testing.T) {
 		fast.Requests = 3
 		cache, g, clock := newGated(t, slow)
 		clock.Advance(30 * time.Minute)
-		held := newGate(func(op algorithms.Op) bool { return op.Limit == fast })
+		held := newHold(func(op algorithms.Op) bool { return op.Limit == fast })
 		g.before = held.hook
 		done := make(chan struct{})
 		go func() { do(t, cache, take("k", fast, 0)); close(done) }()

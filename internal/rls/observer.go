@@ -31,6 +31,15 @@ type Observer interface {
 	ObserveBackend(BackendCall)
 	// ObserveBreaker is called when the circuit breaker changes state.
 	ObserveBreaker(BreakerState)
+	// ObserveShed is called once per request shed before it reached the
+	// backend (see ErrShed).
+	ObserveShed(ShedReason)
+	// ObserveInflightLimit is called with the limit of requests with
+	// backend calls under way, at start and whenever it changes.
+	ObserveInflightLimit(int)
+	// ObserveGiveBack is called with n ops that the service gave back to
+	// the backend, dropped, or could not tell had run (see Service.Settle).
+	ObserveGiveBack(result GiveBackResult, n int)
 }
 
 // RequestOutcome is how one ShouldRateLimit call ended.
@@ -166,10 +175,13 @@ func classifyBackendError(ctx context.Context, err error) BackendError {
 // nopObserver observes nothing.
 type nopObserver struct{}
 
-func (nopObserver) ObserveRequest(RequestOutcome) {}
-func (nopObserver) ObserveLimit(LimitDecision)    {}
-func (nopObserver) ObserveBackend(BackendCall)    {}
-func (nopObserver) ObserveBreaker(BreakerState)   {}
+func (nopObserver) ObserveRequest(RequestOutcome)       {}
+func (nopObserver) ObserveLimit(LimitDecision)          {}
+func (nopObserver) ObserveBackend(BackendCall)          {}
+func (nopObserver) ObserveBreaker(BreakerState)         {}
+func (nopObserver) ObserveShed(ShedReason)              {}
+func (nopObserver) ObserveInflightLimit(int)            {}
+func (nopObserver) ObserveGiveBack(GiveBackResult, int) {}
 
 // observeDecisions tells the observer what each limit of p decided.
 func (s *Service) observeDecisions(p *plan, results []algorithms.Result) {

@@ -29,11 +29,46 @@ import (
 
 // recorder is an Observer that keeps everything it is told.
 type recorder struct {
-	mu       sync.Mutex
-	requests []RequestOutcome
-	limits   []LimitDecision
-	backend  []BackendCall
-	breaker  []BreakerState
+	mu        sync.Mutex
+	requests  []RequestOutcome
+	limits    []LimitDecision
+	backend   []BackendCall
+	breaker   []BreakerState
+	shed      []ShedReason
+	inflight  []int
+	giveBacks map[GiveBackResult]int
+}
+
+func (r *recorder) ObserveShed(reason ShedReason) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.shed = append(r.shed, reason)
+}
+
+func (r *recorder) ObserveInflightLimit(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inflight = append(r.inflight, n)
+}
+
+func (r *recorder) ObserveGiveBack(result GiveBackResult, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.giveBacks == nil {
+		r.giveBacks = map[GiveBackResult]int{}
+	}
+	r.giveBacks[result] += n
+}
+
+// gaveBack returns the give-backs counted so far, by result.
+func (r *recorder) gaveBack() map[GiveBackResult]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[GiveBackResult]int{}
+	for k, v := range r.giveBacks {
+		out[k] = v
+	}
+	return out
 }
 
 func (r *recorder) ObserveRequest(o RequestOutcome) {
@@ -321,6 +356,7 @@ func TestBreakerInTheService(t *testing.T) {
 			svc, rec, clock := newObserved(t, lim, func(o *Options) {
 				o.FailureMode = mode
 				o.BreakerFailures = 3
+				o.BreakerProbes = 2
 				o.BreakerCooldown = time.Second
 			})
 			ctx := context.Background()
@@ -359,12 +395,15 @@ func TestBreakerInTheService(t *testing.T) {
 			_, _, be, _ = rec.take()
 			assert.Equal(t, slicesOf(10, BackendCall{Error: BackendCircuitOpen}), be)
 
-			// After the cool-down one probe goes through; it fails.
+			// After the cool-down probes go through; the first failure
+			// leaves it half-open, the second opens it again.
 			clock.Advance(time.Second)
 			assert.True(t, call())
 			assert.EqualValues(t, 5, lim.calls.Load())
 			assert.True(t, call())
-			assert.EqualValues(t, 5, lim.calls.Load())
+			assert.EqualValues(t, 6, lim.calls.Load())
+			assert.True(t, call())
+			assert.EqualValues(t, 6, lim.calls.Load())
 			_, _, _, br = rec.take()
 			assert.Equal(t, []BreakerState{BreakerHalfOpen, BreakerOpen}, br)
 
@@ -375,7 +414,7 @@ func TestBreakerInTheService(t *testing.T) {
 			clock.Advance(time.Millisecond)
 			assert.False(t, call())
 			assert.False(t, call())
-			assert.EqualValues(t, 7, lim.calls.Load())
+			assert.EqualValues(t, 8, lim.calls.Load())
 			_, _, _, br = rec.take()
 			assert.Equal(t, []BreakerState{BreakerHalfOpen, BreakerClosed}, br)
 		})
@@ -447,4 +486,71 @@ func slicesOf[T any](n int, v T) []T {
 		s[i] = v
 	}
 	return s
+}
+
+// hangingLimiter hangs until the context ends on ops for the descriptor
+// value "slow", and passes every other op to inner.
+type hangingLimiter struct {
+	inner Limiter
+	hung  atomic.Int64
+}
+
+func (l *hangingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	if ops[0].Key.Entries[0].Value == "slow" {
+		l.hung.Add(1)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return l.inner.Do(ctx, ops)
+}
+
+// TestBreakerStaysClosedOnALoadedHost has many more calls time out at once
+// than the breaker's threshold while another call is answered during their
+// wait: the backend answered, so the timeouts are the host's, and the
+// breaker stays closed. Then as many calls time out with nothing answered
+// while they wait, as a hung backend would have them: it opens.
+func TestBreakerStaysClosedOnALoadedHost(t *testing.T) {
+	mem := algorithms.NewMemory()
+	t.Cleanup(mem.Close)
+	lim := &hangingLimiter{inner: mem}
+	opts := DefaultOptions()
+	opts.BackendTimeout = 200 * time.Millisecond
+	opts.BreakerFailures = 5
+	svc := New(lim, nil, opts)
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(observedLimits)}}, config.Options{})
+	require.NoError(t, err)
+	svc.SetConfig(cfg)
+
+	slow := func(n int) {
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				_, err := svc.ShouldRateLimit(context.Background(), request(desc("login", "slow")))
+				assert.Equal(t, codes.Unavailable, status.Code(err))
+			})
+		}
+		require.Eventually(t, func() bool { return lim.hung.Load() >= int64(n) }, 5*time.Second, time.Millisecond)
+		lim.hung.Store(0)
+		// Answered while they wait.
+		_, err := svc.ShouldRateLimit(context.Background(), request(desc("login", "fast")))
+		require.NoError(t, err)
+		wg.Wait()
+	}
+	slow(3 * opts.BreakerFailures)
+	assert.Equal(t, BreakerClosed, svc.breaker.current(), "timeouts while the backend answered")
+
+	var wg sync.WaitGroup
+	for range opts.BreakerFailures {
+		wg.Go(func() {
+			_, err := svc.ShouldRateLimit(context.Background(), request(desc("login", "slow")))
+			assert.Equal(t, codes.Unavailable, status.Code(err))
+		})
+	}
+	wg.Wait()
+	// Judged a backend timeout after they happened, when the next call
+	// comes: refused.
+	time.Sleep(opts.BackendTimeout)
+	_, err = svc.ShouldRateLimit(context.Background(), request(desc("login", "fast")))
+	assert.Equal(t, codes.Unavailable, status.Code(err))
+	assert.Equal(t, BreakerOpen, svc.breaker.current(), "timeouts with no answer at all")
 }

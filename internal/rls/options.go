@@ -74,16 +74,49 @@ type Options struct {
 	Bounds Bounds
 	// FailureMode applies when the backend fails or exceeds BackendTimeout.
 	FailureMode FailureMode
-	// BackendTimeout bounds each call to the backend.
+	// BackendTimeout bounds the backend calls of one request together: its
+	// take and the refund of a denied request share one deadline, set when
+	// the request arrives. 0 sets no deadline of the service's own (for a
+	// backend that never waits).
 	BackendTimeout time.Duration
+	// DeadlineReserve is the time kept, of a caller's own gRPC deadline, for
+	// the answer to reach it: a request's backend calls end by the caller's
+	// deadline less DeadlineReserve when that comes before BackendTimeout
+	// does, so that the failure mode's answer, not the caller's timeout,
+	// decides.
+	DeadlineReserve time.Duration
 	// BreakerFailures is how many consecutive backend failures open the
 	// circuit breaker, which then answers with the FailureMode at once,
-	// without calling the backend, for BreakerCooldown; after that one probe
-	// call goes through and its success closes the breaker. 0 disables the
-	// breaker.
+	// without calling the backend, for BreakerCooldown; after that
+	// BreakerProbes probe calls go through at once, and the first success
+	// closes the breaker. A timeout is a failure only when no other backend
+	// call succeeded while it waited: the backend answered nothing. 0
+	// disables the breaker.
 	BreakerFailures int
+	// BackendGrace is how long the Limiter keeps waiting for the answers of
+	// calls whose callers gave up (for Redis, its read timeout), and
+	// reports them (Settle). The breaker judges a timeout that long after
+	// it happened: one that the backend answered by then, or after which it
+	// answered another call, is no failure. 0 means BackendTimeout.
+	BackendGrace time.Duration
+	// BreakerProbes is how many probe calls a half-open breaker lets
+	// through at once, and how many of them must fail to open it again; 0
+	// means DefaultBreakerProbes.
+	BreakerProbes int
 	// BreakerCooldown is how long the breaker stays open; 0 means 1s.
 	BreakerCooldown time.Duration
+	// MaxInflight fixes how many requests may have backend calls under way
+	// at once; 0 adapts the limit to what the backend answers in time (see
+	// gate). Requests beyond it wait, and are shed with the failure mode's
+	// answer when they could no longer be answered before their deadline.
+	// Without a BackendTimeout nothing is limited.
+	MaxInflight int
+	// GiveBackQueue bounds the refunds waiting to be given back to the
+	// backend (see Service.Settle); 0 means DefaultGiveBackQueue.
+	GiveBackQueue int
+	// GiveBackTimeout is how long a refund may wait to be given back
+	// before it is dropped; 0 means DefaultGiveBackTimeout.
+	GiveBackTimeout time.Duration
 	// NearLimitRatio is the share of a limit's capacity at or above which an
 	// admitted request counts as near the limit, in (0, 1]; 0 means 0.8.
 	NearLimitRatio float64
@@ -100,16 +133,19 @@ type Options struct {
 
 // DefaultOptions returns the options the service runs with when nothing is
 // configured: sliding window counter, refunds on, failure mode error, 10 ms
-// backend timeout, a circuit breaker that opens for 1s after 20 consecutive
-// failures, a near-limit ratio of 0.8, no give-backs by unmatched
-// descriptors, and DefaultBounds.
+// backend timeout per request (less a 2ms reserve of a shorter caller
+// deadline), a circuit breaker that opens for 1s after 20 consecutive
+// failures and probes with 3 calls at once, a near-limit ratio of 0.8, no
+// give-backs by unmatched descriptors, and DefaultBounds.
 func DefaultOptions() Options {
 	return Options{
 		DefaultAlgorithm: algorithms.SlidingWindowCounter,
 		RefundOnDeny:     true,
 		FailureMode:      FailError,
 		BackendTimeout:   10 * time.Millisecond,
+		DeadlineReserve:  DefaultDeadlineReserve,
 		BreakerFailures:  DefaultBreakerFailures,
+		BreakerProbes:    DefaultBreakerProbes,
 		BreakerCooldown:  DefaultBreakerCooldown,
 		NearLimitRatio:   DefaultNearLimitRatio,
 		Bounds:           DefaultBounds(),
@@ -124,8 +160,20 @@ const (
 	// few in ten billion: the breaker opens when nearly every call fails,
 	// not while one master of several is failed over.
 	DefaultBreakerFailures = 20
+	// DefaultBreakerProbes is what a zero BreakerProbes means: three probes
+	// at once, so that the one that a busy host happens to hold up does not
+	// cost another cool-down, while a backend that is down costs three
+	// timeouts per cool-down instead of one.
+	DefaultBreakerProbes = 3
 	// DefaultBreakerCooldown is what a zero BreakerCooldown means.
 	DefaultBreakerCooldown = time.Second
+	// DefaultDeadlineReserve is the DeadlineReserve of DefaultOptions: time
+	// for a gRPC answer to be written, cross a local network and be read.
+	DefaultDeadlineReserve = 2 * time.Millisecond
+	// DefaultGiveBackQueue is what a zero GiveBackQueue means.
+	DefaultGiveBackQueue = 10_000
+	// DefaultGiveBackTimeout is what a zero GiveBackTimeout means.
+	DefaultGiveBackTimeout = 10 * time.Second
 	// DefaultNearLimitRatio is what a zero NearLimitRatio means.
 	DefaultNearLimitRatio = 0.8
 )

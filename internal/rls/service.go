@@ -37,6 +37,10 @@ type Service struct {
 	cfg      atomic.Pointer[config.Config]
 	observer Observer
 	breaker  *breaker // nil without a breaker
+	// gate bounds the requests whose backend calls are under way; nil
+	// without a backend timeout.
+	gate      *gate
+	giveBacks *giveBacks
 	// now is the clock of the breaker and of the observed durations.
 	now func() time.Time
 	// nearLimitPPM is Options.NearLimitRatio in parts per million.
@@ -62,6 +66,15 @@ func New(limiter Limiter, cfg *config.Config, opts Options) *Service {
 		opts.BreakerCooldown = DefaultBreakerCooldown
 	}
 	opts.Bounds = opts.Bounds.withDefaults()
+	if opts.BreakerProbes <= 0 {
+		opts.BreakerProbes = DefaultBreakerProbes
+	}
+	if opts.GiveBackQueue <= 0 {
+		opts.GiveBackQueue = DefaultGiveBackQueue
+	}
+	if opts.GiveBackTimeout <= 0 {
+		opts.GiveBackTimeout = DefaultGiveBackTimeout
+	}
 	s := &Service{
 		limiter:      limiter,
 		opts:         opts,
@@ -70,10 +83,23 @@ func New(limiter Limiter, cfg *config.Config, opts Options) *Service {
 		now:          time.Now,
 		nearLimitPPM: uint64(math.Round(opts.NearLimitRatio * ppm)),
 	}
-	s.breaker = newBreaker(opts.BreakerFailures, opts.BreakerCooldown, s.breakerChanged)
+	settle := opts.BackendGrace
+	if settle <= 0 {
+		settle = max(opts.BackendTimeout, minSettle)
+	}
+	s.breaker = newBreaker(opts.BreakerFailures, opts.BreakerProbes, opts.BreakerCooldown, settle, s.breakerChanged)
+	if opts.BackendTimeout > 0 {
+		s.gate = newGate(opts.MaxInflight, s.observer.ObserveInflightLimit)
+	}
+	s.giveBacks = newGiveBacks(s, opts.GiveBackQueue, opts.GiveBackTimeout)
 	s.cfg.Store(cfg)
 	return s
 }
+
+// minSettle is the least time a timeout waits to be judged by the breaker
+// (see breaker) without a BackendGrace: the backend timeout, or this without
+// one.
+const minSettle = time.Millisecond
 
 // SetConfig replaces the configuration that later requests are matched
 // against.
@@ -87,7 +113,7 @@ func (s *Service) Config() *config.Config { return s.cfg.Load() }
 // an open circuit breaker, gets the configured FailureMode.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := s.now()
-	resp, err := s.shouldRateLimit(ctx, req)
+	resp, err := s.shouldRateLimit(ctx, req, time.Now())
 	s.observer.ObserveRequest(RequestOutcome{
 		Duration: s.now().Sub(start),
 		Code:     resp.GetOverallCode(),
@@ -96,7 +122,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return resp, err
 }
 
-func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+// shouldRateLimit answers req, which arrived at arrival (on the wall clock
+// that context deadlines use).
+func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest, arrival time.Time) (*rlsv3.RateLimitResponse, error) {
 	if err := validateRequest(req); err != nil {
 		return nil, err
 	}
@@ -108,8 +136,26 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return p.response(nil), nil
 	}
 
+	caller := ctx
+	ctx, cancel := s.withDeadline(ctx, arrival)
+	defer cancel()
+	if s.gate != nil {
+		if reason, err := s.gate.acquire(ctx, time.Now()); err != nil {
+			if errors.Is(err, ErrShed) {
+				s.observer.ObserveShed(reason)
+			}
+			return s.failed(ctx, p, err)
+		}
+		defer func() { s.gate.release(time.Now()) }()
+	}
 	results, err := s.do(ctx, p.ops)
 	if err != nil {
+		return s.failed(ctx, p, err)
+	}
+	if err := caller.Err(); err != nil && s.opts.FailureMode != FailAllow {
+		// Decided after the caller gave up: it never sees the answer, and
+		// applies its own failure mode. Only admitted answers keep hits.
+		s.giveBackAdmitted(p, results, time.Now())
 		return s.failed(ctx, p, err)
 	}
 	s.observeDecisions(p, results)
@@ -123,21 +169,39 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return resp, nil
 }
 
-// do calls the limiter within the backend timeout, unless the circuit
-// breaker is open, and tells the breaker and the observer how it went.
+// withDeadline returns ctx bounded by the deadline of a request that arrived
+// at arrival: every backend call the request makes (the take, a second
+// shard's, the refund of a denied request) must end by it. It is the earlier
+// of arrival + BackendTimeout and the caller's own deadline less
+// DeadlineReserve, so that the failure mode's answer still reaches a caller
+// that gave ratewarden less time than BackendTimeout (Envoy sends its filter
+// timeout, 20ms by default, as the gRPC deadline). Without a BackendTimeout
+// (the memory backend, which never waits) ctx is returned as it is.
+func (s *Service) withDeadline(ctx context.Context, arrival time.Time) (context.Context, context.CancelFunc) {
+	if s.opts.BackendTimeout <= 0 {
+		return ctx, func() {}
+	}
+	deadline := arrival.Add(s.opts.BackendTimeout)
+	if d, ok := ctx.Deadline(); ok {
+		if d = d.Add(-s.opts.DeadlineReserve); d.Before(deadline) {
+			deadline = d
+		}
+	}
+	return context.WithDeadline(ctx, deadline)
+}
+
+// do calls the limiter within ctx, which carries the request's deadline,
+// unless the circuit breaker is open, and tells the breaker and the observer
+// how it went.
 func (s *Service) do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	start := s.now()
-	if !s.breaker.allow(start) {
+	ticket, ok := s.breaker.allow(start)
+	if !ok {
 		s.observer.ObserveBackend(BackendCall{Error: BackendCircuitOpen})
 		return nil, ErrCircuitOpen
 	}
-	callCtx := ctx
-	if s.opts.BackendTimeout > 0 {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(ctx, s.opts.BackendTimeout)
-		defer cancel()
-	}
-	results, err := s.limiter.Do(callCtx, ops)
+	began := time.Now()
+	results, err := s.limiter.Do(ctx, ops)
 	if err == nil && len(results) != len(ops) {
 		err = fmt.Errorf("rls: limiter returned %d results for %d operations", len(results), len(ops))
 	}
@@ -145,13 +209,17 @@ func (s *Service) do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	kind := classifyBackendError(ctx, err)
 	switch {
 	case kind == BackendOK:
-		s.breaker.success()
+		s.breaker.success(ticket, end)
 	case kind == BackendCanceled, errors.Is(err, algorithms.ErrInvalidLimit):
 		// Neither the caller going away nor a limit no backend could
 		// enforce says anything about the backend's health.
-		s.breaker.abandon()
+		s.breaker.abandon(ticket)
 	default:
-		s.breaker.failure(end)
+		s.breaker.failure(ticket, end, kind == BackendTimeout)
+	}
+	if s.gate != nil && kind != BackendCanceled {
+		now := time.Now()
+		s.gate.observe(now.Sub(began), kind == BackendTimeout, now)
 	}
 	s.observer.ObserveBackend(BackendCall{Duration: end.Sub(start), Error: kind})
 	return results, err
@@ -166,7 +234,7 @@ func (s *Service) breakerChanged(from, to BreakerState) {
 		s.log.Warn("backend circuit breaker opened: answering with the failure mode without calling the backend",
 			"failures", s.opts.BreakerFailures, "cooldown", s.opts.BreakerCooldown, "failure_mode", s.opts.FailureMode.String())
 	case to == BreakerOpen:
-		s.log.Debug("backend circuit breaker probe failed; open again", "cooldown", s.opts.BreakerCooldown)
+		s.log.Debug("backend circuit breaker probes failed; open again", "probes", s.opts.BreakerProbes, "cooldown", s.opts.BreakerCooldown)
 	case to == BreakerHalfOpen:
 		s.log.Debug("backend circuit breaker half-open: probing the backend")
 	case to == BreakerClosed:
@@ -177,7 +245,9 @@ func (s *Service) breakerChanged(from, to BreakerState) {
 
 // refund gives back what the admitted takes of a denied request consumed,
 // and replaces their results with the state after the refund. Charges are
-// usage already spent: they stay.
+// usage already spent: they stay. It runs within ctx, the take's own
+// deadline: a denied request waits for the backend no longer than an
+// admitted one.
 func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Result) {
 	var refunds []algorithms.Op
 	var index []int
@@ -202,6 +272,18 @@ func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Resu
 	for j, i := range index {
 		after[j].Receipt = results[i].Receipt
 		results[i] = after[j]
+	}
+}
+
+// giveBackAdmitted queues the refund of every take of p that results
+// admitted (see Service.Settle). Charges stay: they are usage already spent.
+func (s *Service) giveBackAdmitted(p *plan, results []algorithms.Result, now time.Time) {
+	for i, op := range p.ops {
+		if op.Refund || op.Charge || op.Hits == 0 || !results[i].Allowed {
+			continue
+		}
+		op.Refund, op.Receipt = true, results[i].Receipt
+		s.giveBacks.add(op, now)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -20,6 +22,9 @@ type backend interface {
 	CheckWrites(ctx context.Context) error
 	// Prepare readies a reachable backend for fast first decisions.
 	Prepare(ctx context.Context) error
+	// SettleWith has the backend report what became of the ops of its
+	// failed calls to svc (see rls.Service.Settle).
+	SettleWith(svc *rls.Service)
 	Close() error
 }
 
@@ -35,15 +40,26 @@ func newBackend(s Settings, logger *slog.Logger) (backend, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: RLS_REDIS_*: %w", err)
 		}
-		lim, err := redisx.NewLimiter(client, redisx.WithKeyPrefix(s.KeyPrefix))
+		settle := &settler{}
+		lim, err := redisx.NewLimiter(client, redisx.WithKeyPrefix(s.KeyPrefix), redisx.WithGrace(redisGrace(s)), redisx.WithOutcomes(settle.report))
 		if err != nil {
 			client.Close()
 			return nil, fmt.Errorf("server: %w", err)
 		}
 		logger.Info("redis backend", "redis", s.Redis, "key_prefix", s.KeyPrefix)
-		return redisBackend{Limiter: lim, client: client}, nil
+		return redisBackend{Limiter: lim, client: client, settler: settle}, nil
 	}
 	return nil, fmt.Errorf("server: RLS_BACKEND %q is not memory or redis", s.Backend)
+}
+
+// redisGrace is how long a pipeline whose callers gave up is still read: as
+// long as one reply may take, so that what it did is known (see
+// rls.Service.Settle).
+func redisGrace(s Settings) time.Duration {
+	if s.Redis.ReadTimeout == 0 {
+		return redisx.DefaultReadTimeout
+	}
+	return s.Redis.ReadTimeout
 }
 
 // memoryBackend is the in-process backend: always reachable.
@@ -52,6 +68,9 @@ type memoryBackend struct{ *algorithms.Memory }
 func (memoryBackend) CheckWrites(context.Context) error { return nil }
 
 func (memoryBackend) Prepare(context.Context) error { return nil }
+
+// SettleWith does nothing: the memory backend's calls never fail.
+func (memoryBackend) SettleWith(*rls.Service) {}
 
 func (m memoryBackend) Close() error {
 	m.Memory.Close()
@@ -62,6 +81,20 @@ func (m memoryBackend) Close() error {
 type redisBackend struct {
 	*redisx.Limiter
 	client redis.UniversalClient
+	*settler
+}
+
+// settler passes the outcomes the Limiter reports to the service, once
+// there is one.
+type settler struct{ svc atomic.Pointer[rls.Service] }
+
+// SettleWith sends later reports to svc.
+func (s *settler) SettleWith(svc *rls.Service) { s.svc.Store(svc) }
+
+func (s *settler) report(o []algorithms.Outcome) {
+	if svc := s.svc.Load(); svc != nil {
+		svc.Settle(o)
+	}
 }
 
 func (r redisBackend) CheckWrites(ctx context.Context) error {

@@ -109,6 +109,8 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		// The memory backend never waits: a deadline per request would only
 		// cost a timer.
 		opts.BackendTimeout = 0
+	} else {
+		opts.BackendGrace = redisGrace(s)
 	}
 	var limiter rls.Limiter = b
 	if s.Tracing {
@@ -128,6 +130,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		limiter = cache
 	}
 	srv.service = rls.New(limiter, cfg, opts)
+	b.SettleWith(srv.service)
 	srv.config = newConfigState(srv.service, s.ConfigPath, cfg, time.Now(), logger)
 	if srv.xds != nil {
 		srv.config = newXDSConfigState(srv.service, xdsSource(s), logger)

@@ -63,9 +63,9 @@ type Settings struct {
 	Backend          string        `split_words:"true" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
 	DefaultAlgorithm string        `split_words:"true" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
 	FailureMode      string        `split_words:"true" default:"error" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
-	BackendTimeout   time.Duration `split_words:"true" default:"10ms" desc:"longest wait for the backend per request"`
+	BackendTimeout   time.Duration `split_words:"true" default:"10ms" desc:"longest wait for the backend per request: its take and the refund of a denied request share one deadline, set when the request arrives"`
 	BreakerFailures  int           `split_words:"true" default:"20" desc:"consecutive backend failures that open the circuit breaker: requests then get the failure mode at once, without calling the backend; 0 disables it"`
-	BreakerCooldown  time.Duration `split_words:"true" default:"1s" desc:"how long the open circuit breaker waits before letting one probe call through; its success closes the breaker"`
+	BreakerCooldown  time.Duration `split_words:"true" default:"1s" desc:"how long the open circuit breaker waits before letting probe calls through; the first success closes the breaker"`
 	NearLimitRatio   float64       `split_words:"true" default:"0.8" desc:"share of a limit's capacity, in (0, 1], at or above which admitted hits count as near_limit in the metrics"`
 	ShadowMode       bool          `split_words:"true" default:"false" desc:"count and report, but answer OK to every request"`
 	RefundOnDeny     bool          `split_words:"true" default:"true" desc:"give back what a denied request took from its other descriptors and limits"`
@@ -148,6 +148,13 @@ type Settings struct {
 	HTTPTlsClientCaFile string `split_words:"true" desc:"PEM CA certificates: every HTTP endpoint but /healthcheck and /ready needs a client certificate they signed (mutual TLS); needs RLS_HTTP_TLS_CERT_FILE"`
 	HTTPJson            string `split_words:"true" default:"auto" desc:"serve /json: on, off, or auto: on unless gRPC requires client certificates (RLS_GRPC_TLS_CLIENT_CA_FILE) and HTTP does not (RLS_HTTP_TLS_CLIENT_CA_FILE), so that no one takes quota over HTTP without the certificate gRPC demands"`
 	RlconfigShowPaths   bool   `split_words:"true" default:"false" desc:"show the full paths of the limits files in /rlconfig; by default it names them relative to RLS_CONFIG_PATH"`
+
+	// Overload: deadlines and shedding (docs/operations.md#overload).
+	BreakerProbes   int           `split_words:"true" default:"3" desc:"probe calls the half-open circuit breaker lets through at once; the first success closes it, and as many failures open it for another RLS_BREAKER_COOLDOWN"`
+	DeadlineReserve time.Duration `split_words:"true" default:"2ms" desc:"time kept of a caller's gRPC deadline for the answer to reach it: backend calls end by the caller's deadline less this, when that comes before RLS_BACKEND_TIMEOUT"`
+	MaxInflight     int           `split_words:"true" default:"0" desc:"requests with backend calls under way at once; more wait, and get the failure mode's answer at once when they could not be answered before their deadline; 0 adapts the limit to what the backend answers in time"`
+	GiveBackQueue   int           `split_words:"true" default:"10000" desc:"most hits waiting to be given back to Redis after a failed call (a take answered with the failure mode error or deny, a failed refund); more are dropped"`
+	GiveBackTimeout time.Duration `split_words:"true" default:"10s" desc:"how long hits may wait to be given back to Redis before they are dropped"`
 
 	// CompatEnv reads envoyproxy/ratelimit's variables where no RLS_ one is
 	// set (compatenv.go).
@@ -259,6 +266,21 @@ func (s Settings) Validate() error {
 	if err := s.validateBounds(); err != nil {
 		return err
 	}
+	if s.BreakerProbes < 1 {
+		return fmt.Errorf("server: RLS_BREAKER_PROBES must be at least 1, not %d", s.BreakerProbes)
+	}
+	if s.MaxInflight < 0 {
+		return fmt.Errorf("server: RLS_MAX_INFLIGHT must not be negative, not %d", s.MaxInflight)
+	}
+	if s.GiveBackQueue < 1 {
+		return fmt.Errorf("server: RLS_GIVE_BACK_QUEUE must be at least 1, not %d", s.GiveBackQueue)
+	}
+	if s.GiveBackTimeout <= 0 {
+		return fmt.Errorf("server: RLS_GIVE_BACK_TIMEOUT must be positive, not %s", s.GiveBackTimeout)
+	}
+	if s.DeadlineReserve < 0 {
+		return fmt.Errorf("server: RLS_DEADLINE_RESERVE must not be negative, not %s", s.DeadlineReserve)
+	}
 	if (s.GRPCTlsCertFile == "") != (s.GRPCTlsKeyFile == "") {
 		return fmt.Errorf("server: RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE go together: set both or neither")
 	}
@@ -303,8 +325,13 @@ func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
 		ResponseDynamicMetadata: s.ResponseDynamicMetadata,
 		FailureMode:             mode,
 		BackendTimeout:          s.BackendTimeout,
+		DeadlineReserve:         s.DeadlineReserve,
+		MaxInflight:             s.MaxInflight,
+		GiveBackQueue:           s.GiveBackQueue,
+		GiveBackTimeout:         s.GiveBackTimeout,
 		BreakerFailures:         s.BreakerFailures,
 		BreakerCooldown:         s.BreakerCooldown,
+		BreakerProbes:           s.BreakerProbes,
 		NearLimitRatio:          s.NearLimitRatio,
 		Logger:                  logger,
 

@@ -1,0 +1,850 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+)
+
+// The overload benchmark (`loadgen overload`) runs ratewarden as a busy or
+// CPU-throttled host would: busy loops compete for the CPUs with several
+// server replicas, a Redis Cluster and the callers, every call carries an
+// Envoy-like deadline, and the servers run with their default settings. It
+// measures, for the server built from the module and for one built from an
+// earlier commit, a closed loop of callers (what the servers decide at most:
+// their capacity) and an open loop that offers a multiple of that capacity
+// at a constant rate, and checks:
+//
+//   - every call is answered before its deadline: a decision, or the
+//     failure mode's answer (UNAVAILABLE by default) when the server sheds
+//     it; no call times out in the caller and none fails otherwise;
+//   - every exactness limit, offered far more than its L, admits exactly L;
+//   - in the open loop, the decisions answered within their deadline per
+//     second (goodput) stay at or above a share of the capacity.
+
+// overloadConfig is what `loadgen overload` was asked to do.
+type overloadConfig struct {
+	Root     string `json:"-"`
+	Out      string `json:"-"`
+	Baseline string `json:"baseline"`
+	Callers  int    `json:"callers"`
+	Replicas int    `json:"replicas"`
+	Spinners int    `json:"spinners"`
+	Conns    int    `json:"conns_per_replica"`
+	Keys     int    `json:"keys"`
+	// Deadline is every call's deadline, as Envoy's filter timeout.
+	Deadline time.Duration `json:"-"`
+	Warmup   time.Duration `json:"-"`
+	Closed   time.Duration `json:"-"`
+	Open     time.Duration `json:"-"`
+	// Overload is the open loop's rate as a multiple of the capacity.
+	Overload float64 `json:"overload"`
+	// Goodput is the share of the capacity the open loop's goodput must keep.
+	Goodput float64 `json:"goodput_target"`
+	// ExactLimit is L of every exactness limit, ExactKeys how many there
+	// are per algorithm and phase, ExactShare the share of calls for them.
+	ExactLimit int     `json:"exact_limit"`
+	ExactKeys  int     `json:"exact_keys"`
+	ExactShare float64 `json:"exact_share"`
+	// Metrics logs the servers' own counters after each round.
+	Metrics bool `json:"-"`
+	// Env holds RLS_* settings of the servers beyond the defaults, for
+	// experiments; the benchmark proper sets none.
+	Env map[string]string `json:"env,omitempty"`
+
+	DeadlineText string `json:"deadline"`
+	WarmupText   string `json:"warmup"`
+	ClosedText   string `json:"closed"`
+	OpenText     string `json:"open"`
+}
+
+// exactValuePrefix starts the values of exactness limits: a wildcard rule
+// of ExactLimit per ten years, so that no window ends, no bucket refills and
+// no log entry expires during a run (see overloadLimits).
+const exactValuePrefix = "e."
+
+// exactWindowDays is the window of the exactness limits: the longest a
+// limit may have.
+const exactWindowDays = 3650
+
+func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlagSet("overload", "overload [flags]: run the overload benchmark on this machine, before and after, and write its section of BENCHMARKS.md", stderr)
+	var cfg overloadConfig
+	fs.StringVar(&cfg.Root, "root", ".", "the ratewarden module to build the server from")
+	fs.StringVar(&cfg.Out, "out", "", "directory whose BENCHMARKS.md and docs/overload.json to write (default: -root)")
+	fs.StringVar(&cfg.Baseline, "baseline", "76db7e9", "commit of -root's repository to build the 'before' server from; empty skips it")
+	fs.IntVar(&cfg.Callers, "callers", 128, "callers of the closed loop, each with one call in flight")
+	fs.IntVar(&cfg.Replicas, "replicas", 2, "server replicas, all on one Redis Cluster of 3 masters and 3 replicas")
+	fs.IntVar(&cfg.Spinners, "spinners", 2, "busy loops competing for the CPUs (processes spinning on one CPU each)")
+	fs.IntVar(&cfg.Conns, "conns", 2, "gRPC connections to each replica")
+	fs.IntVar(&cfg.Keys, "keys", 1000, "live descriptor values per algorithm")
+	fs.DurationVar(&cfg.Deadline, "deadline", 20*time.Millisecond, "deadline of every call (Envoy's default filter timeout)")
+	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "how long the closed loop sends before measuring")
+	fs.DurationVar(&cfg.Closed, "closed", 10*time.Second, "how long the closed loop measures")
+	fs.DurationVar(&cfg.Open, "open", 10*time.Second, "how long the open loop measures")
+	fs.Float64Var(&cfg.Overload, "overload", 4, "the open loop's rate, as a multiple of the capacity the closed loop measured")
+	fs.Float64Var(&cfg.Goodput, "goodput", 0.8, "share of the capacity the open loop's goodput must keep")
+	fs.IntVar(&cfg.ExactLimit, "exact-limit", 20, "L of every exactness limit")
+	fs.IntVar(&cfg.ExactKeys, "exact-keys", 4, "exactness limits per algorithm and phase")
+	fs.Float64Var(&cfg.ExactShare, "exact-share", 0.1, "share of the calls for exactness limits")
+	fs.BoolVar(&cfg.Metrics, "metrics", false, "log the servers' ratewarden_* samples after each round")
+	env := fs.String("env", "", "comma list of NAME=VALUE settings for the servers, beyond the defaults (for experiments)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if cfg.Out == "" {
+		cfg.Out = cfg.Root
+	}
+	for kv := range strings.SplitSeq(*env, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, "RLS_") {
+			return fmt.Errorf("loadgen: overload: -env: %q is not RLS_NAME=VALUE", kv)
+		}
+		if cfg.Env == nil {
+			cfg.Env = map[string]string{}
+		}
+		cfg.Env[k] = v
+	}
+	switch {
+	case cfg.Callers < 1 || cfg.Replicas < 1 || cfg.Conns < 1 || cfg.Keys < 1 || cfg.Spinners < 0:
+		return errors.New("loadgen: overload: -callers, -replicas, -conns and -keys must be positive, -spinners not negative")
+	case cfg.Deadline <= 0 || cfg.Closed <= 0 || cfg.Open <= 0 || cfg.Warmup < 0:
+		return errors.New("loadgen: overload: -deadline, -closed and -open must be positive, -warmup not negative")
+	case cfg.Overload <= 0 || cfg.Goodput <= 0 || cfg.ExactLimit < 1 || cfg.ExactKeys < 1 || !(cfg.ExactShare > 0 && cfg.ExactShare < 1):
+		return errors.New("loadgen: overload: -overload, -goodput, -exact-limit and -exact-keys must be positive, -exact-share in (0, 1)")
+	}
+	cfg.DeadlineText, cfg.WarmupText, cfg.ClosedText, cfg.OpenText = cfg.Deadline.String(), cfg.Warmup.String(), cfg.Closed.String(), cfg.Open.String()
+
+	report, err := runOverload(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	report.Command = reproduceCommand(fs, "overload")
+	return writeOverloadFiles(cfg.Out, report, stderr)
+}
+
+// overloadReport is what one overload run measured: docs/overload.json, from
+// which the section of BENCHMARKS.md is rendered.
+type overloadReport struct {
+	Date     string           `json:"date"`
+	Took     string           `json:"took"`
+	Command  string           `json:"command"`
+	Config   overloadConfig   `json:"config"`
+	Machine  machine          `json:"machine"`
+	Variants []*overloadRound `json:"variants"`
+}
+
+// overloadRound is what one server build did: its closed loop and its open
+// loop.
+type overloadRound struct {
+	// Name is "after" (the module) or "before" (the baseline commit).
+	Name   string       `json:"name"`
+	Commit string       `json:"commit"`
+	Closed *phaseResult `json:"closed"`
+	Open   *phaseResult `json:"open"`
+	// Servers sums the ratewarden_* counters of the replicas, over both
+	// loops, by sample name.
+	Servers map[string]float64 `json:"servers,omitempty"`
+}
+
+// phaseResult is what one phase of calls measured.
+type phaseResult struct {
+	Seconds float64 `json:"seconds"`
+	// Rate is the open loop's target rate; 0 for the closed loop.
+	Rate float64 `json:"target_rate,omitempty"`
+	// Calls counts every call sent while measuring; Decisions the calls
+	// answered OK or OVER_LIMIT by a decision.
+	Calls     uint64 `json:"calls"`
+	Decisions uint64 `json:"decisions"`
+	Allowed   uint64 `json:"allowed"`
+	Denied    uint64 `json:"denied"`
+	// Codes counts the calls answered with a gRPC error, by code, and the
+	// answers that were neither OK nor OVER_LIMIT.
+	Codes      map[string]uint64 `json:"error_codes,omitempty"`
+	FirstError string            `json:"first_error,omitempty"`
+	// Goodput is decisions answered within their deadline per second.
+	Goodput float64 `json:"goodput"`
+	// Latencies of every answered call, and of the decisions, in µs.
+	P50       float64 `json:"p50_us"`
+	P99       float64 `json:"p99_us"`
+	Max       float64 `json:"max_us"`
+	Decided50 float64 `json:"decisions_p50_us"`
+	Decided99 float64 `json:"decisions_p99_us"`
+	// Exact holds, per exactness limit of L ExactLimit, the OK answers it
+	// gave and the calls it was offered, over the whole phase (warm-up
+	// included).
+	ExactLimit int          `json:"exact_limit"`
+	Exact      []exactCount `json:"exact"`
+	// Cores is the CPU each group of processes used while measuring, in
+	// CPUs (CPU seconds per second): loadgen, server, redis, busy loops.
+	Cores map[string]float64 `json:"cores,omitempty"`
+}
+
+// cpuSpinners names the busy loops in phaseResult.Cores.
+const cpuSpinners = "busy loops"
+
+// coresUsed returns the CPUs each group used between two readings seconds
+// apart.
+func coresUsed(before, after map[string]time.Duration, seconds float64) map[string]float64 {
+	cores := map[string]float64{}
+	for name, d := range after {
+		cores[name] = (d - before[name]).Seconds() / seconds
+	}
+	return cores
+}
+
+// exactCount is one exactness limit's tally.
+type exactCount struct {
+	Algorithm string `json:"algorithm"`
+	Value     string `json:"value"`
+	Offered   uint64 `json:"offered"`
+	Admitted  uint64 `json:"admitted"`
+}
+
+// runOverload builds the servers, starts Redis and the busy loops, and runs
+// every round.
+func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overloadReport, error) {
+	begin := time.Now()
+	dir, err := os.MkdirTemp("", "loadgen-overload-")
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: %w", err)
+	}
+
+	type build struct{ name, commit, bin string }
+	builds := []build{{name: "after", bin: filepath.Join(dir, "server-after")}}
+	fmt.Fprintf(log, "loadgen: overload: building %s\n", filepath.Join(cfg.Root, "cmd/server"))
+	if err := goBuild(ctx, cfg.Root, builds[0].bin); err != nil {
+		return nil, err
+	}
+	builds[0].commit = gitDescribe(ctx, cfg.Root)
+	if cfg.Baseline != "" {
+		src := filepath.Join(dir, "baseline")
+		fmt.Fprintf(log, "loadgen: overload: building commit %s\n", cfg.Baseline)
+		if err := gitArchive(ctx, cfg.Root, cfg.Baseline, src); err != nil {
+			return nil, err
+		}
+		b := build{name: "before", commit: cfg.Baseline, bin: filepath.Join(dir, "server-before")}
+		if err := goBuild(ctx, src, b.bin); err != nil {
+			return nil, err
+		}
+		builds = append(builds, b)
+	}
+	limitsPath := filepath.Join(dir, "limits.yaml")
+	if err := writeOverloadLimits(limitsPath, cfg.ExactLimit); err != nil {
+		return nil, err
+	}
+
+	fmt.Fprintln(log, "loadgen: overload: starting a Redis Cluster of 3 masters with a replica each")
+	cluster, err := startCluster(ctx, dir, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer cluster.stop()
+
+	report := &overloadReport{
+		Date:    begin.UTC().Format("2006-01-02 15:04 MST"),
+		Config:  cfg,
+		Machine: describeMachine(ctx, cfg.Root, cluster.nodes[0]),
+	}
+	var spinners []*process
+	defer func() {
+		for _, p := range spinners {
+			p.stop()
+		}
+	}()
+	for i := range cfg.Spinners {
+		p, err := startProcess(fmt.Sprintf("busy loop %d", i), dir, self, []string{"spin"}, nil)
+		if err != nil {
+			return nil, err
+		}
+		spinners = append(spinners, p)
+	}
+	fmt.Fprintf(log, "loadgen: overload: %d busy loops running\n", len(spinners))
+
+	var capacity float64
+	for _, b := range builds {
+		round := &overloadRound{Name: b.name, Commit: b.commit}
+		report.Variants = append(report.Variants, round)
+		if err := flushMasters(ctx, cluster.nodes); err != nil {
+			return nil, err
+		}
+		servers, err := startReplicas(ctx, dir, b.bin, limitsPath, cluster, cfg.Replicas, cfg.Env)
+		if err != nil {
+			return nil, err
+		}
+		err = func() error {
+			defer func() {
+				for _, s := range servers {
+					s.stop()
+				}
+			}()
+			addrs := make([]string, len(servers))
+			for i, s := range servers {
+				addrs[i] = s.addr
+			}
+			conns, err := dialAll(addrs, cfg.Conns)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}()
+			procs := redisProcs(cluster.nodes)
+			for _, s := range servers {
+				procs = append(procs, cpuProc{name: cpuServer, pid: s.cmd.Process.Pid})
+			}
+			for _, sp := range spinners {
+				procs = append(procs, cpuProc{name: cpuSpinners, pid: sp.cmd.Process.Pid})
+			}
+			cpu := newCPUMeter(procs...)
+			fmt.Fprintf(log, "loadgen: overload: %s: closed loop, %d callers on %d replicas, %s deadline\n", b.name, cfg.Callers, len(servers), cfg.Deadline)
+			if round.Closed, err = closedLoop(ctx, cfg, conns, newRunID(), cpu); err != nil {
+				return err
+			}
+			fmt.Fprintf(log, "loadgen: overload: %s: %s\n", b.name, round.Closed.summary())
+			if b.name == "after" || capacity == 0 {
+				capacity = float64(round.Closed.Decisions) / round.Closed.Seconds
+			}
+			rate := cfg.Overload * capacity
+			fmt.Fprintf(log, "loadgen: overload: %s: open loop at %.0f calls/s (%.1f× %.0f/s)\n", b.name, rate, cfg.Overload, capacity)
+			if round.Open, err = openLoop(ctx, cfg, conns, newRunID(), rate, cpu); err != nil {
+				return err
+			}
+			fmt.Fprintf(log, "loadgen: overload: %s: %s\n", b.name, round.Open.summary())
+			round.Servers = map[string]float64{}
+			for i, s := range servers {
+				samples, err := serverSamples(s.httpAddr)
+				if err != nil {
+					fmt.Fprintf(log, "loadgen: overload: %s replica %d: metrics: %v\n", b.name, i, err)
+					continue
+				}
+				for k, v := range samples {
+					round.Servers[k] += v
+					if cfg.Metrics {
+						fmt.Fprintf(log, "  %s replica %d: %s %v\n", b.name, i, k, v)
+					}
+				}
+			}
+			return nil
+		}()
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: overload: %s: %w", b.name, err)
+		}
+	}
+	report.Took = time.Since(begin).Round(time.Second).String()
+	report.Machine.LoadAfter = loadAverage()
+	return report, nil
+}
+
+// goBuild builds ./cmd/server of the module in dir into bin.
+func goBuild(ctx context.Context, dir, bin string) error {
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/server")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("loadgen: go build ./cmd/server in %s: %w\n%s", dir, err, out)
+	}
+	return nil
+}
+
+// gitArchive writes the tree of commit, from the repository at root, into
+// dir.
+func gitArchive(ctx context.Context, root, commit, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	archive := exec.CommandContext(ctx, "git", "archive", "--format=tar", commit)
+	archive.Dir = root
+	untar := exec.CommandContext(ctx, "tar", "-x", "-C", dir)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	untar.Stdin = pipe
+	var stderr strings.Builder
+	archive.Stderr = &stderr
+	if err := archive.Start(); err != nil {
+		return fmt.Errorf("loadgen: git archive %s: %w", commit, err)
+	}
+	out, untarErr := untar.CombinedOutput()
+	if err := archive.Wait(); err != nil {
+		return fmt.Errorf("loadgen: git archive %s: %w\n%s", commit, err, stderr.String())
+	}
+	if untarErr != nil {
+		return fmt.Errorf("loadgen: tar: %w\n%s", untarErr, out)
+	}
+	return nil
+}
+
+// gitDescribe names the commit of the module at root.
+func gitDescribe(ctx context.Context, root string) string {
+	cmd := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty", "--abbrev=12")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// writeOverloadLimits writes the loadgen limits (see writeLimits) and, per
+// algorithm, an exactness rule: values starting with exactValuePrefix get
+// a limit of exactLimit per exactWindowDays days each.
+func writeOverloadLimits(path string, exactLimit int) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("loadgen: %w", cerr)
+		}
+	}()
+	if err := writeLimits(f, defaultDomain); err != nil {
+		return err
+	}
+	for _, alg := range algorithms.Algorithms {
+		if _, err := fmt.Fprintf(f, "  - key: %[1]s\n"+
+			"    value: %[2]q\n"+
+			"    rate_limit: {unit: day, unit_multiplier: %[3]d, requests_per_unit: %[4]d, algorithm: %[1]s}\n",
+			alg, exactValuePrefix+"*", exactWindowDays, exactLimit); err != nil {
+			return fmt.Errorf("loadgen: %w", err)
+		}
+	}
+	return nil
+}
+
+// replica is one running server of a round.
+type replica struct {
+	*process
+	addr, httpAddr string
+}
+
+// startReplicas starts n servers from bin on cluster with the default
+// settings and extra, and waits until each serves.
+func startReplicas(ctx context.Context, dir, bin, limits string, cluster *redisCluster, n int, extra map[string]string) ([]*replica, error) {
+	var out []*replica
+	for i := range n {
+		r, err := startReplica(ctx, dir, bin, limits, cluster, i, extra)
+		if err != nil {
+			for _, s := range out {
+				s.stop()
+			}
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func startReplica(ctx context.Context, dir, bin, limits string, cluster *redisCluster, i int, extra map[string]string) (*replica, error) {
+	for attempt := 1; ; attempt++ {
+		grpcAddr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		httpAddr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		env := map[string]string{
+			"RLS_CONFIG_PATH": limits,
+			"RLS_BACKEND":     "redis",
+			"RLS_REDIS_MODE":  "cluster",
+			"RLS_REDIS_ADDRS": strings.Join(cluster.addrs(), ","),
+			"RLS_LOG_LEVEL":   "warn",
+			"RLS_GRPC_ADDR":   grpcAddr,
+			"RLS_HTTP_ADDR":   httpAddr,
+		}
+		for k, v := range extra {
+			env[k] = v
+		}
+		p, err := startProcess(fmt.Sprintf("ratewarden replica %d", i), dir, bin, nil, env)
+		if err != nil {
+			return nil, err
+		}
+		err = waitServing(ctx, p, grpcAddr, 30*time.Second)
+		if err == nil {
+			return &replica{process: p, addr: grpcAddr, httpAddr: httpAddr}, nil
+		}
+		p.stop()
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return nil, err
+		}
+	}
+}
+
+// dialAll opens conns gRPC connections to each address, interleaved, so
+// that callers taking them round robin spread over the replicas.
+func dialAll(addrs []string, conns int) ([]*grpc.ClientConn, error) {
+	var out []*grpc.ClientConn
+	for range conns {
+		for _, a := range addrs {
+			c, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				for _, o := range out {
+					o.Close()
+				}
+				return nil, fmt.Errorf("loadgen: %s: %w", a, err)
+			}
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// overloadTraffic draws the requests of a phase: a share of them for the
+// phase's exactness limits, the others for live values; each for an
+// algorithm drawn uniformly.
+type overloadTraffic struct {
+	runID string
+	keys  int
+	share float64
+	limit int // L of the exactness limits
+	// exact lists the exactness values, per algorithm.
+	exact [][]string
+}
+
+func newOverloadTraffic(cfg overloadConfig, runID string) *overloadTraffic {
+	t := &overloadTraffic{runID: runID, keys: cfg.Keys, share: cfg.ExactShare, limit: cfg.ExactLimit}
+	for range algorithms.Algorithms {
+		var vals []string
+		for k := range cfg.ExactKeys {
+			vals = append(vals, fmt.Sprintf("%s%s.%d", exactValuePrefix, runID, k))
+		}
+		t.exact = append(t.exact, vals)
+	}
+	return t
+}
+
+// draw returns the algorithm and value of a request, and the index of its
+// exactness limit (-1 for a live value).
+func (t *overloadTraffic) draw(rng *rand.Rand) (alg int, value string, exact int) {
+	alg = rng.IntN(len(algorithms.Algorithms))
+	if rng.Float64() < t.share {
+		k := rng.IntN(len(t.exact[alg]))
+		return alg, t.exact[alg][k], alg*len(t.exact[alg]) + k
+	}
+	return alg, fmt.Sprintf("%s%s.%d", liveValuePrefix, t.runID, rng.IntN(t.keys)), -1
+}
+
+// phaseTally counts the outcomes of a phase's calls. It is safe for
+// concurrent use.
+type phaseTally struct {
+	measuring atomic.Bool
+	deadline  time.Duration
+
+	all, decided *Histogram
+	calls        atomic.Uint64
+	allowed      atomic.Uint64
+	denied       atomic.Uint64
+	intime       atomic.Uint64
+
+	mu       sync.Mutex
+	codes    map[string]uint64
+	firstErr string
+	// exactOK and exactOffered count every call for an exactness limit,
+	// measured or not.
+	exactOK      []atomic.Uint64
+	exactOffered []atomic.Uint64
+}
+
+func newPhaseTally(deadline time.Duration, exact int) *phaseTally {
+	return &phaseTally{
+		deadline: deadline, all: NewHistogram(), decided: NewHistogram(), codes: map[string]uint64{},
+		exactOK: make([]atomic.Uint64, exact), exactOffered: make([]atomic.Uint64, exact),
+	}
+}
+
+// call sends one request with the phase's deadline counted from at, and
+// counts its outcome.
+func (p *phaseTally) call(ctx context.Context, client rlsv3.RateLimitServiceClient, req *rlsv3.RateLimitRequest, exact int, at time.Time) {
+	callCtx, cancel := context.WithDeadline(ctx, at.Add(p.deadline))
+	resp, err := client.ShouldRateLimit(callCtx, req)
+	cancel()
+	elapsed := time.Since(at)
+	if exact >= 0 {
+		p.exactOffered[exact].Add(1)
+		if err == nil && resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+			p.exactOK[exact].Add(1)
+		}
+	}
+	if !p.measuring.Load() || ctx.Err() != nil {
+		return
+	}
+	p.calls.Add(1)
+	if err != nil {
+		p.failed(status.Code(err).String(), err)
+		if status.Code(err).String() != "DeadlineExceeded" {
+			p.all.Record(elapsed)
+		}
+		return
+	}
+	p.all.Record(elapsed)
+	switch resp.GetOverallCode() {
+	case rlsv3.RateLimitResponse_OK:
+		p.allowed.Add(1)
+	case rlsv3.RateLimitResponse_OVER_LIMIT:
+		p.denied.Add(1)
+	default:
+		p.failed("answer "+resp.GetOverallCode().String(), nil)
+		return
+	}
+	p.decided.Record(elapsed)
+	if elapsed <= p.deadline {
+		p.intime.Add(1)
+	}
+}
+
+func (p *phaseTally) failed(code string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.codes[code]++
+	if p.firstErr == "" && err != nil {
+		p.firstErr = err.Error()
+	}
+}
+
+// result returns what the tally counted over seconds of measuring.
+func (p *phaseTally) result(seconds float64, traffic *overloadTraffic) *phaseResult {
+	r := &phaseResult{
+		Seconds: seconds, Calls: p.calls.Load(), Allowed: p.allowed.Load(), Denied: p.denied.Load(),
+		P50: micros(p.all.Quantile(0.5)), P99: micros(p.all.Quantile(0.99)), Max: micros(p.all.Max()),
+		Decided50: micros(p.decided.Quantile(0.5)), Decided99: micros(p.decided.Quantile(0.99)),
+	}
+	r.Decisions = r.Allowed + r.Denied
+	r.Goodput = float64(p.intime.Load()) / seconds
+	r.ExactLimit = traffic.limit
+	p.mu.Lock()
+	if len(p.codes) > 0 {
+		r.Codes = p.codes
+	}
+	r.FirstError = p.firstErr
+	p.mu.Unlock()
+	for a, vals := range traffic.exact {
+		for k, v := range vals {
+			i := a*len(vals) + k
+			r.Exact = append(r.Exact, exactCount{
+				Algorithm: algorithms.Algorithms[a].String(), Value: v,
+				Offered: p.exactOffered[i].Load(), Admitted: p.exactOK[i].Load(),
+			})
+		}
+	}
+	return r
+}
+
+// overloadRequest returns a request of one descriptor.
+func overloadRequest(alg int, value string) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{
+		Domain: defaultDomain,
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{
+			{Key: algorithms.Algorithms[alg].String(), Value: value},
+		}}},
+	}
+}
+
+// closedLoop runs cfg.Callers callers, each sending its next call as soon as
+// the last is answered, and measures for cfg.Closed after cfg.Warmup.
+func closedLoop(ctx context.Context, cfg overloadConfig, conns []*grpc.ClientConn, runID string, cpu *cpuMeter) (*phaseResult, error) {
+	traffic := newOverloadTraffic(cfg, runID)
+	tally := newPhaseTally(cfg.Deadline, len(algorithms.Algorithms)*cfg.ExactKeys)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for i := range cfg.Callers {
+		client := rlsv3.NewRateLimitServiceClient(conns[i%len(conns)])
+		rng := rand.New(rand.NewPCG(rand.Uint64(), uint64(i)))
+		wg.Go(func() {
+			for !stop.Load() && ctx.Err() == nil {
+				alg, value, exact := traffic.draw(rng)
+				tally.call(ctx, client, overloadRequest(alg, value), exact, time.Now())
+			}
+		})
+	}
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+	}()
+	if !sleep(ctx, cfg.Warmup) {
+		return nil, ctx.Err()
+	}
+	cpuBefore, err := cpu.read()
+	if err != nil {
+		return nil, err
+	}
+	tally.measuring.Store(true)
+	start := time.Now()
+	ok := sleep(ctx, cfg.Closed)
+	tally.measuring.Store(false)
+	seconds := time.Since(start).Seconds()
+	cpuAfter, err := cpu.read()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ctx.Err()
+	}
+	stop.Store(true)
+	wg.Wait()
+	r := tally.result(seconds, traffic)
+	r.Cores = coresUsed(cpuBefore, cpuAfter, seconds)
+	return r, nil
+}
+
+// openLoop sends calls at a constant rate, whatever becomes of them, for
+// cfg.Open: each call is due at its slot, and its deadline runs from then.
+func openLoop(ctx context.Context, cfg overloadConfig, conns []*grpc.ClientConn, runID string, rate float64, cpu *cpuMeter) (*phaseResult, error) {
+	traffic := newOverloadTraffic(cfg, runID)
+	tally := newPhaseTally(cfg.Deadline, len(algorithms.Algorithms)*cfg.ExactKeys)
+	clients := make([]rlsv3.RateLimitServiceClient, len(conns))
+	for i, c := range conns {
+		clients[i] = rlsv3.NewRateLimitServiceClient(c)
+	}
+	// Dispatchers, one per CPU, each sending its share of the slots.
+	dispatchers := runtime.GOMAXPROCS(0)
+	interval := time.Duration(float64(time.Second) * float64(dispatchers) / rate)
+	var wg sync.WaitGroup
+	start := time.Now().Add(10 * time.Millisecond)
+	end := start.Add(cfg.Open)
+	cpuBefore, err := cpu.read()
+	if err != nil {
+		return nil, err
+	}
+	readAt := time.Now()
+	var cpuAfter map[string]time.Duration
+	var cpuErr error
+	var cpuSeconds float64
+	wg.Go(func() {
+		sleep(ctx, time.Until(end))
+		cpuAfter, cpuErr = cpu.read()
+		cpuSeconds = time.Since(readAt).Seconds()
+	})
+	tally.measuring.Store(true)
+	for d := range dispatchers {
+		rng := rand.New(rand.NewPCG(rand.Uint64(), uint64(d)))
+		wg.Go(func() {
+			next := start.Add(time.Duration(d) * interval / time.Duration(dispatchers))
+			for n := 0; next.Before(end) && ctx.Err() == nil; n++ {
+				if wait := time.Until(next); wait > 0 {
+					time.Sleep(wait)
+				}
+				alg, value, exact := traffic.draw(rng)
+				client := clients[(n*dispatchers+d)%len(clients)]
+				at := next
+				wg.Go(func() { tally.call(ctx, client, overloadRequest(alg, value), exact, at) })
+				next = next.Add(interval)
+			}
+		})
+	}
+	wg.Wait()
+	tally.measuring.Store(false)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if cpuErr != nil {
+		return nil, cpuErr
+	}
+	r := tally.result(cfg.Open.Seconds(), traffic)
+	r.Rate = rate
+	r.Cores = coresUsed(cpuBefore, cpuAfter, cpuSeconds)
+	return r, nil
+}
+
+// summary is a phase's progress line.
+func (r *phaseResult) summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d calls, %d decisions (%.0f/s), goodput %.0f/s, p50 %s p99 %s", r.Calls, r.Decisions,
+		float64(r.Decisions)/r.Seconds, r.Goodput, fmtMicros(r.P50), fmtMicros(r.P99))
+	for code, n := range r.Codes {
+		fmt.Fprintf(&b, ", %s %d", code, n)
+	}
+	fmt.Fprintf(&b, ", %d of %d limits admitted exactly L", r.exactLimits(), len(r.Exact))
+	return b.String()
+}
+
+// exactLimits returns how many exactness limits admitted exactly L.
+func (r *phaseResult) exactLimits() int {
+	n := 0
+	for _, e := range r.Exact {
+		if e.Admitted == uint64(r.ExactLimit) {
+			n++
+		}
+	}
+	return n
+}
+
+// serverSamples returns the ratewarden_* samples of the server whose HTTP
+// address is addr, but the per-rule ones and histogram buckets.
+func serverSamples(addr string) (map[string]float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	samples := map[string]float64{}
+	for line := range strings.Lines(string(body)) {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "ratewarden_") || strings.HasPrefix(line, "ratewarden_rule_") || strings.Contains(line, "_bucket{") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: metrics line %q: %w", line, err)
+		}
+		samples[line[:i]] = v
+	}
+	return samples, nil
+}
+
+// spinCommand spins on one CPU until it is stopped: a busy loop that
+// competes with the benchmark for the machine.
+func spinCommand(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlagSet("spin", "spin: keep one CPU busy until stopped", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	runtime.GOMAXPROCS(1)
+	x := uint64(0)
+	for ctx.Err() == nil {
+		for i := range uint64(1 << 20) {
+			x += i * i
+		}
+	}
+	if x == 1 {
+		fmt.Fprintln(stderr, x) // keeps the loop from being optimised away
+	}
+	return nil
+}

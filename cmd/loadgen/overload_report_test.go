@@ -1,0 +1,73 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sampleOverloadReport is an overload run of two builds.
+func sampleOverloadReport() *overloadReport {
+	exact := func(admitted ...uint64) []exactCount {
+		var out []exactCount
+		for i, a := range admitted {
+			out = append(out, exactCount{Algorithm: algorithmNames()[i%4], Value: "e.x", Offered: 100, Admitted: a})
+		}
+		return out
+	}
+	return &overloadReport{
+		Date: "2026-11-23 22:00 UTC", Took: "2m", Command: "go run ./cmd/loadgen overload",
+		Config: overloadConfig{Callers: 128, Replicas: 2, Spinners: 2, Overload: 4, Goodput: 0.8,
+			ExactLimit: 20, ExactKeys: 1, ExactShare: 0.1, DeadlineText: "20ms", WarmupText: "1s", ClosedText: "10s", OpenText: "10s"},
+		Machine: machine{CPU: "test CPU", CPUs: 2, LoadBefore: "1 1 1", LoadAfter: "9 9 9"},
+		Variants: []*overloadRound{
+			{Name: "after", Commit: "abc", Servers: map[string]float64{`ratewarden_requests_shed_total{reason="deadline"}`: 1234, `ratewarden_backend_inflight_limit`: 40},
+				Closed: &phaseResult{Seconds: 10, Calls: 30000, Decisions: 20000, Allowed: 19000, Denied: 1000,
+					Goodput: 1900, Codes: map[string]uint64{"Unavailable": 10000}, ExactLimit: 20, Exact: exact(20, 20, 20, 20)},
+				Open: &phaseResult{Seconds: 10, Rate: 8000, Calls: 80000, Decisions: 17000, Allowed: 17000, Goodput: 1700,
+					Codes: map[string]uint64{"Unavailable": 60000, "DeadlineExceeded": 3000}, ExactLimit: 20, Exact: exact(20, 19, 20, 20)}},
+			{Name: "before", Commit: "76db7e9", Closed: &phaseResult{Seconds: 10, Calls: 50000, Decisions: 50, Allowed: 50, Goodput: 5,
+				Codes: map[string]uint64{"Unavailable": 49950}, ExactLimit: 20, Exact: exact(0, 0, 0, 0)}},
+		},
+	}
+}
+
+func TestOverloadSection(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, reportMDPath), []byte("# Benchmarks\n\nThe rest.\n"), 0o644))
+	r := sampleOverloadReport()
+	require.NoError(t, writeOverloadFiles(dir, r, io.Discard))
+	b, err := os.ReadFile(filepath.Join(dir, reportMDPath))
+	require.NoError(t, err)
+	md := string(b)
+	assert.True(t, strings.HasPrefix(md, "# Benchmarks\n\nThe rest.\n\n"+overloadBegin), "appended after what was there")
+	assert.NotContains(t, md, "%!", "no formatting mistakes")
+	assert.Contains(t, md, "| after (abc) | closed, 128 callers | 30 000 | 20 000 | 2 000 | 1 900 | 95% | Unavailable 10 000 |")
+	assert.Contains(t, md, "| 4 of 4 | held |")
+	assert.Contains(t, md, "**missed**: 3000 calls not answered in time, 1 of 4 limits not exact")
+	assert.Contains(t, md, "| before | closed | 0 (100) | 0 (100) | 0 (100) | 0 (100) |")
+	assert.Contains(t, md, "| after | – | – | – | 1 234 / – | 40 | – / – / – |")
+
+	// A new run replaces the section and keeps its analysis; a bench run
+	// keeps the section.
+	edited := strings.Replace(md, overloadAnalysisBegin+"\n", overloadAnalysisBegin+"\nWhy it went so.\n", 1)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, reportMDPath), []byte(edited), 0o644))
+	r.Variants[0].Closed.Calls = 31000
+	require.NoError(t, writeOverloadFiles(dir, r, io.Discard))
+	b, err = os.ReadFile(filepath.Join(dir, reportMDPath))
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(string(b), overloadBegin))
+	assert.Contains(t, string(b), "| 31 000 |")
+	assert.Equal(t, "Why it went so.", keptBetween(string(b), overloadAnalysisBegin, overloadAnalysisEnd))
+
+	require.NoError(t, writeReportFiles(dir, sampleReport(), io.Discard))
+	b, err = os.ReadFile(filepath.Join(dir, reportMDPath))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "Why it went so.")
+	assert.Contains(t, string(b), "| 31 000 |")
+}

@@ -1,0 +1,146 @@
+package rls
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/config"
+)
+
+// serveGRPC serves svc on a loopback port and returns a client of it.
+func serveGRPC(t *testing.T, svc *Service) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(srv, svc)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return rlsv3.NewRateLimitServiceClient(conn)
+}
+
+// TestCallerDeadlineBoundsTheBackend has a backend that stalls, a caller that
+// gives 50ms and a backend timeout of a second: the failure mode's answer
+// (allow) must reach the caller before its deadline, rather than the caller
+// giving up with DEADLINE_EXCEEDED while the service still waits.
+func TestCallerDeadlineBoundsTheBackend(t *testing.T) {
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	require.NoError(t, err)
+	opts := DefaultOptions()
+	opts.FailureMode = FailAllow
+	opts.BackendTimeout = time.Second
+	// A reserve that a loaded test machine cannot eat.
+	opts.DeadlineReserve = 25 * time.Millisecond
+	client := serveGRPC(t, New(failingLimiter{hang: true}, cfg, opts))
+
+	// A first call, so that the connection is up before the deadlines run.
+	_, err = client.ShouldRateLimit(context.Background(), request(desc("nothing", "x")))
+	require.NoError(t, err)
+
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		resp, err := client.ShouldRateLimit(ctx, request(desc("fixed", "a")))
+		cancel()
+		require.NoError(t, err, "the failure mode's answer, before the caller's deadline")
+		assert.Equal(t, ok, resp.GetOverallCode())
+		assert.Nil(t, resp.GetStatuses()[0].GetDurationUntilReset(), "not decided: the failure mode's answer")
+	}
+}
+
+// deadlineRecorder passes ops to inner and records the deadline of every
+// call's context.
+type deadlineRecorder struct {
+	inner Limiter
+
+	mu        sync.Mutex
+	deadlines []time.Time
+	refunds   []bool
+}
+
+func (r *deadlineRecorder) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	d, _ := ctx.Deadline()
+	r.mu.Lock()
+	r.deadlines = append(r.deadlines, d)
+	r.refunds = append(r.refunds, ops[0].Refund)
+	r.mu.Unlock()
+	// Each call takes a while, as a round trip to Redis does.
+	time.Sleep(5 * time.Millisecond)
+	return r.inner.Do(ctx, ops)
+}
+
+// TestRefundSharesTheTakesDeadline denies a request of two descriptors, one
+// of them admitted: the refund of the admitted one runs under the deadline
+// the request got when it arrived, not under a fresh timeout of its own.
+func TestRefundSharesTheTakesDeadline(t *testing.T) {
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	require.NoError(t, err)
+	mem := algorithms.NewMemory()
+	t.Cleanup(mem.Close)
+	rec := &deadlineRecorder{inner: mem}
+	opts := DefaultOptions()
+	opts.BackendTimeout = time.Second
+	svc := New(rec, cfg, opts)
+
+	before := time.Now()
+	resp, err := svc.ShouldRateLimit(context.Background(), request(desc("fixed", "a"), desc("zero", "z")))
+	require.NoError(t, err)
+	assert.Equal(t, over, resp.GetOverallCode())
+
+	require.Equal(t, []bool{false, true}, rec.refunds, "a take, then the refund of the admitted one")
+	take, refund := rec.deadlines[0], rec.deadlines[1]
+	require.False(t, take.IsZero())
+	assert.Equal(t, take, refund, "one deadline for the take and the refund")
+	assert.False(t, take.Before(before.Add(time.Second)), "the deadline is the backend timeout after arrival")
+	assert.False(t, take.After(before.Add(time.Second+5*time.Millisecond)), "…set at arrival")
+}
+
+// TestCallerDeadlineLessReserve checks the deadline a request gets: the
+// backend timeout after arrival, or the caller's deadline less the reserve
+// when that comes first; and none without a backend timeout.
+func TestCallerDeadlineLessReserve(t *testing.T) {
+	opts := DefaultOptions()
+	opts.BackendTimeout = 10 * time.Millisecond
+	opts.DeadlineReserve = 3 * time.Millisecond
+	svc := New(failingLimiter{}, nil, opts)
+	arrival := time.Now()
+
+	ctx, cancel := svc.withDeadline(context.Background(), arrival)
+	d, ok := ctx.Deadline()
+	cancel()
+	require.True(t, ok)
+	assert.Equal(t, arrival.Add(10*time.Millisecond), d, "no caller deadline: the backend timeout")
+
+	caller, cancelCaller := context.WithDeadline(context.Background(), arrival.Add(8*time.Millisecond))
+	defer cancelCaller()
+	ctx, cancel = svc.withDeadline(caller, arrival)
+	d, _ = ctx.Deadline()
+	cancel()
+	assert.Equal(t, arrival.Add(5*time.Millisecond), d, "a caller deadline of 8ms, less the 3ms reserve")
+
+	far, cancelFar := context.WithDeadline(context.Background(), arrival.Add(time.Second))
+	defer cancelFar()
+	ctx, cancel = svc.withDeadline(far, arrival)
+	d, _ = ctx.Deadline()
+	cancel()
+	assert.Equal(t, arrival.Add(10*time.Millisecond), d, "a caller deadline later than the backend timeout")
+
+	opts.BackendTimeout = 0
+	svc = New(failingLimiter{}, nil, opts)
+	ctx, cancel = svc.withDeadline(context.Background(), arrival)
+	cancel()
+	_, ok = ctx.Deadline()
+	assert.False(t, ok, "no backend timeout: no deadline of the service's own")
+}

@@ -1,0 +1,285 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/config"
+)
+
+// givingLimiter passes ops to inner, failing every call while fail is set
+// (and reporting its ops as not applied to settle, as a backend does), and
+// records the refunds it applied.
+type givingLimiter struct {
+	inner  Limiter
+	fail   atomic.Bool
+	calls  atomic.Int64
+	settle func([]algorithms.Outcome)
+
+	mu      sync.Mutex
+	refunds []algorithms.Op
+}
+
+func (l *givingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	l.calls.Add(1)
+	if l.fail.Load() {
+		if l.settle != nil {
+			out := make([]algorithms.Outcome, len(ops))
+			for i, op := range ops {
+				out[i] = algorithms.Outcome{Op: op, Fate: algorithms.NotApplied, At: time.Now()}
+			}
+			l.settle(out)
+		}
+		return nil, errors.New("connection refused")
+	}
+	res, err := l.inner.Do(ctx, ops)
+	if err == nil {
+		l.mu.Lock()
+		for _, op := range ops {
+			if op.Refund {
+				l.refunds = append(l.refunds, op)
+			}
+		}
+		l.mu.Unlock()
+	}
+	return res, err
+}
+
+func (l *givingLimiter) refunded() []algorithms.Op {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]algorithms.Op(nil), l.refunds...)
+}
+
+// giveBackFixture is a service on a memory backend, and a take the backend
+// admitted.
+type giveBackFixture struct {
+	svc  *Service
+	lim  *givingLimiter
+	rec  *recorder
+	mem  *algorithms.Memory
+	take algorithms.Op
+	res  algorithms.Result
+}
+
+func newGiveBackFixture(t *testing.T, alg algorithms.Algorithm, mutate func(*Options)) *giveBackFixture {
+	t.Helper()
+	mem := algorithms.NewMemory()
+	t.Cleanup(mem.Close)
+	f := &giveBackFixture{lim: &givingLimiter{inner: mem}, rec: &recorder{}, mem: mem}
+	opts := DefaultOptions()
+	opts.Observer = f.rec
+	if mutate != nil {
+		mutate(&opts)
+	}
+	f.svc = New(f.lim, nil, opts)
+	f.take = algorithms.Op{
+		Key:   algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: alg.String()}}},
+		Limit: algorithms.Limit{Algorithm: alg, Requests: 10, Window: time.Hour},
+		Hits:  3,
+	}
+	res, err := mem.Do(context.Background(), []algorithms.Op{f.take})
+	require.NoError(t, err)
+	require.True(t, res[0].Allowed)
+	f.res = res[0]
+	return f
+}
+
+// held returns the hits the take's limit holds.
+func (f *giveBackFixture) held(t *testing.T) uint64 {
+	t.Helper()
+	peek := f.take
+	peek.Hits = 0
+	res, err := f.mem.Do(context.Background(), []algorithms.Op{peek})
+	require.NoError(t, err)
+	return peek.Limit.Requests - res[0].Remaining
+}
+
+func (f *giveBackFixture) refund() algorithms.Op {
+	op := f.take
+	op.Refund, op.Receipt = true, f.res.Receipt
+	return op
+}
+
+// TestSettleGivesBackTakesAnsweredWithTheFailureMode reports a take that
+// Redis admitted after its caller was answered with the failure mode: with
+// error or deny, its hits are given back with its receipt; with allow, the
+// answer admitted the request, and they stay.
+func TestSettleGivesBackTakesAnsweredWithTheFailureMode(t *testing.T) {
+	for _, mode := range []FailureMode{FailError, FailDeny, FailAllow} {
+		t.Run(mode.String(), func(t *testing.T) {
+			f := newGiveBackFixture(t, algorithms.FixedWindow, func(o *Options) { o.FailureMode = mode })
+			require.EqualValues(t, 3, f.held(t))
+			f.svc.Settle([]algorithms.Outcome{{Op: f.take, Fate: algorithms.Applied, Result: f.res, At: time.Now()}})
+			if mode == FailAllow {
+				time.Sleep(50 * time.Millisecond)
+				assert.EqualValues(t, 3, f.held(t), "admitted by the failure mode: the hits stay")
+				assert.Empty(t, f.lim.refunded())
+				return
+			}
+			require.Eventually(t, func() bool { return f.held(t) == 0 }, 5*time.Second, time.Millisecond)
+			require.Len(t, f.lim.refunded(), 1)
+			assert.Equal(t, f.res.Receipt, f.lim.refunded()[0].Receipt, "given back by its receipt")
+			require.Eventually(t, func() bool { return f.rec.gaveBack()[GivenBack] == 1 }, time.Second, time.Millisecond)
+		})
+	}
+}
+
+func TestSettleLeavesWhatNeedsNoGivingBack(t *testing.T) {
+	f := newGiveBackFixture(t, algorithms.FixedWindow, nil)
+	denied := f.take
+	f.svc.Settle([]algorithms.Outcome{
+		{Op: denied, Fate: algorithms.Applied, Result: algorithms.Result{Allowed: false}},
+		{Op: f.take, Fate: algorithms.NotApplied},
+	})
+	time.Sleep(50 * time.Millisecond)
+	assert.Zero(t, f.lim.calls.Load(), "a denial took nothing, a take that never ran neither")
+	f.svc.Settle([]algorithms.Outcome{{Op: f.take, Fate: algorithms.Unknown}})
+	assert.Equal(t, 1, f.rec.gaveBack()[GiveBackUncertain], "a take that may have run is counted, not refunded blindly")
+	assert.Zero(t, f.lim.calls.Load())
+	assert.EqualValues(t, 3, f.held(t))
+}
+
+// TestSettleRetriesRefundsOnlyWhenSafe reports refunds of the service's own
+// whose calls failed: one that did not run is sent again; one that may have
+// run is sent again only for a sliding window log, whose refund by receipt
+// gives back nothing the second time.
+func TestSettleRetriesRefundsOnlyWhenSafe(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		alg   algorithms.Algorithm
+		fate  algorithms.Fate
+		retry bool
+	}{
+		{"not applied", algorithms.FixedWindow, algorithms.NotApplied, true},
+		{"unknown, counter", algorithms.FixedWindow, algorithms.Unknown, false},
+		{"unknown, token bucket", algorithms.TokenBucket, algorithms.Unknown, false},
+		{"unknown, sliding window log", algorithms.SlidingWindowLog, algorithms.Unknown, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newGiveBackFixture(t, tc.alg, nil)
+			f.svc.Settle([]algorithms.Outcome{{Op: f.refund(), Fate: tc.fate}})
+			if !tc.retry {
+				time.Sleep(50 * time.Millisecond)
+				assert.Zero(t, f.lim.calls.Load())
+				assert.EqualValues(t, 3, f.held(t))
+				assert.Equal(t, 1, f.rec.gaveBack()[GiveBackUncertain])
+				return
+			}
+			require.Eventually(t, func() bool { return f.held(t) == 0 }, 5*time.Second, time.Millisecond)
+			if tc.alg == algorithms.SlidingWindowLog {
+				// Running it twice gives back nothing more.
+				again, err := f.mem.Do(context.Background(), []algorithms.Op{f.refund(), f.take})
+				require.NoError(t, err)
+				assert.True(t, again[1].Allowed)
+				assert.EqualValues(t, 3, f.held(t))
+			}
+		})
+	}
+}
+
+// TestGiveBacksAreBounded fails every call of the backend: refunds wait at
+// most GiveBackTimeout, the queue holds at most GiveBackQueue, and what is
+// dropped is counted.
+func TestGiveBacksAreBounded(t *testing.T) {
+	f := newGiveBackFixture(t, algorithms.FixedWindow, func(o *Options) {
+		o.GiveBackQueue = 2
+		o.GiveBackTimeout = 200 * time.Millisecond
+	})
+	f.lim.settle = f.svc.Settle
+	f.lim.fail.Store(true)
+	var outcomes []algorithms.Outcome
+	for i := range 5 {
+		op := f.take
+		op.Key.Entries = []algorithms.Entry{{Key: "k", Value: string(rune('a' + i))}}
+		outcomes = append(outcomes, algorithms.Outcome{Op: op, Fate: algorithms.Applied, Result: f.res})
+	}
+	f.svc.Settle(outcomes)
+	assert.Equal(t, 3, f.rec.gaveBack()[GiveBackDropped], "three dropped at once for want of room")
+	require.Eventually(t, func() bool { return f.rec.gaveBack()[GiveBackDropped] == 5 }, 5*time.Second, 5*time.Millisecond,
+		"the two others when their time limit passed")
+	calls := f.lim.calls.Load()
+	assert.Greater(t, calls, int64(1), "tried again while the time limit lasted")
+	time.Sleep(3 * giveBackPause)
+	assert.Equal(t, calls, f.lim.calls.Load(), "and no more after")
+	assert.Zero(t, f.rec.gaveBack()[GivenBack])
+}
+
+// lateLimiter answers every call late, after its context has ended.
+type lateLimiter struct {
+	inner Limiter
+	after time.Duration
+}
+
+func (l lateLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	time.Sleep(l.after)
+	return l.inner.Do(context.Background(), ops)
+}
+
+// TestDecisionsTheCallerNeverSeesKeepNoHits has the backend decide after
+// the caller's deadline has passed: the caller gets no answer it can use,
+// so with the failure mode error the admitted hits are given back; with
+// allow, the caller's own failure mode admitted it, and they stay.
+func TestDecisionsTheCallerNeverSeesKeepNoHits(t *testing.T) {
+	for _, mode := range []FailureMode{FailError, FailAllow} {
+		t.Run(mode.String(), func(t *testing.T) {
+			f := newGiveBackFixture(t, algorithms.FixedWindow, func(o *Options) {
+				o.FailureMode = mode
+				o.BackendTimeout = time.Second
+			})
+			cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+			require.NoError(t, err)
+			f.svc.SetConfig(cfg)
+			f.svc.limiter = lateLimiter{inner: f.mem, after: 50 * time.Millisecond}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			defer cancel()
+			_, _ = f.svc.ShouldRateLimit(ctx, request(desc("fixed", "late")))
+
+			held := func() uint64 {
+				res, err := f.mem.Do(context.Background(), []algorithms.Op{{
+					Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "fixed", Value: "late"}}},
+					Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Window: time.Minute},
+				}})
+				require.NoError(t, err)
+				return 3 - res[0].Remaining
+			}
+			if mode == FailAllow {
+				assert.EqualValues(t, 1, held())
+				return
+			}
+			require.Eventually(t, func() bool { return held() == 0 }, 5*time.Second, time.Millisecond)
+		})
+	}
+}
+
+// TestDenyCacheAsksAgainAfterAGiveBack has a denial remembered while hits
+// that were later given back (through another replica, here straight to
+// the backend) still counted: within maxDenyHold the backend is asked
+// again, and admits into the room.
+func TestDenyCacheAsksAgainAfterAGiveBack(t *testing.T) {
+	cache, inner, clock := newCached(t)
+	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 2, Window: time.Hour}
+	var receipts []algorithms.Receipt
+	for range 2 {
+		r := do(t, cache, take("k", l, 1))[0]
+		require.True(t, r.Allowed)
+		receipts = append(receipts, r.Receipt)
+	}
+	require.False(t, do(t, cache, take("k", l, 1))[0].Allowed)
+	refund := take("k", l, 1)
+	refund.Refund, refund.Receipt = true, receipts[1]
+	do(t, inner, refund) // not through this cache
+
+	clock.Advance(maxDenyHold - time.Millisecond)
+	assert.False(t, do(t, cache, take("k", l, 1))[0].Allowed, "still answered from the cache")
+	clock.Advance(time.Millisecond)
+	assert.True(t, do(t, cache, take("k", l, 1))[0].Allowed, "the backend is asked again, and admits")
+}
