@@ -63,8 +63,10 @@ type compatVar struct {
 }
 
 // compatVars is the table of envoyproxy/ratelimit's variables (its
-// src/settings/settings.go). Names that are set but in none of these rows
-// are none of theirs, and stay unread.
+// src/settings/settings.go), and of GRPC_SERVER_TLS_CA_CERT, which Envoy
+// Gateway sets for it although it reads no such name. Names that are set
+// but in none of these rows are none of theirs, and stay unread. A row may
+// read what the rows before it assigned (the xDS rows, CONFIG_TYPE's).
 var compatVars = []compatVar{
 	{
 		theirs: []string{"HOST", "PORT"}, ours: []string{"RLS_HTTP_ADDR"}, how: compatDiffers,
