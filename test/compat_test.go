@@ -54,8 +54,7 @@ descriptors:
 		"DEBUG_HOST":                    debugHost,
 		"DEBUG_PORT":                    debugPort,
 		"EXPIRATION_JITTER_MAX_SECONDS": "300",
-		"RLS_LOG_LEVEL":                 "info", // the harness's warn would win over LOG_LEVEL
-		"RLS_BACKEND_TIMEOUT":           "5s",   // what is read, not latency, is under test
+		"RLS_BACKEND_TIMEOUT":           "5s", // what is read, not latency, is under test
 		"RLS_KEY_PREFIX":                "compat-" + strings.ReplaceAll(t.Name(), "/", "-") + ":",
 	})
 

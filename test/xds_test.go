@@ -48,6 +48,37 @@ func httpGet(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+// gatewayRoute asks a server, as Envoy asks it, about requests on one route
+// of one of Envoy Gateway's listeners, whose descriptors Envoy builds from
+// the rules of a BackendTrafficPolicy.
+type gatewayRoute struct {
+	client          rlsv3.RateLimitServiceClient
+	listener, route string
+}
+
+// check returns the overall code of the answer to a request of user.
+func (g gatewayRoute) check(t *testing.T, rules []xdstest.Rule, user string) rlsv3.RateLimitResponse_Code {
+	t.Helper()
+	resp, err := g.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
+		Domain:      g.listener,
+		Descriptors: xdstest.Descriptors(g.route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": user}}),
+	})
+	require.NoError(t, err)
+	return resp.GetOverallCode()
+}
+
+// admitted sends n requests of user and returns how many were admitted
+// before the first denial.
+func (g gatewayRoute) admitted(t *testing.T, rules []xdstest.Rule, user string, n int) int {
+	t.Helper()
+	for i := range n {
+		if g.check(t, rules, user) != rlsv3.RateLimitResponse_OK {
+			return i
+		}
+	}
+	return n
+}
+
 // TestXDSFromEnvoyGateway runs the server binary as Envoy Gateway runs
 // envoyproxy/ratelimit: limits from an xDS server over mutual TLS, as node
 // envoy-ratelimit. It starts before the xDS server has limits for it,
@@ -65,23 +96,10 @@ func TestXDSFromEnvoyGateway(t *testing.T) {
 	rules := []xdstest.Rule{
 		{Headers: []xdstest.HeaderMatch{{Name: "x-user-id", Distinct: true}}, Requests: 3, Unit: rlsconfv3.RateLimitUnit_MINUTE},
 	}
-	check := func(rules []xdstest.Rule, user string) rlsv3.RateLimitResponse_Code {
-		t.Helper()
-		resp, err := srv.Client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
-			Domain:      listener,
-			Descriptors: xdstest.Descriptors(route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": user}}),
-		})
-		require.NoError(t, err)
-		return resp.GetOverallCode()
-	}
+	g := gatewayRoute{client: srv.Client, listener: listener, route: route}
 	admitted := func(rules []xdstest.Rule, user string, n int) int {
 		t.Helper()
-		for i := range n {
-			if check(rules, user) != rlsv3.RateLimitResponse_OK {
-				return i
-			}
-		}
-		return n
+		return g.admitted(t, rules, user, n)
 	}
 
 	assert.False(t, srv.Serving(ctx), "not ready without limits")

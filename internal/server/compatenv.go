@@ -63,8 +63,10 @@ type compatVar struct {
 }
 
 // compatVars is the table of envoyproxy/ratelimit's variables (its
-// src/settings/settings.go). Names that are set but in none of these rows
-// are none of theirs, and stay unread.
+// src/settings/settings.go), and of GRPC_SERVER_TLS_CA_CERT, which Envoy
+// Gateway sets for it although it reads no such name. Names that are set
+// but in none of these rows are none of theirs, and stay unread. A row may
+// read what the rows before it assigned (the xDS rows, CONFIG_TYPE's).
 var compatVars = []compatVar{
 	{
 		theirs: []string{"HOST", "PORT"}, ours: []string{"RLS_HTTP_ADDR"}, how: compatDiffers,
@@ -98,6 +100,13 @@ var compatVars = []compatVar{
 		apply: refuseIfSet("GRPC_CLIENT_TLS_SAN"),
 	},
 	{
+		// Not one of theirs: Envoy Gateway sets it, and its row tells the
+		// operator what it does not do.
+		theirs: []string{"GRPC_SERVER_TLS_CA_CERT"}, how: compatIgnored,
+		note:  "not envoyproxy/ratelimit's: Envoy Gateway sets it, and neither server reads it (the client CA is GRPC_CLIENT_TLS_CACERT), so gRPC is TLS without client certificates, as there",
+		apply: ignoreIfSet("GRPC_SERVER_TLS_CA_CERT"),
+	},
+	{
 		theirs: []string{"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"}, how: compatIgnored,
 		note:  "no setting for a maximum connection age",
 		apply: ignoreIfSet("GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"),
@@ -113,61 +122,83 @@ var compatVars = []compatVar{
 		apply: applyLogFormat,
 	},
 	{
-		theirs: []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"}, ours: []string{"RLS_CONFIG_PATH"}, how: compatDiffers,
-		note:  "the three joined, with envoyproxy/ratelimit's defaults /srv/runtime_data/current and config for those unset: /data, ratelimit and config make /data/ratelimit/config. Its .yaml and .yml files are read, not every file, and subdirectories are not entered",
+		theirs: []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"}, ours: []string{"RLS_CONFIG_PATH"}, how: compatSame,
+		note:  "the three joined, with envoyproxy/ratelimit's defaults /srv/runtime_data/current and config for those unset: /data, ratelimit and config make /data/ratelimit/config. Every regular file under it is read, whatever its name ends with, in subdirectories too, as there",
 		apply: applyRuntimePath,
 	},
 	{
-		theirs: []string{"RUNTIME_WATCH_ROOT", "RUNTIME_IGNOREDOTFILES"}, how: compatBuiltIn,
-		note:  "the directory is watched for changes and for symbolic links swapped (ConfigMap updates) either way, and names starting with . are always skipped",
+		theirs: []string{"RUNTIME_WATCH_ROOT"}, how: compatBuiltIn,
+		note:  "the directory is watched for changes and for symbolic links swapped (ConfigMap updates) either way",
 		apply: applyRuntimeWatch,
 	},
 	{
-		theirs: []string{"CONFIG_TYPE"}, how: compatRefused,
-		note:  "FILE is what ratewarden does; GRPC_XDS_SOTW (limits from an xDS server) is not supported by this build",
+		theirs: []string{"RUNTIME_IGNOREDOTFILES"}, ours: []string{"RLS_CONFIG_DOT_FILES"}, how: compatDiffers,
+		note: "true is RLS_CONFIG_DOT_FILES=false, ratewarden's default: names starting with . are skipped. false, envoyproxy/ratelimit's default, is ignored with a warning, and they stay skipped: " +
+			"a Kubernetes ConfigMap volume holds a second copy of its files in a directory named ..<timestamp>, which envoyproxy/ratelimit then reads too, refusing every domain as a duplicate. " +
+			"RLS_CONFIG_DOT_FILES=true reads such names",
+		apply: applyDotFiles,
+	},
+	{
+		theirs: []string{"CONFIG_TYPE"}, ours: []string{"RLS_CONFIG_SOURCE"}, how: compatSame,
+		note:  "FILE is file, the files of RLS_CONFIG_PATH; GRPC_XDS_SOTW is xds, RateLimitConfig resources from an xDS server, as Envoy Gateway serves them",
 		apply: applyConfigType,
 	},
 	{
-		theirs: []string{
-			"CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_SERVER_URL",
-			"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
-			"CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
-			"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
-			"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
-			"XDS_CLIENT_BACKOFF_JITTER", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
-		},
-		how: compatIgnored, note: "settings of the xDS source, which this build does not have",
-		apply: ignoreIfSet("CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_SERVER_URL",
-			"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
-			"CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
-			"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
-			"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
-			"XDS_CLIENT_BACKOFF_JITTER", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"),
+		theirs: []string{"CONFIG_GRPC_XDS_SERVER_URL", "CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"},
+		ours:   []string{"RLS_XDS_SERVER_URL", "RLS_XDS_NODE_ID", "RLS_XDS_NODE_METADATA", "RLS_XDS_HEADERS"}, how: compatSame,
+		note: "read with limits from xDS, and ignored otherwise, as there. NODE_METADATA is key=value pairs separated by commas; an entry without = is dropped, as there, with a warning. " +
+			"The headers are key:value pairs, and the log shows their names only",
+		apply: applyXDSServer,
 	},
 	{
-		theirs: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}, how: compatIgnored,
-		note:  "the server starts only with its limits loaded",
-		apply: ignoreIfTrue("FORCE_START_WITHOUT_INITIAL_CONFIG", "the server starts only with its limits loaded"),
+		theirs: []string{"CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN"},
+		ours:   []string{"RLS_XDS_TLS", "RLS_XDS_TLS_CERT_FILE", "RLS_XDS_TLS_KEY_FILE", "RLS_XDS_TLS_CA_FILE", "RLS_XDS_TLS_SERVER_NAME"}, how: compatDiffers,
+		note: "the files are read only with CONFIG_GRPC_XDS_SERVER_USE_TLS true, as there. A CA file replaces the system's roots rather than adding to them, " +
+			"and a certificate without its key (or the reverse) stops the server, where envoyproxy/ratelimit connects without a client certificate",
+		apply: applyXDSTLS,
+	},
+	{
+		theirs: []string{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "XDS_CLIENT_BACKOFF_JITTER"},
+		ours:   []string{"RLS_XDS_BACKOFF_INITIAL_INTERVAL", "RLS_XDS_BACKOFF_MAX_INTERVAL", "RLS_XDS_BACKOFF_RANDOM_FACTOR", "RLS_XDS_BACKOFF_JITTER"}, how: compatDiffers,
+		note: "the wait before reconnecting doubles after each failure, from the initial interval up to the max, spread by ± the random factor with jitter on. " +
+			"envoyproxy/ratelimit multiplies it by the random factor instead, so that with its default 0.5 every wait is the initial interval; a factor above 1 is ignored. " +
+			"Unset, the intervals are ratewarden's 1s and 30s (there: 10s and 60s)",
+		apply: applyXDSBackoff,
+	},
+	{
+		theirs: []string{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"}, ours: []string{"RLS_XDS_MAX_MESSAGE_BYTES"}, how: compatSame,
+		note:  "0 or empty is gRPC's default, 4 MiB, as there",
+		apply: applyXDSMaxMessage,
+	},
+	{
+		theirs: []string{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL"}, how: compatIgnored,
+		note:  "a broken stream is opened again after the waits of the backoff",
+		apply: ignoreIfSet("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL"),
+	},
+	{
+		theirs: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}, how: compatBuiltIn,
+		note: "with RLS_CONFIG_WATCH (on by default) the server starts without limits and waits for them, not ready; with limits from xDS it always starts, not ready until the first update. " +
+			"With RLS_CONFIG_WATCH=false it starts only with its limits loaded, and true is ignored",
+		apply: applyForceStart,
 	},
 	{
 		theirs: []string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"}, how: compatBuiltIn,
 		note:  "health is never good without limits loaded",
-		apply: builtInIfSet("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "health is never good without limits loaded"),
+		apply: builtInIfSet("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"),
 	},
 	{
-		theirs: []string{"MERGE_DOMAIN_CONFIG"}, how: compatIgnored,
-		note:  "a domain lives in one file; a domain in two files stops the server with both names",
-		apply: ignoreIfTrue("MERGE_DOMAIN_CONFIG", "a domain lives in one file; a domain in two files is an error"),
+		theirs: []string{"MERGE_DOMAIN_CONFIG"}, ours: []string{"RLS_CONFIG_MERGE_DOMAINS"}, how: compatSame,
+		note:  "several files, or xDS resources, may configure one domain; a descriptor given twice stays an error",
+		apply: applyBool("MERGE_DOMAIN_CONFIG", "RLS_CONFIG_MERGE_DOMAINS", func(s *Settings, b bool) { s.ConfigMergeDomains = b }),
 	},
 	{
-		theirs: []string{"QUOTA_MODE"}, how: compatRefused,
-		note:  "quota mode is not supported by this build: true would deny what envoyproxy/ratelimit admits",
-		apply: refuseIfTrue("QUOTA_MODE", "quota mode is not supported by this build: it would deny what envoyproxy/ratelimit admits"),
+		theirs: []string{"QUOTA_MODE"}, ours: []string{"RLS_QUOTA_MODE"}, how: compatSame,
+		note:  "every descriptor in quota mode, as quota_mode puts one",
+		apply: applyBool("QUOTA_MODE", "RLS_QUOTA_MODE", func(s *Settings, b bool) { s.QuotaMode = b }),
 	},
 	{
-		theirs: []string{"RESPONSE_DYNAMIC_METADATA"}, how: compatIgnored,
-		note:  "answers carry no dynamic metadata",
-		apply: ignoreIfTrue("RESPONSE_DYNAMIC_METADATA", "answers carry no dynamic metadata"),
+		theirs: []string{"RESPONSE_DYNAMIC_METADATA"}, ours: []string{"RLS_RESPONSE_DYNAMIC_METADATA"}, how: compatSame,
+		apply: applyBool("RESPONSE_DYNAMIC_METADATA", "RLS_RESPONSE_DYNAMIC_METADATA", func(s *Settings, b bool) { s.ResponseDynamicMetadata = b }),
 	},
 	{
 		theirs: []string{"USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH"},
@@ -313,9 +344,14 @@ func (c *compatContext) isSet(names ...string) bool {
 
 // set runs assign, which sets the field of the RLS_ variable ours to value,
 // unless ours is set in the environment: then the explicit value wins, and
-// the report says so. The report keeps the values of passwords out.
+// the report says so. The report names the row's variables that are set as
+// the source, and keeps the values of passwords out.
 func (c *compatContext) set(ours, value string, assign func()) {
-	from := c.setNames()
+	c.setFrom(c.setNames(), ours, value, assign)
+}
+
+// setFrom is set for a value that comes from the variables from alone.
+func (c *compatContext) setFrom(from []string, ours, value string, assign func()) {
 	if _, explicit := c.lookup(ours); explicit {
 		c.report.Overridden = append(c.report.Overridden, CompatNote{Theirs: from, Ours: ours})
 		return
@@ -407,7 +443,7 @@ func (r *CompatReport) explain(err error) error {
 	var from []string
 	for _, n := range r.Applied {
 		// Validate names the Redis settings as a group, RLS_REDIS_*.
-		if strings.Contains(msg, n.Ours) || (strings.HasPrefix(n.Ours, "RLS_REDIS_") && strings.Contains(msg, "RLS_REDIS_*")) {
+		if mentions(msg, n.Ours) || (strings.HasPrefix(n.Ours, "RLS_REDIS_") && strings.Contains(msg, "RLS_REDIS_*")) {
 			from = append(from, n.Ours+" from "+strings.Join(n.Theirs, ","))
 		}
 	}
@@ -415,6 +451,21 @@ func (r *CompatReport) explain(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (envoyproxy/ratelimit's variables set %s)", err, strings.Join(from, "; "))
+}
+
+// mentions reports whether msg names the variable name, and not only a
+// longer one that starts with it (RLS_XDS_TLS_CERT_FILE for RLS_XDS_TLS).
+func mentions(msg, name string) bool {
+	for rest := msg; ; {
+		i := strings.Index(rest, name)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(name):]
+		if rest == "" || !(rest[0] == '_' || rest[0] >= 'A' && rest[0] <= 'Z' || rest[0] >= '0' && rest[0] <= '9') {
+			return true
+		}
+	}
 }
 
 // applyCompatEnv converts the envoyproxy/ratelimit variables that lookup
@@ -479,38 +530,9 @@ func refuseIfSet(name string) func(*compatContext) error {
 	}
 }
 
-func refuseIfTrue(name, why string) func(*compatContext) error {
-	return func(c *compatContext) error {
-		b, err := c.theirBool(name)
-		if err != nil {
-			return err
-		}
-		if b {
-			return fmt.Errorf("%s is true, and %s", name, why)
-		}
-		c.builtIn("false is what ratewarden does", name)
-		return nil
-	}
-}
-
 func ignoreIfSet(names ...string) func(*compatContext) error {
 	return func(c *compatContext) error {
 		c.ignore(c.v.note, names...)
-		return nil
-	}
-}
-
-func ignoreIfTrue(name, why string) func(*compatContext) error {
-	return func(c *compatContext) error {
-		b, err := c.theirBool(name)
-		if err != nil {
-			return err
-		}
-		if b {
-			c.ignore(why, name)
-		} else {
-			c.builtIn("false is what ratewarden does", name)
-		}
 		return nil
 	}
 }
@@ -525,7 +547,7 @@ func builtInIfSet(names ...string) func(*compatContext) error {
 func applyString(theirs, ours string, assign func(*Settings, string)) func(*compatContext) error {
 	return func(c *compatContext) error {
 		if v, ok := c.get(theirs); ok {
-			c.set(ours, v, func() { assign(c.s, v) })
+			c.setFrom([]string{theirs}, ours, v, func() { assign(c.s, v) })
 		}
 		return nil
 	}
@@ -541,7 +563,7 @@ func applyBool(theirs, ours string, assign func(*Settings, bool)) func(*compatCo
 		if err != nil {
 			return err
 		}
-		c.set(ours, strconv.FormatBool(b), func() { assign(c.s, b) })
+		c.setFrom([]string{theirs}, ours, strconv.FormatBool(b), func() { assign(c.s, b) })
 		return nil
 	}
 }
@@ -556,7 +578,7 @@ func applyInt(theirs, ours string, assign func(*Settings, int)) func(*compatCont
 		if err != nil {
 			return fmt.Errorf("%s %q is not a whole number", theirs, v)
 		}
-		c.set(ours, v, func() { assign(c.s, n) })
+		c.setFrom([]string{theirs}, ours, v, func() { assign(c.s, n) })
 		return nil
 	}
 }
@@ -571,7 +593,7 @@ func applyFloat(theirs, ours string, assign func(*Settings, float64)) func(*comp
 		if err != nil {
 			return fmt.Errorf("%s %q is not a number", theirs, v)
 		}
-		c.set(ours, v, func() { assign(c.s, f) })
+		c.setFrom([]string{theirs}, ours, v, func() { assign(c.s, f) })
 		return nil
 	}
 }
@@ -652,23 +674,35 @@ func applyRuntimePath(c *compatContext) error {
 }
 
 func applyRuntimeWatch(c *compatContext) error {
-	if v, ok := c.get("RUNTIME_IGNOREDOTFILES"); ok {
-		ignore, err := parseTheirBool("RUNTIME_IGNOREDOTFILES", v)
-		if err != nil {
-			return err
-		}
-		if !ignore {
-			c.ignore("names starting with . are always skipped", "RUNTIME_IGNOREDOTFILES")
-		} else {
-			c.builtIn("names starting with . are always skipped", "RUNTIME_IGNOREDOTFILES")
-		}
-	}
 	if v, ok := c.get("RUNTIME_WATCH_ROOT"); ok {
 		if _, err := parseTheirBool("RUNTIME_WATCH_ROOT", v); err != nil {
 			return err
 		}
-		c.builtIn("the directory is watched for changes and for swapped symbolic links either way", "RUNTIME_WATCH_ROOT")
+		c.builtIn(c.v.note, "RUNTIME_WATCH_ROOT")
 	}
+	return nil
+}
+
+// applyDotFiles takes RUNTIME_IGNOREDOTFILES. Its true is ratewarden's
+// default; its false is not followed, because on a Kubernetes ConfigMap
+// volume envoyproxy/ratelimit then reads the volume's ..<timestamp>
+// directory besides the links to it, loads every file twice and refuses the
+// domains as duplicates (goruntime's walk enters that directory, and only
+// fails to read the ..data link to it).
+func applyDotFiles(c *compatContext) error {
+	v, ok := c.get("RUNTIME_IGNOREDOTFILES")
+	if !ok {
+		return nil
+	}
+	ignore, err := parseTheirBool("RUNTIME_IGNOREDOTFILES", v)
+	if err != nil {
+		return err
+	}
+	if ignore {
+		c.set("RLS_CONFIG_DOT_FILES", "false", func() { c.s.ConfigDotFiles = false })
+		return nil
+	}
+	c.ignore("names starting with . stay skipped, so that a ConfigMap volume's second copy of its files under ..<timestamp> is not loaded; RLS_CONFIG_DOT_FILES=true reads them", "RUNTIME_IGNOREDOTFILES")
 	return nil
 }
 
@@ -677,14 +711,41 @@ func applyConfigType(c *compatContext) error {
 	if !ok {
 		return nil
 	}
-	switch v {
+	var source string
+	switch strings.ToUpper(v) {
 	case "FILE":
-		c.builtIn("limits come from files", "CONFIG_TYPE")
-		return nil
+		source = "file"
 	case "GRPC_XDS_SOTW":
-		return errors.New("CONFIG_TYPE is GRPC_XDS_SOTW, and limits from an xDS server are not supported by this build; use FILE")
+		source = "xds"
+	default:
+		return fmt.Errorf("CONFIG_TYPE %q is not FILE or GRPC_XDS_SOTW", v)
 	}
-	return fmt.Errorf("CONFIG_TYPE %q is not FILE or GRPC_XDS_SOTW", v)
+	c.set("RLS_CONFIG_SOURCE", source, func() { c.s.ConfigSource = source })
+	return nil
+}
+
+// applyForceStart takes FORCE_START_WITHOUT_INITIAL_CONFIG. ratewarden
+// starts before its limits wherever it can wait for them, and reports not
+// ready until they are in force, which keeps traffic away as not starting
+// would: true asks for nothing more there, and false for nothing less. Only
+// files read once (RLS_CONFIG_WATCH=false) must be there at the start.
+func applyForceStart(c *compatContext) error {
+	const name = "FORCE_START_WITHOUT_INITIAL_CONFIG"
+	force, err := c.theirBool(name)
+	if err != nil || !c.isSet(name) {
+		return err
+	}
+	switch {
+	case c.s.configFromXDS():
+		c.builtIn("with limits from xDS the server starts at once, not ready until the first update", name)
+	case c.s.ConfigWatch:
+		c.builtIn("with RLS_CONFIG_WATCH the server starts without limits and waits for them, not ready", name)
+	case force:
+		c.ignore("with RLS_CONFIG_WATCH=false the server starts only with its limits loaded", name)
+	default:
+		c.builtIn("with RLS_CONFIG_WATCH=false the server starts only with its limits loaded", name)
+	}
+	return nil
 }
 
 func applyPrometheus(c *compatContext) error {

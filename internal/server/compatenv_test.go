@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/stretchr/testify/assert"
@@ -104,7 +105,7 @@ func TestCompatEnvVariables(t *testing.T) {
 		{
 			name: "Istio's runtime directories",
 			env:  map[string]string{"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_WATCH_ROOT": "false", "RUNTIME_IGNOREDOTFILES": "true"},
-			want: func(s *Settings) { s.ConfigPath = "/data/ratelimit/config" }, builtIn: []string{"RUNTIME_IGNOREDOTFILES", "RUNTIME_WATCH_ROOT"},
+			want: func(s *Settings) { s.ConfigPath, s.ConfigDotFiles = "/data/ratelimit/config", false }, builtIn: []string{"RUNTIME_WATCH_ROOT"},
 		},
 		{
 			name: "RUNTIME_SUBDIRECTORY under the default root",
@@ -116,14 +117,101 @@ func TestCompatEnvVariables(t *testing.T) {
 			env:  map[string]string{"RUNTIME_ROOT": "/etc/rl", "RUNTIME_APPDIRECTORY": "limits"},
 			want: func(s *Settings) { s.ConfigPath = "/etc/rl/limits" },
 		},
-		{name: "dot files asked for", env: map[string]string{"RUNTIME_IGNOREDOTFILES": "false"}, ignored: []string{"RUNTIME_IGNOREDOTFILES"}},
-		{name: "CONFIG_TYPE FILE", env: map[string]string{"CONFIG_TYPE": "FILE"}, builtIn: []string{"CONFIG_TYPE"}},
-		{name: "xDS client settings", env: map[string]string{"CONFIG_GRPC_XDS_NODE_ID": "n", "XDS_CLIENT_BACKOFF_JITTER": "true"}, ignored: []string{"CONFIG_GRPC_XDS_NODE_ID", "XDS_CLIENT_BACKOFF_JITTER"}},
-		{name: "FORCE_START_WITHOUT_INITIAL_CONFIG", env: map[string]string{"FORCE_START_WITHOUT_INITIAL_CONFIG": "true"}, ignored: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}},
+		{name: "dot files skipped", env: map[string]string{"RUNTIME_IGNOREDOTFILES": "true"}, want: func(s *Settings) { s.ConfigDotFiles = false }},
+		{name: "dot files asked for stay skipped", env: map[string]string{"RUNTIME_IGNOREDOTFILES": "false"}, ignored: []string{"RUNTIME_IGNOREDOTFILES"}},
+		{name: "CONFIG_TYPE FILE", env: map[string]string{"CONFIG_TYPE": "FILE"}, want: func(s *Settings) { s.ConfigSource = "file" }},
+		{name: "CONFIG_TYPE GRPC_XDS_SOTW", env: map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, want: func(s *Settings) { s.ConfigSource = "xds" }},
+		{
+			name: "xDS as Envoy Gateway sets it",
+			env: map[string]string{
+				"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": "envoy-gateway:18001", "CONFIG_GRPC_XDS_NODE_ID": "envoy-ratelimit",
+				"CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/certs/tls.crt",
+				"CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/certs/tls.key", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "/certs/ca.crt",
+			},
+			want: func(s *Settings) {
+				s.ConfigSource, s.XDSServerURL, s.XDSNodeID = "xds", "envoy-gateway:18001", "envoy-ratelimit"
+				s.XDSTls, s.XDSTlsCertFile, s.XDSTlsKeyFile, s.XDSTlsCaFile = true, "/certs/tls.crt", "/certs/tls.key", "/certs/ca.crt"
+			},
+		},
+		{
+			name: "xDS server name",
+			env:  map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "1", "CONFIG_GRPC_XDS_SERVER_TLS_SAN": "envoy-gateway.envoy-gateway-system"},
+			want: func(s *Settings) {
+				s.ConfigSource, s.XDSTls, s.XDSTlsServerName = "xds", true, "envoy-gateway.envoy-gateway-system"
+			},
+		},
+		{
+			name:    "xDS TLS files without CONFIG_GRPC_XDS_SERVER_USE_TLS",
+			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "c", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "ca"},
+			want:    func(s *Settings) { s.ConfigSource = "xds" },
+			ignored: []string{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT"},
+		},
+		{
+			name:    "xDS node metadata, parsed as envoyproxy/ratelimit parses it",
+			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_NODE_METADATA": "cluster=eg,zone:us-east,,=x,role=rate=limit"},
+			want:    func(s *Settings) { s.ConfigSource, s.XDSNodeMetadata = "xds", "cluster=eg,role=rate=limit" },
+			ignored: []string{"CONFIG_GRPC_XDS_NODE_METADATA"},
+		},
+		{
+			name: "xDS headers",
+			env:  map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "authorization:Bearer t0k3n,x-team:edge"},
+			want: func(s *Settings) {
+				s.ConfigSource, s.XDSHeaders = "xds", map[string]string{"authorization": "Bearer t0k3n", "x-team": "edge"}
+			},
+		},
+		{
+			name: "xDS backoff",
+			env: map[string]string{
+				"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "10s", "XDS_CLIENT_BACKOFF_MAX_INTERVAL": "1m",
+				"XDS_CLIENT_BACKOFF_RANDOM_FACTOR": "0.2", "XDS_CLIENT_BACKOFF_JITTER": "false",
+			},
+			want: func(s *Settings) {
+				s.ConfigSource, s.XDSBackoffInitialInterval, s.XDSBackoffMaxInterval = "xds", 10*time.Second, time.Minute
+				s.XDSBackoffRandomFactor, s.XDSBackoffJitter = 0.2, false
+			},
+		},
+		{
+			name:    "xDS backoff factor that multiplies",
+			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR": "2"},
+			want:    func(s *Settings) { s.ConfigSource = "xds" },
+			ignored: []string{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR"},
+		},
+		{
+			name: "xDS largest message",
+			env:  map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "16777216"},
+			want: func(s *Settings) { s.ConfigSource, s.XDSMaxMessageBytes = "xds", 16<<20 },
+		},
+		{
+			name:    "xDS largest message 0 is gRPC's default",
+			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "0"},
+			want:    func(s *Settings) { s.ConfigSource = "xds" },
+			builtIn: []string{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"},
+		},
+		{
+			name:    "xDS connect retry interval",
+			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "3s"},
+			want:    func(s *Settings) { s.ConfigSource = "xds" },
+			ignored: []string{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL"},
+		},
+		{
+			name:    "xDS settings with limits from files",
+			env:     map[string]string{"CONFIG_GRPC_XDS_NODE_ID": "n", "XDS_CLIENT_BACKOFF_JITTER": "true", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "1"},
+			ignored: []string{"CONFIG_GRPC_XDS_NODE_ID", "XDS_CLIENT_BACKOFF_JITTER", "CONFIG_GRPC_XDS_SERVER_USE_TLS", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"},
+		},
+		{
+			name:    "FORCE_START_WITHOUT_INITIAL_CONFIG with xDS",
+			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "FORCE_START_WITHOUT_INITIAL_CONFIG": "true"},
+			want:    func(s *Settings) { s.ConfigSource = "xds" },
+			builtIn: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"},
+		},
+		{name: "FORCE_START_WITHOUT_INITIAL_CONFIG with files", env: map[string]string{"FORCE_START_WITHOUT_INITIAL_CONFIG": "true"}, builtIn: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}},
+		{name: "FORCE_START_WITHOUT_INITIAL_CONFIG false", env: map[string]string{"FORCE_START_WITHOUT_INITIAL_CONFIG": "false"}, builtIn: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}},
 		{name: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", env: map[string]string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "true"}, builtIn: []string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"}},
-		{name: "MERGE_DOMAIN_CONFIG", env: map[string]string{"MERGE_DOMAIN_CONFIG": "true"}, ignored: []string{"MERGE_DOMAIN_CONFIG"}},
-		{name: "QUOTA_MODE false", env: map[string]string{"QUOTA_MODE": "false"}, builtIn: []string{"QUOTA_MODE"}},
-		{name: "RESPONSE_DYNAMIC_METADATA", env: map[string]string{"RESPONSE_DYNAMIC_METADATA": "true"}, ignored: []string{"RESPONSE_DYNAMIC_METADATA"}},
+		{name: "MERGE_DOMAIN_CONFIG", env: map[string]string{"MERGE_DOMAIN_CONFIG": "true"}, want: func(s *Settings) { s.ConfigMergeDomains = true }},
+		{name: "QUOTA_MODE", env: map[string]string{"QUOTA_MODE": "true"}, want: func(s *Settings) { s.QuotaMode = true }},
+		{name: "QUOTA_MODE false", env: map[string]string{"QUOTA_MODE": "false"}, want: func(s *Settings) { s.QuotaMode = false }},
+		{name: "RESPONSE_DYNAMIC_METADATA", env: map[string]string{"RESPONSE_DYNAMIC_METADATA": "true"}, want: func(s *Settings) { s.ResponseDynamicMetadata = true }},
+		{name: "GRPC_SERVER_TLS_CA_CERT", env: map[string]string{"GRPC_SERVER_TLS_CA_CERT": "/certs/ca.crt"}, ignored: []string{"GRPC_SERVER_TLS_CA_CERT"}},
 		{
 			name:    "Prometheus as Envoy Gateway sets it",
 			env:     map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": ":19001", "PROMETHEUS_MAPPER_YAML": "/etc/statsd-exporter/conf.yaml"},
@@ -274,9 +362,17 @@ func TestCompatEnvRefusesWhatItCannotHonour(t *testing.T) {
 		{map[string]string{"GRPC_UDS": "/tmp/rl.sock"}, "GRPC_UDS"},
 		{map[string]string{"GRPC_CLIENT_TLS_SAN": "envoy"}, "GRPC_CLIENT_TLS_SAN"},
 		{map[string]string{"GRPC_SERVER_USE_TLS": "true"}, "GRPC_SERVER_TLS_CERT"},
-		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, "CONFIG_TYPE is GRPC_XDS_SOTW"},
 		{map[string]string{"CONFIG_TYPE": "CONSUL"}, `CONFIG_TYPE "CONSUL"`},
-		{map[string]string{"QUOTA_MODE": "true"}, "QUOTA_MODE"},
+		{map[string]string{"QUOTA_MODE": "sometimes"}, "QUOTA_MODE"},
+		{map[string]string{"MERGE_DOMAIN_CONFIG": "yes"}, "MERGE_DOMAIN_CONFIG"},
+		{map[string]string{"RUNTIME_IGNOREDOTFILES": "yes"}, "RUNTIME_IGNOREDOTFILES"},
+		{map[string]string{"FORCE_START_WITHOUT_INITIAL_CONFIG": "yes"}, "FORCE_START_WITHOUT_INITIAL_CONFIG"},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "a:b,token:s3:cret"}, "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: entry 2 is not key:value"},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "on"}, "CONFIG_GRPC_XDS_SERVER_USE_TLS"},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "10"}, "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL"},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR": "half"}, "XDS_CLIENT_BACKOFF_RANDOM_FACTOR"},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_JITTER": "maybe"}, "XDS_CLIENT_BACKOFF_JITTER"},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "-1"}, "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"},
 		{map[string]string{"BACKEND_TYPE": "memcache"}, "memcache"},
 		{map[string]string{"BACKEND_TYPE": "etcd"}, `BACKEND_TYPE "etcd"`},
 		{map[string]string{"REDIS_SOCKET_TYPE": "unix", "REDIS_URL": "/var/run/redis.sock"}, "REDIS_SOCKET_TYPE is unix"},
@@ -330,6 +426,19 @@ func TestCompatEnvErrorsNameTheirVariables(t *testing.T) {
 	t.Setenv("CACHE_KEY_PREFIX", "{rl}")
 	_, err = LoadSettings()
 	assert.ErrorContains(t, err, "RLS_KEY_PREFIX from CACHE_KEY_PREFIX")
+
+	t.Setenv("CACHE_KEY_PREFIX", "rl_")
+	t.Setenv("CONFIG_TYPE", "GRPC_XDS_SOTW")
+	t.Setenv("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true")
+	t.Setenv("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/certs/tls.crt")
+	_, err = LoadSettings()
+	assert.ErrorContains(t, err, "RLS_XDS_TLS_CERT_FILE and RLS_XDS_TLS_KEY_FILE go together")
+	assert.ErrorContains(t, err, "RLS_XDS_TLS_CERT_FILE from CONFIG_GRPC_XDS_CLIENT_TLS_CERT")
+
+	t.Setenv("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "/certs/tls.key")
+	t.Setenv("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "Grpc-Timeout:1s")
+	_, err = LoadSettings()
+	assert.ErrorContains(t, err, "RLS_XDS_HEADERS from CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS")
 }
 
 func TestCompatEnvCanBeTurnedOff(t *testing.T) {
@@ -374,6 +483,7 @@ func TestCompatEnvIstioSample(t *testing.T) {
 func TestCompatEnvKeepsPasswordsOutOfTheLog(t *testing.T) {
 	_, report, err := convert(t, map[string]string{
 		"REDIS_URL": "redis://app:url-secret@r:6379", "REDIS_SENTINEL_AUTH": "sentinel-secret", "REDIS_TYPE": "single",
+		"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "authorization:Bearer secret-token",
 	})
 	require.NoError(t, err)
 	var buf bytes.Buffer
@@ -384,12 +494,13 @@ func TestCompatEnvKeepsPasswordsOutOfTheLog(t *testing.T) {
 	assert.Contains(t, out, "setting=RLS_REDIS_SENTINEL_PASSWORD value=[redacted]")
 	assert.Contains(t, out, "setting=RLS_REDIS_ADDRS value=r:6379")
 	assert.Contains(t, out, "setting=RLS_REDIS_USERNAME value=app")
+	assert.Contains(t, out, `setting=RLS_XDS_HEADERS value=authorization:[redacted]`)
 }
 
 // TestCompatEnvEnvoyGateway converts the environment of Envoy Gateway's
 // generated Deployment (internal/infrastructure/kubernetes/ratelimit/
-// resource.go), with Prometheus on and Redis over TLS. Its limits come from
-// xDS, which this build refuses; without CONFIG_TYPE the rest converts.
+// resource.go), with Prometheus on and Redis over TLS: limits from Envoy
+// Gateway's xDS server over mutual TLS, gRPC over TLS.
 func TestCompatEnvEnvoyGateway(t *testing.T) {
 	env := map[string]string{
 		"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_IGNOREDOTFILES": "true",
@@ -403,20 +514,48 @@ func TestCompatEnvEnvoyGateway(t *testing.T) {
 		"REDIS_TLS": "true", "REDIS_TLS_CLIENT_CERT": "/redis-certs/tls.crt", "REDIS_TLS_CLIENT_KEY": "/redis-certs/tls.key",
 		"USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": ":19001", "PROMETHEUS_MAPPER_YAML": "/etc/statsd-exporter/conf.yaml",
 	}
-	_, _, err := convert(t, env)
-	assert.ErrorContains(t, err, "CONFIG_TYPE is GRPC_XDS_SOTW")
-
-	delete(env, "CONFIG_TYPE")
 	s, report, err := convert(t, env)
 	require.NoError(t, err)
 	require.NoError(t, s.Validate())
+	assert.True(t, s.configFromXDS())
+	assert.Equal(t, "envoy-gateway:18001", s.XDSServerURL)
+	assert.Equal(t, "envoy-ratelimit", s.XDSNodeID)
+	assert.True(t, s.XDSTls)
+	assert.Equal(t, []string{"/certs/tls.crt", "/certs/tls.key", "/certs/ca.crt"}, []string{s.XDSTlsCertFile, s.XDSTlsKeyFile, s.XDSTlsCaFile})
 	assert.Equal(t, "/certs/tls.crt", s.GRPCTlsCertFile)
 	assert.Empty(t, s.GRPCTlsClientCaFile, "GRPC_SERVER_TLS_CA_CERT is none of envoyproxy/ratelimit's names: TLS, not mutual TLS, as there")
 	assert.True(t, s.Redis.TLS)
 	assert.Equal(t, "/redis-certs/tls.crt", s.Redis.TLSCertFile)
+	assert.Equal(t, []string{"redis.redis.svc:6379"}, s.Redis.Addrs)
 	assert.Equal(t, ":19001", s.MetricsAddr)
 	assert.Equal(t, "both", s.MetricsNames)
-	assert.Subset(t, report.ignoredNames(), []string{"PROMETHEUS_MAPPER_YAML", "FORCE_START_WITHOUT_INITIAL_CONFIG", "CONFIG_GRPC_XDS_SERVER_URL"})
+	assert.ElementsMatch(t, []string{"PROMETHEUS_MAPPER_YAML", "GRPC_SERVER_TLS_CA_CERT"}, report.ignoredNames())
+	assert.Subset(t, report.builtInNames(), []string{"FORCE_START_WITHOUT_INITIAL_CONFIG", "RUNTIME_WATCH_ROOT", "USE_STATSD", "REDIS_SOCKET_TYPE"})
+}
+
+// TestCompatEnvForceStartWithoutWatch: with files read once, the server
+// starts only with its limits, so FORCE_START_WITHOUT_INITIAL_CONFIG=true is
+// not followed.
+func TestCompatEnvForceStartWithoutWatch(t *testing.T) {
+	for _, c := range []struct {
+		value            string
+		ignored, builtIn []string
+	}{
+		{"true", []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}, nil},
+		{"false", nil, []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}},
+	} {
+		s := defaultSettings(t)
+		s.ConfigWatch = false
+		report, err := applyCompatEnv(&s, func(name string) (string, bool) {
+			if name == "FORCE_START_WITHOUT_INITIAL_CONFIG" {
+				return c.value, true
+			}
+			return "", false
+		})
+		require.NoError(t, err)
+		assert.ElementsMatch(t, c.ignored, report.ignoredNames(), c.value)
+		assert.ElementsMatch(t, c.builtIn, report.builtInNames(), c.value)
+	}
 }
 
 // ratelimitSettings are the variables of envoyproxy/ratelimit's

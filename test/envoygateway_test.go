@@ -1,0 +1,369 @@
+package test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"gopkg.in/yaml.v3"
+
+	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/xds/xdstest"
+)
+
+// envoyGatewayDeployment is the environment Envoy Gateway gives its rate
+// limit container (expectedRateLimitContainerEnv in its
+// internal/infrastructure/kubernetes/ratelimit/resource.go), with
+// Prometheus on, as by default, and with redisTLS a Redis that wants TLS and
+// a client certificate (a BackendTrafficPolicy's redis.tls.certificateRef).
+// Only the paths and the addresses are the test's: mount maps the path of
+// a file in one of the Deployment's volumes (/certs, /redis-certs,
+// /etc/statsd-exporter) to where the test put it, the xDS server is
+// xdsServer (envoy-gateway:18001 there), Redis redisURL, and Prometheus
+// listens on prometheusAddr (:19001 there). Envoy Gateway sets no port of
+// gRPC or HTTP: the server's defaults, 8081 and 8080, are what its Service
+// and probes use, and the test's harness moves them to free ports.
+func envoyGatewayDeployment(mount func(string) string, xdsServer, redisURL, prometheusAddr string, redisTLS bool) map[string]string {
+	env := map[string]string{
+		"RUNTIME_ROOT":                       mount("/data"),
+		"RUNTIME_SUBDIRECTORY":               "ratelimit",
+		"RUNTIME_IGNOREDOTFILES":             "true",
+		"RUNTIME_WATCH_ROOT":                 "false",
+		"LOG_LEVEL":                          "info",
+		"USE_STATSD":                         "false",
+		"CONFIG_TYPE":                        "GRPC_XDS_SOTW",
+		"CONFIG_GRPC_XDS_SERVER_URL":         xdsServer,
+		"CONFIG_GRPC_XDS_NODE_ID":            "envoy-ratelimit",
+		"GRPC_SERVER_USE_TLS":                "true",
+		"GRPC_SERVER_TLS_CERT":               mount("/certs/tls.crt"),
+		"GRPC_SERVER_TLS_KEY":                mount("/certs/tls.key"),
+		"GRPC_SERVER_TLS_CA_CERT":            mount("/certs/ca.crt"),
+		"CONFIG_GRPC_XDS_SERVER_USE_TLS":     "true",
+		"CONFIG_GRPC_XDS_CLIENT_TLS_CERT":    mount("/certs/tls.crt"),
+		"CONFIG_GRPC_XDS_CLIENT_TLS_KEY":     mount("/certs/tls.key"),
+		"CONFIG_GRPC_XDS_SERVER_TLS_CACERT":  mount("/certs/ca.crt"),
+		"FORCE_START_WITHOUT_INITIAL_CONFIG": "true",
+		"REDIS_SOCKET_TYPE":                  "tcp",
+		"REDIS_URL":                          redisURL,
+		"USE_PROMETHEUS":                     "true",
+		"PROMETHEUS_ADDR":                    prometheusAddr,
+		"PROMETHEUS_MAPPER_YAML":             mount("/etc/statsd-exporter/conf.yaml"),
+	}
+	if redisTLS {
+		env["REDIS_TLS"] = "true"
+		env["REDIS_TLS_CLIENT_CERT"] = mount("/redis-certs/tls.crt")
+		env["REDIS_TLS_CLIENT_KEY"] = mount("/redis-certs/tls.key")
+	}
+	return env
+}
+
+// k8sProbe is a container probe, as much of it as the kubelet needs to run
+// it.
+type k8sProbe struct {
+	HTTPGet *struct {
+		Path string `yaml:"path"`
+		Port int    `yaml:"port"`
+	} `yaml:"httpGet"`
+	TCPSocket *struct {
+		Port int `yaml:"port"`
+	} `yaml:"tcpSocket"`
+	TimeoutSeconds int `yaml:"timeoutSeconds"`
+}
+
+// The probes of the rate limit container, by their field in the container.
+const (
+	startupProbe   = "startupProbe"
+	livenessProbe  = "livenessProbe"
+	readinessProbe = "readinessProbe"
+)
+
+// envoyGatewayProbes returns the probes Envoy Gateway generates for its
+// rate limit container (resource.go): a GET of /healthcheck on port 8080,
+// within a second, for startup, readiness and liveness alike.
+func envoyGatewayProbes(t *testing.T) map[string]k8sProbe {
+	t.Helper()
+	var p k8sProbe
+	require.NoError(t, yaml.Unmarshal([]byte("{httpGet: {path: /healthcheck, port: 8080}, timeoutSeconds: 1}"), &p))
+	return map[string]k8sProbe{startupProbe: p, readinessProbe: p, livenessProbe: p}
+}
+
+// deployedProbes returns the probes of the rate limit container once Envoy
+// Gateway has applied the patch of envoy/gateway/envoy-gateway.yaml to its
+// Deployment: each probe the patch names replaces Envoy Gateway's.
+func deployedProbes(t *testing.T) map[string]k8sProbe {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "envoy", "gateway", "envoy-gateway.yaml"))
+	require.NoError(t, err)
+	var c struct {
+		Provider struct {
+			Kubernetes struct {
+				RateLimitDeployment struct {
+					Patch struct {
+						Type  string `yaml:"type"`
+						Value struct {
+							Spec struct {
+								Template struct {
+									Spec struct {
+										Containers []map[string]yaml.Node `yaml:"containers"`
+									} `yaml:"spec"`
+								} `yaml:"template"`
+							} `yaml:"spec"`
+						} `yaml:"value"`
+					} `yaml:"patch"`
+				} `yaml:"rateLimitDeployment"`
+			} `yaml:"kubernetes"`
+		} `yaml:"provider"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &c))
+	probes := envoyGatewayProbes(t)
+	patch := c.Provider.Kubernetes.RateLimitDeployment.Patch
+	for _, container := range patch.Value.Spec.Template.Spec.Containers {
+		var name string
+		if n, ok := container["name"]; ok {
+			require.NoError(t, n.Decode(&name))
+		}
+		require.Equal(t, "envoy-ratelimit", name, "the patch changes Envoy Gateway's container only")
+		for _, field := range []string{startupProbe, livenessProbe, readinessProbe} {
+			node, ok := container[field]
+			if !ok {
+				continue
+			}
+			var replace struct {
+				Patch string `yaml:"$patch"`
+			}
+			require.NoError(t, node.Decode(&replace))
+			require.Equal(t, "StrategicMerge", patch.Type)
+			require.Equal(t, "replace", replace.Patch, "%s: a strategic merge would keep Envoy Gateway's httpGet beside the patch's handler", field)
+			var p k8sProbe
+			require.NoError(t, node.Decode(&p))
+			probes[field] = p
+		}
+	}
+	return probes
+}
+
+// succeeds runs the probe against srv as the kubelet runs it: a GET
+// succeeds with a status from 200 to 399, a TCP check when the connection
+// opens, each within the probe's timeout. The ports are the container's,
+// 8081 for gRPC and 8080 for HTTP, which the test's server listens on
+// elsewhere. It returns nil on success, else what failed.
+func (p k8sProbe) succeeds(srv *serverProcess) error {
+	timeout := time.Duration(max(p.TimeoutSeconds, 1)) * time.Second
+	addr := func(port int) (string, error) {
+		switch port {
+		case 8080:
+			return srv.HTTPAddr, nil
+		case 8081:
+			return srv.GRPCAddr, nil
+		}
+		return "", fmt.Errorf("port %d is none of the container's", port)
+	}
+	switch {
+	case p.HTTPGet != nil:
+		a, err := addr(p.HTTPGet.Port)
+		if err != nil {
+			return err
+		}
+		resp, err := (&http.Client{Timeout: timeout}).Get("http://" + a + p.HTTPGet.Path)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+			return fmt.Errorf("GET %s: %s", p.HTTPGet.Path, resp.Status)
+		}
+		return nil
+	case p.TCPSocket != nil:
+		a, err := addr(p.TCPSocket.Port)
+		if err != nil {
+			return err
+		}
+		conn, err := net.DialTimeout("tcp", a, timeout)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}
+	return errors.New("a probe with no handler")
+}
+
+// copyFile copies the file src to dst, making dst's directory.
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Dir(dst), 0o755))
+	require.NoError(t, os.WriteFile(dst, data, 0o600))
+}
+
+// TestEnvoyGatewayDeployment runs the server binary in place of
+// envoyproxy/ratelimit, with the environment Envoy Gateway's generated
+// Deployment gives it, in envoyproxy/ratelimit's variables (and a backend
+// timeout a busy test host can keep), and its certificates: limits from Envoy Gateway's xDS server over mutual TLS,
+// gRPC served over TLS, Redis with and without TLS. It starts before the
+// first limits, not ready, is ready after the first xDS update, enforces the
+// limits in Redis for every replica, and answers the probes of the
+// Deployment, as envoy/gateway/envoy-gateway.yaml patches them, as
+// Kubernetes needs: the startup and liveness probes pass from the start and
+// through a Redis outage, the readiness probe only while limits are loaded
+// and Redis answers.
+func TestEnvoyGatewayDeployment(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		redisTLS bool
+	}{{"redis", false}, {"redis over TLS", true}} {
+		t.Run(c.name, func(t *testing.T) { testEnvoyGatewayDeployment(t, c.redisTLS) })
+	}
+}
+
+func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
+	certs := redistest.NewCerts(t)
+	root := t.TempDir()
+	mount := func(path string) string { return filepath.Join(root, filepath.FromSlash(path)) }
+	// The Secret envoy-rate-limit, mounted at /certs: one certificate, for
+	// serving gRPC and for the xDS client, and the CA of Envoy Gateway.
+	copyFile(t, certs.PeerCertFile, mount("/certs/tls.crt"))
+	copyFile(t, certs.PeerKeyFile, mount("/certs/tls.key"))
+	copyFile(t, certs.CAFile, mount("/certs/ca.crt"))
+
+	var redis *redistest.Server
+	redisURL := ""
+	if redisTLS {
+		redis = redistest.StandaloneTLS(t, certs.Server(true))
+		redisURL = redis.TLSAddr()
+		// The Secret of redis.tls.certificateRef, mounted at /redis-certs.
+		copyFile(t, certs.ClientCertFile, mount("/redis-certs/tls.crt"))
+		copyFile(t, certs.ClientKeyFile, mount("/redis-certs/tls.key"))
+	} else {
+		redis = redistest.Standalone(t)
+		redisURL = redis.Addr()
+	}
+
+	xdsTLS, caPool := xdstest.MutualTLS(t, certs)
+	xs := xdstest.Start(t, xdsTLS)
+	xdsServer := strings.Replace(xs.Addr(), "127.0.0.1", "localhost", 1) // the name its certificate carries
+	prometheusAddr := freeAddr(t)
+	env := envoyGatewayDeployment(mount, xdsServer, redisURL, prometheusAddr, redisTLS)
+	// The one RLS_ variable: the default 10ms for Redis's answer is a
+	// latency this busy test host cannot promise, and what is read from
+	// Envoy Gateway's environment, not latency, is under test.
+	env["RLS_BACKEND_TIMEOUT"] = "2s"
+	if redisTLS {
+		// Envoy Gateway names no CA for Redis: the server's certificate is
+		// verified against the system's roots, here the test's CA.
+		env["SSL_CERT_FILE"] = certs.CAFile
+	}
+	// Envoy's side of gRPC: TLS, verifying the server against Envoy
+	// Gateway's CA.
+	envoyTLS := credentials.NewTLS(&tls.Config{RootCAs: caPool, MinVersion: tls.VersionTLS12})
+	srv := startServerWith(t, "", env, envoyTLS)
+	ctx := context.Background()
+	probes := deployedProbes(t)
+	probe := func(name string) error { return probes[name].succeeds(srv) }
+
+	// Started, before Envoy Gateway has sent any limits: alive, not ready,
+	// answering every descriptor as unmatched.
+	assert.NoError(t, probe(startupProbe))
+	assert.NoError(t, probe(livenessProbe))
+	assert.Error(t, probe(readinessProbe), "not ready without limits")
+	assert.False(t, srv.Serving(ctx))
+	const listener, route = "default/eg/http", "httproute/default/backend/rule/0/match/0/*"
+	rules := []xdstest.Rule{
+		{Headers: []xdstest.HeaderMatch{{Name: "x-user-id", Distinct: true}}, Requests: 3, Unit: rlsconfv3.RateLimitUnit_HOUR},
+	}
+	g := gatewayRoute{client: srv.Client, listener: listener, route: route}
+	assert.Equal(t, 5, g.admitted(t, rules, "alice", 5), "every descriptor unmatched")
+
+	// gRPC is TLS, and not mutual: Envoy's client certificate is not asked
+	// for (GRPC_SERVER_TLS_CA_CERT is read by neither server), a plaintext
+	// client is refused.
+	plain, err := grpc.NewClient(srv.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer plain.Close()
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = healthpb.NewHealthClient(plain).Check(pctx, &healthpb.HealthCheckRequest{})
+	cancel()
+	assert.Equal(t, codes.Unavailable, status.Code(err), "plaintext gRPC: %v", err)
+
+	// The first update makes the server ready.
+	xs.Set("envoy-ratelimit", "1", xdstest.Config(listener, route, rules...))
+	_, err = xs.WaitFor(20*time.Second, func(r xdstest.Request) bool { return r.ACK("1") })
+	require.NoError(t, err, "the server accepts Envoy Gateway's limits over mutual TLS\n%s", srv.Logs())
+	assert.Equal(t, "envoy-ratelimit", xs.Requests()[0].Node.GetId())
+	require.Eventually(t, func() bool { return probe(readinessProbe) == nil }, 10*time.Second, 20*time.Millisecond, "ready after the first update")
+	assert.True(t, srv.Serving(ctx))
+	assert.NoError(t, probe(livenessProbe))
+
+	// The limits are enforced in Redis: a second replica, started the same
+	// way (in a pod of its own, so Prometheus on a port of its own here),
+	// shares them.
+	assert.Equal(t, 3, g.admitted(t, rules, "bob", 10))
+	keys, err := redis.Client(t).Keys(ctx, "ratewarden:*").Result()
+	require.NoError(t, err)
+	assert.NotEmpty(t, keys, "the limits are counted in the Redis of REDIS_URL")
+	replicaEnv := maps.Clone(env)
+	replicaEnv["PROMETHEUS_ADDR"] = freeAddr(t)
+	replica := startServerWith(t, "", replicaEnv, envoyTLS)
+	require.Eventually(t, func() bool { return replica.Serving(ctx) }, 20*time.Second, 20*time.Millisecond, "the replica takes the limits too")
+	g2 := gatewayRoute{client: replica.Client, listener: listener, route: route}
+	assert.Equal(t, 0, g2.admitted(t, rules, "bob", 1), "bob's 3 an hour are spent on the first replica")
+	assert.Equal(t, 3, g2.admitted(t, rules, "carol", 10))
+	assert.Equal(t, 0, g.admitted(t, rules, "carol", 1))
+
+	// Prometheus, where Envoy Gateway scrapes it, with envoyproxy/ratelimit's names.
+	code, body := httpGet(t, "http://"+prometheusAddr+"/metrics")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, `ratelimit_service_rate_limit_over_limit{domain="default/eg/http"`)
+
+	// A Redis outage makes the pods unready and leaves them alive: the
+	// liveness probe, as patched, passes, so Kubernetes restarts nothing.
+	// Envoy Gateway's own liveness probe, /healthcheck, would fail, which
+	// is why envoy/gateway patches it.
+	redis.Stop()
+	require.Eventually(t, func() bool { return probe(readinessProbe) != nil }, 10*time.Second, 20*time.Millisecond, "unready without Redis")
+	assert.NoError(t, probe(livenessProbe), "alive without Redis")
+	assert.NoError(t, probe(startupProbe))
+	assert.Error(t, envoyGatewayProbes(t)[livenessProbe].succeeds(srv), "Envoy Gateway's unpatched liveness probe fails without Redis")
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = srv.Client.ShouldRateLimit(rctx, &rlsv3.RateLimitRequest{
+		Domain: listener, Descriptors: xdstest.Descriptors(route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": "dave"}}),
+	})
+	cancel()
+	assert.Equal(t, codes.Unavailable, status.Code(err), "RLS_FAILURE_MODE error: Envoy's failure_mode_deny decides")
+	require.NoError(t, redis.Start())
+	require.Eventually(t, func() bool { return probe(readinessProbe) == nil }, 10*time.Second, 20*time.Millisecond, "ready again with Redis")
+	assert.Equal(t, 3, g.admitted(t, rules, "dave", 10), "enforced again")
+
+	logs := srv.Logs()
+	for _, want := range []string{
+		`msg="read envoyproxy/ratelimit variable" from=CONFIG_TYPE setting=RLS_CONFIG_SOURCE value=xds`,
+		`msg="read envoyproxy/ratelimit variable" from=CONFIG_GRPC_XDS_CLIENT_TLS_CERT setting=RLS_XDS_TLS_CERT_FILE`,
+		`level=WARN msg="envoyproxy/ratelimit variable ignored" variables=GRPC_SERVER_TLS_CA_CERT`,
+	} {
+		assert.Contains(t, logs, want)
+	}
+	assert.NotContains(t, logs, "level=ERROR")
+
+	srv.Stop()
+	require.NotNil(t, srv.cmd.ProcessState)
+	assert.True(t, srv.cmd.ProcessState.Success(), "SIGTERM stops the server cleanly: %v", srv.cmd.ProcessState)
+}
