@@ -86,14 +86,22 @@ type (
 		ReadinessProbe *egProbe `yaml:"readinessProbe"`
 	}
 	egProbe struct {
-		Patch     string `yaml:"$patch"`
-		TCPSocket struct {
-			Port int `yaml:"port"`
-		} `yaml:"tcpSocket"`
+		Patch     string       `yaml:"$patch"`
+		HTTPGet   *egHTTPGet   `yaml:"httpGet"`
+		TCPSocket *egTCPSocket `yaml:"tcpSocket"`
+
 		TimeoutSeconds   int `yaml:"timeoutSeconds"`
 		PeriodSeconds    int `yaml:"periodSeconds"`
 		SuccessThreshold int `yaml:"successThreshold"`
 		FailureThreshold int `yaml:"failureThreshold"`
+	}
+	egHTTPGet struct {
+		Path   string `yaml:"path"`
+		Port   int    `yaml:"port"`
+		Scheme string `yaml:"scheme"`
+	}
+	egTCPSocket struct {
+		Port int `yaml:"port"`
 	}
 	// egValues are the values of Envoy Gateway's Helm chart that
 	// envoy/gateway/values.yaml sets.
@@ -125,25 +133,34 @@ func decodeStrict(t *testing.T, path string, v any) {
 	require.NoError(t, dec.Decode(v), path)
 }
 
-// checkProbePatch: the patch replaces the liveness and startup probes of
-// Envoy Gateway's container by TCP checks of the gRPC port, and leaves
-// readiness on /healthcheck.
+// egReadinessProbe returns the readiness probe Envoy Gateway generates for
+// its container (resource.go): a GET of /healthcheck on the probe port,
+// every 5 seconds, out of rotation at the first failure. Its startup and
+// liveness probes GET the same path.
+func egReadinessProbe() egProbe {
+	return egProbe{
+		HTTPGet:        &egHTTPGet{Path: "/healthcheck", Port: egProbePort, Scheme: "HTTP"},
+		TimeoutSeconds: 1, PeriodSeconds: 5, SuccessThreshold: 1, FailureThreshold: 1,
+	}
+}
+
+// checkProbePatch checks the optional patch of the Deployment: it replaces
+// Envoy Gateway's readiness probe by the same probe of /ready, and leaves
+// startup and liveness as Envoy Gateway generates them, on /healthcheck,
+// which is ratewarden's liveness.
 func checkProbePatch(t *testing.T, file string, p egPatch) {
 	t.Helper()
 	assert.Equal(t, "StrategicMerge", p.Type, file)
 	cs := p.Value.Spec.Template.Spec.Containers
 	require.Len(t, cs, 1, file)
 	assert.Equal(t, egContainer, cs[0].Name, "%s: the patch changes Envoy Gateway's container instead of adding one", file)
-	assert.Nil(t, cs[0].ReadinessProbe, "%s: readiness stays /healthcheck", file)
-	for name, probe := range map[string]*egProbe{"livenessProbe": cs[0].LivenessProbe, "startupProbe": cs[0].StartupProbe} {
-		require.NotNil(t, probe, "%s: %s", file, name)
-		assert.Equal(t, "replace", probe.Patch, "%s: %s replaces Envoy Gateway's httpGet probe whole", file, name)
-		assert.Equal(t, egGRPCPort, probe.TCPSocket.Port, "%s: %s", file, name)
-		assert.Positive(t, probe.PeriodSeconds, "%s: %s", file, name)
-		assert.Positive(t, probe.FailureThreshold, "%s: %s", file, name)
-	}
-	assert.GreaterOrEqual(t, cs[0].StartupProbe.FailureThreshold*cs[0].StartupProbe.PeriodSeconds, 60,
-		"%s: a minute or more to start", file)
+	assert.Nil(t, cs[0].LivenessProbe, "%s: liveness stays Envoy Gateway's /healthcheck", file)
+	assert.Nil(t, cs[0].StartupProbe, "%s: startup stays Envoy Gateway's /healthcheck", file)
+	require.NotNil(t, cs[0].ReadinessProbe, "%s: readinessProbe", file)
+	want := egReadinessProbe()
+	want.Patch = "replace" // Envoy Gateway's probe is replaced whole, not merged into
+	want.HTTPGet.Path = "/ready"
+	assert.Equal(t, want, *cs[0].ReadinessProbe, "%s: Envoy Gateway's readiness probe, on /ready", file)
 }
 
 // TestEnvoyGatewayConfig checks envoy/gateway/envoy-gateway.yaml, Envoy
@@ -162,11 +179,37 @@ func TestEnvoyGatewayConfig(t *testing.T) {
 	assert.Regexp(t, egImage, image)
 	assert.Contains(t, image, "ratewarden")
 	checkProbePatch(t, "envoy-gateway.yaml", c.Provider.Kubernetes.RateLimitDeployment.Patch)
+	assert.Contains(t, headComment(t, "gateway/envoy-gateway.yaml", "provider", "kubernetes", "rateLimitDeployment", "patch"), "Optional",
+		"the patch says it is optional where it stands")
 
 	// The ports Envoy Gateway sends gRPC and probes to are ratewarden's
 	// defaults, which Envoy Gateway's environment does not change.
 	assert.Equal(t, ":"+strconv.Itoa(egGRPCPort), defaultOf(t, "RLS_GRPC_ADDR"))
 	assert.Equal(t, ":"+strconv.Itoa(egProbePort), defaultOf(t, "RLS_HTTP_ADDR"))
+}
+
+// headComment returns the comment above the key at the end of a path of
+// mapping keys in a YAML file.
+func headComment(t *testing.T, path string, keys ...string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var doc yaml.Node
+	require.NoError(t, yaml.Unmarshal(data, &doc))
+	require.NotEmpty(t, doc.Content, path)
+	n := doc.Content[0]
+	var key *yaml.Node
+	for _, k := range keys {
+		key = nil
+		for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				key, n = n.Content[i], n.Content[i+1]
+				break
+			}
+		}
+		require.NotNil(t, key, "%s: no %s in %v", path, k, keys)
+	}
+	return key.HeadComment
 }
 
 // defaultOf returns the default of a variable, as `server -h` prints it.
@@ -204,6 +247,8 @@ func TestEnvoyGatewayHelmValues(t *testing.T) {
 	assert.Empty(t, eg.Provider.Kubernetes.RateLimitDeployment.Container.Image, "the chart writes the image from global.images.ratelimit")
 	assert.Equal(t, c.Provider.Kubernetes.RateLimitDeployment.Patch, eg.Provider.Kubernetes.RateLimitDeployment.Patch)
 	checkProbePatch(t, "values.yaml", eg.Provider.Kubernetes.RateLimitDeployment.Patch)
+	assert.Contains(t, headComment(t, "gateway/values.yaml", "config", "envoyGateway", "provider", "kubernetes", "rateLimitDeployment", "patch"), "Optional",
+		"the patch says it is optional where it stands")
 }
 
 // TestImageRunsAsEnvoyGatewayStartsIt: Envoy Gateway runs the image with the

@@ -106,10 +106,10 @@ func envoyGatewayProbes(t *testing.T) map[string]k8sProbe {
 	return map[string]k8sProbe{startupProbe: p, readinessProbe: p, livenessProbe: p}
 }
 
-// deployedProbes returns the probes of the rate limit container once Envoy
-// Gateway has applied the patch of envoy/gateway/envoy-gateway.yaml to its
-// Deployment: each probe the patch names replaces Envoy Gateway's.
-func deployedProbes(t *testing.T) map[string]k8sProbe {
+// patchedProbes returns the probes of the rate limit container once Envoy
+// Gateway has applied the optional patch of envoy/gateway/envoy-gateway.yaml
+// to its Deployment: each probe the patch names replaces Envoy Gateway's.
+func patchedProbes(t *testing.T) map[string]k8sProbe {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "envoy", "gateway", "envoy-gateway.yaml"))
 	require.NoError(t, err)
@@ -218,14 +218,18 @@ func copyFile(t *testing.T, src, dst string) {
 // TestEnvoyGatewayDeployment runs the server binary in place of
 // envoyproxy/ratelimit, with the environment Envoy Gateway's generated
 // Deployment gives it, in envoyproxy/ratelimit's variables (and a backend
-// timeout a busy test host can keep), and its certificates: limits from Envoy Gateway's xDS server over mutual TLS,
-// gRPC served over TLS, Redis with and without TLS. It starts before the
-// first limits, not ready, is ready after the first xDS update, enforces the
-// limits in Redis for every replica, and answers the probes of the
-// Deployment, as envoy/gateway/envoy-gateway.yaml patches them, as
-// Kubernetes needs: the startup and liveness probes pass from the start and
-// through a Redis outage, the readiness probe only while limits are loaded
-// and Redis answers.
+// timeout a busy test host can keep), and its certificates: limits from Envoy
+// Gateway's xDS server over mutual TLS, gRPC served over TLS, Redis with and
+// without TLS. It starts before the first limits, not ready, is ready after
+// the first xDS update, and enforces the limits in Redis for every replica.
+// All along it answers the probes of the Deployment as Kubernetes needs,
+// both as Envoy Gateway generates them (the image the one change) and with
+// the optional readiness patch of envoy/gateway/envoy-gateway.yaml: startup
+// and liveness pass from the start, before the first limits, and through a
+// Redis outage, also in a pod started during the outage, so nothing is
+// restarted; Envoy Gateway's readiness probe, on /healthcheck, keeps the
+// pods in rotation, as envoyproxy/ratelimit's does, and the patched one, on
+// /ready, passes only while limits are loaded and Redis answers.
 func TestEnvoyGatewayDeployment(t *testing.T) {
 	for _, c := range []struct {
 		name     string
@@ -277,14 +281,35 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	envoyTLS := credentials.NewTLS(&tls.Config{RootCAs: caPool, MinVersion: tls.VersionTLS12})
 	srv := startServerWith(t, "", env, envoyTLS)
 	ctx := context.Background()
-	probes := deployedProbes(t)
-	probe := func(name string) error { return probes[name].succeeds(srv) }
 
-	// Started, before Envoy Gateway has sent any limits: alive, not ready,
-	// answering every descriptor as unmatched.
-	assert.NoError(t, probe(startupProbe))
-	assert.NoError(t, probe(livenessProbe))
-	assert.Error(t, probe(readinessProbe), "not ready without limits")
+	// The probes both ways: as Envoy Gateway generates them, and with the
+	// patch, which changes readiness alone.
+	generated, patched := envoyGatewayProbes(t), patchedProbes(t)
+	require.NotEqual(t, generated[readinessProbe], patched[readinessProbe], "the patch moves readiness")
+	require.Equal(t, generated[startupProbe], patched[startupProbe], "the patch leaves startup as generated")
+	require.Equal(t, generated[livenessProbe], patched[livenessProbe], "the patch leaves liveness as generated")
+	patchedReady := func(s *serverProcess) error { return patched[readinessProbe].succeeds(s) }
+	// probes checks every probe of both variants on s: each passes, but the
+	// patched readiness probe, which passes only when ready says so.
+	probes := func(s *serverProcess, when string, ready bool) {
+		t.Helper()
+		for _, name := range []string{startupProbe, livenessProbe, readinessProbe} {
+			assert.NoError(t, generated[name].succeeds(s), "%s: Envoy Gateway's %s", when, name)
+		}
+		assert.NoError(t, patched[startupProbe].succeeds(s), "%s: patched startupProbe", when)
+		assert.NoError(t, patched[livenessProbe].succeeds(s), "%s: patched livenessProbe", when)
+		if ready {
+			assert.NoError(t, patchedReady(s), "%s: patched readinessProbe", when)
+		} else {
+			assert.Error(t, patchedReady(s), "%s: patched readinessProbe", when)
+		}
+	}
+
+	// Started, before Envoy Gateway has sent any limits: alive, not ready
+	// by /ready and gRPC health, answering every descriptor as unmatched.
+	// Envoy Gateway's readiness probe lets it take traffic, as
+	// envoyproxy/ratelimit does with FORCE_START_WITHOUT_INITIAL_CONFIG.
+	probes(srv, "before the first limits", false)
 	assert.False(t, srv.Serving(ctx))
 	const listener, route = "default/eg/http", "httproute/default/backend/rule/0/match/0/*"
 	rules := []xdstest.Rule{
@@ -309,9 +334,9 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	_, err = xs.WaitFor(20*time.Second, func(r xdstest.Request) bool { return r.ACK("1") })
 	require.NoError(t, err, "the server accepts Envoy Gateway's limits over mutual TLS\n%s", srv.Logs())
 	assert.Equal(t, "envoy-ratelimit", xs.Requests()[0].Node.GetId())
-	require.Eventually(t, func() bool { return probe(readinessProbe) == nil }, 10*time.Second, 20*time.Millisecond, "ready after the first update")
+	require.Eventually(t, func() bool { return patchedReady(srv) == nil }, 10*time.Second, 20*time.Millisecond, "ready after the first update")
 	assert.True(t, srv.Serving(ctx))
-	assert.NoError(t, probe(livenessProbe))
+	probes(srv, "with the limits", true)
 
 	// The limits are enforced in Redis: a second replica, started the same
 	// way (in a pod of its own, so Prometheus on a port of its own here),
@@ -334,15 +359,24 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, `ratelimit_service_rate_limit_over_limit{domain="default/eg/http"`)
 
-	// A Redis outage makes the pods unready and leaves them alive: the
-	// liveness probe, as patched, passes, so Kubernetes restarts nothing.
-	// Envoy Gateway's own liveness probe, /healthcheck, would fail, which
-	// is why envoy/gateway patches it.
+	// A Redis outage leaves the pods alive, so Kubernetes restarts nothing,
+	// and in rotation by Envoy Gateway's readiness probe; the patched one
+	// takes them out. Over several backend health checks (one a second),
+	// nothing flips back.
 	redis.Stop()
-	require.Eventually(t, func() bool { return probe(readinessProbe) != nil }, 10*time.Second, 20*time.Millisecond, "unready without Redis")
-	assert.NoError(t, probe(livenessProbe), "alive without Redis")
-	assert.NoError(t, probe(startupProbe))
-	assert.Error(t, envoyGatewayProbes(t)[livenessProbe].succeeds(srv), "Envoy Gateway's unpatched liveness probe fails without Redis")
+	require.Eventually(t, func() bool { return patchedReady(srv) != nil }, 10*time.Second, 20*time.Millisecond, "unready by /ready without Redis")
+	assert.False(t, srv.Serving(ctx), "gRPC health follows Redis")
+	for range 3 {
+		probes(srv, "Redis down", false)
+		time.Sleep(500 * time.Millisecond)
+	}
+	// A pod started during the outage, a replica rescheduled, say, passes
+	// its startup and liveness probes too, rather than being restarted
+	// until Redis is back.
+	lateEnv := maps.Clone(env)
+	lateEnv["PROMETHEUS_ADDR"] = freeAddr(t)
+	late := startServerWith(t, "", lateEnv, envoyTLS)
+	probes(late, "started while Redis is down", false)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	_, err = srv.Client.ShouldRateLimit(rctx, &rlsv3.RateLimitRequest{
 		Domain: listener, Descriptors: xdstest.Descriptors(route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": "dave"}}),
@@ -350,8 +384,12 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	cancel()
 	assert.Equal(t, codes.Unavailable, status.Code(err), "RLS_FAILURE_MODE error: Envoy's failure_mode_deny decides")
 	require.NoError(t, redis.Start())
-	require.Eventually(t, func() bool { return probe(readinessProbe) == nil }, 10*time.Second, 20*time.Millisecond, "ready again with Redis")
+	for _, s := range []*serverProcess{srv, late} {
+		require.Eventually(t, func() bool { return patchedReady(s) == nil }, 10*time.Second, 20*time.Millisecond, "ready again with Redis")
+		probes(s, "Redis back", true)
+	}
 	assert.Equal(t, 3, g.admitted(t, rules, "dave", 10), "enforced again")
+	late.Stop()
 
 	logs := srv.Logs()
 	for _, want := range []string{

@@ -183,7 +183,7 @@ var compatVars = []compatVar{
 	},
 	{
 		theirs: []string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"}, how: compatBuiltIn,
-		note:  "health is never good without limits loaded",
+		note:  "readiness (/ready and grpc.health.v1) is never good without limits loaded. /healthcheck is liveness and answers OK without them, so a readiness probe that relied on it belongs on /ready",
 		apply: builtInIfSet("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"),
 	},
 	{
