@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -76,7 +77,8 @@ func startServer(t testing.TB, env map[string]string) *serverProcess {
 }
 
 // startServerAt starts the server binary in dir (the test's own directory
-// when empty) with free loopback ports, warn-level logs and env, as
+// when empty) with free loopback ports, warn-level logs (unless env sets
+// envoyproxy/ratelimit's LOG_LEVEL, which then decides) and env, as
 // `go run ./cmd/server` would start there, and waits until it answers a
 // gRPC health check. It is stopped with SIGTERM when the test ends.
 //
@@ -86,8 +88,16 @@ func startServer(t testing.TB, env map[string]string) *serverProcess {
 // new ports.
 func startServerAt(t testing.TB, dir string, env map[string]string) *serverProcess {
 	t.Helper()
+	return startServerWith(t, dir, env, insecure.NewCredentials())
+}
+
+// startServerWith is startServerAt for a server whose gRPC clients, the
+// test's and the health checks that wait for it, connect with creds: TLS
+// when env makes the server serve gRPC over TLS.
+func startServerWith(t testing.TB, dir string, env map[string]string, creds credentials.TransportCredentials) *serverProcess {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		p, inUse := launchServer(t, dir, env)
+		p, inUse := launchServer(t, dir, env, creds)
 		if p != nil {
 			return p
 		}
@@ -100,13 +110,15 @@ func startServerAt(t testing.TB, dir string, env map[string]string) *serverProce
 
 // launchServer makes one attempt of startServerAt. It returns nil and true
 // when the server exited because one of its ports was already in use.
-func launchServer(t testing.TB, dir string, env map[string]string) (*serverProcess, bool) {
+func launchServer(t testing.TB, dir string, env map[string]string, creds credentials.TransportCredentials) (*serverProcess, bool) {
 	t.Helper()
 	p := &serverProcess{t: t, GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), exited: make(chan struct{})}
 	vars := map[string]string{
 		"RLS_GRPC_ADDR": p.GRPCAddr,
 		"RLS_HTTP_ADDR": p.HTTPAddr,
-		"RLS_LOG_LEVEL": "warn",
+	}
+	if _, theirs := env["LOG_LEVEL"]; !theirs {
+		vars["RLS_LOG_LEVEL"] = "warn"
 	}
 	for k, v := range env {
 		vars[k] = v
@@ -129,7 +141,7 @@ func launchServer(t testing.TB, dir string, env map[string]string) (*serverProce
 	// Readiness is a gRPC health answer, not an open port: the kernel
 	// accepts on the gRPC port from the moment it is bound, before the
 	// HTTP port is, and something else may hold a port that looks open.
-	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(creds))
 	require.NoError(t, err)
 	p.conn = conn
 	p.Client = rlsv3.NewRateLimitServiceClient(conn)
