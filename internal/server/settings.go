@@ -44,6 +44,7 @@ type Settings struct {
 	GRPCTlsCertFile     string `split_words:"true" desc:"PEM certificate chain of the gRPC server; with RLS_GRPC_TLS_KEY_FILE, gRPC is served over TLS 1.2 or later, and the files are re-read when they change"`
 	GRPCTlsKeyFile      string `split_words:"true" desc:"PEM private key of RLS_GRPC_TLS_CERT_FILE"`
 	GRPCTlsClientCaFile string `split_words:"true" desc:"PEM CA certificates: gRPC clients must present a certificate they signed (mutual TLS); needs RLS_GRPC_TLS_CERT_FILE"`
+	GRPCTlsClientSan    string `split_words:"true" desc:"with RLS_GRPC_TLS_CLIENT_CA_FILE, a name every client certificate must also be valid for: one of its DNS names (wildcards as host names match them) or, for an IP address, one of its IP addresses"`
 
 	XDSServerURL              string            `split_words:"true" default:"localhost:18000" desc:"with RLS_CONFIG_SOURCE=xds, the xDS management server, host:port"`
 	XDSNodeID                 string            `split_words:"true" default:"default" desc:"node id sent to the xDS server, which serves each node its own limits (Envoy Gateway serves envoy-ratelimit)"`
@@ -221,6 +222,9 @@ func (s Settings) Validate() error {
 	}
 	if s.GRPCTlsClientCaFile != "" && s.GRPCTlsCertFile == "" {
 		return fmt.Errorf("server: RLS_GRPC_TLS_CLIENT_CA_FILE needs RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE")
+	}
+	if s.GRPCTlsClientSan != "" && s.GRPCTlsClientCaFile == "" {
+		return fmt.Errorf("server: RLS_GRPC_TLS_CLIENT_SAN needs RLS_GRPC_TLS_CLIENT_CA_FILE: without mutual TLS there is no client certificate to check")
 	}
 	if err := s.validateAdditions(); err != nil {
 		return err
