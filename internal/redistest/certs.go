@@ -16,16 +16,22 @@ import (
 )
 
 // Certs names the PEM files of a throwaway public key infrastructure: a CA,
-// a server certificate for 127.0.0.1 and localhost, and a client
-// certificate, all signed by the CA.
+// a server certificate for 127.0.0.1 and localhost, a client certificate,
+// and a peer certificate, all signed by the CA.
 type Certs struct {
 	CAFile                        string
 	ServerCertFile, ServerKeyFile string
 	ClientCertFile, ClientKeyFile string
+	// PeerCertFile and PeerKeyFile hold a certificate for 127.0.0.1 and
+	// localhost without extended key usages, so good for either end of a
+	// connection, as Envoy Gateway's certgen makes the one its rate limit
+	// service serves gRPC with and shows the xDS server.
+	PeerCertFile, PeerKeyFile string
 }
 
-// NewCerts generates a CA, a server and a client certificate (ECDSA P-256,
-// valid for a day) in a temporary directory removed when the test ends.
+// NewCerts generates a CA, a server, a client and a peer certificate (ECDSA
+// P-256, valid for a day) in a temporary directory removed when the test
+// ends.
 func NewCerts(t testing.TB) Certs {
 	t.Helper()
 	dir := t.TempDir()
@@ -73,7 +79,8 @@ func NewCerts(t testing.TB) Certs {
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
-	leaf := func(serial int64, name string, usage x509.ExtKeyUsage, key *ecdsa.PrivateKey) []byte {
+	// leaf makes a certificate for the given usages, none meaning any.
+	leaf := func(serial int64, name string, key *ecdsa.PrivateKey, usages ...x509.ExtKeyUsage) []byte {
 		t.Helper()
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(serial),
@@ -81,9 +88,9 @@ func NewCerts(t testing.TB) Certs {
 			NotBefore:    now.Add(-time.Hour),
 			NotAfter:     now.Add(24 * time.Hour),
 			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+			ExtKeyUsage:  usages,
 		}
-		if usage == x509.ExtKeyUsageServerAuth {
+		if len(usages) == 0 || usages[0] == x509.ExtKeyUsageServerAuth {
 			tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
 			tmpl.DNSNames = []string{"localhost"}
 		}
@@ -93,13 +100,15 @@ func NewCerts(t testing.TB) Certs {
 		}
 		return der
 	}
-	serverKey, clientKey := newKey(), newKey()
+	serverKey, clientKey, peerKey := newKey(), newKey(), newKey()
 	return Certs{
 		CAFile:         write("ca.pem", "CERTIFICATE", caDER),
-		ServerCertFile: write("server.pem", "CERTIFICATE", leaf(2, "redistest server", x509.ExtKeyUsageServerAuth, serverKey)),
+		ServerCertFile: write("server.pem", "CERTIFICATE", leaf(2, "redistest server", serverKey, x509.ExtKeyUsageServerAuth)),
 		ServerKeyFile:  write("server-key.pem", "PRIVATE KEY", keyDER(serverKey)),
-		ClientCertFile: write("client.pem", "CERTIFICATE", leaf(3, "redistest client", x509.ExtKeyUsageClientAuth, clientKey)),
+		ClientCertFile: write("client.pem", "CERTIFICATE", leaf(3, "redistest client", clientKey, x509.ExtKeyUsageClientAuth)),
 		ClientKeyFile:  write("client-key.pem", "PRIVATE KEY", keyDER(clientKey)),
+		PeerCertFile:   write("peer.pem", "CERTIFICATE", leaf(4, "redistest peer", peerKey)),
+		PeerKeyFile:    write("peer-key.pem", "PRIVATE KEY", keyDER(peerKey)),
 	}
 }
 
