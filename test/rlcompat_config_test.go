@@ -112,7 +112,7 @@ func TestRLConfigFilesThatFail(t *testing.T) {
 			cmd := exec.CommandContext(ctx, serverBinary)
 			cmd.Env = os.Environ()
 			env := with(rlConfigEnv(rlConfigDir(t, tc.files...)), tc.env...)
-			for k, v := range with(env, "PROMETHEUS_ADDR", freeAddr(t), "RLS_GRPC_ADDR", freeAddr(t), "RLS_HTTP_ADDR", freeAddr(t)) {
+			for k, v := range with(env, "RLS_GRPC_ADDR", freeAddr(t), "RLS_HTTP_ADDR", freeAddr(t)) {
 				cmd.Env = append(cmd.Env, k+"="+v)
 			}
 			out, err := cmd.CombinedOutput()

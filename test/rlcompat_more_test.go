@@ -262,7 +262,7 @@ func TestRLMutualTLS(t *testing.T) {
 		"GRPC_SERVER_USE_TLS", "true",
 		"GRPC_SERVER_TLS_CERT", grpcCerts.ServerCertFile, "GRPC_SERVER_TLS_KEY", grpcCerts.ServerKeyFile,
 		"GRPC_CLIENT_TLS_CACERT", grpcCerts.CAFile, "GRPC_CLIENT_TLS_SAN", "localhost",
-		"PROMETHEUS_ADDR", freeAddr(t))
+		"PROMETHEUS_ADDR", "127.0.0.1:0")
 
 	// The peer certificate is for localhost; the client one has no name.
 	forLocalhost := rlGRPCClientTLS(t, grpcCerts.CAFile, grpcCerts.PeerCertFile, grpcCerts.PeerKeyFile)
@@ -312,7 +312,7 @@ func TestRLReloadGRPCServerCerts(t *testing.T) {
 
 	env := with(rlDefaultEnv(rlRuntimeRoot(t, false), redistest.Standalone(t).Addr(), ""),
 		"GRPC_SERVER_USE_TLS", "true", "GRPC_SERVER_TLS_CERT", certFile, "GRPC_SERVER_TLS_KEY", keyFile,
-		"PROMETHEUS_ADDR", freeAddr(t))
+		"PROMETHEUS_ADDR", "127.0.0.1:0")
 	srv := startServerWith(t, "", env, credentials.NewTLS(rlGRPCClientTLS(t, initial.CAFile, "", "")))
 	initialTLS := rlGRPCClientTLS(t, initial.CAFile, "", "")
 	newTLS := rlGRPCClientTLS(t, next.CAFile, "", "")

@@ -71,11 +71,12 @@ func rlRuntimeRoot(t *testing.T, writable bool) string {
 // redisURL, and, for the per-second Redis they may turn on, perSecondURL.
 //
 // Two variables are added. USE_PROMETHEUS (theirs) exports their metric
-// names, which their tests read from the in-process stats store, on
-// /metrics. RLS_BACKEND_TIMEOUT gives each Redis call seconds rather than
-// the default 10ms, because this machine is shared with compilers: what is
-// under test is what the server answers, not how fast (their REDIS_TIMEOUT
-// is not read, see docs/migrating.md).
+// names, which their tests read from the in-process stats store: on
+// /metrics of the HTTP port, where the tests read them, and on
+// PROMETHEUS_ADDR, a port the kernel picks. RLS_BACKEND_TIMEOUT gives each
+// Redis call seconds rather than the default 10ms, because this machine is
+// shared with compilers: what is under test is what the server answers,
+// not how fast (their REDIS_TIMEOUT is not read, see docs/migrating.md).
 func rlDefaultEnv(root, redisURL, perSecondURL string) map[string]string {
 	return map[string]string{
 		"USE_STATSD":                  "false",
@@ -146,13 +147,10 @@ type rlServer struct {
 	*serverProcess
 }
 
-// startRLServer starts the server binary with env, their variables.
+// startRLServer starts the server binary with env, their variables, and
+// waits until it is ready.
 func startRLServer(t *testing.T, env map[string]string) rlServer {
 	t.Helper()
-	env = with(env)
-	if env["PROMETHEUS_ADDR"] == "127.0.0.1:0" {
-		env["PROMETHEUS_ADDR"] = freeAddr(t)
-	}
 	srv := startServerAt(t, "", env)
 	require.Eventually(t, func() bool { return srv.Serving(context.Background()) }, 20*time.Second, 10*time.Millisecond,
 		"the server becomes ready with its limits loaded")
