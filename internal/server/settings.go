@@ -68,7 +68,7 @@ type Settings struct {
 	BreakerFailures  int           `split_words:"true" default:"20" desc:"consecutive backend failures that open the circuit breaker: requests then get the failure mode at once, without calling the backend; 0 disables it"`
 	BreakerCooldown  time.Duration `split_words:"true" default:"1s" desc:"how long the open circuit breaker waits before letting one probe call through; its success closes the breaker"`
 	NearLimitRatio   float64       `split_words:"true" default:"0.8" desc:"share of a limit's capacity, in (0, 1], at or above which admitted hits count as near_limit in the metrics"`
-	ShadowMode       bool          `split_words:"true" default:"false" desc:"count and report, but answer OK to every request"`
+	ShadowMode       bool          `split_words:"true" default:"false" desc:"count and report, but answer OK to every request; a descriptor over its limit keeps its OVER_LIMIT status"`
 	RefundOnDeny     bool          `split_words:"true" default:"true" desc:"give back what a denied request took from its other descriptors and limits"`
 	QuotaMode        bool          `split_words:"true" default:"false" desc:"put every descriptor in quota mode, as quota_mode puts one: a descriptor over its limit is reported OVER_LIMIT but denies the request only when every quota descriptor of it is over"`
 
