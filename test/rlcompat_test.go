@@ -242,7 +242,8 @@ func unitLength(u rlsv3.RateLimitResponse_RateLimit_Unit) time.Duration {
 //     the call. A denied status must wait past the end of this window and
 //     at most to the end of the next (see rlDeniedWait).
 //   - an OVER_LIMIT answer carries a retry-after header, the longest wait
-//     of its denied statuses in whole seconds, rounded up.
+//     of its denied statuses in whole seconds, rounded up, before any
+//     other header.
 func assertRL(t *testing.T, want *rlsv3.RateLimitResponse, c rlCall, msgAndArgs ...any) {
 	t.Helper()
 	got := c.resp
@@ -266,7 +267,7 @@ func assertRL(t *testing.T, want *rlsv3.RateLimitResponse, c rlCall, msgAndArgs 
 		}
 		if want.GetOverallCode() == rlOver {
 			secs := max(1, int64(math.Ceil(longest.Seconds())))
-			want.ResponseHeadersToAdd = append(want.ResponseHeadersToAdd, retryAfter(secs))
+			want.ResponseHeadersToAdd = append([]*corev3.HeaderValue{retryAfter(secs)}, want.ResponseHeadersToAdd...)
 		}
 	}
 	if !proto.Equal(want, got) {
