@@ -79,7 +79,7 @@ func TestRLBasicReloadConfig(t *testing.T) {
 	t.Parallel()
 	t.Run("BasicWithoutWatchRoot", func(t *testing.T) {
 		t.Parallel()
-		v := rlVariants(nil)[0]
+		v := rlVariants()[0]
 		env := with(rlDefaultEnv(rlRuntimeRoot(t, false), redistest.Standalone(t).Addr(), ""), "RUNTIME_WATCH_ROOT", "false")
 		testRLBasicConfig(t, startRLServer(t, env), v)
 	})

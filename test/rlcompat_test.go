@@ -9,10 +9,10 @@ package test
 //
 // Each request and each expected answer is theirs. Where ratewarden answers
 // otherwise on purpose, the expectation is adjusted in one named place
-// (rlAnswer's fields and the rlDiffers* helpers), each a row of the table
-// "Their integration tests" in docs/migrating.md, and ratewarden's own answer
-// is asserted instead, exactly where it can be, so that the test fails when
-// either drifts.
+// (assertRL, and the rlDiffers* helpers), each a row of the table in "Their
+// own tests" of docs/migrating.md, and ratewarden's own answer is asserted
+// instead, exactly where it can be, so that the test fails when either
+// drifts.
 
 import (
 	"context"
@@ -117,13 +117,13 @@ type rlVariant struct {
 	stopIncrement bool
 }
 
-// rlVariants returns their nine variants of testBasicConfig over base: with
-// and without the per-second Redis, with and without the local cache and
-// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, and with a cache key prefix.
-func rlVariants(base map[string]string) []rlVariant {
-	perSecond := func(on bool) string { return strconv.FormatBool(on) }
-	v := func(name string, ps bool, cache int, stop bool, more ...string) rlVariant {
-		env := with(base, "REDIS_PERSECOND", perSecond(ps), "LOCAL_CACHE_SIZE_IN_BYTES", strconv.Itoa(cache))
+// rlVariants returns their nine variants of testBasicConfig, as the
+// variables each adds: with and without the per-second Redis, with and
+// without the local cache and STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, and
+// with a cache key prefix.
+func rlVariants() []rlVariant {
+	v := func(name string, perSecond bool, cache int, stop bool, more ...string) rlVariant {
+		env := with(nil, "REDIS_PERSECOND", strconv.FormatBool(perSecond), "LOCAL_CACHE_SIZE_IN_BYTES", strconv.Itoa(cache))
 		if stop {
 			env["STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"] = "true"
 		}
@@ -443,7 +443,7 @@ func runVariants(t *testing.T, variants []rlVariant, run func(t *testing.T, v rl
 func TestRLBasicConfig(t *testing.T) {
 	t.Parallel()
 	root := rlRuntimeRoot(t, false)
-	runVariants(t, rlVariants(nil), func(t *testing.T, v rlVariant) {
+	runVariants(t, rlVariants(), func(t *testing.T, v rlVariant) {
 		main, perSecond := redistest.Standalone(t), redistest.Standalone(t)
 		v.env = with(rlDefaultEnv(root, main.Addr(), perSecond.Addr()), flatten(v.env)...)
 		testRLBasicConfig(t, startRLServer(t, v.env), v)
@@ -477,7 +477,7 @@ func flatten(env map[string]string) []string {
 // Sentinel tests run: with and without the per-second Redis and the local
 // cache.
 func rlAuthVariants() []rlVariant {
-	all := rlVariants(nil)
+	all := rlVariants()
 	return []rlVariant{all[0], all[1], all[2], all[3]}
 }
 
@@ -516,7 +516,7 @@ func TestRLBasicTLSConfig(t *testing.T) {
 	root := rlRuntimeRoot(t, false)
 	certs := redistest.NewCerts(t)
 	variants := rlAuthVariants()
-	clientCert := rlVariants(nil)[0]
+	clientCert := rlVariants()[0]
 	clientCert.name = "WithoutPerSecondRedisTLSWithClientCert"
 	clientCert.env = with(clientCert.env,
 		"REDIS_TLS_CLIENT_CERT", certs.ClientCertFile, "REDIS_TLS_CLIENT_KEY", certs.ClientKeyFile)
