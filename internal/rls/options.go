@@ -51,7 +51,9 @@ type Options struct {
 	// DefaultAlgorithm enforces a request's limit override when no rule
 	// matched its descriptor.
 	DefaultAlgorithm algorithms.Algorithm
-	// ShadowMode answers OK to everything while still counting.
+	// ShadowMode answers OK to every request while still counting; the
+	// status of a descriptor over its limit stays OVER_LIMIT, where a
+	// rule's shadow_mode answers it OK.
 	ShadowMode bool
 	// QuotaMode puts every descriptor in quota mode, as each rule's
 	// quota_mode puts its own: a descriptor over its limit is reported

@@ -60,10 +60,15 @@ type descPlan struct {
 
 // planLimit is the configuration behind one Op.
 type planLimit struct {
-	desc   int
-	limit  *config.RateLimit
-	rule   *config.Rule // nil for an override of an unmatched descriptor
-	shadow bool
+	desc  int
+	limit *config.RateLimit
+	rule  *config.Rule // nil for an override of an unmatched descriptor
+	// shadow reports that shadow mode lets the limit's denials through:
+	// the rule's (ruleShadow), or the service's. The rule's answers its
+	// descriptor's status OK too; the service's leaves the status
+	// OVER_LIMIT and lets only the request through, as
+	// envoyproxy/ratelimit's SHADOW_MODE does.
+	shadow, ruleShadow bool
 	// override reports that the limit is the request's own override.
 	override bool
 }
@@ -133,7 +138,8 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 		// are taken, as envoyproxy/ratelimit, which ignores the flag, takes
 		// them.
 		refund := d.GetIsNegativeHits() && giveBack
-		shadow := opts.ShadowMode || (matched && m.Rule.ShadowMode)
+		ruleShadow := matched && m.Rule.ShadowMode
+		shadow := opts.ShadowMode || ruleShadow
 		// A rule's charges are usage already spent: recorded even past the
 		// limit, never refunded, unless the descriptor gives hits back.
 		charge := matched && m.Rule.Charge && !refund
@@ -157,7 +163,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 				Charge: charge,
 				Refund: refund,
 			})
-			p.limits = append(p.limits, planLimit{desc: i, limit: rl, rule: rule, shadow: shadow, override: d.GetLimit() != nil})
+			p.limits = append(p.limits, planLimit{desc: i, limit: rl, rule: rule, shadow: shadow, ruleShadow: ruleShadow, override: d.GetLimit() != nil})
 			replaced = addNames(replaced, rl.Replaces)
 		}
 		p.descs[i].n = len(p.ops) - p.descs[i].first
@@ -277,13 +283,16 @@ func (p *plan) dropReplaced(replaced map[string]bool) {
 
 // response assembles the answer from the limiter's results, one per op.
 func (p *plan) response(results []algorithms.Result) *rlsv3.RateLimitResponse {
-	return p.assemble(func(d descPlan, st *rlsv3.RateLimitResponse_DescriptorStatus) (bool, time.Duration) {
+	return p.assemble(func(d descPlan, st *rlsv3.RateLimitResponse_DescriptorStatus) (bool, bool, time.Duration) {
 		// Report the most constrained limit: among the denied ones the
 		// longest wait, else the one with the fewest remaining.
-		best, over, remaining := -1, false, uint64(math.MaxUint64)
+		best, denied, over, remaining := -1, false, false, uint64(math.MaxUint64)
 		for j := d.first; j < d.first+d.n; j++ {
 			r := results[j]
 			remaining = min(remaining, r.Remaining)
+			if !r.Allowed && !p.limits[j].ruleShadow {
+				denied = true
+			}
 			if !r.Allowed && !p.limits[j].shadow {
 				over = true
 			}
@@ -295,25 +304,28 @@ func (p *plan) response(results []algorithms.Result) *rlsv3.RateLimitResponse {
 		st.CurrentLimit = currentLimit(p.limits[best].limit)
 		st.LimitRemaining = uint32(min(remaining, math.MaxUint32))
 		st.DurationUntilReset = durationProto(r.ResetAfter)
-		return over, r.ResetAfter
+		return denied, over, r.ResetAfter
 	})
 }
 
 // failureResponse answers every limited descriptor with code, for a backend
 // that could not decide.
 func (p *plan) failureResponse(code rlsv3.RateLimitResponse_Code) *rlsv3.RateLimitResponse {
-	return p.assemble(func(d descPlan, st *rlsv3.RateLimitResponse_DescriptorStatus) (bool, time.Duration) {
+	return p.assemble(func(d descPlan, st *rlsv3.RateLimitResponse_DescriptorStatus) (bool, bool, time.Duration) {
 		st.CurrentLimit = currentLimit(p.limits[d.first].limit)
-		return code == rlsv3.RateLimitResponse_OVER_LIMIT && !p.limits[d.first].shadow, 0
+		denied := code == rlsv3.RateLimitResponse_OVER_LIMIT
+		return denied && !p.limits[d.first].ruleShadow, denied && !p.limits[d.first].shadow, 0
 	})
 }
 
 // assemble builds the response: one status per request descriptor, OK for
 // the unmatched, unlimited for the unlimited, and for each limited one what
-// limited says — whether it is over the limit, and the wait if so. The
-// request is over its limits as a verdict decides (quota mode), and then the
-// response carries a retry-after header.
-func (p *plan) assemble(limited func(descPlan, *rlsv3.RateLimitResponse_DescriptorStatus) (over bool, wait time.Duration)) *rlsv3.RateLimitResponse {
+// limited says — whether its status is OVER_LIMIT (denied), whether it is
+// over the limit for the request (over: not when shadow mode lets it
+// through), and the wait if so. The request is over its limits as a
+// verdict decides (quota mode), and then the response carries a
+// retry-after header.
+func (p *plan) assemble(limited func(descPlan, *rlsv3.RateLimitResponse_DescriptorStatus) (denied, over bool, wait time.Duration)) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(p.descs)),
@@ -326,12 +338,12 @@ func (p *plan) assemble(limited func(descPlan, *rlsv3.RateLimitResponse_Descript
 			st.LimitRemaining = math.MaxUint32
 			continue
 		}
-		var over bool
+		var denied, over bool
 		var wait time.Duration
 		if d.n > 0 {
-			over, wait = limited(d, st)
+			denied, over, wait = limited(d, st)
 		}
-		if over {
+		if denied {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		v.add(d.quota, over, wait)

@@ -436,6 +436,16 @@ func TestShadowMode(t *testing.T) {
 			assert.Equal(t, ok, f.call(t, request(desc("fixed", "g"))).GetOverallCode())
 		}
 		assert.EqualValues(t, 0, f.call(t, request(desc("fixed", "g"))).GetStatuses()[0].GetLimitRemaining())
+		// The answer is OK, but, as with envoyproxy/ratelimit's
+		// SHADOW_MODE, the status of a descriptor over its limit says so
+		// (a rule's shadow mode answers its status OK); nothing is given
+		// back, and no retry-after is sent.
+		resp := f.call(t, request(desc("fixed", "g"), desc("counter", "g"), desc("shadow", "g"), desc("shadow", "g")))
+		assert.Equal(t, ok, resp.GetOverallCode())
+		assert.Equal(t, []rlsv3.RateLimitResponse_Code{over, ok, ok, ok}, codesOf(resp))
+		assert.Empty(t, resp.GetResponseHeadersToAdd())
+		assert.EqualValues(t, 98, f.call(t, request(desc("counter", "g"))).GetStatuses()[0].GetLimitRemaining(),
+			"the hit of counter in the request answered OK stays")
 	})
 }
 

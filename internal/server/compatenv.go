@@ -95,9 +95,9 @@ var compatVars = []compatVar{
 		apply: applyGRPCTLS,
 	},
 	{
-		theirs: []string{"GRPC_CLIENT_TLS_SAN"}, how: compatRefused,
-		note:  "client certificates are not checked for a name: serving would accept every certificate the CA signed",
-		apply: refuseIfSet("GRPC_CLIENT_TLS_SAN"),
+		theirs: []string{"GRPC_CLIENT_TLS_SAN"}, ours: []string{"RLS_GRPC_TLS_CLIENT_SAN"}, how: compatSame,
+		note:  "read only with GRPC_SERVER_USE_TLS true and a GRPC_CLIENT_TLS_CACERT, as there: a client certificate must also be valid for the name",
+		apply: applyGRPCClientSAN,
 	},
 	{
 		// Not one of theirs: Envoy Gateway sets it, and its row tells the
@@ -617,6 +617,23 @@ func applyGRPCTLS(c *compatContext) error {
 	if ca, _ := c.get("GRPC_CLIENT_TLS_CACERT"); ca != "" {
 		c.set("RLS_GRPC_TLS_CLIENT_CA_FILE", ca, func() { c.s.GRPCTlsClientCaFile = ca })
 	}
+	return nil
+}
+
+func applyGRPCClientSAN(c *compatContext) error {
+	san, _ := c.get("GRPC_CLIENT_TLS_SAN")
+	if san == "" {
+		return nil
+	}
+	on, err := c.theirBool("GRPC_SERVER_USE_TLS")
+	if err != nil {
+		return err
+	}
+	if ca, _ := c.get("GRPC_CLIENT_TLS_CACERT"); !on || ca == "" {
+		c.ignore("without GRPC_SERVER_USE_TLS true and a GRPC_CLIENT_TLS_CACERT no client certificate is asked for", "GRPC_CLIENT_TLS_SAN")
+		return nil
+	}
+	c.set("RLS_GRPC_TLS_CLIENT_SAN", san, func() { c.s.GRPCTlsClientSan = san })
 	return nil
 }
 

@@ -90,6 +90,24 @@ func TestCompatEnvVariables(t *testing.T) {
 			want: func(s *Settings) { s.GRPCTlsCertFile, s.GRPCTlsKeyFile, s.GRPCTlsClientCaFile = "c", "k", "ca" },
 		},
 		{
+			name: "gRPC mutual TLS with a client name",
+			env:  map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "c", "GRPC_SERVER_TLS_KEY": "k", "GRPC_CLIENT_TLS_CACERT": "ca", "GRPC_CLIENT_TLS_SAN": "envoy"},
+			want: func(s *Settings) {
+				s.GRPCTlsCertFile, s.GRPCTlsKeyFile, s.GRPCTlsClientCaFile, s.GRPCTlsClientSan = "c", "k", "ca", "envoy"
+			},
+		},
+		{
+			name:    "a client name without a client CA",
+			env:     map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "c", "GRPC_SERVER_TLS_KEY": "k", "GRPC_CLIENT_TLS_SAN": "envoy"},
+			want:    func(s *Settings) { s.GRPCTlsCertFile, s.GRPCTlsKeyFile = "c", "k" },
+			ignored: []string{"GRPC_CLIENT_TLS_SAN"},
+		},
+		{
+			name:    "a client name without TLS",
+			env:     map[string]string{"GRPC_CLIENT_TLS_SAN": "envoy"},
+			ignored: []string{"GRPC_CLIENT_TLS_SAN"},
+		},
+		{
 			name:    "gRPC TLS files without GRPC_SERVER_USE_TLS",
 			env:     map[string]string{"GRPC_SERVER_TLS_CERT": "c", "GRPC_SERVER_TLS_KEY": "k"},
 			ignored: []string{"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY"},
@@ -360,7 +378,6 @@ func TestCompatEnvRefusesWhatItCannotHonour(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"GRPC_UDS": "/tmp/rl.sock"}, "GRPC_UDS"},
-		{map[string]string{"GRPC_CLIENT_TLS_SAN": "envoy"}, "GRPC_CLIENT_TLS_SAN"},
 		{map[string]string{"GRPC_SERVER_USE_TLS": "true"}, "GRPC_SERVER_TLS_CERT"},
 		{map[string]string{"CONFIG_TYPE": "CONSUL"}, `CONFIG_TYPE "CONSUL"`},
 		{map[string]string{"QUOTA_MODE": "sometimes"}, "QUOTA_MODE"},

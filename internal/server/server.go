@@ -173,7 +173,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		grpcOpts = append(grpcOpts, srv.tracer.ServerOptions()...)
 	}
 	if grpcTLS != nil {
-		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(grpcTLS.config())))
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(requireClientName(grpcTLS.config(), s.GRPCTlsClientSan, logger))))
 	}
 	srv.grpc = grpc.NewServer(grpcOpts...)
 	rlsv3.RegisterRateLimitServiceServer(srv.grpc, srv.service)

@@ -44,6 +44,7 @@ type Settings struct {
 	GRPCTlsCertFile     string `split_words:"true" desc:"PEM certificate chain of the gRPC server; with RLS_GRPC_TLS_KEY_FILE, gRPC is served over TLS 1.2 or later, and the files are re-read when they change"`
 	GRPCTlsKeyFile      string `split_words:"true" desc:"PEM private key of RLS_GRPC_TLS_CERT_FILE"`
 	GRPCTlsClientCaFile string `split_words:"true" desc:"PEM CA certificates: gRPC clients must present a certificate they signed (mutual TLS); needs RLS_GRPC_TLS_CERT_FILE"`
+	GRPCTlsClientSan    string `split_words:"true" desc:"with RLS_GRPC_TLS_CLIENT_CA_FILE, a name every client certificate must also be valid for: one of its DNS names (wildcards as host names match them) or, for an IP address, one of its IP addresses"`
 
 	XDSServerURL              string            `split_words:"true" default:"localhost:18000" desc:"with RLS_CONFIG_SOURCE=xds, the xDS management server, host:port"`
 	XDSNodeID                 string            `split_words:"true" default:"default" desc:"node id sent to the xDS server, which serves each node its own limits (Envoy Gateway serves envoy-ratelimit)"`
@@ -67,7 +68,7 @@ type Settings struct {
 	BreakerFailures  int           `split_words:"true" default:"20" desc:"consecutive backend failures that open the circuit breaker: requests then get the failure mode at once, without calling the backend; 0 disables it"`
 	BreakerCooldown  time.Duration `split_words:"true" default:"1s" desc:"how long the open circuit breaker waits before letting probe calls through; the first success closes the breaker"`
 	NearLimitRatio   float64       `split_words:"true" default:"0.8" desc:"share of a limit's capacity, in (0, 1], at or above which admitted hits count as near_limit in the metrics"`
-	ShadowMode       bool          `split_words:"true" default:"false" desc:"count and report, but answer OK to every request"`
+	ShadowMode       bool          `split_words:"true" default:"false" desc:"count and report, but answer OK to every request; a descriptor over its limit keeps its OVER_LIMIT status"`
 	RefundOnDeny     bool          `split_words:"true" default:"true" desc:"give back what a denied request took from its other descriptors and limits"`
 	QuotaMode        bool          `split_words:"true" default:"false" desc:"put every descriptor in quota mode, as quota_mode puts one: a descriptor over its limit is reported OVER_LIMIT but denies the request only when every quota descriptor of it is over"`
 
@@ -286,6 +287,9 @@ func (s Settings) Validate() error {
 	}
 	if s.GRPCTlsClientCaFile != "" && s.GRPCTlsCertFile == "" {
 		return fmt.Errorf("server: RLS_GRPC_TLS_CLIENT_CA_FILE needs RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE")
+	}
+	if s.GRPCTlsClientSan != "" && s.GRPCTlsClientCaFile == "" {
+		return fmt.Errorf("server: RLS_GRPC_TLS_CLIENT_SAN needs RLS_GRPC_TLS_CLIENT_CA_FILE: without mutual TLS there is no client certificate to check")
 	}
 	if err := s.validateAdditions(); err != nil {
 		return err

@@ -63,8 +63,9 @@ func (ca *testCA) pool() *x509.CertPool {
 }
 
 // issue returns a PEM certificate and PEM key signed by ca: for a server
-// on localhost and 127.0.0.1, or for a client.
-func (ca *testCA) issue(t *testing.T, serial int64, server bool) (certPEM, keyPEM []byte) {
+// on localhost and 127.0.0.1, or for a client, with names as its DNS
+// subject alternative names.
+func (ca *testCA) issue(t *testing.T, serial int64, server bool, names ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -75,6 +76,7 @@ func (ca *testCA) issue(t *testing.T, serial int64, server bool) (certPEM, keyPE
 		NotAfter:     time.Now().Add(time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		DNSNames:     names,
 	}
 	if server {
 		tmpl.Subject.CommonName = "ratewarden"
@@ -90,9 +92,9 @@ func (ca *testCA) issue(t *testing.T, serial int64, server bool) (certPEM, keyPE
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 }
 
-func (ca *testCA) clientCert(t *testing.T, serial int64) tls.Certificate {
+func (ca *testCA) clientCert(t *testing.T, serial int64, names ...string) tls.Certificate {
 	t.Helper()
-	c, k := ca.issue(t, serial, false)
+	c, k := ca.issue(t, serial, false, names...)
 	cert, err := tls.X509KeyPair(c, k)
 	require.NoError(t, err)
 	return cert
@@ -187,6 +189,35 @@ func TestGRPCMutualTLS(t *testing.T) {
 	assert.Equal(t, codes.Unavailable, status.Code(err), "a client certificate from another CA: %v", err)
 	err = call(s.client)
 	assert.Equal(t, codes.Unavailable, status.Code(err), "plaintext: %v", err)
+}
+
+// TestGRPCMutualTLSClientName: with RLS_GRPC_TLS_CLIENT_SAN, a client
+// certificate of the CA must also be valid for that name.
+func TestGRPCMutualTLSClientName(t *testing.T) {
+	ca := newTestCA(t, "test CA")
+	cert, key, caFile := tlsFiles(t, t.TempDir(), ca, 100)
+	s := start(t, map[string]string{
+		"RLS_GRPC_TLS_CERT_FILE": cert, "RLS_GRPC_TLS_KEY_FILE": key, "RLS_GRPC_TLS_CLIENT_CA_FILE": caFile,
+		"RLS_GRPC_TLS_CLIENT_SAN": "envoy.example",
+	})
+	addr := s.srv.GRPCAddr().String()
+
+	assert.NoError(t, call(tlsClient(t, addr, ca.pool(), ca.clientCert(t, 7, "envoy.example"))))
+	assert.NoError(t, call(tlsClient(t, addr, ca.pool(), ca.clientCert(t, 8, "other.example", "envoy.example"))), "one of its names")
+	assert.NoError(t, call(tlsClient(t, addr, ca.pool(), ca.clientCert(t, 9, "*.example"))), "a wildcard name, as x509 matches host names")
+
+	for _, c := range []struct {
+		what string
+		cert tls.Certificate
+	}{
+		{"another name", ca.clientCert(t, 10, "other.example")},
+		{"no name", ca.clientCert(t, 11)},
+		{"the name, from another CA", newTestCA(t, "other CA").clientCert(t, 12, "envoy.example")},
+	} {
+		err := call(tlsClient(t, addr, ca.pool(), c.cert))
+		assert.Equal(t, codes.Unavailable, status.Code(err), "%s: %v", c.what, err)
+	}
+	assert.Equal(t, codes.Unavailable, status.Code(call(tlsClient(t, addr, ca.pool()))), "no certificate")
 }
 
 func TestGRPCTLSCertificateRotation(t *testing.T) {
@@ -318,6 +349,7 @@ func TestTLSStartupErrorsNameTheVariable(t *testing.T) {
 		{"cert without key", map[string]string{"RLS_GRPC_TLS_CERT_FILE": cert}, []string{"RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE go together"}},
 		{"key without cert", map[string]string{"RLS_GRPC_TLS_KEY_FILE": key}, []string{"RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE go together"}},
 		{"client CA without cert", map[string]string{"RLS_GRPC_TLS_CLIENT_CA_FILE": caFile}, []string{"RLS_GRPC_TLS_CLIENT_CA_FILE needs"}},
+		{"client name without client CA", map[string]string{"RLS_GRPC_TLS_CERT_FILE": cert, "RLS_GRPC_TLS_KEY_FILE": key, "RLS_GRPC_TLS_CLIENT_SAN": "envoy"}, []string{"RLS_GRPC_TLS_CLIENT_SAN needs RLS_GRPC_TLS_CLIENT_CA_FILE"}},
 		{"missing cert", map[string]string{"RLS_GRPC_TLS_CERT_FILE": missing, "RLS_GRPC_TLS_KEY_FILE": key}, []string{"RLS_GRPC_TLS_CERT_FILE: ", missing, "no such file"}},
 		{"missing key", map[string]string{"RLS_GRPC_TLS_CERT_FILE": cert, "RLS_GRPC_TLS_KEY_FILE": missing}, []string{"RLS_GRPC_TLS_KEY_FILE: ", missing}},
 		{"key of another certificate", map[string]string{"RLS_GRPC_TLS_CERT_FILE": cert, "RLS_GRPC_TLS_KEY_FILE": otherKey}, []string{"RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE: ", "does not match"}},
