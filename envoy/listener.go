@@ -106,6 +106,7 @@ func (l HTTPListener) RateLimitRequest(req Request) (*rlsv3.RateLimitRequest, er
 		return nil, nil
 	}
 	limits := action.GetRateLimits()
+	//lint:ignore SA1019 Envoy still honours include_vh_rate_limits, so the model does too.
 	if len(limits) == 0 || action.GetIncludeVhRateLimits().GetValue() {
 		limits = append(limits[:len(limits):len(limits)], vh.GetRateLimits()...)
 	}

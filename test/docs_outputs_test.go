@@ -327,7 +327,6 @@ var (
 	traceHeader   = regexp.MustCompile(`^(fixed_window|sliding_window_log|sliding_window_counter|token_bucket): (\d+) per (\S+?)(?:, burst (\d+))?$`)
 	traceLine     = regexp.MustCompile(`^t=(\S+)\s+(take|charge) (\d+)\s+→ (admitted|denied|within|over), remaining (\d+), reset (\S+?)(?:\s+#.*)?$`)
 	matchLine     = regexp.MustCompile(`^\[(.*?)\]\s+→ (.*?)(?:\s+#.*)?$`)
-	matchResult   = regexp.MustCompile(`^(\S+)(?:, metric (\S+))?(?:, counted as \[(.*)\])?$`)
 	configErrLine = regexp.MustCompile(`^config/([\w.-]+\.ya?ml):(\d+): (\S+): (.*)$`)
 	rlconfigFirst = regexp.MustCompile(`^loaded: \S+ from \S+ \(\d+ files?\)$`)
 	redisKeyLine  = regexp.MustCompile(`^ratewarden:\{(.*)\}(.*)$`)

@@ -324,10 +324,9 @@ func (r *refCounter) refund(l algorithms.Limit, now int64, hits uint64, rc algor
 // refBucket is the token bucket of the documentation, with the level cut to
 // the capacity on every operation.
 type refBucket struct {
-	m         bigMath
-	level, t  *big.Int
-	started   bool
-	refillMax *big.Int // largest level + (τ−t)·L formed, kept apart
+	m        bigMath
+	level, t *big.Int
+	started  bool
 }
 
 func (r *refBucket) burst(l algorithms.Limit) *big.Int {

@@ -149,7 +149,7 @@ func TestRedisThatCannotServeIsUnavailable(t *testing.T) {
 	master, replica := redistest.Standalone(t), redistest.Standalone(t)
 	ctx := context.Background()
 	client := replica.Client(t)
-	require.NoError(t, client.SlaveOf(ctx, "127.0.0.1", strconv.Itoa(master.Port())).Err())
+	require.NoError(t, client.ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(master.Port())).Err())
 	lim, err := NewLimiter(client)
 	require.NoError(t, err)
 	_, err = lim.Do(ctx, []algorithms.Op{{
