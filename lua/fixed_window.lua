@@ -23,6 +23,15 @@ local D = tonumber(ARGV[10])
 local state = redis.call('HMGET', key, 'w', 'c', 'e', 'x')
 local w, c, e, x = tonumber(state[1]), tonumber(state[2]), tonumber(state[3]) or 0, tonumber(state[4])
 local w0, c0, e0 = w, c, e -- as stored, to write only what changed
+-- drop0 is when the stored state behaves as a new one, which its last write
+-- made the key's expiry: a write that keeps it need not move the expiry.
+local drop0
+if w ~= nil and c ~= nil then
+  drop0 = (w + 1) * W
+  if e > 0 then
+    drop0 = x
+  end
+end
 if w == nil or c == nil or (e > 0 and (x == nil or x <= now)) then
   -- New, or past the time it behaves as a new one (as computed when it
   -- last changed, under the limit of that change).
@@ -100,7 +109,9 @@ elseif c > 0 then
   else
     redis.call('HSET', key, 'w', int(w), 'c', int(c))
   end
-  expire(key, drop, now)
+  if drop ~= drop0 then
+    expire(key, drop, now)
+  end
 else
   redis.call('DEL', key)
 end

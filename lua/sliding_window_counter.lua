@@ -46,8 +46,17 @@ local function expiry()
   return w * W
 end
 
--- A debt's expiry is the one computed when the state last changed, under
--- the limit of that change.
+-- drop0 is when the stored state behaves as a new one, which its last write
+-- made the key's expiry: a write that keeps it need not move the expiry. A
+-- debt's expiry is the one computed when the state last changed, under the
+-- limit of that change.
+local drop0
+if w ~= nil and cur ~= nil and prev ~= nil then
+  drop0 = x
+  if e == 0 then
+    drop0 = expiry()
+  end
+end
 if w == nil or cur == nil or prev == nil or (e > 0 and x <= now) or (e == 0 and expiry() <= now) then
   w, cur, prev, e = fdiv(now, W), 0, 0, 0
 end
@@ -148,7 +157,9 @@ elseif drop > now then
   else
     redis.call('HSET', key, 'w', int(w), 'c', int(cur), 'p', int(prev))
   end
-  expire(key, drop, now)
+  if drop ~= drop0 then
+    expire(key, drop, now)
+  end
 else
   redis.call('DEL', key)
 end

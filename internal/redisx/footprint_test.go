@@ -51,6 +51,12 @@ func TestFootprint(t *testing.T) {
 				inside += n
 			}
 		}
+		// TIME, the read, and the write of what changed; an expiry only
+		// when the time the state is done with moved (once, if the run
+		// crossed a window boundary). The bucket's and the log's move
+		// with every admitted hit.
+		most := map[algorithms.Algorithm]int{algorithms.FixedWindow: 3, algorithms.SlidingWindowCounter: 3, algorithms.TokenBucket: 4, algorithms.SlidingWindowLog: 8}[alg]
+		assert.LessOrEqual(t, inside, most*decisions+2, "%s: commands inside the script for %d decisions: %v", alg, decisions, calls)
 
 		// The limit is full now: a denial changes nothing, so its script
 		// must write nothing (no write replicated, no expiry moved).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -49,6 +50,83 @@ func TestKeysLiveNoLongerThanTheLifetime(t *testing.T) {
 			// Windows are epoch-aligned, so how much of the Lifetime is
 			// left depends on the hour of the run; some key must exist.
 			assert.Positive(t, longest, "the longest time to live, as a share of the Lifetime")
+		})
+	}
+}
+
+// TestKeysOutliveTheirState applies random takes, charges and give-backs
+// on Redis's own clock, over one-second windows, and after each reads the
+// state the script stored and the key's time to live: the key lives at
+// least until the state would behave as a new one, whether or not the
+// script moved its expiry (a write that keeps that time keeps the expiry).
+func TestKeysOutliveTheirState(t *testing.T) {
+	client := redistest.SharedStandalone(t).Client(t)
+	ctx := context.Background()
+	lim, err := NewLimiter(client, WithKeyPrefix(testPrefix(t)))
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(5, 6))
+	// needed returns when the stored state behaves as a new one, in µs, as
+	// fixed_window.lua and sliding_window_counter.lua compute it.
+	needed := map[algorithms.Algorithm]func(h map[string]int64, W int64) int64{
+		algorithms.FixedWindow: func(h map[string]int64, W int64) int64 {
+			if h["e"] > 0 {
+				return h["x"]
+			}
+			return (h["w"] + 1) * W
+		},
+		algorithms.SlidingWindowCounter: func(h map[string]int64, W int64) int64 {
+			switch {
+			case h["e"] > 0:
+				return h["x"]
+			case h["c"] > 0:
+				return (h["w"] + 2) * W
+			case h["p"] > 0:
+				return (h["w"] + 1) * W
+			}
+			return h["w"] * W
+		},
+	}
+	for a, need := range needed {
+		t.Run(a.String(), func(t *testing.T) {
+			l := algorithms.Limit{Algorithm: a, Requests: 5, Window: time.Second}
+			key := algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: "outlive"}}}
+			k := lim.keys.keys(key, l, unsharded)[0]
+			kept := 0
+			for step := range 60 {
+				time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
+				op := algorithms.Op{Key: key, Limit: l, Hits: rng.Uint64N(4)}
+				switch rng.IntN(6) {
+				case 0:
+					op.Refund = true
+				case 1:
+					op.Charge, op.Hits = true, rng.Uint64N(12)
+				}
+				ttlBefore, err := client.PTTL(ctx, k).Result()
+				require.NoError(t, err)
+				_, err = lim.Do(ctx, []algorithms.Op{op})
+				require.NoError(t, err)
+				fields, err := client.HGetAll(ctx, k).Result()
+				require.NoError(t, err)
+				if len(fields) == 0 {
+					continue
+				}
+				h := make(map[string]int64, len(fields))
+				for f, v := range fields {
+					h[f], err = strconv.ParseInt(v, 10, 64)
+					require.NoError(t, err)
+				}
+				ttl, err := client.PTTL(ctx, k).Result()
+				require.NoError(t, err)
+				now, err := client.Time(ctx).Result()
+				require.NoError(t, err)
+				if ttl < ttlBefore {
+					kept++
+				}
+				expires := now.UnixMicro() + ttl.Microseconds()
+				require.GreaterOrEqual(t, expires, need(h, l.Window.Microseconds()),
+					"step %d (%+v): the key expires before its state %v is done with", step, op, h)
+			}
+			assert.Positive(t, kept, "some writes keep the expiry")
 		})
 	}
 }
