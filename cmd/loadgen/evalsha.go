@@ -24,8 +24,12 @@ const (
 	// scriptTrivial is `return 1`: the cost of EVALSHA itself.
 	scriptTrivial = "trivial"
 	// scriptFixedWindow is ratewarden's fixed_window script, as the Redis
-	// limiter runs it for a limit no call reaches.
+	// limiter runs it for a limit no call reaches; the other algorithms'
+	// scripts go by their names too.
 	scriptFixedWindow = "fixed_window"
+	// scriptPeer is no script: envoyproxy/ratelimit's fixed window, INCRBY
+	// of the window's key and EXPIRE, pipelined in one round trip.
+	scriptPeer = "peer"
 )
 
 // evalshaParams describes one run of raw EVALSHA calls.
@@ -55,28 +59,34 @@ func runEvalsha(ctx context.Context, p evalshaParams) (*result, error) {
 	case p.Keys < 1:
 		return nil, fmt.Errorf("loadgen: -keys %d must be at least 1", p.Keys)
 	}
-	src, args, err := evalshaScript(p.Script)
-	if err != nil {
-		return nil, err
-	}
 	client, err := redisx.NewClient(redisx.Options{Addrs: p.Addrs, Mode: p.Mode})
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: -redis: %w", err)
 	}
 	defer client.Close()
-	script := redis.NewScript(src)
-	if err := loadScript(ctx, client, script); err != nil {
-		return nil, err
-	}
 	keys := make([]string, p.Keys)
 	for i := range keys {
 		keys[i] = "loadgen:{" + p.RunID + "." + strconv.Itoa(i) + "}"
 	}
-
 	calls := make([]callFunc, p.Concurrency)
-	for i := range calls {
-		rng := rand.New(rand.NewPCG(p.Seed, uint64(i)))
-		calls[i] = evalshaCaller(client, script, keys, args, p.Pipeline, rng)
+	if p.Script == scriptPeer {
+		for i := range calls {
+			rng := rand.New(rand.NewPCG(p.Seed, uint64(i)))
+			calls[i] = peerCaller(client, keys, p.Pipeline, rng)
+		}
+	} else {
+		src, args, err := evalshaScript(p.Script)
+		if err != nil {
+			return nil, err
+		}
+		script := redis.NewScript(src)
+		if err := loadScript(ctx, client, script); err != nil {
+			return nil, err
+		}
+		for i := range calls {
+			rng := rand.New(rand.NewPCG(p.Seed, uint64(i)))
+			calls[i] = evalshaCaller(client, script, scriptKeys(p.Script, keys), args, p.Pipeline, rng)
+		}
 	}
 	r, err := measure(ctx, p.phases, calls)
 	if err != nil {
@@ -89,22 +99,50 @@ func runEvalsha(ctx context.Context, p evalshaParams) (*result, error) {
 // evalshaScript returns the source of the named script and the arguments of
 // a call.
 func evalshaScript(name string) (string, []any, error) {
-	switch name {
-	case scriptTrivial:
+	if name == scriptTrivial {
 		return "return 1", nil, nil
-	case scriptFixedWindow:
-		src, err := lua.Source(lua.FixedWindow)
-		if err != nil {
-			return "", nil, fmt.Errorf("loadgen: %w", err)
-		}
-		// take 1 hit at Redis TIME from a limit of 10^9 a day (see lua.go
-		// for the arguments).
-		l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1_000_000_000, Window: 24 * time.Hour}
-		day := strconv.FormatInt(l.WindowMicros(), 10)
-		debt := strconv.FormatUint(l.MaxDebt(), 10)
-		return src, []any{"take", "", "1000000000", day, "1", "", "", "", "0", debt}, nil
 	}
-	return "", nil, fmt.Errorf("loadgen: -script %q is not %s or %s", name, scriptTrivial, scriptFixedWindow)
+	alg, err := algorithms.ParseAlgorithm(name)
+	if err != nil {
+		return "", nil, fmt.Errorf("loadgen: -script %q is not %s, %s or an algorithm", name, scriptTrivial, scriptPeer)
+	}
+	src, err := lua.Source(name + ".lua")
+	if err != nil {
+		return "", nil, fmt.Errorf("loadgen: %w", err)
+	}
+	// take 1 hit at Redis TIME from a limit no run reaches: 10^9 a day, or
+	// the log's largest, 10^5 a day (see lua.go for the arguments).
+	l := algorithms.Limit{Algorithm: alg, Requests: 1_000_000_000, Window: 24 * time.Hour}
+	if alg == algorithms.SlidingWindowLog {
+		l.Requests = algorithms.MaxLogRequests
+	}
+	burst := ""
+	if alg == algorithms.TokenBucket {
+		burst = strconv.FormatUint(l.Capacity(), 10)
+	}
+	return src, []any{"take", "", strconv.FormatUint(l.Requests, 10), strconv.FormatInt(l.WindowMicros(), 10), "1", "", "",
+		burst, "0", strconv.FormatUint(l.MaxDebt(), 10)}, nil
+}
+
+// peerCaller returns a worker's call as envoyproxy/ratelimit's fixed window
+// makes it (its Redis cache, without local cache or implicit pipelining):
+// per decision INCRBY of the key of the current one-minute window and
+// EXPIRE of that key, pipelined, pipeline decisions per round trip.
+func peerCaller(client redis.UniversalClient, keys []string, pipeline int, rng *rand.Rand) callFunc {
+	incrs := make([]*redis.IntCmd, pipeline)
+	return func(ctx context.Context) (int, int, error) {
+		window := strconv.FormatInt(time.Now().Unix()/60*60, 10)
+		pipe := client.Pipeline()
+		for i := range incrs {
+			key := keys[rng.IntN(len(keys))] + "_" + window
+			incrs[i] = pipe.IncrBy(ctx, key, 1)
+			pipe.Expire(ctx, key, time.Minute)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return 0, 0, fmt.Errorf("loadgen: INCRBY and EXPIRE pipeline: %w", err)
+		}
+		return pipeline, 0, nil
+	}
 }
 
 // loadScript caches script on every master, so that calls never fall back
@@ -123,15 +161,26 @@ func loadScript(ctx context.Context, client redis.UniversalClient, script *redis
 	return nil
 }
 
+// scriptKeys returns the KEYS of each of keys' calls of the named script:
+// the key, and for the sliding window log its sequence counter too.
+func scriptKeys(name string, keys []string) [][]string {
+	per := make([][]string, len(keys))
+	for i, k := range keys {
+		per[i] = []string{k}
+		if name == algorithms.SlidingWindowLog.String() {
+			per[i] = append(per[i], k+":seq")
+		}
+	}
+	return per
+}
+
 // evalshaCaller returns a worker's call: pipeline EVALSHAs on random keys in
 // one round trip. A reply whose first element is 0 (a denial) counts as
 // denied, any other as admitted.
-func evalshaCaller(client redis.UniversalClient, script *redis.Script, keys []string, args []any, pipeline int, rng *rand.Rand) callFunc {
-	key := make([]string, 1)
+func evalshaCaller(client redis.UniversalClient, script *redis.Script, keys [][]string, args []any, pipeline int, rng *rand.Rand) callFunc {
 	if pipeline == 1 {
 		return func(ctx context.Context) (int, int, error) {
-			key[0] = keys[rng.IntN(len(keys))]
-			v, err := script.EvalSha(ctx, client, key, args...).Result()
+			v, err := script.EvalSha(ctx, client, keys[rng.IntN(len(keys))], args...).Result()
 			if err != nil {
 				return 0, 0, fmt.Errorf("loadgen: EVALSHA: %w", err)
 			}
@@ -145,7 +194,7 @@ func evalshaCaller(client redis.UniversalClient, script *redis.Script, keys []st
 	return func(ctx context.Context) (int, int, error) {
 		pipe := client.Pipeline()
 		for i := range cmds {
-			cmds[i] = script.EvalSha(ctx, pipe, []string{keys[rng.IntN(len(keys))]}, args...)
+			cmds[i] = script.EvalSha(ctx, pipe, keys[rng.IntN(len(keys))], args...)
 		}
 		_, err := pipe.Exec(ctx)
 		if err != nil {

@@ -15,6 +15,7 @@
 //	loadgen report [flags]    render the report again from its JSON
 //	loadgen serve -cpuprofile F   run ratewarden's server (RLS_* env) under the CPU profiler
 //	loadgen overload [flags]  run the overload benchmark, before and after
+//	loadgen rediscost [flags] what a decision costs Redis and the server, beside envoyproxy/ratelimit's
 //	loadgen spin              keep one CPU busy (the overload benchmark's busy loops)
 package main
 
@@ -56,6 +57,7 @@ const usage = `loadgen measures ratewarden.
   loadgen report [flags]      render BENCHMARKS.md and the chart again from the JSON
   loadgen serve -cpuprofile F run ratewarden's server (RLS_* env) under the CPU profiler
   loadgen overload [flags]    run the overload benchmark on a busy machine, before and after
+  loadgen rediscost [flags]   what a decision costs Redis and the server, beside envoyproxy/ratelimit's
   loadgen spin                keep one CPU busy until stopped
 
 'loadgen COMMAND -h' lists a command's flags.
@@ -85,6 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serveCommand(ctx, args, stderr)
 	case "overload":
 		return overloadCommand(ctx, args, stderr)
+	case "rediscost":
+		return rediscostCommand(ctx, args, stdout, stderr)
 	case "spin":
 		return spinCommand(ctx, args, stderr)
 	case "help":
@@ -207,7 +211,7 @@ func evalshaCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	p := evalshaParams{phases: phases{Progress: stderr}}
 	redisAddrs := fs.String("redis", "", "comma list of Redis addresses: the server, or any cluster nodes")
 	mode := fs.String("mode", string(redisx.ModeStandalone), "standalone or cluster")
-	fs.StringVar(&p.Script, "script", scriptFixedWindow, "trivial (return 1) or fixed_window (ratewarden's script)")
+	fs.StringVar(&p.Script, "script", scriptFixedWindow, "trivial (return 1), an algorithm (ratewarden's script of it), or peer (envoyproxy/ratelimit's INCRBY and EXPIRE)")
 	fs.IntVar(&p.Concurrency, "concurrency", 64, "callers, each with one round trip in flight")
 	fs.IntVar(&p.Pipeline, "pipeline", 1, "EVALSHAs per round trip")
 	fs.IntVar(&p.Keys, "keys", 1000, "distinct keys, drawn uniformly")

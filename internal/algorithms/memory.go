@@ -130,7 +130,7 @@ func (m *Memory) Do(ctx context.Context, ops []Op) ([]Result, error) {
 
 // apply runs one op under its shard's lock.
 func (m *Memory) apply(op *Op, now time.Time, t int64) Result {
-	id := Identity(op.Key, op.Limit)
+	id := op.Identity()
 	sh := &m.shards[maphash.String(m.seed, id)&m.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

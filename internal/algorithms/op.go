@@ -48,6 +48,18 @@ type Op struct {
 	// exactly what it consumed is given back. The zero Receipt gives back the
 	// newest Hits hits of the current window.
 	Receipt Receipt
+	// ID is Identity(Key, Limit) when the caller has computed it already,
+	// or empty. Limiters that need the identity take it from Op.Identity,
+	// so that it is built once per operation.
+	ID string
+}
+
+// Identity returns op.ID, or Identity(op.Key, op.Limit) when it is empty.
+func (op *Op) Identity() string {
+	if op.ID != "" {
+		return op.ID
+	}
+	return Identity(op.Key, op.Limit)
 }
 
 // Receipt records what an admitted Take consumed.

@@ -46,24 +46,37 @@ func newKeySpace(prefix string) (keySpace, error) {
 // tag returns the hash tag of the state that l keeps for k in shard
 // (unsharded, or a shard number ≥ 0), braces included.
 func (s keySpace) tag(k algorithms.Key, l algorithms.Limit, shard int) string {
-	id := algorithms.Identity(k, l)
+	return strings.TrimPrefix(s.state(algorithms.Identity(k, l), shard, ""), s.prefix)
+}
+
+// state returns the key of the state of the limit of identity id in shard,
+// followed by suffix, built in one allocation.
+func (s keySpace) state(id string, shard int, suffix string) string {
 	var b strings.Builder
-	b.Grow(len(id) + 16)
+	b.Grow(len(s.prefix) + len(id) + 16 + len(suffix))
+	b.WriteString(s.prefix)
 	b.WriteByte('{')
 	b.WriteString(id)
 	if shard != unsharded {
+		var digits [20]byte
 		b.WriteByte('#')
-		b.WriteString(strconv.Itoa(shard))
+		b.Write(strconv.AppendInt(digits[:0], int64(shard), 10))
 	}
 	b.WriteByte('}')
+	b.WriteString(suffix)
 	return b.String()
 }
 
 // keys returns the KEYS of l's script for k in shard: the state key, and for
 // a sliding window log also its sequence counter.
 func (s keySpace) keys(k algorithms.Key, l algorithms.Limit, shard int) []string {
-	base := s.prefix + s.tag(k, l, shard)
-	if l.Algorithm == algorithms.SlidingWindowLog {
+	return s.scriptKeys(algorithms.Identity(k, l), l.Algorithm, shard)
+}
+
+// scriptKeys is keys for the limit of identity id and algorithm a.
+func (s keySpace) scriptKeys(id string, a algorithms.Algorithm, shard int) []string {
+	base := s.state(id, shard, "")
+	if a == algorithms.SlidingWindowLog {
 		return []string{base, base + seqSuffix}
 	}
 	return []string{base}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,6 +22,8 @@ type script struct {
 	name string
 	src  string
 	sha  string
+	// shaArg is sha boxed once, as EVALSHA's argument.
+	shaArg any
 }
 
 // loadScript reads the embedded script called name.
@@ -30,7 +33,8 @@ func loadScript(name string) (*script, error) {
 		return nil, fmt.Errorf("redisx: %w", err)
 	}
 	sum := sha1.Sum([]byte(src))
-	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}, nil
+	sha := hex.EncodeToString(sum[:])
+	return &script{name: name, src: src, sha: sha, shaArg: sha}, nil
 }
 
 // scriptCall is one run of a script: its keys and arguments, and once run,
@@ -42,14 +46,19 @@ type scriptCall struct {
 	shard  int
 	ctx    context.Context
 	script *script
-	keys   []string
-	args   []any
-	cmd    *redis.Cmd // nil until sent
+	// argv is the whole EVALSHA command: "evalsha", the digest, the number
+	// of keys, the keys, then the script's ARGV (see lua.go).
+	argv []any
+	buf  [maxArgv]any // argv's storage, allocated with the call
+	cmd  *redis.Cmd   // nil until sent
 	// sends counts the times the call was sent again after a failure that
 	// proved it had not run; eval is set once a node lacked the script.
 	sends int
 	eval  bool
 }
+
+// maxArgv is the length of the longest argv: the log's, with two keys.
+const maxArgv = 3 + 2 + 10
 
 // waiting reports whether the call's caller still waits for its answer.
 func (c *scriptCall) waiting() bool { return c.ctx == nil || c.ctx.Err() == nil }
@@ -93,16 +102,11 @@ func outcomesOf(calls []*scriptCall, at time.Time) []algorithms.Outcome {
 // command returns a new command that runs c: EVALSHA, or EVAL once a node
 // answered NOSCRIPT.
 func (c *scriptCall) command(ctx context.Context) *redis.Cmd {
-	name, payload := "evalsha", c.script.sha
+	args := c.argv
 	if c.eval {
-		name, payload = "eval", c.script.src
+		args = slices.Clone(args)
+		args[0], args[1] = "eval", c.script.src
 	}
-	args := make([]any, 0, 3+len(c.keys)+len(c.args))
-	args = append(args, name, payload, len(c.keys))
-	for _, k := range c.keys {
-		args = append(args, k)
-	}
-	args = append(args, c.args...)
 	cmd := redis.NewCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
 	return cmd

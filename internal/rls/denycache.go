@@ -135,14 +135,17 @@ func (c *DenyCache) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.R
 	for i := range ops {
 		op := &ops[i]
 		if op.Shards <= 1 {
-			id := algorithms.Identity(op.Key, op.Limit)
+			id := op.Identity()
 			if r, ok := c.send(id, op, now, &tickets[i]); ok {
 				results[i] = r
 				c.hits.Add(1)
 				continue
 			}
+			pass = append(pass, *op)
+			pass[len(pass)-1].ID = id // built once: the backend keys its state by it
+		} else {
+			pass = append(pass, *op)
 		}
-		pass = append(pass, *op)
 		index = append(index, i)
 	}
 	if len(pass) == 0 {

@@ -153,7 +153,7 @@ func newGiveBacks(s *Service, limit int, ttl time.Duration) *giveBacks {
 // giveBackKey identifies a refund by its limit and receipt.
 func giveBackKey(op algorithms.Op) string {
 	r := op.Receipt
-	return algorithms.Identity(op.Key, op.Limit) + "|" + strconv.FormatInt(r.At, 10) + "|" +
+	return op.Identity() + "|" + strconv.FormatInt(r.At, 10) + "|" +
 		strconv.FormatUint(r.Seq, 10) + "|" + strconv.FormatUint(uint64(r.Shard), 10)
 }
 

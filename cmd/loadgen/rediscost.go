@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+)
+
+// groupRedisCost names the cells of `loadgen rediscost`.
+const groupRedisCost = "rediscost"
+
+// The targets of the Redis cost comparison: Redis CPU per decision against
+// the peer's fixed window, and the server's CPU per decision on Redis
+// against the memory backend.
+const (
+	redisCostTarget    = 1.0
+	redisCostLogTarget = 1.5
+	serverCostTarget   = 1.3
+)
+
+// rediscostCommand measures, in one run on one standalone Redis, what a
+// decision of every algorithm costs Redis and the server: through ratewarden's
+// server (the way Envoy's calls reach it), as one raw script call per round
+// trip, and beside envoyproxy/ratelimit's fixed window (INCRBY and EXPIRE,
+// pipelined, one decision per round trip), and the same server on the memory
+// backend. Every cell runs -repeat times, the cells taking turns, and the
+// report gives the median of each.
+func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("rediscost", "rediscost [flags]: what a decision of every algorithm costs Redis and the server, beside envoyproxy/ratelimit's fixed window, in one run", stderr)
+	cfg := benchConfig{Quick: true, BackendTimeout: time.Second}
+	fs.StringVar(&cfg.Root, "root", ".", "the ratewarden module to build the server from")
+	fs.DurationVar(&cfg.Duration, "duration", 3*time.Second, "how long each cell measures")
+	fs.DurationVar(&cfg.Warmup, "warmup", 500*time.Millisecond, "how long each cell sends before measuring")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 64, "callers of every cell")
+	fs.IntVar(&cfg.Conns, "conns", 2, "gRPC connections of the server cells")
+	fs.IntVar(&cfg.Repeat, "repeat", 3, "runs of each cell; the report gives the median")
+	keys := fs.Int("keys", 1000, "distinct keys, drawn uniformly")
+	out := fs.String("out", "", "file to write the report (markdown) to; default standard output")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if cfg.Concurrency < 1 || cfg.Conns < 1 || cfg.Repeat < 1 || cfg.Duration <= 0 || cfg.Warmup < 0 || *keys < 1 {
+		return fmt.Errorf("loadgen: rediscost: -concurrency, -conns, -repeat, -keys and -duration must be positive, -warmup not negative")
+	}
+	begin := time.Now()
+	dir, err := os.MkdirTemp("", "loadgen-rediscost-")
+	if err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	b := &bench{cfg: cfg, dir: dir, log: stderr}
+	defer b.stop()
+	if err := b.setUp(ctx); err != nil {
+		return err
+	}
+	m := describeMachine(ctx, cfg.Root, b.standalone)
+
+	cells := redisCostCells(*keys, cfg.Concurrency)
+	runs := map[string][]*result{}
+	for rep := range cfg.Repeat {
+		for i, c := range cells {
+			r, _, err := b.runCell(ctx, c)
+			if err != nil {
+				return fmt.Errorf("loadgen: rediscost cell %s: %w", c.name(), err)
+			}
+			runs[c.name()] = append(runs[c.name()], r)
+			fmt.Fprintf(stderr, "[run %d/%d, %2d/%d] %-58s %8.0f/s  redis %5.1fµs  server %5.1fµs  errors %d\n",
+				rep+1, cfg.Repeat, i+1, len(cells), c.name(), r.Rate, r.CPU[cpuRedis], r.CPU[cpuServer], r.Errors)
+		}
+	}
+	m.LoadAfter = loadAverage()
+	rep := redisCostReport{
+		Command: reproduceCommand(fs, "rediscost"), Date: begin.UTC().Format("2006-01-02 15:04 MST"),
+		Took: time.Since(begin).Round(time.Second), Machine: m, Config: cfg, Keys: *keys,
+	}
+	w := stdout
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return fmt.Errorf("loadgen: %w", err)
+		}
+		defer f.Close()
+		w = f
+	}
+	failed := rep.write(w, cells, runs)
+	if failed > 0 {
+		return fmt.Errorf("loadgen: rediscost: %d cells got errors (see the report)", failed)
+	}
+	return nil
+}
+
+// redisCostCells lists the cells of one round: the peer's fixed window, and
+// per algorithm ratewarden's server on Redis, its script alone, and the
+// server on the memory backend.
+func redisCostCells(keys, concurrency int) []cell {
+	cells := []cell{{Group: groupRedisCost, Backend: backendStandalone, Script: scriptPeer, Pipeline: 1, Keys: keys, Concurrency: concurrency}}
+	for _, alg := range algorithms.Algorithms {
+		a := alg.String()
+		cells = append(cells,
+			cell{Group: groupRedisCost, Backend: backendStandalone, Algorithm: a, Keys: keys, Concurrency: concurrency},
+			cell{Group: groupRedisCost, Backend: backendStandalone, Script: a, Pipeline: 1, Keys: keys, Concurrency: concurrency},
+			cell{Group: groupRedisCost, Backend: backendMemory, Algorithm: a, Keys: keys, Concurrency: concurrency})
+	}
+	return cells
+}
+
+// redisCostReport is what a rediscost run writes.
+type redisCostReport struct {
+	Command string
+	Date    string
+	Took    time.Duration
+	Machine machine
+	Config  benchConfig
+	Keys    int
+}
+
+// cellStats is the median over a cell's runs of what the report shows, and
+// whether any run got an error.
+type cellStats struct {
+	rate, redisCPU, serverCPU, commands float64
+	errors                              uint64
+	firstError                          string
+}
+
+func statsOf(rs []*result) cellStats {
+	med := func(f func(*result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	s := cellStats{
+		rate:      med(func(r *result) float64 { return r.Rate }),
+		redisCPU:  med(func(r *result) float64 { return r.CPU[cpuRedis] }),
+		serverCPU: med(func(r *result) float64 { return r.CPU[cpuServer] }),
+		commands: med(func(r *result) float64 {
+			if r.Redis == nil {
+				return 0
+			}
+			return r.Redis.PerDecision
+		}),
+	}
+	for _, r := range rs {
+		s.errors += r.Errors
+		if s.firstError == "" {
+			s.firstError = r.FirstError
+		}
+	}
+	return s
+}
+
+// write renders the report and returns how many cells got errors: a cell
+// with any error is a failed cell, whatever its figures.
+func (rep redisCostReport) write(w io.Writer, cells []cell, runs map[string][]*result) (failed int) {
+	stats := map[string]cellStats{}
+	for _, c := range cells {
+		s := statsOf(runs[c.name()])
+		stats[c.name()] = s
+		if s.errors > 0 {
+			failed++
+		}
+	}
+	peer := stats[cells[0].name()]
+	verdict := func(s cellStats, ratio, target float64) string {
+		switch {
+		case s.errors > 0:
+			return fmt.Sprintf("**failed**: %d errors (%s)", s.errors, s.firstError)
+		case ratio <= target:
+			return "met"
+		}
+		return fmt.Sprintf("**missed** by %.2f×", ratio-target)
+	}
+	fmt.Fprintf(w, "Generated by `%s` on %s (took %s), on %s × %d, Redis %s, commit %s; load average (1, 5, 15 min) %s before and %s after. "+
+		"Each cell ran %d times for %s after %s of warm-up, the cells taking turns; the tables give the median of the runs. "+
+		"%d callers on %d keys drawn uniformly, one decision per call, and no call over its limit.\n\n",
+		rep.Command, rep.Date, rep.Took, rep.Machine.CPU, rep.Machine.CPUs, rep.Machine.Redis, rep.Machine.Commit,
+		rep.Machine.LoadBefore, rep.Machine.LoadAfter, rep.Config.Repeat, rep.Config.Duration, rep.Config.Warmup,
+		rep.Config.Concurrency, rep.Keys)
+	fmt.Fprintf(w, "Redis CPU per decision (user + system time of the redis-server process, from /proc), against envoyproxy/ratelimit's "+
+		"fixed window (INCRBY and EXPIRE pipelined, one decision per round trip, as its Redis cache sends them): %.1f µs, %.2f commands, %s/s%s.\n\n",
+		peer.redisCPU, peer.commands, fmtRate(peer.rate), errorNote(peer))
+	fmt.Fprintln(w, "| algorithm | through the server: Redis µs per decision | × peer | Redis commands per decision | decisions/s | one script per round trip: Redis µs per call | × peer | target | verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, alg := range algorithms.Algorithms {
+		srv := stats[cell{Group: groupRedisCost, Backend: backendStandalone, Algorithm: alg.String(), Keys: rep.Keys, Concurrency: rep.Config.Concurrency}.name()]
+		raw := stats[cell{Group: groupRedisCost, Backend: backendStandalone, Script: alg.String(), Pipeline: 1, Keys: rep.Keys, Concurrency: rep.Config.Concurrency}.name()]
+		target := redisCostTarget
+		if alg == algorithms.SlidingWindowLog {
+			target = redisCostLogTarget
+		}
+		ratio := srv.redisCPU / peer.redisCPU
+		fmt.Fprintf(w, "| %s | %.1f | %.2f | %.2f | %s%s | %.1f | %.2f | ≤ %.1f× | %s |\n", alg, srv.redisCPU, ratio, srv.commands,
+			fmtRate(srv.rate), errorNote(srv), raw.redisCPU, raw.redisCPU/peer.redisCPU, target, verdict(srv, ratio, target))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Server CPU per decision (the ratewarden process, from /proc), on Redis against the memory backend:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| algorithm | memory: server µs per decision | decisions/s | Redis: server µs per decision | decisions/s | × memory | target | verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	for _, alg := range algorithms.Algorithms {
+		mem := stats[cell{Group: groupRedisCost, Backend: backendMemory, Algorithm: alg.String(), Keys: rep.Keys, Concurrency: rep.Config.Concurrency}.name()]
+		srv := stats[cell{Group: groupRedisCost, Backend: backendStandalone, Algorithm: alg.String(), Keys: rep.Keys, Concurrency: rep.Config.Concurrency}.name()]
+		ratio := srv.serverCPU / mem.serverCPU
+		worst := srv
+		if mem.errors > 0 {
+			worst = mem
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %s%s | %.1f | %s%s | %.2f | ≤ %.1f× | %s |\n", alg, mem.serverCPU, fmtRate(mem.rate), errorNote(mem),
+			srv.serverCPU, fmtRate(srv.rate), errorNote(srv), ratio, serverCostTarget, verdict(worst, ratio, serverCostTarget))
+	}
+	return failed
+}
+
+// errorNote marks a figure whose cell got errors.
+func errorNote(s cellStats) string {
+	if s.errors == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (**%d errors**)", s.errors)
+}
