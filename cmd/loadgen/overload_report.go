@@ -94,18 +94,18 @@ func algorithmNames() []string {
 	return names
 }
 
-// keptOverloadSection returns the overload section of an earlier
-// BENCHMARKS.md, markers included, or "".
-func keptOverloadSection(md string) string {
-	_, rest, ok := strings.Cut(md, overloadBegin)
+// keptSection returns the section of an earlier BENCHMARKS.md between begin
+// and end, markers included, or "".
+func keptSection(md, begin, end string) string {
+	_, rest, ok := strings.Cut(md, begin)
 	if !ok {
 		return ""
 	}
-	text, _, ok := strings.Cut(rest, overloadEnd)
+	text, _, ok := strings.Cut(rest, end)
 	if !ok {
 		return ""
 	}
-	return overloadBegin + text + overloadEnd + "\n"
+	return begin + text + end + "\n"
 }
 
 // writeMarkdown writes the overload section, markers included.

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
@@ -13,6 +16,16 @@ import (
 
 // groupRedisCost names the cells of `loadgen rediscost`.
 const groupRedisCost = "rediscost"
+
+// The markers in BENCHMARKS.md around the section on Redis cost, which
+// `loadgen bench` keeps, and around the part of it that `loadgen rediscost
+// -update` replaces.
+const (
+	rediscostSectionBegin = "<!-- rediscost-section:begin -->"
+	rediscostSectionEnd   = "<!-- rediscost-section:end -->"
+	rediscostBegin        = "<!-- rediscost:begin -->"
+	rediscostEnd          = "<!-- rediscost:end -->"
+)
 
 // The targets of the Redis cost comparison: Redis CPU per decision against
 // the peer's fixed window, and the server's CPU per decision on Redis
@@ -31,17 +44,17 @@ const (
 // backend. Every cell runs -repeat times, the cells taking turns, and the
 // report gives the median of each.
 func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("rediscost", "rediscost [flags]: what a decision of every algorithm costs Redis and the server, beside envoyproxy/ratelimit's fixed window, in one run", stderr)
+	flags := newFlagSet("rediscost", "rediscost [flags]: what a decision of every algorithm costs Redis and the server, beside envoyproxy/ratelimit's fixed window, in one run", stderr)
 	cfg := benchConfig{Quick: true, BackendTimeout: time.Second}
-	fs.StringVar(&cfg.Root, "root", ".", "the ratewarden module to build the server from")
-	fs.DurationVar(&cfg.Duration, "duration", 3*time.Second, "how long each cell measures")
-	fs.DurationVar(&cfg.Warmup, "warmup", 500*time.Millisecond, "how long each cell sends before measuring")
-	fs.IntVar(&cfg.Concurrency, "concurrency", 64, "callers of every cell")
-	fs.IntVar(&cfg.Conns, "conns", 2, "gRPC connections of the server cells")
-	fs.IntVar(&cfg.Repeat, "repeat", 3, "runs of each cell; the report gives the median")
-	keys := fs.Int("keys", 1000, "distinct keys, drawn uniformly")
-	out := fs.String("out", "", "file to write the report (markdown) to; default standard output")
-	if err := parseFlags(fs, args); err != nil {
+	flags.StringVar(&cfg.Root, "root", ".", "the ratewarden module to build the server from")
+	flags.DurationVar(&cfg.Duration, "duration", 3*time.Second, "how long each cell measures")
+	flags.DurationVar(&cfg.Warmup, "warmup", 500*time.Millisecond, "how long each cell sends before measuring")
+	flags.IntVar(&cfg.Concurrency, "concurrency", 64, "callers of every cell")
+	flags.IntVar(&cfg.Conns, "conns", 2, "gRPC connections of the server cells")
+	flags.IntVar(&cfg.Repeat, "repeat", 3, "runs of each cell; the report gives the median")
+	keys := flags.Int("keys", 1000, "distinct keys, drawn uniformly")
+	update := flags.String("update", "", "BENCHMARKS.md to write the report into, between its rediscost markers; default: print it")
+	if err := parseFlags(flags, args); err != nil {
 		return err
 	}
 	if cfg.Concurrency < 1 || cfg.Conns < 1 || cfg.Repeat < 1 || cfg.Duration <= 0 || cfg.Warmup < 0 || *keys < 1 {
@@ -75,19 +88,24 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	m.LoadAfter = loadAverage()
 	rep := redisCostReport{
-		Command: reproduceCommand(fs, "rediscost"), Date: begin.UTC().Format("2006-01-02 15:04 MST"),
+		Command: reproduceCommand(flags, "rediscost"), Date: begin.UTC().Format("2006-01-02 15:04 MST"),
 		Took: time.Since(begin).Round(time.Second), Machine: m, Config: cfg, Keys: *keys,
 	}
-	w := stdout
-	if *out != "" {
-		f, err := os.Create(*out)
-		if err != nil {
+	var md strings.Builder
+	failed := rep.write(&md, cells, runs)
+	if *update == "" {
+		fmt.Fprint(stdout, md.String())
+	} else {
+		old, err := os.ReadFile(*update)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("loadgen: %w", err)
 		}
-		defer f.Close()
-		w = f
+		block := rediscostBegin + "\n" + md.String() + rediscostEnd + "\n"
+		if err := os.WriteFile(*update, []byte(replaceBetween(string(old), rediscostBegin, rediscostEnd, block)), 0o644); err != nil {
+			return fmt.Errorf("loadgen: %w", err)
+		}
+		fmt.Fprintf(stderr, "loadgen: wrote the Redis cost tables into %s\n", *update)
 	}
-	failed := rep.write(w, cells, runs)
 	if failed > 0 {
 		return fmt.Errorf("loadgen: rediscost: %d cells got errors (see the report)", failed)
 	}

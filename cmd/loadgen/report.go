@@ -72,15 +72,23 @@ func writeReportFiles(dir string, r *benchReport, log io.Writer) error {
 		return fmt.Errorf("loadgen: %w", err)
 	}
 	mdPath := filepath.Join(dir, reportMDPath)
-	analysis, overload := "", ""
+	var analysis string
+	var kept []string
 	if old, err := os.ReadFile(mdPath); err == nil {
-		analysis, overload = keptAnalysis(string(old)), keptOverloadSection(string(old))
+		analysis = keptAnalysis(string(old))
+		kept = []string{
+			keptSection(string(old), rediscostSectionBegin, rediscostSectionEnd),
+			keptSection(string(old), overloadBegin, overloadEnd),
+		}
 	}
 	var md bytes.Buffer
 	r.writeMarkdown(&md, analysis)
-	if overload != "" {
-		// The section `loadgen overload` wrote stays, at the end.
-		fmt.Fprintf(&md, "\n%s", overload)
+	for _, section := range kept {
+		// The sections of `loadgen rediscost` and `loadgen overload`
+		// stay, at the end.
+		if section != "" {
+			fmt.Fprintf(&md, "\n%s", section)
+		}
 	}
 	if err := os.WriteFile(mdPath, md.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("loadgen: %w", err)
@@ -658,6 +666,7 @@ func (r *benchReport) writeMethod(w io.Writer) {
 	p("go run ./cmd/loadgen bench                # the full matrix, a few minutes; rewrites this file")
 	p("go run ./cmd/loadgen bench -quick         # a smoke run of about 20 s, written to a temporary directory")
 	p("go run ./cmd/loadgen report               # render this file and the chart again from docs/bench.json")
+	p("go run ./cmd/loadgen rediscost -update BENCHMARKS.md   # Redis's cost per decision beside envoyproxy/ratelimit's, 3 minutes")
 	p("")
 	p("# One cell by hand:")
 	p("redis-server --port 6379 --save '' --appendonly no &")

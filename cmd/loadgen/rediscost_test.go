@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestRedisCostReport: the ratios are against the peer's cell of the same
+// run, the median of the runs stands for a cell, and a cell with any error
+// is failed whatever its figures.
+func TestRedisCostReport(t *testing.T) {
+	cells := redisCostCells(1000, 64)
+	runs := map[string][]*result{}
+	for _, c := range cells {
+		redis, server := 20.0, 40.0
+		switch {
+		case c.Script == scriptPeer:
+			redis = 10
+		case c.Backend == backendMemory:
+			redis, server = 0, 30
+		}
+		for k := range 3 {
+			// Medians: 20 (or 10), whatever the outliers.
+			scale := []float64{1, 0.5, 3}[k]
+			runs[c.name()] = append(runs[c.name()], &result{Rate: 1000, CPU: map[string]float64{cpuRedis: redis * scale, cpuServer: server * scale}})
+		}
+	}
+	failing := cells[1].name() // fixed_window through the server
+	runs[failing][2].Errors, runs[failing][2].FirstError = 3, "rpc error: code = Unavailable"
+
+	var md strings.Builder
+	rep := redisCostReport{Command: "go run ./cmd/loadgen rediscost", Config: benchConfig{Repeat: 3, Concurrency: 64}, Keys: 1000}
+	failed := rep.write(&md, cells, runs)
+	assert.Equal(t, 1, failed)
+	out := md.String()
+	assert.Contains(t, out, "| fixed_window | 20.0 | 2.00 |")
+	assert.Contains(t, out, "**failed**: 3 errors (rpc error: code = Unavailable)")
+	assert.Contains(t, out, "| sliding_window_log | 20.0 | 2.00 |")
+	assert.Contains(t, out, "| token_bucket | 30.0 | ")
+	assert.Contains(t, out, "| 1.33 | ≤ 1.3× | **missed** by 0.03× |")
+}
+
+// TestBenchKeepsTheRedisCostSection: rewriting BENCHMARKS.md from a bench
+// keeps the section `loadgen rediscost` fills.
+func TestBenchKeepsTheRedisCostSection(t *testing.T) {
+	dir := t.TempDir()
+	section := rediscostSectionBegin + "\n## Redis cost\n" + rediscostBegin + "\nfigures\n" + rediscostEnd + "\nanalysis\n" + rediscostSectionEnd
+	require.NoError(t, os.WriteFile(filepath.Join(dir, reportMDPath), []byte("# Benchmarks\n\nold\n\n"+section+"\n"), 0o644))
+	require.NoError(t, writeReportFiles(dir, sampleReport(), &strings.Builder{}))
+	b, err := os.ReadFile(filepath.Join(dir, reportMDPath))
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(string(b), section))
+}
