@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/ratewarden/ratewarden/envoy"
+	"github.com/ratewarden/ratewarden/internal/envoymodel"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -30,7 +30,7 @@ import (
 type rlProxy struct {
 	t        *testing.T
 	s        rlServer
-	listener envoy.HTTPListener
+	listener envoymodel.HTTPListener
 }
 
 // startRLProxy starts a server as their Compose file runs it, with a Redis
@@ -55,9 +55,9 @@ func startRLProxy(t *testing.T) *rlProxy {
 		"RLS_BACKEND_TIMEOUT":  "5s", // as in rlDefaultEnv
 	}
 	env = with(env, rlResponseDynamicMetadata...)
-	b, err := envoy.LoadBootstrap("testdata/envoyproxy/examples/envoy/proxy.yaml")
+	b, err := envoymodel.LoadBootstrap("testdata/envoyproxy/examples/envoy/proxy.yaml")
 	require.NoError(t, err)
-	ls, err := envoy.HTTPListeners(b)
+	ls, err := envoymodel.HTTPListeners(b)
 	require.NoError(t, err)
 	require.Len(t, ls, 1)
 	return &rlProxy{t: t, s: startRLServer(t, env), listener: ls[0]}
@@ -71,7 +71,7 @@ func (p *rlProxy) curl(path string, headers ...string) *rlsv3.RateLimitResponse 
 	for i := 0; i+1 < len(headers); i += 2 {
 		h[headers[i]] = headers[i+1]
 	}
-	req, err := p.listener.RateLimitRequest(envoy.Request{Path: path, Headers: h})
+	req, err := p.listener.RateLimitRequest(envoymodel.Request{Path: path, Headers: h})
 	require.NoError(p.t, err)
 	require.NotNil(p.t, req)
 	return p.s.call(p.t, req).resp

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/envoy"
+	"github.com/ratewarden/ratewarden/internal/envoymodel"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -60,15 +60,15 @@ func TestTopology(t *testing.T) {
 // in front of a real server.
 type envoyFront struct {
 	srv      *serverProcess
-	listener envoy.HTTPListener
+	listener envoymodel.HTTPListener
 }
 
 // loadEnvoyListener returns envoy/envoy.yaml's HTTP listener.
-func loadEnvoyListener(t *testing.T) envoy.HTTPListener {
+func loadEnvoyListener(t *testing.T) envoymodel.HTTPListener {
 	t.Helper()
-	b, err := envoy.LoadBootstrap("../envoy/envoy.yaml")
+	b, err := envoymodel.LoadBootstrap("../envoy/envoy.yaml")
 	require.NoError(t, err)
-	ls, err := envoy.HTTPListeners(b)
+	ls, err := envoymodel.HTTPListeners(b)
 	require.NoError(t, err)
 	require.Len(t, ls, 1)
 	return ls[0]
@@ -82,7 +82,7 @@ type envoyExchange struct {
 }
 
 // send sends what Envoy sends for an HTTP request and returns the answer.
-func (p *envoyFront) send(t *testing.T, r envoy.Request) envoyExchange {
+func (p *envoyFront) send(t *testing.T, r envoymodel.Request) envoyExchange {
 	t.Helper()
 	req, err := p.listener.RateLimitRequest(r)
 	require.NoError(t, err)
@@ -160,7 +160,7 @@ func retryAfterSeconds(d time.Duration) string {
 // string, and other addresses are not affected.
 func (p *envoyFront) logins(t *testing.T) {
 	client := netip.MustParseAddr("192.0.2.10")
-	login := envoy.Request{Method: "POST", Path: "/login", RemoteAddress: client, Headers: map[string]string{"x-api-key": "login-key"}}
+	login := envoymodel.Request{Method: "POST", Path: "/login", RemoteAddress: client, Headers: map[string]string{"x-api-key": "login-key"}}
 	const descriptor = "path=/login,remote_address=192.0.2.10"
 
 	start := time.Now()
@@ -201,7 +201,7 @@ func (p *envoyFront) logins(t *testing.T) {
 // refills (10 a second).
 func (p *envoyFront) apiKeyBurst(t *testing.T) {
 	key := fmt.Sprintf("burst-%d", rand.Uint64())
-	req := envoy.Request{Path: "/", RemoteAddress: netip.MustParseAddr("192.0.2.20"), Headers: map[string]string{"x-api-key": key}}
+	req := envoymodel.Request{Path: "/", RemoteAddress: netip.MustParseAddr("192.0.2.20"), Headers: map[string]string{"x-api-key": key}}
 	descriptor := "api_key=" + key
 
 	start := time.Now()
@@ -250,15 +250,15 @@ func (p *envoyFront) limitsByAddress(t *testing.T) {
 	second := rlsv3.RateLimitResponse_RateLimit_SECOND
 	for _, tc := range []struct {
 		name string
-		req  envoy.Request
+		req  envoymodel.Request
 		want map[string]limit
 	}{
-		{"client", envoy.Request{Path: "/search?q=envoy", RemoteAddress: netip.MustParseAddr("192.0.2.30")}, map[string]limit{
+		{"client", envoymodel.Request{Path: "/search?q=envoy", RemoteAddress: netip.MustParseAddr("192.0.2.30")}, map[string]limit{
 			"remote_address=192.0.2.30":              {rpu: 50, unit: second},
 			"path=/search,remote_address=192.0.2.30": {rpu: 100, unit: rlsv3.RateLimitResponse_RateLimit_MINUTE, multiplier: 5},
 			"generic_key=upstream":                   {rpu: 1000, unit: second},
 		}},
-		{"partner network", envoy.Request{Path: "/", RemoteAddress: netip.MustParseAddr("10.1.2.3"), Headers: map[string]string{"x-api-key": "partner"}}, map[string]limit{
+		{"partner network", envoymodel.Request{Path: "/", RemoteAddress: netip.MustParseAddr("10.1.2.3"), Headers: map[string]string{"x-api-key": "partner"}}, map[string]limit{
 			"remote_address=10.1.2.3": {rpu: 500, unit: second},
 			"api_key=partner":         {name: "api_key_per_second", rpu: 10, unit: second},
 			"generic_key=upstream":    {rpu: 1000, unit: second},
@@ -340,7 +340,7 @@ func (p *envoyFront) serveHTTP(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req := envoy.Request{Method: r.Method, Authority: r.Host, Path: r.URL.RequestURI(), RemoteAddress: addr.Addr(), Headers: map[string]string{}}
+	req := envoymodel.Request{Method: r.Method, Authority: r.Host, Path: r.URL.RequestURI(), RemoteAddress: addr.Addr(), Headers: map[string]string{}}
 	for name := range r.Header {
 		req.Headers[strings.ToLower(name)] = r.Header.Get(name)
 	}

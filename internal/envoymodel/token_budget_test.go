@@ -1,4 +1,4 @@
-package envoy_test
+package envoymodel_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/ratewarden/ratewarden/envoy"
+	"github.com/ratewarden/ratewarden/internal/envoymodel"
 )
 
 // TestTokenBudgetYAML checks token-budget.yaml, the example of a budget
@@ -15,9 +15,9 @@ import (
 // rate_limits send the same descriptor, a check (hits_addend 0) on the
 // request path and a charge of the tokens used when the stream ends.
 func TestTokenBudgetYAML(t *testing.T) {
-	b, err := envoy.LoadBootstrap("token-budget.yaml")
+	b, err := envoymodel.LoadBootstrap(envoyFile("token-budget.yaml"))
 	require.NoError(t, err)
-	ls, err := envoy.HTTPListeners(b)
+	ls, err := envoymodel.HTTPListeners(b)
 	require.NoError(t, err)
 	require.Len(t, ls, 1)
 	l := ls[0]

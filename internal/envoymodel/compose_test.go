@@ -1,4 +1,4 @@
-package envoy_test
+package envoymodel_test
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/envoy"
+	"github.com/ratewarden/ratewarden/internal/envoymodel"
 )
 
 // composeServices returns docker-compose.yaml's services.
@@ -95,7 +95,7 @@ func TestComposeServices(t *testing.T) {
 // the ports they listen on.
 func TestComposeMatchesEnvoyYAML(t *testing.T) {
 	services := composeServices(t)
-	b, err := envoy.LoadBootstrap("envoy.yaml")
+	b, err := envoymodel.LoadBootstrap(envoyFile("envoy.yaml"))
 	require.NoError(t, err)
 	clusters := clustersOf(b)
 	l := frontProxy(t)

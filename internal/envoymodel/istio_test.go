@@ -1,4 +1,4 @@
-package envoy_test
+package envoymodel_test
 
 import (
 	"fmt"
@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/ratewarden/ratewarden/envoy"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/envoymodel"
 )
 
 // manifests are the Kubernetes objects of envoy/istio, by kind and name.
@@ -26,7 +26,7 @@ func loadManifests(t *testing.T) manifests {
 	t.Helper()
 	m := manifests{}
 	for _, file := range []string{"istio/ratewarden.yaml", "istio/envoyfilter.yaml"} {
-		for i, doc := range yamlDocuments(t, file) {
+		for i, doc := range yamlDocuments(t, envoyFile(file)) {
 			for _, f := range []string{"apiVersion", "kind"} {
 				require.NotEmpty(t, doc[f], "%s document %d: %s", file, i+1, f)
 			}
@@ -222,13 +222,13 @@ func TestIstioEnvoyFilters(t *testing.T) {
 	// Service.
 	fp := patch(t, m.get(t, "EnvoyFilter/filter-ratelimit"), "HTTP_FILTER")
 	assert.Equal(t, "GATEWAY", at(t, fp, "match", "context"))
-	assert.Equal(t, envoy.HTTPConnectionManagerFilter, at(t, fp, "match", "listener", "filterChain", "filter", "name"))
-	assert.Equal(t, envoy.RouterFilter, at(t, fp, "match", "listener", "filterChain", "filter", "subFilter", "name"))
+	assert.Equal(t, envoymodel.HTTPConnectionManagerFilter, at(t, fp, "match", "listener", "filterChain", "filter", "name"))
+	assert.Equal(t, envoymodel.RouterFilter, at(t, fp, "match", "listener", "filterChain", "filter", "subFilter", "name"))
 	assert.Equal(t, "INSERT_BEFORE", at(t, fp, "patch", "operation"))
 	hf := &hcmv3.HttpFilter{}
-	require.NoError(t, envoy.FromValue(at(t, fp, "patch", "value"), hf))
-	require.NoError(t, envoy.Validate(hf))
-	assert.Equal(t, envoy.RateLimitFilter, hf.GetName())
+	require.NoError(t, envoymodel.FromValue(at(t, fp, "patch", "value"), hf))
+	require.NoError(t, envoymodel.Validate(hf))
+	assert.Equal(t, envoymodel.RateLimitFilter, hf.GetName())
 	rl := &ratelimitfilterv3.RateLimit{}
 	require.NoError(t, hf.GetTypedConfig().UnmarshalTo(rl))
 
@@ -257,10 +257,10 @@ func TestIstioEnvoyFilters(t *testing.T) {
 	value := at(t, vp, "patch", "value").(map[string]any)
 	assert.Len(t, value, 1, "the patch only adds rate_limits")
 	vh := &routev3.VirtualHost{}
-	require.NoError(t, envoy.FromValue(value, vh))
+	require.NoError(t, envoymodel.FromValue(value, vh))
 	require.NotEmpty(t, vh.GetRateLimits())
 	for i, r := range vh.GetRateLimits() {
-		assert.NoError(t, envoy.Validate(r), "rate_limits[%d]", i)
+		assert.NoError(t, envoymodel.Validate(r), "rate_limits[%d]", i)
 	}
 	fromEnvoyYAML := l.Routes.GetVirtualHosts()[0].GetRateLimits()
 	require.Len(t, vh.GetRateLimits(), len(fromEnvoyYAML))
@@ -268,7 +268,7 @@ func TestIstioEnvoyFilters(t *testing.T) {
 		assert.True(t, proto.Equal(fromEnvoyYAML[i], vh.GetRateLimits()[i]), "rate_limits[%d] is envoy.yaml's", i)
 	}
 	for _, tc := range frontProxyCases() {
-		ds, err := envoy.Descriptors(vh.GetRateLimits(), rl.GetStage(), tc.req)
+		ds, err := envoymodel.Descriptors(vh.GetRateLimits(), rl.GetStage(), tc.req)
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, describe(ds), tc.name)
 	}

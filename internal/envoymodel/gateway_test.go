@@ -1,4 +1,4 @@
-package envoy_test
+package envoymodel_test
 
 import (
 	"bytes"
@@ -168,7 +168,7 @@ func checkProbePatch(t *testing.T, file string, p egPatch) {
 // Envoy Gateway's API and Deployment, and ratewarden's defaults.
 func TestEnvoyGatewayConfig(t *testing.T) {
 	var c egConfig
-	decodeStrict(t, "gateway/envoy-gateway.yaml", &c)
+	decodeStrict(t, envoyFile("gateway/envoy-gateway.yaml"), &c)
 	assert.Equal(t, "gateway.envoyproxy.io/v1alpha1", c.APIVersion)
 	assert.Equal(t, "EnvoyGateway", c.Kind)
 	assert.Equal(t, "gateway.envoyproxy.io/gatewayclass-controller", c.Gateway.ControllerName)
@@ -179,7 +179,7 @@ func TestEnvoyGatewayConfig(t *testing.T) {
 	assert.Regexp(t, egImage, image)
 	assert.Contains(t, image, "ratewarden")
 	checkProbePatch(t, "envoy-gateway.yaml", c.Provider.Kubernetes.RateLimitDeployment.Patch)
-	assert.Contains(t, headComment(t, "gateway/envoy-gateway.yaml", "provider", "kubernetes", "rateLimitDeployment", "patch"), "Optional",
+	assert.Contains(t, headComment(t, envoyFile("gateway/envoy-gateway.yaml"), "provider", "kubernetes", "rateLimitDeployment", "patch"), "Optional",
 		"the patch says it is optional where it stands")
 
 	// The ports Envoy Gateway sends gRPC and probes to are ratewarden's
@@ -231,9 +231,9 @@ func defaultOf(t *testing.T, name string) string {
 // the same configuration as envoy-gateway.yaml.
 func TestEnvoyGatewayHelmValues(t *testing.T) {
 	var v egValues
-	decodeStrict(t, "gateway/values.yaml", &v)
+	decodeStrict(t, envoyFile("gateway/values.yaml"), &v)
 	var c egConfig
-	decodeStrict(t, "gateway/envoy-gateway.yaml", &c)
+	decodeStrict(t, envoyFile("gateway/envoy-gateway.yaml"), &c)
 
 	image := v.Global.Images.Ratelimit.Image
 	assert.Equal(t, c.Provider.Kubernetes.RateLimitDeployment.Container.Image, image)
@@ -247,7 +247,7 @@ func TestEnvoyGatewayHelmValues(t *testing.T) {
 	assert.Empty(t, eg.Provider.Kubernetes.RateLimitDeployment.Container.Image, "the chart writes the image from global.images.ratelimit")
 	assert.Equal(t, c.Provider.Kubernetes.RateLimitDeployment.Patch, eg.Provider.Kubernetes.RateLimitDeployment.Patch)
 	checkProbePatch(t, "values.yaml", eg.Provider.Kubernetes.RateLimitDeployment.Patch)
-	assert.Contains(t, headComment(t, "gateway/values.yaml", "config", "envoyGateway", "provider", "kubernetes", "rateLimitDeployment", "patch"), "Optional",
+	assert.Contains(t, headComment(t, envoyFile("gateway/values.yaml"), "config", "envoyGateway", "provider", "kubernetes", "rateLimitDeployment", "patch"), "Optional",
 		"the patch says it is optional where it stands")
 }
 

@@ -1,4 +1,4 @@
-package envoy_test
+package envoymodel_test
 
 import (
 	"net/netip"
@@ -16,19 +16,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/envoy"
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/envoymodel"
 )
 
 func TestEnvoyYAMLIsValidEnvoyConfig(t *testing.T) {
-	_, err := envoy.LoadBootstrap("envoy.yaml")
+	_, err := envoymodel.LoadBootstrap(envoyFile("envoy.yaml"))
 	require.NoError(t, err)
 }
 
 // TestEnvoyYAMLCheckCatchesMistakes shows that the check above fails for the
 // mistakes it is there to catch, in the file itself and in its typed_config.
 func TestEnvoyYAMLCheckCatchesMistakes(t *testing.T) {
-	data, err := os.ReadFile("envoy.yaml")
+	data, err := os.ReadFile(envoyFile("envoy.yaml"))
 	require.NoError(t, err)
 	for _, tc := range []struct{ name, old, new, want string }{
 		{"misspelt filter field", "failure_mode_deny: false", "failure_mode_denny: false", "failure_mode_denny"},
@@ -43,7 +43,7 @@ func TestEnvoyYAMLCheckCatchesMistakes(t *testing.T) {
 			require.Contains(t, string(data), tc.old)
 			path := filepath.Join(t.TempDir(), "envoy.yaml")
 			require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(data), tc.old, tc.new, 1)), 0o644))
-			_, err := envoy.LoadBootstrap(path)
+			_, err := envoymodel.LoadBootstrap(path)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 			t.Log(err)
@@ -55,15 +55,15 @@ func TestEnvoyYAMLCheckCatchesMistakes(t *testing.T) {
 // rules: the filter's settings, its place before the router, and clusters
 // that exist and speak HTTP/2 to ratewarden.
 func TestEnvoyYAMLWiring(t *testing.T) {
-	b, err := envoy.LoadBootstrap("envoy.yaml")
+	b, err := envoymodel.LoadBootstrap(envoyFile("envoy.yaml"))
 	require.NoError(t, err)
 	l := frontProxy(t)
 	assert.EqualValues(t, 10000, l.Port)
 
 	filters := l.Manager.GetHttpFilters()
 	require.GreaterOrEqual(t, len(filters), 2)
-	assert.Equal(t, envoy.RateLimitFilter, filters[len(filters)-2].GetName(), "the rate limit filter runs just before the router")
-	assert.Equal(t, envoy.RouterFilter, filters[len(filters)-1].GetName(), "the router is last")
+	assert.Equal(t, envoymodel.RateLimitFilter, filters[len(filters)-2].GetName(), "the rate limit filter runs just before the router")
+	assert.Equal(t, envoymodel.RouterFilter, filters[len(filters)-1].GetName(), "the router is last")
 	assert.True(t, l.Manager.GetUseRemoteAddress().GetValue(), "remote_address is the connection's peer")
 
 	rl := l.RateLimit
@@ -123,7 +123,7 @@ func clustersOf(b *bootstrapv3.Bootstrap) map[string]*clusterv3.Cluster {
 // none).
 type descriptorCase struct {
 	name string
-	req  envoy.Request
+	req  envoymodel.Request
 	want []string // "key=value,key=value", one per descriptor
 	// rules are the Rule.Path each descriptor matches in config/.
 	rules []string
@@ -138,7 +138,7 @@ func frontProxyCases() []descriptorCase {
 	return []descriptorCase{
 		{
 			name: "login with an API key",
-			req:  envoy.Request{Path: "/login", RemoteAddress: client, Headers: key("k1")},
+			req:  envoymodel.Request{Path: "/login", RemoteAddress: client, Headers: key("k1")},
 			want: []string{
 				"remote_address=192.0.2.10",
 				"api_key=k1",
@@ -149,7 +149,7 @@ func frontProxyCases() []descriptorCase {
 		},
 		{
 			name: "login with a query string and no API key",
-			req:  envoy.Request{Method: "POST", Path: "/login?next=%2Fhome", RemoteAddress: client},
+			req:  envoymodel.Request{Method: "POST", Path: "/login?next=%2Fhome", RemoteAddress: client},
 			want: []string{
 				"remote_address=192.0.2.10",
 				"path=/login,remote_address=192.0.2.10",
@@ -159,7 +159,7 @@ func frontProxyCases() []descriptorCase {
 		},
 		{
 			name: "search from the partner network",
-			req:  envoy.Request{Path: "/search?q=envoy", RemoteAddress: partner, Headers: key("k2")},
+			req:  envoymodel.Request{Path: "/search?q=envoy", RemoteAddress: partner, Headers: key("k2")},
 			want: []string{
 				"remote_address=10.1.2.3",
 				"api_key=k2",
@@ -170,19 +170,19 @@ func frontProxyCases() []descriptorCase {
 		},
 		{
 			name:  "a path below /login is not a login",
-			req:   envoy.Request{Path: "/login/help", RemoteAddress: client},
+			req:   envoymodel.Request{Path: "/login/help", RemoteAddress: client},
 			want:  []string{"remote_address=192.0.2.10", "generic_key=upstream"},
 			rules: []string{"edge.remote_address", "edge.generic_key_upstream"},
 		},
 		{
 			name:  "a path that starts like /login is not a login",
-			req:   envoy.Request{Path: "/loginx", RemoteAddress: client, Headers: key("k1")},
+			req:   envoymodel.Request{Path: "/loginx", RemoteAddress: client, Headers: key("k1")},
 			want:  []string{"remote_address=192.0.2.10", "api_key=k1", "generic_key=upstream"},
 			rules: []string{"edge.remote_address", "edge.api_key", "edge.generic_key_upstream"},
 		},
 		{
 			name:  "any host",
-			req:   envoy.Request{Authority: "example.com", Path: "/", RemoteAddress: client},
+			req:   envoymodel.Request{Authority: "example.com", Path: "/", RemoteAddress: client},
 			want:  []string{"remote_address=192.0.2.10", "generic_key=upstream"},
 			rules: []string{"edge.remote_address", "edge.generic_key_upstream"},
 		},

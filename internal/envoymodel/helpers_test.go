@@ -1,4 +1,4 @@
-package envoy_test
+package envoymodel_test
 
 import (
 	"bytes"
@@ -13,22 +13,29 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
-	"github.com/ratewarden/ratewarden/envoy"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/envoymodel"
 	"github.com/ratewarden/ratewarden/internal/server"
 )
 
-// repoFile returns the path of a file of the repository, from envoy/.
+// repoFile returns the path of a file of the repository, from this
+// package's directory.
 func repoFile(elem ...string) string {
-	return filepath.Join(append([]string{".."}, elem...)...)
+	return filepath.Join(append([]string{"..", ".."}, elem...)...)
+}
+
+// envoyFile returns the path of a file of envoy/, the configuration files
+// these tests check.
+func envoyFile(name string) string {
+	return repoFile("envoy", name)
 }
 
 // frontProxy loads envoy.yaml and returns its one HTTP listener.
-func frontProxy(t *testing.T) envoy.HTTPListener {
+func frontProxy(t *testing.T) envoymodel.HTTPListener {
 	t.Helper()
-	b, err := envoy.LoadBootstrap("envoy.yaml")
+	b, err := envoymodel.LoadBootstrap(envoyFile("envoy.yaml"))
 	require.NoError(t, err)
-	ls, err := envoy.HTTPListeners(b)
+	ls, err := envoymodel.HTTPListeners(b)
 	require.NoError(t, err)
 	require.Len(t, ls, 1, "envoy.yaml has one HTTP listener")
 	return ls[0]

@@ -1,4 +1,4 @@
-package envoy_test
+package envoymodel_test
 
 import (
 	"net/netip"
@@ -10,44 +10,44 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/envoy"
+	"github.com/ratewarden/ratewarden/internal/envoymodel"
 )
 
 // listener builds an HTTPListener from a route configuration in YAML and a
 // rate limit filter of domain "d".
-func listener(t *testing.T, routes string) envoy.HTTPListener {
+func listener(t *testing.T, routes string) envoymodel.HTTPListener {
 	t.Helper()
 	rc := &routev3.RouteConfiguration{}
-	require.NoError(t, envoy.FromYAML([]byte(routes), rc))
-	require.NoError(t, envoy.Validate(rc))
-	return envoy.HTTPListener{Routes: rc, RateLimit: &ratelimitfilterv3.RateLimit{Domain: "d"}}
+	require.NoError(t, envoymodel.FromYAML([]byte(routes), rc))
+	require.NoError(t, envoymodel.Validate(rc))
+	return envoymodel.HTTPListener{Routes: rc, RateLimit: &ratelimitfilterv3.RateLimit{Domain: "d"}}
 }
 
 func rateLimits(t *testing.T, yaml string) []*routev3.RateLimit {
 	t.Helper()
 	vh := &routev3.VirtualHost{}
 	yaml = strings.ReplaceAll(yaml, "\t", "  ")
-	require.NoError(t, envoy.FromYAML([]byte("name: v\ndomains: ['*']\nrate_limits: "+yaml), vh))
-	require.NoError(t, envoy.Validate(vh))
+	require.NoError(t, envoymodel.FromYAML([]byte("name: v\ndomains: ['*']\nrate_limits: "+yaml), vh))
+	require.NoError(t, envoymodel.Validate(vh))
 	return vh.GetRateLimits()
 }
 
 func TestDescriptorsActions(t *testing.T) {
 	addr := netip.MustParseAddr("2001:db8::1")
-	req := envoy.Request{
+	req := envoymodel.Request{
 		Method: "PUT", Path: "/a/b?x=1", Authority: "api.example.com", RemoteAddress: addr,
 		Headers: map[string]string{"x-tenant": "t1", "x-plan": "Gold"}, SourceCluster: "edge",
 	}
 	for _, tc := range []struct {
 		name, limits string
-		req          envoy.Request
+		req          envoymodel.Request
 		want         []string
 	}{
 		{"remote address", `[{actions: [{remote_address: {}}]}]`, req, []string{"remote_address=2001:db8::1"}},
 		{"IPv4-mapped remote address", `[{actions: [{remote_address: {}}]}]`,
-			envoy.Request{RemoteAddress: netip.MustParseAddr("::ffff:192.0.2.1")}, []string{"remote_address=192.0.2.1"}},
+			envoymodel.Request{RemoteAddress: netip.MustParseAddr("::ffff:192.0.2.1")}, []string{"remote_address=192.0.2.1"}},
 		{"no remote address sends nothing", `[{actions: [{remote_address: {}}, {generic_key: {descriptor_value: g}}]}]`,
-			envoy.Request{}, []string{}},
+			envoymodel.Request{}, []string{}},
 		{"request header", `[{actions: [{request_headers: {header_name: X-Tenant, descriptor_key: tenant}}]}]`, req, []string{"tenant=t1"}},
 		{"pseudo-header", `[{actions: [{request_headers: {header_name: ":method", descriptor_key: m}}]}]`, req, []string{"m=PUT"}},
 		{"missing header drops the descriptor", `[{actions: [{generic_key: {descriptor_value: g}}, {request_headers: {header_name: x-none, descriptor_key: n}}]}, {actions: [{generic_key: {descriptor_value: h}}]}]`,
@@ -79,7 +79,7 @@ func TestDescriptorsActions(t *testing.T) {
 			req, []string{"generic_key=zero"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ds, err := envoy.Descriptors(rateLimits(t, tc.limits), 0, tc.req)
+			ds, err := envoymodel.Descriptors(rateLimits(t, tc.limits), 0, tc.req)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, describe(ds))
 		})
@@ -97,7 +97,7 @@ func TestDescriptorsRefuseWhatIsNotModelled(t *testing.T) {
 		`[{actions: [{header_value_match: {descriptor_value: v, headers: [{name: a, range_match: {start: 1, end: 2}}]}}]}]`,
 		`[{actions: [{generic_key: {descriptor_value: v, default_value: d}}]}]`,
 	} {
-		_, err := envoy.Descriptors(rateLimits(t, limits), 0, envoy.Request{Headers: map[string]string{"a": "1"}})
+		_, err := envoymodel.Descriptors(rateLimits(t, limits), 0, envoymodel.Request{Headers: map[string]string{"a": "1"}})
 		assert.Error(t, err, limits)
 	}
 }
@@ -131,17 +131,17 @@ virtual_hosts:
 `)
 	for _, tc := range []struct {
 		name string
-		req  envoy.Request
+		req  envoymodel.Request
 		want []string // nil: no request to the service
 	}{
-		{"route limits replace the virtual host's", envoy.Request{Authority: "api.example.com", Path: "/own?q"}, []string{"generic_key=own"}},
-		{"include_vh_rate_limits adds them after", envoy.Request{Authority: "api.example.com", Path: "/both/x"}, []string{"generic_key=both", "generic_key=api-vh"}},
-		{"no route limits: the virtual host's", envoy.Request{Authority: "api.example.com", Path: "/other"}, []string{"generic_key=api-vh"}},
-		{"wildcard domain", envoy.Request{Authority: "eu.api.example.com", Path: "/own"}, []string{"generic_key=own"}},
-		{"route by header", envoy.Request{Authority: "api.example.com", Path: "/hdr", Headers: map[string]string{"x-beta": "1"}}, []string{"destination_cluster=beta"}},
-		{"route by header, header absent", envoy.Request{Authority: "api.example.com", Path: "/hdr"}, []string{"generic_key=api-vh"}},
-		{"redirects are not rate limited", envoy.Request{Authority: "api.example.com", Path: "/redirect"}, nil},
-		{"catch-all domain", envoy.Request{Authority: "other.example.com", Path: "/own"}, []string{"generic_key=rest-vh"}},
+		{"route limits replace the virtual host's", envoymodel.Request{Authority: "api.example.com", Path: "/own?q"}, []string{"generic_key=own"}},
+		{"include_vh_rate_limits adds them after", envoymodel.Request{Authority: "api.example.com", Path: "/both/x"}, []string{"generic_key=both", "generic_key=api-vh"}},
+		{"no route limits: the virtual host's", envoymodel.Request{Authority: "api.example.com", Path: "/other"}, []string{"generic_key=api-vh"}},
+		{"wildcard domain", envoymodel.Request{Authority: "eu.api.example.com", Path: "/own"}, []string{"generic_key=own"}},
+		{"route by header", envoymodel.Request{Authority: "api.example.com", Path: "/hdr", Headers: map[string]string{"x-beta": "1"}}, []string{"destination_cluster=beta"}},
+		{"route by header, header absent", envoymodel.Request{Authority: "api.example.com", Path: "/hdr"}, []string{"generic_key=api-vh"}},
+		{"redirects are not rate limited", envoymodel.Request{Authority: "api.example.com", Path: "/redirect"}, nil},
+		{"catch-all domain", envoymodel.Request{Authority: "other.example.com", Path: "/own"}, []string{"generic_key=rest-vh"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rr, err := l.RateLimitRequest(tc.req)
@@ -169,14 +169,14 @@ virtual_hosts:
             "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute
             vh_rate_limits: INCLUDE
 `)
-		_, err := l.RateLimitRequest(envoy.Request{})
+		_, err := l.RateLimitRequest(envoymodel.Request{})
 		assert.ErrorContains(t, err, "not modelled")
 	})
 
 	t.Run("no rate limit filter, no request", func(t *testing.T) {
 		l := listener(t, `{virtual_hosts: [{name: v, domains: ["*"], rate_limits: [{actions: [{remote_address: {}}]}], routes: [{match: {prefix: /}, route: {cluster: c}}]}]}`)
 		l.RateLimit = nil
-		rr, err := l.RateLimitRequest(envoy.Request{RemoteAddress: netip.MustParseAddr("192.0.2.1")})
+		rr, err := l.RateLimitRequest(envoymodel.Request{RemoteAddress: netip.MustParseAddr("192.0.2.1")})
 		require.NoError(t, err)
 		assert.Nil(t, rr)
 	})

@@ -1,6 +1,7 @@
-// Package envoy holds the Envoy and Istio configuration that puts ratewarden
-// in front of an upstream (envoy.yaml, istio/), and reads Envoy
-// configuration back the way Envoy does.
+// Package envoymodel reads Envoy configuration back the way Envoy does, for
+// the tests: its own tests check the Envoy, Istio and Envoy Gateway files of
+// the repository's envoy/ directory and the demo's compose file, and the
+// integration tests drive the server with the descriptors Envoy would send.
 //
 // FromYAML and FromValue decode Envoy's YAML into its v3 API types, as
 // envoy does with a bootstrap file; Validate applies the API's constraints,
@@ -19,4 +20,4 @@
 // routes by prefix, path or headers. Descriptor values are literal, as
 // Envoy's are unless its formatter runtime flag is on. Any other field that
 // changes which descriptors are sent is an error, never silently ignored.
-package envoy
+package envoymodel
