@@ -37,6 +37,26 @@ func (a Algorithm) String() string {
 	return fmt.Sprintf("Algorithm(%d)", uint8(a))
 }
 
+// MarshalText returns the algorithm's configuration name.
+func (a Algorithm) MarshalText() ([]byte, error) {
+	if !a.Valid() {
+		return nil, fmt.Errorf("algorithms: no such algorithm %d", uint8(a))
+	}
+	return []byte(a.String()), nil
+}
+
+// UnmarshalText sets a to the algorithm of the configuration name text, as
+// ParseAlgorithm reads it: the one parser of algorithm names for the limits
+// files and the settings.
+func (a *Algorithm) UnmarshalText(text []byte) error {
+	v, err := ParseAlgorithm(string(text))
+	if err != nil {
+		return err
+	}
+	*a = v
+	return nil
+}
+
 // Valid reports whether a is one of the four algorithms.
 func (a Algorithm) Valid() bool { return a >= FixedWindow && a <= TokenBucket }
 

@@ -203,7 +203,7 @@ func TestShedRequestsNeverReachTheBackend(t *testing.T) {
 	opts.BackendTimeout = time.Minute
 	opts.MaxInflight = 1
 	opts.Observer = rec
-	svc := New(lim, cfg, opts)
+	svc := newService(t, lim, cfg, opts)
 	svc.gate.observe(50*time.Millisecond, false, time.Now()) // the backend's recent latency
 
 	first := make(chan error, 1)

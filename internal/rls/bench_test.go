@@ -24,7 +24,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	b.Cleanup(mem.Close)
 	opts := DefaultOptions()
 	opts.BackendTimeout = 0
-	svc := New(mem, cfg, opts)
+	svc := newService(b, mem, cfg, opts)
 	for _, key := range []string{"fixed", "log", "counter", "bucket"} {
 		b.Run(key, func(b *testing.B) {
 			reqs := make([]*rlsv3.RateLimitRequest, 1000)

@@ -1,6 +1,7 @@
 package rls
 
 import (
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -80,6 +81,15 @@ func (b Bounds) withDefaults() Bounds {
 		MaxUnmatchedEntries:  orDefault(b.MaxUnmatchedEntries, d.MaxUnmatchedEntries),
 		MaxUnmatchedKeyBytes: orDefault(b.MaxUnmatchedKeyBytes, d.MaxUnmatchedKeyBytes),
 	}
+}
+
+// validate reports a bound that is negative.
+func (b Bounds) validate() error {
+	if b.MaxOverrideLifetime < 0 || b.MaxUnmatchedEntries < 0 || b.MaxUnmatchedKeyBytes < 0 {
+		return fmt.Errorf("rls: negative bound in MaxOverrideLifetime %s, MaxUnmatchedEntries %d or MaxUnmatchedKeyBytes %d",
+			b.MaxOverrideLifetime, b.MaxUnmatchedEntries, b.MaxUnmatchedKeyBytes)
+	}
+	return nil
 }
 
 // orDefault returns v, or def when v is the zero value.

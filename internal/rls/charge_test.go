@@ -38,7 +38,7 @@ func newChargeFixture(t *testing.T, obs Observer) *fixture {
 	t.Cleanup(mem.Close)
 	opts := DefaultOptions()
 	opts.Observer = obs
-	return &fixture{svc: New(mem, cfg, opts), clock: clock, mem: mem}
+	return &fixture{svc: newService(t, mem, cfg, opts), clock: clock, mem: mem}
 }
 
 // hits sets a descriptor's own hits_addend.

@@ -44,7 +44,7 @@ func TestCallerDeadlineBoundsTheBackend(t *testing.T) {
 	opts.BackendTimeout = time.Second
 	// A reserve that a loaded test machine cannot eat.
 	opts.DeadlineReserve = 25 * time.Millisecond
-	client := serveGRPC(t, New(failingLimiter{hang: true}, cfg, opts))
+	client := serveGRPC(t, newService(t, failingLimiter{hang: true}, cfg, opts))
 
 	// A first call, so that the connection is up before the deadlines run.
 	_, err = client.ShouldRateLimit(context.Background(), request(desc("nothing", "x")))
@@ -92,7 +92,7 @@ func TestRefundSharesTheTakesDeadline(t *testing.T) {
 	rec := &deadlineRecorder{inner: mem}
 	opts := DefaultOptions()
 	opts.BackendTimeout = time.Second
-	svc := New(rec, cfg, opts)
+	svc := newService(t, rec, cfg, opts)
 
 	before := time.Now()
 	resp, err := svc.ShouldRateLimit(context.Background(), request(desc("fixed", "a"), desc("zero", "z")))
@@ -114,7 +114,7 @@ func TestCallerDeadlineLessReserve(t *testing.T) {
 	opts := DefaultOptions()
 	opts.BackendTimeout = 10 * time.Millisecond
 	opts.DeadlineReserve = 3 * time.Millisecond
-	svc := New(failingLimiter{}, nil, opts)
+	svc := newService(t, failingLimiter{}, nil, opts)
 	arrival := time.Now()
 
 	ctx, cancel := svc.withDeadline(context.Background(), arrival)
@@ -138,7 +138,7 @@ func TestCallerDeadlineLessReserve(t *testing.T) {
 	assert.Equal(t, arrival.Add(10*time.Millisecond), d, "a caller deadline later than the backend timeout")
 
 	opts.BackendTimeout = 0
-	svc = New(failingLimiter{}, nil, opts)
+	svc = newService(t, failingLimiter{}, nil, opts)
 	ctx, cancel = svc.withDeadline(context.Background(), arrival)
 	cancel()
 	_, ok = ctx.Deadline()

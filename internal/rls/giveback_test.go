@@ -80,7 +80,7 @@ func newGiveBackFixture(t *testing.T, alg algorithms.Algorithm, mutate func(*Opt
 	if mutate != nil {
 		mutate(&opts)
 	}
-	f.svc = New(f.lim, nil, opts)
+	f.svc = newService(t, f.lim, nil, opts)
 	f.take = algorithms.Op{
 		Key:   algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: alg.String()}}},
 		Limit: algorithms.Limit{Algorithm: alg, Requests: 10, Window: time.Hour},

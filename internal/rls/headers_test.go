@@ -82,7 +82,7 @@ func TestLimitHeadersReportTheMostConstrainedLimit(t *testing.T) {
 		f := newFixture(t, withLimitHeaders)
 		assert.Empty(t, f.call(t, request(desc("free", "a"), desc("unmatched", "b"))).GetResponseHeadersToAdd())
 
-		failing := New(failingLimiter{}, f.svc.Config(), Options{FailureMode: FailAllow, LimitHeaders: f.svc.opts.LimitHeaders})
+		failing := newService(t, failingLimiter{}, f.svc.Config(), Options{FailureMode: FailAllow, LimitHeaders: f.svc.opts.LimitHeaders})
 		resp, err := failing.ShouldRateLimit(context.Background(), request(desc("fixed", "a")))
 		require.NoError(t, err)
 		assert.Empty(t, resp.GetResponseHeadersToAdd(), "a failure-mode answer reports no limit it did not see")

@@ -140,7 +140,7 @@ func newObserved(t *testing.T, limiter Limiter, mutate func(*Options)) (*Service
 	if mutate != nil {
 		mutate(&opts)
 	}
-	svc := New(limiter, cfg, opts)
+	svc := newService(t, limiter, cfg, opts)
 	svc.now = clock.Now
 	return svc, rec, clock
 }
@@ -516,7 +516,7 @@ func TestBreakerStaysClosedOnALoadedHost(t *testing.T) {
 	opts := DefaultOptions()
 	opts.BackendTimeout = 200 * time.Millisecond
 	opts.BreakerFailures = 5
-	svc := New(lim, nil, opts)
+	svc := newService(t, lim, nil, opts)
 	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(observedLimits)}}, config.Options{})
 	require.NoError(t, err)
 	svc.SetConfig(cfg)

@@ -3,6 +3,7 @@ package rls
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
@@ -36,6 +37,24 @@ func (m FailureMode) String() string {
 	return fmt.Sprintf("FailureMode(%d)", uint8(m))
 }
 
+// MarshalText returns the mode's name.
+func (m FailureMode) MarshalText() ([]byte, error) {
+	if m > FailDeny {
+		return nil, fmt.Errorf("rls: no such failure mode %d", uint8(m))
+	}
+	return []byte(m.String()), nil
+}
+
+// UnmarshalText sets m to the mode named text (see ParseFailureMode).
+func (m *FailureMode) UnmarshalText(text []byte) error {
+	v, err := ParseFailureMode(string(text))
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
 // ParseFailureMode returns the FailureMode named error, allow or deny.
 func ParseFailureMode(s string) (FailureMode, error) {
 	for _, m := range []FailureMode{FailError, FailAllow, FailDeny} {
@@ -49,7 +68,7 @@ func ParseFailureMode(s string) (FailureMode, error) {
 // Options configure a Service. DefaultOptions gives the defaults.
 type Options struct {
 	// DefaultAlgorithm enforces a request's limit override when no rule
-	// matched its descriptor.
+	// matched its descriptor; 0 means sliding_window_counter.
 	DefaultAlgorithm algorithms.Algorithm
 	// ShadowMode answers OK to every request while still counting; the
 	// status of a descriptor over its limit stays OVER_LIMIT, where a
@@ -179,3 +198,43 @@ const (
 	// DefaultNearLimitRatio is what a zero NearLimitRatio means.
 	DefaultNearLimitRatio = 0.8
 )
+
+// validate reports the first option that is neither valid nor the zero
+// value that stands for its default.
+func (o Options) validate() error {
+	switch {
+	case o.DefaultAlgorithm != 0 && !o.DefaultAlgorithm.Valid():
+		return fmt.Errorf("rls: DefaultAlgorithm %s is no algorithm", o.DefaultAlgorithm)
+	case o.FailureMode > FailDeny:
+		return fmt.Errorf("rls: FailureMode %s is no failure mode", o.FailureMode)
+	case math.IsNaN(o.NearLimitRatio) || o.NearLimitRatio < 0 || o.NearLimitRatio > 1:
+		return fmt.Errorf("rls: NearLimitRatio %v is not in (0, 1]", o.NearLimitRatio)
+	case o.BackendTimeout < 0, o.DeadlineReserve < 0, o.BackendGrace < 0, o.BreakerCooldown < 0, o.GiveBackTimeout < 0:
+		return fmt.Errorf("rls: negative duration in BackendTimeout %s, DeadlineReserve %s, BackendGrace %s, BreakerCooldown %s or GiveBackTimeout %s",
+			o.BackendTimeout, o.DeadlineReserve, o.BackendGrace, o.BreakerCooldown, o.GiveBackTimeout)
+	case o.BreakerFailures < 0, o.BreakerProbes < 0, o.GiveBackQueue < 0, o.MaxInflight < 0:
+		return fmt.Errorf("rls: negative count in BreakerFailures %d, BreakerProbes %d, GiveBackQueue %d or MaxInflight %d",
+			o.BreakerFailures, o.BreakerProbes, o.GiveBackQueue, o.MaxInflight)
+	}
+	return o.Bounds.validate()
+}
+
+// withDefaults returns o with the defaults in place of the zero values that
+// stand for them.
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
+	d := DefaultOptions()
+	o.DefaultAlgorithm = orDefault(o.DefaultAlgorithm, d.DefaultAlgorithm)
+	o.NearLimitRatio = orDefault(o.NearLimitRatio, d.NearLimitRatio)
+	o.BreakerCooldown = orDefault(o.BreakerCooldown, DefaultBreakerCooldown)
+	o.BreakerProbes = orDefault(o.BreakerProbes, DefaultBreakerProbes)
+	o.GiveBackQueue = orDefault(o.GiveBackQueue, DefaultGiveBackQueue)
+	o.GiveBackTimeout = orDefault(o.GiveBackTimeout, DefaultGiveBackTimeout)
+	o.Bounds = o.Bounds.withDefaults()
+	return o
+}

@@ -37,7 +37,7 @@ func newConfigFixture(t *testing.T, mutate func(*Options), files ...config.File)
 	if mutate != nil {
 		mutate(&opts)
 	}
-	return &fixture{svc: New(mem, cfg, opts), clock: clock, mem: mem}
+	return &fixture{svc: newService(t, mem, cfg, opts), clock: clock, mem: mem}
 }
 
 func readFile(t *testing.T, path string) config.File {
@@ -199,7 +199,7 @@ func TestQuotaMode(t *testing.T) {
 			opts := DefaultOptions()
 			opts.FailureMode = FailDeny
 			opts.QuotaMode = global
-			svc := New(failingLimiter{}, cfg, opts)
+			svc := newService(t, failingLimiter{}, cfg, opts)
 			resp, err := svc.ShouldRateLimit(context.Background(), qRequest(desc("a", "9"), desc("b", "9")))
 			require.NoError(t, err)
 			assert.Equal(t, over, resp.GetOverallCode())

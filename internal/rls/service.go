@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"strconv"
@@ -48,33 +47,14 @@ type Service struct {
 }
 
 // New returns a Service deciding with limiter under cfg, which may be nil
-// until a configuration is loaded (every descriptor is then unmatched).
-func New(limiter Limiter, cfg *config.Config, opts Options) *Service {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+// until a configuration is loaded (every descriptor is then unmatched). The
+// options whose zero value means the default (see Options) get it; an
+// invalid option is an error.
+func New(limiter Limiter, cfg *config.Config, opts Options) (*Service, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
-	if !opts.DefaultAlgorithm.Valid() {
-		opts.DefaultAlgorithm = algorithms.SlidingWindowCounter
-	}
-	if opts.Observer == nil {
-		opts.Observer = nopObserver{}
-	}
-	if !(opts.NearLimitRatio > 0 && opts.NearLimitRatio <= 1) {
-		opts.NearLimitRatio = DefaultNearLimitRatio
-	}
-	if opts.BreakerCooldown <= 0 {
-		opts.BreakerCooldown = DefaultBreakerCooldown
-	}
-	opts.Bounds = opts.Bounds.withDefaults()
-	if opts.BreakerProbes <= 0 {
-		opts.BreakerProbes = DefaultBreakerProbes
-	}
-	if opts.GiveBackQueue <= 0 {
-		opts.GiveBackQueue = DefaultGiveBackQueue
-	}
-	if opts.GiveBackTimeout <= 0 {
-		opts.GiveBackTimeout = DefaultGiveBackTimeout
-	}
+	opts = opts.withDefaults()
 	s := &Service{
 		limiter:      limiter,
 		opts:         opts,
@@ -93,7 +73,7 @@ func New(limiter Limiter, cfg *config.Config, opts Options) *Service {
 	}
 	s.giveBacks = newGiveBacks(s, opts.GiveBackQueue, opts.GiveBackTimeout)
 	s.cfg.Store(cfg)
-	return s
+	return s, nil
 }
 
 // minSettle is the least time a timeout waits to be judged by the breaker

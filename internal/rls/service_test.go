@@ -87,7 +87,7 @@ func newFixture(t *testing.T, mutate func(*Options)) *fixture {
 	if mutate != nil {
 		mutate(&opts)
 	}
-	return &fixture{svc: New(mem, cfg, opts), clock: clock, mem: mem}
+	return &fixture{svc: newService(t, mem, cfg, opts), clock: clock, mem: mem}
 }
 
 func desc(kv ...string) *ratelimitv3.RateLimitDescriptor {
@@ -493,7 +493,7 @@ func TestUnlimitedRulesReplaceAndAreReplaced(t *testing.T) {
 func TestWithoutConfigEverythingIsOK(t *testing.T) {
 	mem := algorithms.NewMemory()
 	t.Cleanup(mem.Close)
-	svc := New(mem, nil, DefaultOptions())
+	svc := newService(t, mem, nil, DefaultOptions())
 	resp, err := svc.ShouldRateLimit(context.Background(), request(desc("fixed", "a")))
 	require.NoError(t, err)
 	assert.Equal(t, ok, resp.GetOverallCode())
@@ -523,7 +523,7 @@ func TestFailureModes(t *testing.T) {
 				opts := DefaultOptions()
 				opts.FailureMode = tc.mode
 				opts.BackendTimeout = 20 * time.Millisecond
-				svc := New(failingLimiter{hang: hang}, cfg, opts)
+				svc := newService(t, failingLimiter{hang: hang}, cfg, opts)
 				start := time.Now()
 				resp, err := svc.ShouldRateLimit(context.Background(), request(desc("fixed", "a"), desc("nothing", "x"), desc("shadow", "s")))
 				elapsed := time.Since(start)
@@ -637,4 +637,34 @@ func TestOverridesBeyondTheBoundsAreRefused(t *testing.T) {
 		assert.Equal(t, codes.InvalidArgument, status.Code(err))
 		assert.Contains(t, status.Convert(err).Message(), "RLS_MAX_OVERRIDE_LOG_SIZE")
 	})
+}
+
+// newService is New for the tests: an invalid option fails tb.
+func newService(tb testing.TB, limiter Limiter, cfg *config.Config, opts Options) *Service {
+	tb.Helper()
+	s, err := New(limiter, cfg, opts)
+	require.NoError(tb, err)
+	return s
+}
+
+// TestNewRefusesInvalidOptions: New refuses what it used to repair, naming
+// the option, and gives the zero values that stand for defaults their
+// defaults.
+func TestNewRefusesInvalidOptions(t *testing.T) {
+	for name, opts := range map[string]Options{
+		"DefaultAlgorithm": {DefaultAlgorithm: algorithms.Algorithm(9)},
+		"FailureMode":      {FailureMode: FailureMode(7)},
+		"NearLimitRatio":   {NearLimitRatio: 1.5},
+		"BreakerCooldown":  {BreakerCooldown: -time.Second},
+		"BreakerProbes":    {BreakerProbes: -1},
+		"MaxUnmatched":     {Bounds: Bounds{MaxUnmatchedEntries: -1}},
+	} {
+		_, err := New(algorithms.NewMemory(), nil, opts)
+		assert.ErrorContains(t, err, name, name)
+	}
+	s, err := New(algorithms.NewMemory(), nil, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, algorithms.SlidingWindowCounter, s.opts.DefaultAlgorithm)
+	assert.Equal(t, DefaultNearLimitRatio, s.opts.NearLimitRatio)
+	assert.Equal(t, DefaultBounds(), s.opts.Bounds)
 }

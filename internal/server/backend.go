@@ -28,14 +28,35 @@ type backend interface {
 	Close() error
 }
 
+// Backend names where limits are counted, as RLS_BACKEND spells it.
+type Backend string
+
+// The backends.
+const (
+	// BackendMemory counts in this process only.
+	BackendMemory Backend = "memory"
+	// BackendRedis counts in Redis, shared by every replica.
+	BackendRedis Backend = "redis"
+)
+
+// UnmarshalText sets b to the backend named text, memory or redis.
+func (b *Backend) UnmarshalText(text []byte) error {
+	switch v := Backend(text); v {
+	case BackendMemory, BackendRedis:
+		*b = v
+		return nil
+	}
+	return fmt.Errorf("server: unknown backend %q (want %s or %s)", text, BackendMemory, BackendRedis)
+}
+
 // newBackend builds the Limiter the settings name. It does not wait for
 // Redis: a server started while Redis is down serves (answering per the
 // failure mode) and connects when Redis appears.
 func newBackend(s Settings, logger *slog.Logger) (backend, error) {
 	switch s.Backend {
-	case "memory":
+	case BackendMemory:
 		return memoryBackend{algorithms.NewMemory()}, nil
-	case "redis":
+	case BackendRedis:
 		client, err := redisx.NewClient(s.Redis)
 		if err != nil {
 			return nil, fmt.Errorf("server: RLS_REDIS_*: %w", err)
@@ -49,7 +70,7 @@ func newBackend(s Settings, logger *slog.Logger) (backend, error) {
 		logger.Info("redis backend", "redis", s.Redis, "key_prefix", s.KeyPrefix)
 		return redisBackend{Limiter: lim, client: client, settler: settle}, nil
 	}
-	return nil, fmt.Errorf("server: RLS_BACKEND %q is not memory or redis", s.Backend)
+	return nil, fmt.Errorf("server: RLS_BACKEND %q is not %s or %s", s.Backend, BackendMemory, BackendRedis)
 }
 
 // redisGrace is how long a pipeline whose callers gave up is still read: as

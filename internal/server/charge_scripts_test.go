@@ -72,7 +72,8 @@ func newScriptEnv(t *testing.T, b scriptBackend, limits []byte) *scriptEnv {
 	clock := algotest.NewClock(scriptStart)
 	opts := rls.DefaultOptions()
 	opts.BackendTimeout = 5 * time.Second
-	svc := rls.New(b.limiter(t, clock), cfg, opts)
+	svc, err := rls.New(b.limiter(t, clock), cfg, opts)
+	require.NoError(t, err)
 
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -819,7 +819,7 @@ func applyBackendType(c *compatContext) error {
 	}
 	switch v {
 	case "redis", "":
-		c.set("RLS_BACKEND", "redis", func() { c.s.Backend = "redis" })
+		c.set("RLS_BACKEND", "redis", func() { c.s.Backend = BackendRedis })
 		return nil
 	case "memcache":
 		return errors.New("BACKEND_TYPE is memcache, and ratewarden has no memcached backend; use redis")
@@ -946,7 +946,7 @@ func applyRedisURL(c *compatContext) error {
 		return nil
 	}
 	if _, backendSet := c.get("BACKEND_TYPE"); !backendSet {
-		c.set("RLS_BACKEND", "redis", func() { c.s.Backend = "redis" })
+		c.set("RLS_BACKEND", "redis", func() { c.s.Backend = BackendRedis })
 	}
 	c.set("RLS_REDIS_ADDRS", strings.Join(t.addrs, ","), func() { c.s.Redis.Addrs = t.addrs })
 	if t.master != "" {

@@ -423,7 +423,7 @@ func TestCompatEnvExplicitRLSWins(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:7000", s.HTTPAddr)
 	assert.Equal(t, "mine", s.Redis.Password)
 	assert.Equal(t, []string{"r:6379"}, s.Redis.Addrs, "what RLS_ does not set still comes from theirs")
-	assert.Equal(t, "redis", s.Backend)
+	assert.Equal(t, BackendRedis, s.Backend)
 	var overridden []string
 	for _, n := range s.compat.Overridden {
 		overridden = append(overridden, n.Ours)
@@ -480,7 +480,7 @@ func TestCompatEnvIstioSample(t *testing.T) {
 	s, report, err := convert(t, env)
 	require.NoError(t, err)
 	require.NoError(t, s.Validate())
-	assert.Equal(t, "redis", s.Backend)
+	assert.Equal(t, BackendRedis, s.Backend)
 	assert.Equal(t, []string{"redis:6379"}, s.Redis.Addrs)
 	assert.Equal(t, "/data/ratelimit/config", s.ConfigPath)
 	assert.Equal(t, "[::]:8080", s.HTTPAddr)

@@ -9,17 +9,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
 // ConfigOptions returns the config.Options these settings ask for.
 func (s Settings) ConfigOptions() config.Options {
-	alg, _ := algorithms.ParseAlgorithm(s.DefaultAlgorithm)
 	wildcards, _ := config.ParseWildcardPrecedence(s.WildcardPrecedence)
 	return config.Options{
-		DefaultAlgorithm:   alg,
+		DefaultAlgorithm:   s.DefaultAlgorithm,
 		MergeDomains:       s.ConfigMergeDomains,
 		WildcardPrecedence: wildcards,
 		DotFiles:           s.ConfigDotFiles,

@@ -200,7 +200,8 @@ func TestConfigStateReloaded(t *testing.T) {
 	require.NoError(t, err)
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
-	svc := rls.New(algorithms.NewMemory(), first, rls.Options{})
+	svc, err := rls.New(algorithms.NewMemory(), first, rls.Options{})
+	require.NoError(t, err)
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	c := newConfigState(svc, path, first, t0, logger)
 	reloads := &outcomes{}

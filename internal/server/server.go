@@ -105,7 +105,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	}
 	opts := s.ServiceOptions(logger)
 	opts.Observer = srv.metrics
-	if s.Backend == "memory" {
+	if s.Backend == BackendMemory {
 		// The memory backend never waits: a deadline per request would only
 		// cost a timer.
 		opts.BackendTimeout = 0
@@ -121,7 +121,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		// Below the deny cache: only the calls that reach the backend.
 		limiter = srv.tracer.Limiter(limiter)
 	}
-	if s.Backend == "redis" && s.DenyCache {
+	if s.Backend == BackendRedis && s.DenyCache {
 		cache := rls.NewDenyCache(limiter, s.DenyCacheSize, nil)
 		srv.metrics.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ratewarden_deny_cache_hits_total",
@@ -129,7 +129,13 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		}, func() float64 { return float64(cache.Hits()) }))
 		limiter = cache
 	}
-	srv.service = rls.New(limiter, cfg, opts)
+	if srv.service, err = rls.New(limiter, cfg, opts); err != nil {
+		b.Close()
+		if srv.tracer != nil {
+			srv.tracer.Shutdown(context.Background())
+		}
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	b.SettleWith(srv.service)
 	srv.config = newConfigState(srv.service, s.ConfigPath, cfg, time.Now(), logger)
 	if srv.xds != nil {

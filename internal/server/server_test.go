@@ -13,6 +13,8 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -224,6 +226,34 @@ func TestSettingsErrorsNameTheVariable(t *testing.T) {
 	}
 }
 
+// TestTypedSettingsNameWhatTheyAccept: a setting typed as a name (backend,
+// algorithm, failure mode) is refused with the variable and the names it
+// accepts, and read into its type once.
+func TestTypedSettingsNameWhatTheyAccept(t *testing.T) {
+	for _, tc := range []struct{ key, value, accepted string }{
+		{"RLS_BACKEND", "postgres", "want memory or redis"},
+		{"RLS_DEFAULT_ALGORITHM", "leaky", "want fixed_window, sliding_window_log, sliding_window_counter or token_bucket"},
+		{"RLS_FAILURE_MODE", "maybe", "want error, allow or deny"},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			t.Setenv(tc.key, tc.value)
+			_, err := LoadSettings()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.key)
+			assert.Contains(t, err.Error(), tc.accepted)
+		})
+	}
+	t.Setenv("RLS_BACKEND", "redis")
+	t.Setenv("RLS_DEFAULT_ALGORITHM", "token_bucket")
+	t.Setenv("RLS_FAILURE_MODE", "deny")
+	s, err := LoadSettings()
+	require.NoError(t, err)
+	assert.Equal(t, BackendRedis, s.Backend)
+	opts := s.ServiceOptions(slog.New(slog.DiscardHandler))
+	assert.Equal(t, algorithms.TokenBucket, opts.DefaultAlgorithm)
+	assert.Equal(t, rls.FailDeny, opts.FailureMode)
+}
+
 func TestVariablesWithoutThePrefixAreIgnored(t *testing.T) {
 	t.Setenv("BACKEND", "redis")
 	t.Setenv("CONFIG_PATH", "/nowhere")
@@ -233,7 +263,7 @@ func TestVariablesWithoutThePrefixAreIgnored(t *testing.T) {
 	t.Setenv("RLS_REDIS_TLS_CA_FILE", "/etc/ca.pem")
 	s, err := LoadSettings()
 	require.NoError(t, err)
-	assert.Equal(t, "memory", s.Backend)
+	assert.Equal(t, BackendMemory, s.Backend)
 	assert.Equal(t, "./config", s.ConfigPath)
 	assert.Equal(t, []string{"127.0.0.1:6379", "127.0.0.1:6380"}, s.Redis.Addrs)
 	assert.Equal(t, "/etc/ca.pem", s.Redis.TLSCaFile)

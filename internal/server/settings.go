@@ -61,9 +61,9 @@ type Settings struct {
 	XDSBackoffJitter          bool              `split_words:"true" default:"true" desc:"spread the waits before reconnecting at random, so that replicas do not return together"`
 	XDSMaxMessageBytes        int               `split_words:"true" default:"4194304" desc:"largest response taken from the xDS server, in bytes"`
 
-	Backend          string        `split_words:"true" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
-	DefaultAlgorithm string        `split_words:"true" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
-	FailureMode      string        `split_words:"true" default:"error" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
+	Backend          Backend             `split_words:"true" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
+	DefaultAlgorithm algorithms.Algorithm `split_words:"true" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
+	FailureMode      rls.FailureMode     `split_words:"true" default:"error" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
 	BackendTimeout   time.Duration `split_words:"true" default:"10ms" desc:"longest wait for the backend per request: its take and the refund of a denied request share one deadline, set when the request arrives"`
 	BreakerFailures  int           `split_words:"true" default:"20" desc:"consecutive backend failures that open the circuit breaker: requests then get the failure mode at once, without calling the backend; 0 disables it"`
 	BreakerCooldown  time.Duration `split_words:"true" default:"1s" desc:"how long the open circuit breaker waits before letting probe calls through; the first success closes the breaker"`
@@ -196,10 +196,7 @@ func (s Settings) Validate() error {
 	if s.GRPCAddr == "" {
 		return fmt.Errorf("server: RLS_GRPC_ADDR must not be empty")
 	}
-	if s.Backend != "memory" && s.Backend != "redis" {
-		return fmt.Errorf("server: RLS_BACKEND %q is not memory or redis", s.Backend)
-	}
-	if s.Backend == "redis" {
+	if s.Backend == BackendRedis {
 		if err := s.Redis.Validate(); err != nil {
 			return fmt.Errorf("server: RLS_REDIS_*: %w", err)
 		}
@@ -209,12 +206,6 @@ func (s Settings) Validate() error {
 	}
 	if _, err := config.ParseWildcardPrecedence(s.WildcardPrecedence); err != nil {
 		return fmt.Errorf("server: RLS_WILDCARD_PRECEDENCE: %w", err)
-	}
-	if _, err := algorithms.ParseAlgorithm(s.DefaultAlgorithm); err != nil {
-		return fmt.Errorf("server: RLS_DEFAULT_ALGORITHM: %w", err)
-	}
-	if _, err := rls.ParseFailureMode(s.FailureMode); err != nil {
-		return fmt.Errorf("server: RLS_FAILURE_MODE: %w", err)
 	}
 	if s.BackendTimeout <= 0 {
 		return fmt.Errorf("server: RLS_BACKEND_TIMEOUT must be positive, not %s", s.BackendTimeout)
@@ -318,16 +309,14 @@ func (s Settings) validateBounds() error {
 
 // ServiceOptions returns the rls.Options these settings ask for.
 func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
-	alg, _ := algorithms.ParseAlgorithm(s.DefaultAlgorithm)
-	mode, _ := rls.ParseFailureMode(s.FailureMode)
 	return rls.Options{
-		DefaultAlgorithm: alg,
+		DefaultAlgorithm: s.DefaultAlgorithm,
 		ShadowMode:       s.ShadowMode,
 		QuotaMode:        s.QuotaMode,
 		RefundOnDeny:     s.RefundOnDeny,
 
 		ResponseDynamicMetadata: s.ResponseDynamicMetadata,
-		FailureMode:             mode,
+		FailureMode:             s.FailureMode,
 		BackendTimeout:          s.BackendTimeout,
 		DeadlineReserve:         s.DeadlineReserve,
 		MaxInflight:             s.MaxInflight,

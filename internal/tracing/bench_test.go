@@ -31,7 +31,10 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 			b.Cleanup(mem.Close)
 			opts := rls.DefaultOptions()
 			opts.BackendTimeout = 0
-			svc := rls.New(tr.Limiter(mem), cfg, opts)
+			svc, err := rls.New(tr.Limiter(mem), cfg, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
 			reqs := make([]*rlsv3.RateLimitRequest, 1000)
 			for i := range reqs {
 				reqs[i] = userRequest("u" + strconv.Itoa(i))
