@@ -61,16 +61,16 @@ type Settings struct {
 	XDSBackoffJitter          bool              `split_words:"true" default:"true" desc:"spread the waits before reconnecting at random, so that replicas do not return together"`
 	XDSMaxMessageBytes        int               `split_words:"true" default:"4194304" desc:"largest response taken from the xDS server, in bytes"`
 
-	Backend          Backend             `split_words:"true" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
+	Backend          Backend              `split_words:"true" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
 	DefaultAlgorithm algorithms.Algorithm `split_words:"true" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
-	FailureMode      rls.FailureMode     `split_words:"true" default:"error" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
-	BackendTimeout   time.Duration `split_words:"true" default:"10ms" desc:"longest wait for the backend per request: its take and the refund of a denied request share one deadline, set when the request arrives"`
-	BreakerFailures  int           `split_words:"true" default:"20" desc:"consecutive backend failures that open the circuit breaker: requests then get the failure mode at once, without calling the backend; 0 disables it"`
-	BreakerCooldown  time.Duration `split_words:"true" default:"1s" desc:"how long the open circuit breaker waits before letting probe calls through; the first success closes the breaker"`
-	NearLimitRatio   float64       `split_words:"true" default:"0.8" desc:"share of a limit's capacity, in (0, 1], at or above which admitted hits count as near_limit in the metrics"`
-	ShadowMode       bool          `split_words:"true" default:"false" desc:"count and report, but answer OK to every request; a descriptor over its limit keeps its OVER_LIMIT status"`
-	RefundOnDeny     bool          `split_words:"true" default:"true" desc:"give back what a denied request took from its other descriptors and limits"`
-	QuotaMode        bool          `split_words:"true" default:"false" desc:"put every descriptor in quota mode, as quota_mode puts one: a descriptor over its limit is reported OVER_LIMIT but denies the request only when every quota descriptor of it is over"`
+	FailureMode      rls.FailureMode      `split_words:"true" default:"error" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
+	BackendTimeout   time.Duration        `split_words:"true" default:"10ms" desc:"longest wait for the backend per request: its take and the refund of a denied request share one deadline, set when the request arrives"`
+	BreakerFailures  int                  `split_words:"true" default:"20" desc:"consecutive backend failures that open the circuit breaker: requests then get the failure mode at once, without calling the backend; 0 disables it"`
+	BreakerCooldown  time.Duration        `split_words:"true" default:"1s" desc:"how long the open circuit breaker waits before letting probe calls through; the first success closes the breaker"`
+	NearLimitRatio   float64              `split_words:"true" default:"0.8" desc:"share of a limit's capacity, in (0, 1], at or above which admitted hits count as near_limit in the metrics"`
+	ShadowMode       bool                 `split_words:"true" default:"false" desc:"count and report, but answer OK to every request; a descriptor over its limit keeps its OVER_LIMIT status"`
+	RefundOnDeny     bool                 `split_words:"true" default:"true" desc:"give back what a denied request took from its other descriptors and limits"`
+	QuotaMode        bool                 `split_words:"true" default:"false" desc:"put every descriptor in quota mode, as quota_mode puts one: a descriptor over its limit is reported OVER_LIMIT but denies the request only when every quota descriptor of it is over"`
 
 	ResponseDynamicMetadata bool `split_words:"true" default:"false" desc:"answer with dynamic metadata: the request's domain, descriptors and hits, and the metadata of the rules that admitted it"`
 
