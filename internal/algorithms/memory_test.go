@@ -15,7 +15,7 @@ import (
 )
 
 func TestMemory(t *testing.T) {
-	algotest.Run(t, func(t *testing.T, clock *algotest.Clock) algotest.Limiter {
+	algotest.Run(t, func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
 		m := algorithms.NewMemory(algorithms.WithClock(clock.Now))
 		t.Cleanup(m.Close)
 		return m
@@ -23,7 +23,7 @@ func TestMemory(t *testing.T) {
 }
 
 func TestMemoryOneShard(t *testing.T) {
-	algotest.Run(t, func(t *testing.T, clock *algotest.Clock) algotest.Limiter {
+	algotest.Run(t, func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
 		m := algorithms.NewMemory(algorithms.WithClock(clock.Now), algorithms.WithShards(1), algorithms.WithSweepInterval(0))
 		t.Cleanup(m.Close)
 		return m

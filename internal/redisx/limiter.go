@@ -20,7 +20,7 @@ import (
 // atomic Lua script on its limit's keys (see the lua package), so any number
 // of Limiters on any number of hosts share one exact view. It works with a
 // standalone server, Sentinel and Redis Cluster alike. It implements
-// rls.Limiter and is safe for concurrent use.
+// algorithms.Limiter and is safe for concurrent use.
 type Limiter struct {
 	client  redis.UniversalClient
 	keys    keySpace
@@ -179,7 +179,7 @@ func (l *Limiter) run(ctx context.Context, calls []*scriptCall) error {
 }
 
 // Do applies ops, each atomically on its own limit's state, and returns one
-// Result per Op in the same order (see rls.Limiter). All ops travel in one
+// Result per Op in the same order (see algorithms.Limiter). All ops travel in one
 // pipelined round trip; a cluster client splits it per node.
 //
 // An Op with Shards = N > 1 splits its limit over N states (fewer when the

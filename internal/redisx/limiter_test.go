@@ -21,7 +21,7 @@ func TestLimiterSuite(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			client := b.client(t)
-			algotest.Run(t, func(t *testing.T, clock *algotest.Clock) algotest.Limiter {
+			algotest.Run(t, func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
 				lim, err := NewLimiter(client, WithClock(clock.Now), WithKeyPrefix(testPrefix(t)))
 				require.NoError(t, err)
 				return lim

@@ -175,7 +175,7 @@ func TestGateAdaptsItsLimit(t *testing.T) {
 type stallingLimiter struct {
 	calls   atomic.Int64
 	release chan struct{}
-	inner   Limiter
+	inner   algorithms.Limiter
 }
 
 func (l *stallingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {

@@ -63,7 +63,7 @@ func TestCallerDeadlineBoundsTheBackend(t *testing.T) {
 // deadlineRecorder passes ops to inner and records the deadline of every
 // call's context.
 type deadlineRecorder struct {
-	inner Limiter
+	inner algorithms.Limiter
 
 	mu        sync.Mutex
 	deadlines []time.Time

@@ -46,7 +46,7 @@ import (
 // The cost per op that reaches the backend is two short critical sections of
 // one of 64 locks. DenyCache is safe for concurrent use.
 type DenyCache struct {
-	inner    Limiter
+	inner    algorithms.Limiter
 	now      func() time.Time
 	seed     maphash.Seed
 	perShard int
@@ -110,7 +110,7 @@ type ticket struct {
 
 // NewDenyCache returns a DenyCache in front of inner that remembers at most
 // about maxEntries denials. now is the clock; nil means time.Now.
-func NewDenyCache(inner Limiter, maxEntries int, now func() time.Time) *DenyCache {
+func NewDenyCache(inner algorithms.Limiter, maxEntries int, now func() time.Time) *DenyCache {
 	if now == nil {
 		now = time.Now
 	}

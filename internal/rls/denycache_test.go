@@ -19,7 +19,7 @@ import (
 
 // countingLimiter counts the ops that reach the Limiter it wraps.
 type countingLimiter struct {
-	Limiter
+	algorithms.Limiter
 	ops atomic.Int64
 }
 
@@ -40,7 +40,7 @@ func take(k string, l algorithms.Limit, hits uint64) algorithms.Op {
 	return algorithms.Op{Key: algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: k}}}, Limit: l, Hits: hits}
 }
 
-func do(t *testing.T, l Limiter, ops ...algorithms.Op) []algorithms.Result {
+func do(t *testing.T, l algorithms.Limiter, ops ...algorithms.Op) []algorithms.Result {
 	t.Helper()
 	res, err := l.Do(context.Background(), ops)
 	require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestDenyCacheSparesTheBackendOnAHotKey(t *testing.T) {
 
 func TestDenyCacheForgets(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 2, Window: time.Hour}
-	exhaust := func(t *testing.T, c Limiter, key string) {
+	exhaust := func(t *testing.T, c algorithms.Limiter, key string) {
 		t.Helper()
 		for range 2 {
 			require.True(t, do(t, c, take(key, l, 1))[0].Allowed)
@@ -212,7 +212,7 @@ func TestDenyCacheIsSafeForConcurrentUse(t *testing.T) {
 // between a replica and Redis may: a script may run long before its answer
 // arrives, and one sent later may run first.
 type gatedLimiter struct {
-	Limiter
+	algorithms.Limiter
 	before, after func(ops []algorithms.Op)
 }
 

@@ -19,7 +19,7 @@ import (
 // (and reporting its ops as not applied to settle, as a backend does), and
 // records the refunds it applied.
 type givingLimiter struct {
-	inner  Limiter
+	inner  algorithms.Limiter
 	fail   atomic.Bool
 	calls  atomic.Int64
 	settle func([]algorithms.Outcome)
@@ -215,7 +215,7 @@ func TestGiveBacksAreBounded(t *testing.T) {
 
 // lateLimiter answers every call late, after its context has ended.
 type lateLimiter struct {
-	inner Limiter
+	inner algorithms.Limiter
 	after time.Duration
 }
 

@@ -123,7 +123,7 @@ descriptors:
     rate_limit: {unlimited: true}
 `
 
-func newObserved(t *testing.T, limiter Limiter, mutate func(*Options)) (*Service, *recorder, *algotest.Clock) {
+func newObserved(t *testing.T, limiter algorithms.Limiter, mutate func(*Options)) (*Service, *recorder, *algotest.Clock) {
 	t.Helper()
 	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(observedLimits)}}, config.Options{})
 	require.NoError(t, err)
@@ -311,7 +311,7 @@ func TestObserveRequests(t *testing.T) {
 type slowLimiter struct {
 	clock *algotest.Clock
 	took  time.Duration
-	inner Limiter
+	inner algorithms.Limiter
 }
 
 func (l slowLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
@@ -328,7 +328,7 @@ func (l slowLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.
 type switchLimiter struct {
 	calls atomic.Int64
 	err   atomic.Pointer[error]
-	inner Limiter
+	inner algorithms.Limiter
 }
 
 func (l *switchLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
@@ -491,7 +491,7 @@ func slicesOf[T any](n int, v T) []T {
 // hangingLimiter hangs until the context ends on ops for the descriptor
 // value "slow", and passes every other op to inner.
 type hangingLimiter struct {
-	inner Limiter
+	inner algorithms.Limiter
 	hung  atomic.Int64
 }
 

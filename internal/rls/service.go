@@ -30,7 +30,7 @@ import (
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	limiter  Limiter
+	limiter  algorithms.Limiter
 	opts     Options
 	log      *slog.Logger
 	cfg      atomic.Pointer[config.Config]
@@ -50,7 +50,7 @@ type Service struct {
 // until a configuration is loaded (every descriptor is then unmatched). The
 // options whose zero value means the default (see Options) get it; an
 // invalid option is an error.
-func New(limiter Limiter, cfg *config.Config, opts Options) (*Service, error) {
+func New(limiter algorithms.Limiter, cfg *config.Config, opts Options) (*Service, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}

@@ -640,7 +640,7 @@ func TestOverridesBeyondTheBoundsAreRefused(t *testing.T) {
 }
 
 // newService is New for the tests: an invalid option fails tb.
-func newService(tb testing.TB, limiter Limiter, cfg *config.Config, opts Options) *Service {
+func newService(tb testing.TB, limiter algorithms.Limiter, cfg *config.Config, opts Options) *Service {
 	tb.Helper()
 	s, err := New(limiter, cfg, opts)
 	require.NoError(tb, err)

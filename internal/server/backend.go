@@ -16,7 +16,7 @@ import (
 
 // backend is a Limiter with the means to check and release it.
 type backend interface {
-	rls.Limiter
+	algorithms.Limiter
 	// CheckWrites reports whether the backend would take the writes of
 	// decisions: nil when it would, else why not.
 	CheckWrites(ctx context.Context) error

@@ -41,19 +41,19 @@ type scriptEnv struct {
 // scriptBackend builds the limiter of a scriptEnv.
 type scriptBackend struct {
 	name    string
-	limiter func(t *testing.T, clock *algotest.Clock) rls.Limiter
+	limiter func(t *testing.T, clock *algotest.Clock) algorithms.Limiter
 }
 
 // scriptBackends are the in-memory backend and a Redis one, on a
 // redis-server of the test's own, with the deny cache in front as the
 // server puts it.
 var scriptBackends = []scriptBackend{
-	{"memory", func(t *testing.T, clock *algotest.Clock) rls.Limiter {
+	{"memory", func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
 		m := algorithms.NewMemory(algorithms.WithClock(clock.Now))
 		t.Cleanup(m.Close)
 		return m
 	}},
-	{"redis", func(t *testing.T, clock *algotest.Clock) rls.Limiter {
+	{"redis", func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
 		lim, err := redisx.NewLimiter(redistest.Standalone(t).Client(t), redisx.WithClock(clock.Now))
 		require.NoError(t, err)
 		t.Cleanup(lim.Close)

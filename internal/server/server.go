@@ -20,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
@@ -112,7 +113,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	} else {
 		opts.BackendGrace = redisGrace(s)
 	}
-	var limiter rls.Limiter = b
+	var limiter algorithms.Limiter = b
 	if s.Tracing {
 		if srv.tracer, err = tracing.New(ctx, s.tracingOptions()); err != nil {
 			b.Close()

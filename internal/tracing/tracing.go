@@ -3,7 +3,7 @@
 // service's logic: a gRPC stats handler makes the server span of each call,
 // continuing the trace of the caller's metadata (W3C traceparent, or B3 as
 // Envoy's Zipkin tracer sends it), an interceptor names the call's domain
-// and outcome on it, and a wrapper of the rls.Limiter makes a child span for
+// and outcome on it, and a wrapper of the algorithms.Limiter makes a child span for
 // each backend call. Without tracing none of them is installed, so the
 // service runs exactly as it does untraced.
 //
@@ -230,13 +230,13 @@ func (t *Tracer) annotate(ctx context.Context, req any, info *grpc.UnaryServerIn
 // span of the call's context: the number of ops and of refunds among them,
 // how many the backend denied, and when the call failed its kind (timeout,
 // unavailable, ...) as rls classifies it.
-func (t *Tracer) Limiter(next rls.Limiter) rls.Limiter {
+func (t *Tracer) Limiter(next algorithms.Limiter) algorithms.Limiter {
 	return &tracedLimiter{next: next, tracer: t.tracer}
 }
 
 // tracedLimiter is a Limiter that traces its calls.
 type tracedLimiter struct {
-	next   rls.Limiter
+	next   algorithms.Limiter
 	tracer trace.Tracer
 }
 

@@ -37,7 +37,7 @@ descriptors:
 // serve serves ShouldRateLimit over limiter, traced by tr, and grpc.health.v1
 // on a loopback port, and returns a client connection and a function that
 // stops the server once its calls are done, their spans ended.
-func serve(t *testing.T, tr *Tracer, limiter rls.Limiter) (*grpc.ClientConn, func()) {
+func serve(t *testing.T, tr *Tracer, limiter algorithms.Limiter) (*grpc.ClientConn, func()) {
 	t.Helper()
 	cfg, err := config.Parse([]config.File{{Name: "edge.yaml", Data: []byte(limits)}}, config.Options{})
 	require.NoError(t, err)

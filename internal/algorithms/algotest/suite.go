@@ -1,5 +1,5 @@
 // Package algotest is the one behavioural test suite that every rate limit
-// backend runs: the in-memory Limiter and each Redis deployment. It drives a
+// backend runs: the in-memory limiter and each Redis deployment. It drives a
 // backend through Do alone, on a fake clock, and checks what the
 // documentation of package algorithms promises for each of the four
 // algorithms, to the microsecond.
@@ -17,24 +17,18 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
-// Limiter is what the suite drives: rls.Limiter, restated here so that
-// backends can run the suite without importing the service.
-type Limiter interface {
-	Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error)
-}
-
 // startTime is where every behaviour's clock starts: a realistic instant,
 // 123456µs into its second, not a window boundary.
 func startTime() time.Time { return time.Date(2026, 11, 21, 10, 0, 0, 123456000, time.UTC) }
 
 // Run runs the suite: for each algorithm (one t.Run each) and each behaviour
 // (one t.Run each), it makes a Clock reading 2026-11-21T10:00:00.123456Z and
-// a Limiter from newLimiter, which must take its time from that clock, and
+// an algorithms.Limiter from newLimiter, which must take its time from that clock, and
 // drives it through Do.
 //
 // Every behaviour uses keys of its own, named after the test and the run, so
 // that one shared Redis serves the whole suite, run after run.
-func Run(t *testing.T, newLimiter func(t *testing.T, clock *Clock) Limiter) {
+func Run(t *testing.T, newLimiter func(t *testing.T, clock *Clock) algorithms.Limiter) {
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
 	for _, alg := range algorithms.Algorithms {
 		t.Run(alg.String(), func(t *testing.T) {
@@ -73,7 +67,7 @@ func behaviours() []behaviour {
 type suite struct {
 	t      *testing.T
 	clock  *Clock
-	lim    Limiter
+	lim    algorithms.Limiter
 	alg    algorithms.Algorithm
 	domain string
 	keys   int
