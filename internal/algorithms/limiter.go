@@ -5,7 +5,7 @@ import (
 )
 
 // Limiter applies rate limit operations to a backend's state. The in-memory
-// limiter (Memory) and the Redis limiter (redisx.Limiter) implement it, and
+// limiter (memory.Limiter) and the Redis limiter (redisx.Limiter) implement it, and
 // the service (internal/rls) decides with one.
 //
 // Do applies ops, each atomically on its own limit's state, and returns one

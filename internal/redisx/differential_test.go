@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
+	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
 // TestLimiterMatchesMemory drives the Redis Limiter and the in-memory one,
@@ -63,7 +64,7 @@ func runDifferential(t *testing.T, client redis.UniversalClient, alg algorithms.
 	// A realistic instant at a random microsecond of 2026.
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rng.Int64N(int64(365*24*time.Hour))) / time.Microsecond * time.Microsecond)
 	clock := algotest.NewClock(start)
-	mem := algorithms.NewMemory(algorithms.WithClock(clock.Now), algorithms.WithSweepInterval(0))
+	mem := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
 	t.Cleanup(mem.Close)
 	lim, err := NewLimiter(client, WithClock(clock.Now), WithKeyPrefix(testPrefix(t)))
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
 // limits records the limits a gate reports.
@@ -195,7 +196,7 @@ func (l *stallingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algori
 func TestShedRequestsNeverReachTheBackend(t *testing.T) {
 	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
 	require.NoError(t, err)
-	mem := algorithms.NewMemory()
+	mem := memory.New()
 	t.Cleanup(mem.Close)
 	lim := &stallingLimiter{release: make(chan struct{}), inner: mem}
 	rec := &recorder{}

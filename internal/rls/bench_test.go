@@ -8,8 +8,8 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
 // BenchmarkShouldRateLimit measures one decision on the memory backend, the
@@ -20,7 +20,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mem := algorithms.NewMemory()
+	mem := memory.New()
 	b.Cleanup(mem.Close)
 	opts := DefaultOptions()
 	opts.BackendTimeout = 0

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
 const chargeLimits = `
@@ -34,7 +34,7 @@ func newChargeFixture(t *testing.T, obs Observer) *fixture {
 	cfg, err := config.Parse([]config.File{{Name: "charge.yaml", Data: []byte(chargeLimits)}}, config.Options{})
 	require.NoError(t, err)
 	clock := algotest.NewClock(t0)
-	mem := algorithms.NewMemory(algorithms.WithClock(clock.Now))
+	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
 	opts := DefaultOptions()
 	opts.Observer = obs

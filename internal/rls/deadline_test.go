@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
 // serveGRPC serves svc on a loopback port and returns a client of it.
@@ -87,7 +88,7 @@ func (r *deadlineRecorder) Do(ctx context.Context, ops []algorithms.Op) ([]algor
 func TestRefundSharesTheTakesDeadline(t *testing.T) {
 	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
 	require.NoError(t, err)
-	mem := algorithms.NewMemory()
+	mem := memory.New()
 	t.Cleanup(mem.Close)
 	rec := &deadlineRecorder{inner: mem}
 	opts := DefaultOptions()

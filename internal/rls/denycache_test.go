@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
+	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
 // countingLimiter counts the ops that reach the Limiter it wraps.
@@ -30,7 +31,7 @@ func (c *countingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algori
 
 func newCached(t *testing.T) (*DenyCache, *countingLimiter, *algotest.Clock) {
 	clock := algotest.NewClock(t0)
-	mem := algorithms.NewMemory(algorithms.WithClock(clock.Now))
+	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
 	inner := &countingLimiter{Limiter: mem}
 	return NewDenyCache(inner, 1000, clock.Now), inner, clock
@@ -57,7 +58,7 @@ func TestDenyCacheDecidesAsTheBackend(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(alg), 7))
 			cache, _, clock := newCached(t)
-			bare := algorithms.NewMemory(algorithms.WithClock(clock.Now))
+			bare := memory.New(memory.WithClock(clock.Now))
 			t.Cleanup(bare.Close)
 			limits := []algorithms.Limit{
 				{Algorithm: alg, Requests: 5, Window: time.Second},
@@ -266,7 +267,7 @@ func TestDenyCacheKeepsNoDenialAGiveBackCleared(t *testing.T) {
 	// clock, with the limit l of key k used up.
 	newGated := func(t *testing.T, l algorithms.Limit) (*DenyCache, *gatedLimiter, *algotest.Clock) {
 		clock := algotest.NewClock(t0)
-		mem := algorithms.NewMemory(algorithms.WithClock(clock.Now))
+		mem := memory.New(memory.WithClock(clock.Now))
 		t.Cleanup(mem.Close)
 		g := &gatedLimiter{Limiter: mem}
 		cache := NewDenyCache(g, 1000, clock.Now)
@@ -336,7 +337,7 @@ func TestDenyCacheKeepsNoDenialAGiveBackCleared(t *testing.T) {
 // each race, a take that the cache answers must be one the backend would
 // deny: the count of wrong denials is 0.
 func TestDenyCacheRaceOfTakesAndGiveBacks(t *testing.T) {
-	mem := algorithms.NewMemory(algorithms.WithClock(algotest.NewClock(t0).Now))
+	mem := memory.New(memory.WithClock(algotest.NewClock(t0).Now))
 	t.Cleanup(mem.Close)
 	var rngMu sync.Mutex
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -378,7 +379,7 @@ func TestDenyCacheRaceOfTakesAndGiveBacks(t *testing.T) {
 // backend (an admitted take on an in-memory limiter) and what an op it
 // answers costs.
 func BenchmarkDenyCache(b *testing.B) {
-	mem := algorithms.NewMemory()
+	mem := memory.New()
 	b.Cleanup(mem.Close)
 	cache := NewDenyCache(mem, 1000, nil)
 	ctx := context.Background()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
 // givingLimiter passes ops to inner, failing every call while fail is set
@@ -65,14 +66,14 @@ type giveBackFixture struct {
 	svc  *Service
 	lim  *givingLimiter
 	rec  *recorder
-	mem  *algorithms.Memory
+	mem  *memory.Limiter
 	take algorithms.Op
 	res  algorithms.Result
 }
 
 func newGiveBackFixture(t *testing.T, alg algorithms.Algorithm, mutate func(*Options)) *giveBackFixture {
 	t.Helper()
-	mem := algorithms.NewMemory()
+	mem := memory.New()
 	t.Cleanup(mem.Close)
 	f := &giveBackFixture{lim: &givingLimiter{inner: mem}, rec: &recorder{}, mem: mem}
 	opts := DefaultOptions()

@@ -25,6 +25,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
 // recorder is an Observer that keeps everything it is told.
@@ -129,7 +130,7 @@ func newObserved(t *testing.T, limiter algorithms.Limiter, mutate func(*Options)
 	require.NoError(t, err)
 	clock := algotest.NewClock(t0)
 	if limiter == nil {
-		mem := algorithms.NewMemory(algorithms.WithClock(clock.Now))
+		mem := memory.New(memory.WithClock(clock.Now))
 		t.Cleanup(mem.Close)
 		limiter = mem
 	}
@@ -350,7 +351,7 @@ func (l *switchLimiter) fail(err error) {
 func TestBreakerInTheService(t *testing.T) {
 	for _, mode := range []FailureMode{FailError, FailAllow, FailDeny} {
 		t.Run(mode.String(), func(t *testing.T) {
-			mem := algorithms.NewMemory()
+			mem := memory.New()
 			t.Cleanup(mem.Close)
 			lim := &switchLimiter{inner: mem}
 			svc, rec, clock := newObserved(t, lim, func(o *Options) {
@@ -436,7 +437,7 @@ func TestBreakerIgnoresCallersThatGoAway(t *testing.T) {
 }
 
 func TestBreakerDisabled(t *testing.T) {
-	lim := &switchLimiter{inner: algorithms.NewMemory()}
+	lim := &switchLimiter{inner: memory.New()}
 	lim.fail(errors.New("boom"))
 	svc, _, _ := newObserved(t, lim, func(o *Options) { o.BreakerFailures = 0 })
 	for range 20 {
@@ -510,7 +511,7 @@ func (l *hangingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorit
 // breaker stays closed. Then as many calls time out with nothing answered
 // while they wait, as a hung backend would have them: it opens.
 func TestBreakerStaysClosedOnALoadedHost(t *testing.T) {
-	mem := algorithms.NewMemory()
+	mem := memory.New()
 	t.Cleanup(mem.Close)
 	lim := &hangingLimiter{inner: mem}
 	opts := DefaultOptions()

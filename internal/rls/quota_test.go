@@ -16,6 +16,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
 // envoyExample is envoyproxy/ratelimit's example configuration, domain "rl",
@@ -30,7 +31,7 @@ func newConfigFixture(t *testing.T, mutate func(*Options), files ...config.File)
 	cfg, err := config.Parse(files, config.Options{DefaultAlgorithm: algorithms.FixedWindow})
 	require.NoError(t, err)
 	clock := algotest.NewClock(t0)
-	mem := algorithms.NewMemory(algorithms.WithClock(clock.Now))
+	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
 	opts := DefaultOptions()
 	opts.BackendTimeout = time.Second

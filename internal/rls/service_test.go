@@ -21,6 +21,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
 const testLimits = `
@@ -72,7 +73,7 @@ var t0 = time.Date(2026, 11, 21, 10, 0, 0, 250_000_000, time.UTC)
 type fixture struct {
 	svc   *Service
 	clock *algotest.Clock
-	mem   *algorithms.Memory
+	mem   *memory.Limiter
 }
 
 func newFixture(t *testing.T, mutate func(*Options)) *fixture {
@@ -80,7 +81,7 @@ func newFixture(t *testing.T, mutate func(*Options)) *fixture {
 	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
 	require.NoError(t, err)
 	clock := algotest.NewClock(t0)
-	mem := algorithms.NewMemory(algorithms.WithClock(clock.Now))
+	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
 	opts := DefaultOptions()
 	opts.BackendTimeout = time.Second
@@ -491,7 +492,7 @@ func TestUnlimitedRulesReplaceAndAreReplaced(t *testing.T) {
 }
 
 func TestWithoutConfigEverythingIsOK(t *testing.T) {
-	mem := algorithms.NewMemory()
+	mem := memory.New()
 	t.Cleanup(mem.Close)
 	svc := newService(t, mem, nil, DefaultOptions())
 	resp, err := svc.ShouldRateLimit(context.Background(), request(desc("fixed", "a")))
@@ -659,10 +660,10 @@ func TestNewRefusesInvalidOptions(t *testing.T) {
 		"BreakerProbes":    {BreakerProbes: -1},
 		"MaxUnmatched":     {Bounds: Bounds{MaxUnmatchedEntries: -1}},
 	} {
-		_, err := New(algorithms.NewMemory(), nil, opts)
+		_, err := New(memory.New(), nil, opts)
 		assert.ErrorContains(t, err, name, name)
 	}
-	s, err := New(algorithms.NewMemory(), nil, Options{})
+	s, err := New(memory.New(), nil, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, algorithms.SlidingWindowCounter, s.opts.DefaultAlgorithm)
 	assert.Equal(t, DefaultNearLimitRatio, s.opts.NearLimitRatio)

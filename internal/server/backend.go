@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
@@ -55,7 +56,7 @@ func (b *Backend) UnmarshalText(text []byte) error {
 func newBackend(s Settings, logger *slog.Logger) (backend, error) {
 	switch s.Backend {
 	case BackendMemory:
-		return memoryBackend{algorithms.NewMemory()}, nil
+		return memoryBackend{memory.New()}, nil
 	case BackendRedis:
 		client, err := redisx.NewClient(s.Redis)
 		if err != nil {
@@ -84,7 +85,7 @@ func redisGrace(s Settings) time.Duration {
 }
 
 // memoryBackend is the in-process backend: always reachable.
-type memoryBackend struct{ *algorithms.Memory }
+type memoryBackend struct{ *memory.Limiter }
 
 func (memoryBackend) CheckWrites(context.Context) error { return nil }
 
@@ -94,7 +95,7 @@ func (memoryBackend) Prepare(context.Context) error { return nil }
 func (memoryBackend) SettleWith(*rls.Service) {}
 
 func (m memoryBackend) Close() error {
-	m.Memory.Close()
+	m.Limiter.Close()
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
@@ -49,7 +50,7 @@ type scriptBackend struct {
 // server puts it.
 var scriptBackends = []scriptBackend{
 	{"memory", func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
-		m := algorithms.NewMemory(algorithms.WithClock(clock.Now))
+		m := memory.New(memory.WithClock(clock.Now))
 		t.Cleanup(m.Close)
 		return m
 	}},

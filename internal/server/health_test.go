@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
@@ -62,7 +62,7 @@ func (s *syncBuffer) String() string {
 }
 
 func TestBackendWatchFollowsTheBackend(t *testing.T) {
-	mem := algorithms.NewMemory()
+	mem := memory.New()
 	b := &flakyBackend{memoryBackend: memoryBackend{mem}}
 	t.Cleanup(mem.Close)
 	h := rls.NewHealth()

@@ -22,8 +22,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
@@ -200,7 +200,7 @@ func TestConfigStateReloaded(t *testing.T) {
 	require.NoError(t, err)
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
-	svc, err := rls.New(algorithms.NewMemory(), first, rls.Options{})
+	svc, err := rls.New(memory.New(), first, rls.Options{})
 	require.NoError(t, err)
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	c := newConfigState(svc, path, first, t0, logger)

@@ -8,8 +8,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
@@ -27,7 +27,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			mem := algorithms.NewMemory()
+			mem := memory.New()
 			b.Cleanup(mem.Close)
 			opts := rls.DefaultOptions()
 			opts.BackendTimeout = 0

@@ -23,6 +23,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/tracing/tracingtest"
 )
@@ -100,7 +101,7 @@ func TestSpansContinueTheCallersTrace(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tr, err := New(context.Background(), Options{Exporter: exp, ServiceName: "rl-test"})
 	require.NoError(t, err)
-	conn, _ := serve(t, tr, algorithms.NewMemory())
+	conn, _ := serve(t, tr, memory.New())
 	client := rlsv3.NewRateLimitServiceClient(conn)
 
 	for _, c := range []struct {
@@ -197,7 +198,7 @@ func TestSamplingRate(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tr, err := New(context.Background(), Options{Exporter: exp, SamplingRate: &zero})
 	require.NoError(t, err)
-	conn, stop := serve(t, tr, algorithms.NewMemory())
+	conn, stop := serve(t, tr, memory.New())
 	client := rlsv3.NewRateLimitServiceClient(conn)
 	_, err = client.ShouldRateLimit(context.Background(), userRequest("a"))
 	require.NoError(t, err)
@@ -237,7 +238,7 @@ func TestOTLPExporters(t *testing.T) {
 
 			tr, err := New(context.Background(), Options{Protocol: protocol})
 			require.NoError(t, err)
-			conn, stop := serve(t, tr, algorithms.NewMemory())
+			conn, stop := serve(t, tr, memory.New())
 			_, err = rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), userRequest("otlp"))
 			require.NoError(t, err)
 			stop() // the call's spans ended

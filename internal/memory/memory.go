@@ -1,4 +1,4 @@
-package algorithms
+package memory
 
 import (
 	"context"
@@ -7,9 +7,11 @@ import (
 	"math/bits"
 	"sync"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
-// Defaults of a Memory, overridden by MemoryOptions.
+// Defaults of a Limiter, overridden by Options.
 const (
 	defaultShards        = 128
 	defaultSweepInterval = time.Second
@@ -21,66 +23,69 @@ const (
 	sweepRounds = 16
 )
 
-// Memory is the in-memory Limiter: it keeps every limit's state in process,
-// in maps sharded by a hash of the state's Identity, each behind its own
-// mutex. A state is dropped once its Expiry has passed, when it is next
+// Package memory is the in-memory backend: an algorithms.Limiter that keeps
+// every limit's state in this process.
+//
+// Limiter is the in-memory algorithms.Limiter: it keeps every limit's state in
+// process, in maps sharded by a hash of the state's identity, each behind its
+// own mutex. A state is dropped once its Expiry has passed, when it is next
 // touched or by a background sweep, so memory follows the active keys.
 //
-// Memory is safe for concurrent use. Create one with NewMemory (the zero
-// Memory is not usable) and call Close to stop its sweep.
-type Memory struct {
+// Limiter is safe for concurrent use. Create one with New (the zero
+// Limiter is not usable) and call Close to stop its sweep.
+type Limiter struct {
 	now    func() time.Time
 	seed   maphash.Seed
 	mask   uint64
-	shards []memoryShard
+	shards []shard
 
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
 }
 
-type memoryShard struct {
+type shard struct {
 	mu      sync.Mutex
-	entries map[string]*memoryEntry
+	entries map[string]*entry
 	_       [48]byte // keep neighbouring locks off one cache line
 }
 
-type memoryEntry struct {
-	state State
+type entry struct {
+	state algorithms.State
 	// expires is the state's Expiry in microseconds, as of its last change.
 	expires int64
 }
 
-// MemoryOption configures a Memory.
-type MemoryOption func(*memoryConfig)
+// Option configures a Limiter.
+type Option func(*config)
 
-type memoryConfig struct {
+type config struct {
 	now    func() time.Time
 	shards int
 	sweep  time.Duration
 }
 
-// WithClock makes a Memory read the time from now instead of time.Now.
-func WithClock(now func() time.Time) MemoryOption {
-	return func(c *memoryConfig) { c.now = now }
+// WithClock makes a Limiter read the time from now instead of time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) { c.now = now }
 }
 
 // WithShards sets the number of lock shards, rounded up to a power of two
 // (default 128).
-func WithShards(n int) MemoryOption {
-	return func(c *memoryConfig) { c.shards = n }
+func WithShards(n int) Option {
+	return func(c *config) { c.shards = n }
 }
 
 // WithSweepInterval sets how often the background sweep drops expired
 // states (default one second); 0 or less runs no sweep, leaving expired
 // states to be dropped when touched.
-func WithSweepInterval(d time.Duration) MemoryOption {
-	return func(c *memoryConfig) { c.sweep = d }
+func WithSweepInterval(d time.Duration) Option {
+	return func(c *config) { c.sweep = d }
 }
 
-// NewMemory returns an empty Memory and starts its background sweep.
-func NewMemory(opts ...MemoryOption) *Memory {
-	cfg := memoryConfig{now: time.Now, shards: defaultShards, sweep: defaultSweepInterval}
+// New returns an empty Limiter and starts its background sweep.
+func New(opts ...Option) *Limiter {
+	cfg := config{now: time.Now, shards: defaultShards, sweep: defaultSweepInterval}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -88,14 +93,14 @@ func NewMemory(opts ...MemoryOption) *Memory {
 	if cfg.shards > 1 {
 		n = 1 << bits.Len(uint(cfg.shards-1))
 	}
-	m := &Memory{
+	m := &Limiter{
 		now:    cfg.now,
 		seed:   maphash.MakeSeed(),
 		mask:   uint64(n - 1),
-		shards: make([]memoryShard, n),
+		shards: make([]shard, n),
 	}
 	for i := range m.shards {
-		m.shards[i].entries = make(map[string]*memoryEntry)
+		m.shards[i].entries = make(map[string]*entry)
 	}
 	if cfg.sweep > 0 {
 		m.stop, m.done = make(chan struct{}), make(chan struct{})
@@ -104,24 +109,24 @@ func NewMemory(opts ...MemoryOption) *Memory {
 	return m
 }
 
-// Do applies ops in order, each atomically on the state of
-// Identity(op.Key, op.Limit), all at one reading of the clock, and returns
-// their results in the same order. Op.Shards is ignored: one exact state
-// serves the whole limit. A refund of a state that does not exist creates
-// none. Do fails, applying nothing, when ctx is already done or an op's
-// Limit is invalid (the error wraps ErrInvalidLimit).
-func (m *Memory) Do(ctx context.Context, ops []Op) ([]Result, error) {
+// Do applies ops in order, each atomically on the state of op.Identity(), all
+// at one reading of the clock, and returns their results in the same order.
+// Op.Shards is ignored: one exact state serves the whole limit. A refund of a
+// state that does not exist creates none. Do fails, applying nothing, when
+// ctx is already done or an op's limit is invalid (the error wraps
+// algorithms.ErrInvalidLimit).
+func (m *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("algorithms: %w", err)
+		return nil, fmt.Errorf("memory: %w", err)
 	}
 	for i := range ops {
 		if err := ops[i].Limit.Validate(); err != nil {
-			return nil, fmt.Errorf("algorithms: op %d: %w", i, err)
+			return nil, fmt.Errorf("memory: op %d: %w", i, err)
 		}
 	}
 	now := m.now()
 	t := now.UnixMicro()
-	results := make([]Result, len(ops))
+	results := make([]algorithms.Result, len(ops))
 	for i := range ops {
 		results[i] = m.apply(&ops[i], now, t)
 	}
@@ -129,7 +134,7 @@ func (m *Memory) Do(ctx context.Context, ops []Op) ([]Result, error) {
 }
 
 // apply runs one op under its shard's lock.
-func (m *Memory) apply(op *Op, now time.Time, t int64) Result {
+func (m *Limiter) apply(op *algorithms.Op, now time.Time, t int64) algorithms.Result {
 	id := op.Identity()
 	sh := &m.shards[maphash.String(m.seed, id)&m.mask]
 	sh.mu.Lock()
@@ -142,17 +147,17 @@ func (m *Memory) apply(op *Op, now time.Time, t int64) Result {
 		e = nil
 	}
 	if e == nil {
-		st := NewState(op.Limit.Algorithm)
+		st := algorithms.NewState(op.Limit.Algorithm)
 		if op.Refund {
 			return st.Refund(op.Limit, now, op.Hits, op.Receipt)
 		}
 		res := take(st, op, now)
 		if exp := st.Expiry(op.Limit).UnixMicro(); exp > t {
-			sh.entries[id] = &memoryEntry{state: st, expires: exp}
+			sh.entries[id] = &entry{state: st, expires: exp}
 		}
 		return res
 	}
-	var res Result
+	var res algorithms.Result
 	if op.Refund {
 		res = e.state.Refund(op.Limit, now, op.Hits, op.Receipt)
 	} else {
@@ -165,7 +170,7 @@ func (m *Memory) apply(op *Op, now time.Time, t int64) Result {
 }
 
 // take applies a take or a charge.
-func take(st State, op *Op, now time.Time) Result {
+func take(st algorithms.State, op *algorithms.Op, now time.Time) algorithms.Result {
 	if op.Charge {
 		return st.Charge(op.Limit, now, op.Hits)
 	}
@@ -174,7 +179,7 @@ func take(st State, op *Op, now time.Time) Result {
 
 // Len returns the number of states held, counting expired ones that have not
 // been dropped yet.
-func (m *Memory) Len() int {
+func (m *Limiter) Len() int {
 	n := 0
 	for i := range m.shards {
 		sh := &m.shards[i]
@@ -188,7 +193,7 @@ func (m *Memory) Len() int {
 // Close stops the background sweep and waits for it to return. Do keeps
 // working afterwards; expired states are then dropped only when touched.
 // Close may be called more than once.
-func (m *Memory) Close() {
+func (m *Limiter) Close() {
 	m.closeOnce.Do(func() {
 		if m.stop != nil {
 			close(m.stop)
@@ -197,7 +202,7 @@ func (m *Memory) Close() {
 	})
 }
 
-func (m *Memory) sweepEvery(d time.Duration) {
+func (m *Limiter) sweepEvery(d time.Duration) {
 	defer close(m.done)
 	tick := time.NewTicker(d)
 	defer tick.Stop()
@@ -214,7 +219,7 @@ func (m *Memory) sweepEvery(d time.Duration) {
 // sweep visits every shard once and drops expired states from a random
 // sample of it, taking more samples while they are mostly expired. It
 // returns how many states it dropped.
-func (m *Memory) sweep() int {
+func (m *Limiter) sweep() int {
 	t := m.now().UnixMicro()
 	dropped := 0
 	for i := range m.shards {
@@ -223,7 +228,7 @@ func (m *Memory) sweep() int {
 	return dropped
 }
 
-func (sh *memoryShard) sweep(t int64) int {
+func (sh *shard) sweep(t int64) int {
 	dropped := 0
 	for range sweepRounds {
 		seen, expired := 0, 0

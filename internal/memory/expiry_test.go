@@ -1,4 +1,4 @@
-package algorithms
+package memory
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,13 +27,13 @@ func (f *fakeNow) add(d time.Duration) {
 var expiryStart = time.Date(2026, 11, 21, 10, 0, 0, 123456000, time.UTC)
 
 // fill takes one hit from keys keys of every algorithm, one window each.
-func fill(t *testing.T, m *Memory, keys int, window time.Duration) {
+func fill(t *testing.T, m *Limiter, keys int, window time.Duration) {
 	t.Helper()
-	for _, a := range Algorithms {
+	for _, a := range algorithms.Algorithms {
 		for i := range keys {
-			res, err := m.Do(context.Background(), []Op{{
-				Key:   Key{Domain: "expiry", Entries: []Entry{{Key: "k", Value: fmt.Sprint(i)}}},
-				Limit: Limit{Algorithm: a, Requests: 10, Window: window},
+			res, err := m.Do(context.Background(), []algorithms.Op{{
+				Key:   algorithms.Key{Domain: "expiry", Entries: []algorithms.Entry{{Key: "k", Value: fmt.Sprint(i)}}},
+				Limit: algorithms.Limit{Algorithm: a, Requests: 10, Window: window},
 				Hits:  1,
 			}})
 			require.NoError(t, err)
@@ -43,7 +44,7 @@ func fill(t *testing.T, m *Memory, keys int, window time.Duration) {
 
 func TestMemorySweepDropsExpired(t *testing.T) {
 	clock := &fakeNow{t: expiryStart}
-	m := NewMemory(WithClock(clock.now), WithSweepInterval(0), WithShards(4))
+	m := New(WithClock(clock.now), WithSweepInterval(0), WithShards(4))
 	defer m.Close()
 	fill(t, m, 500, time.Second)
 	fill(t, m, 20, time.Hour)
@@ -75,16 +76,16 @@ func TestMemorySweepDropsExpired(t *testing.T) {
 
 func TestMemoryAccessDropsExpired(t *testing.T) {
 	clock := &fakeNow{t: expiryStart}
-	m := NewMemory(WithClock(clock.now), WithSweepInterval(0))
+	m := New(WithClock(clock.now), WithSweepInterval(0))
 	defer m.Close()
 	fill(t, m, 3, time.Second)
 	require.Equal(t, 12, m.Len())
 	clock.add(2 * time.Second)
-	for _, a := range Algorithms {
+	for _, a := range algorithms.Algorithms {
 		for i := range 3 {
-			res, err := m.Do(context.Background(), []Op{{
-				Key:   Key{Domain: "expiry", Entries: []Entry{{Key: "k", Value: fmt.Sprint(i)}}},
-				Limit: Limit{Algorithm: a, Requests: 10, Window: time.Second},
+			res, err := m.Do(context.Background(), []algorithms.Op{{
+				Key:   algorithms.Key{Domain: "expiry", Entries: []algorithms.Entry{{Key: "k", Value: fmt.Sprint(i)}}},
+				Limit: algorithms.Limit{Algorithm: a, Requests: 10, Window: time.Second},
 			}})
 			require.NoError(t, err)
 			require.Equal(t, uint64(10), res[0].Remaining)
@@ -96,7 +97,7 @@ func TestMemoryAccessDropsExpired(t *testing.T) {
 // TestMemoryBackgroundSweep: the sweep runs on its own until Close.
 func TestMemoryBackgroundSweep(t *testing.T) {
 	clock := &fakeNow{t: expiryStart}
-	m := NewMemory(WithClock(clock.now), WithSweepInterval(time.Millisecond))
+	m := New(WithClock(clock.now), WithSweepInterval(time.Millisecond))
 	fill(t, m, 50, time.Second)
 	clock.add(time.Minute)
 	require.Eventually(t, func() bool { return m.Len() == 0 }, 5*time.Second, time.Millisecond)
@@ -112,16 +113,16 @@ func TestMemoryBackgroundSweep(t *testing.T) {
 // was used with starts over, even when the limit has since changed.
 func TestMemoryExpiredStateIsNew(t *testing.T) {
 	clock := &fakeNow{t: expiryStart}
-	m := NewMemory(WithClock(clock.now), WithSweepInterval(0))
+	m := New(WithClock(clock.now), WithSweepInterval(0))
 	defer m.Close()
-	k := Key{Domain: "bucket"}
-	small := Limit{Algorithm: TokenBucket, Requests: 10, Window: time.Second}
-	res, err := m.Do(context.Background(), []Op{{Key: k, Limit: small, Hits: 5}})
+	k := algorithms.Key{Domain: "bucket"}
+	small := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}
+	res, err := m.Do(context.Background(), []algorithms.Op{{Key: k, Limit: small, Hits: 5}})
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), res[0].Remaining)
 	clock.add(time.Second)
-	large := Limit{Algorithm: TokenBucket, Requests: 10, Window: time.Second, Burst: 100}
-	res, err = m.Do(context.Background(), []Op{{Key: k, Limit: large}})
+	large := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second, Burst: 100}
+	res, err = m.Do(context.Background(), []algorithms.Op{{Key: k, Limit: large}})
 	require.NoError(t, err)
 	require.Equal(t, uint64(100), res[0].Remaining, "a bucket full under its old limit is a new, full bucket")
 }

@@ -1,4 +1,4 @@
-package algorithms_test
+package memory_test
 
 import (
 	"context"
@@ -12,11 +12,15 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
+	"github.com/ratewarden/ratewarden/internal/memory"
 )
+
+// t0 is a realistic instant, 123456µs into its second.
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 123456000, time.UTC)
 
 func TestMemory(t *testing.T) {
 	algotest.Run(t, func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
-		m := algorithms.NewMemory(algorithms.WithClock(clock.Now))
+		m := memory.New(memory.WithClock(clock.Now))
 		t.Cleanup(m.Close)
 		return m
 	})
@@ -24,7 +28,7 @@ func TestMemory(t *testing.T) {
 
 func TestMemoryOneShard(t *testing.T) {
 	algotest.Run(t, func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
-		m := algorithms.NewMemory(algorithms.WithClock(clock.Now), algorithms.WithShards(1), algorithms.WithSweepInterval(0))
+		m := memory.New(memory.WithClock(clock.Now), memory.WithShards(1), memory.WithSweepInterval(0))
 		t.Cleanup(m.Close)
 		return m
 	})
@@ -36,7 +40,7 @@ func TestMemoryConcurrentTakes(t *testing.T) {
 	const goroutines, takes, L = 64, 40, 1000
 	for _, a := range algorithms.Algorithms {
 		t.Run(a.String(), func(t *testing.T) {
-			m := algorithms.NewMemory(algorithms.WithClock(func() time.Time { return t0 }))
+			m := memory.New(memory.WithClock(func() time.Time { return t0 }))
 			defer m.Close()
 			op := algorithms.Op{
 				Key:   algorithms.Key{Domain: "race", Entries: []algorithms.Entry{{Key: "k", Value: "v"}}},
@@ -73,7 +77,7 @@ func TestMemoryConcurrentTakes(t *testing.T) {
 // exactly its limit.
 func TestMemoryConcurrentKeys(t *testing.T) {
 	const goroutines, keys, L = 16, 200, 5
-	m := algorithms.NewMemory(algorithms.WithClock(func() time.Time { return t0 }), algorithms.WithShards(8))
+	m := memory.New(memory.WithClock(func() time.Time { return t0 }), memory.WithShards(8))
 	defer m.Close()
 	var admitted [keys]atomic.Int64
 	var wg sync.WaitGroup
@@ -105,7 +109,7 @@ func TestMemoryConcurrentKeys(t *testing.T) {
 }
 
 func TestMemoryDoErrors(t *testing.T) {
-	m := algorithms.NewMemory(algorithms.WithClock(func() time.Time { return t0 }))
+	m := memory.New(memory.WithClock(func() time.Time { return t0 }))
 	defer m.Close()
 	good := algorithms.Op{Key: algorithms.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}, Hits: 1}
 	for name, bad := range map[string]algorithms.Limit{
@@ -120,7 +124,7 @@ func TestMemoryDoErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			res, err := m.Do(context.Background(), []algorithms.Op{good, {Key: good.Key, Limit: bad, Hits: 1}})
 			require.ErrorIs(t, err, algorithms.ErrInvalidLimit)
-			require.ErrorContains(t, err, "algorithms: op 1: ")
+			require.ErrorContains(t, err, "memory: op 1: ")
 			require.Nil(t, res)
 			require.Zero(t, m.Len(), "nothing is applied")
 		})
@@ -141,7 +145,7 @@ func TestMemoryDoErrors(t *testing.T) {
 // no state, and a state that is as good as new is not kept.
 func TestMemoryKeepsOnlyWhatMatters(t *testing.T) {
 	clock := algotest.NewClock(t0)
-	m := algorithms.NewMemory(algorithms.WithClock(clock.Now), algorithms.WithSweepInterval(0))
+	m := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
 	defer m.Close()
 	for _, a := range algorithms.Algorithms {
 		k := algorithms.Key{Domain: "keep", Entries: []algorithms.Entry{{Key: "alg", Value: a.String()}}}
@@ -172,7 +176,7 @@ func TestMemoryKeepsOnlyWhatMatters(t *testing.T) {
 
 func TestMemoryShardsOption(t *testing.T) {
 	for _, n := range []int{-1, 0, 1, 3, 64, 1000} {
-		m := algorithms.NewMemory(algorithms.WithShards(n), algorithms.WithSweepInterval(0))
+		m := memory.New(memory.WithShards(n), memory.WithSweepInterval(0))
 		for i := range 50 {
 			_, err := m.Do(context.Background(), []algorithms.Op{{
 				Key:   algorithms.Key{Domain: "shards", Entries: []algorithms.Entry{{Key: "k", Value: fmt.Sprint(i)}}},
@@ -201,7 +205,7 @@ func BenchmarkMemoryDo(b *testing.B) {
 			}}
 		}
 		b.Run(a.String(), func(b *testing.B) {
-			m := algorithms.NewMemory()
+			m := memory.New()
 			defer m.Close()
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -214,7 +218,7 @@ func BenchmarkMemoryDo(b *testing.B) {
 			}
 		})
 		b.Run(a.String()+"/parallel", func(b *testing.B) {
-			m := algorithms.NewMemory()
+			m := memory.New()
 			defer m.Close()
 			ctx := context.Background()
 			var next atomic.Int64
