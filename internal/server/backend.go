@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -63,7 +64,8 @@ func newBackend(s Settings, logger *slog.Logger) (backend, error) {
 			return nil, fmt.Errorf("server: RLS_REDIS_*: %w", err)
 		}
 		settle := &settler{}
-		lim, err := redisx.NewLimiter(client, redisx.WithKeyPrefix(s.KeyPrefix), redisx.WithGrace(redisGrace(s)), redisx.WithOutcomes(settle.report))
+		lim, err := redisx.NewLimiter(client, redisx.WithKeyPrefix(s.KeyPrefix), redisx.WithGrace(redisGrace(s)), redisx.WithOutcomes(settle.report),
+			redisx.WithCoalescing(max(2, s.PipelinesPerCPU*runtime.GOMAXPROCS(0))))
 		if err != nil {
 			client.Close()
 			return nil, fmt.Errorf("server: %w", err)

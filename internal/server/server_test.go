@@ -216,6 +216,7 @@ func TestSettingsErrorsNameTheVariable(t *testing.T) {
 		{"RLS_MAX_OVERRIDE_LIFETIME", "500ms", "RLS_MAX_OVERRIDE_LIFETIME"},
 		{"RLS_MAX_UNMATCHED_ENTRIES", "0", "RLS_MAX_UNMATCHED_ENTRIES"},
 		{"RLS_MAX_UNMATCHED_KEY_BYTES", "-5", "RLS_MAX_UNMATCHED_KEY_BYTES"},
+		{"RLS_REDIS_PIPELINES_PER_CPU", "0", "RLS_REDIS_PIPELINES_PER_CPU"},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.key, tc.value)

@@ -80,6 +80,9 @@ type Settings struct {
 	// Redis is read from RLS_REDIS_*: RLS_REDIS_ADDRS, RLS_REDIS_MODE, ….
 	Redis     redisx.Options
 	KeyPrefix string `split_words:"true" default:"ratewarden:" desc:"prefix of every Redis key; must not contain '{' or '}'"`
+	// PipelinesPerCPU sets how many pipelines the Redis limiter keeps in
+	// flight (redisx.WithCoalescing).
+	PipelinesPerCPU int `envconfig:"REDIS_PIPELINES_PER_CPU" default:"1" desc:"pipelines in flight to Redis per CPU (at least 2 in all): concurrent requests share them, so fewer cost Redis less per decision and more wait less on a CPU-starved host"`
 	// DenyCache answers repeated denials locally (redis backend only).
 	DenyCache     bool `split_words:"true" default:"true" desc:"with the redis backend, answer a take that Redis denied, until its retry time, from memory instead of asking Redis again"`
 	DenyCacheSize int  `split_words:"true" default:"100000" desc:"most denials the deny cache remembers"`
@@ -195,6 +198,9 @@ func LoadSettings() (Settings, error) {
 func (s Settings) Validate() error {
 	if s.GRPCAddr == "" {
 		return fmt.Errorf("server: RLS_GRPC_ADDR must not be empty")
+	}
+	if s.PipelinesPerCPU < 1 {
+		return fmt.Errorf("server: RLS_REDIS_PIPELINES_PER_CPU must be at least 1, not %d", s.PipelinesPerCPU)
 	}
 	if s.Backend == BackendRedis {
 		if err := s.Redis.Validate(); err != nil {
