@@ -1,7 +1,6 @@
 package main
 
 import (
-	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -11,45 +10,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestBucketsTileTheRange(t *testing.T) {
-	// Consecutive buckets meet exactly, from 0 to the largest int64.
-	prevHi := int64(-1)
-	for i := range histBuckets {
-		lo, hi := bucketRange(i)
-		require.Equal(t, prevHi+1, lo, "bucket %d starts where %d ended", i, i-1)
-		require.GreaterOrEqual(t, hi, lo)
-		if lo >= histSubBuckets {
-			assert.LessOrEqual(t, float64(hi-lo+1)/float64(lo), 1.0/histHalf, "bucket %d is at most 1/64 of its values wide", i)
-		}
-		prevHi = hi
-	}
-	assert.Equal(t, int64(math.MaxInt64), prevHi)
-}
-
-func TestBucketOfIsInItsRange(t *testing.T) {
-	values := []int64{0, 1, 127, 128, 129, 255, 256, 1000, 1 << 20, 1<<20 + 1, math.MaxInt64 - 1, math.MaxInt64}
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 10000 {
-		values = append(values, r.Int64N(1<<r.IntN(63)+1))
-	}
-	for _, v := range values {
-		i := bucketOf(v)
-		lo, hi := bucketRange(i)
-		require.True(t, lo <= v && v <= hi, "%d in bucket %d = [%d, %d]", v, i, lo, hi)
-	}
-}
-
 func TestQuantiles(t *testing.T) {
+	us := func(vs ...int) []time.Duration {
+		var ds []time.Duration
+		for _, v := range vs {
+			ds = append(ds, time.Duration(v)*time.Microsecond)
+		}
+		return ds
+	}
 	tests := []struct {
 		name   string
 		values []time.Duration
 		q      float64
 		want   time.Duration
 	}{
-		{"one value", []time.Duration{7 * time.Millisecond}, 0.99, 7 * time.Millisecond},
-		{"small values are exact", []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0.5, 5},
-		{"the largest", []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 1, 10},
-		{"q 0 is the smallest", []time.Duration{300, 100}, 0, 100},
+		{"one value", us(7000), 0.99, 7 * time.Millisecond},
+		{"small values are exact", us(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 0.5, 5 * time.Microsecond},
+		{"the largest", us(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 1, 10 * time.Microsecond},
+		{"q 0 is the smallest", us(300, 100), 0, 100 * time.Microsecond},
+		{"beyond an hour is an hour", []time.Duration{2 * time.Hour}, 1, time.Hour},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,7 +36,7 @@ func TestQuantiles(t *testing.T) {
 			for _, v := range tt.values {
 				h.Record(v)
 			}
-			assert.Equal(t, tt.want, h.Quantile(tt.q))
+			assert.InEpsilon(t, float64(tt.want), float64(h.Quantile(tt.q)), 1e-3)
 		})
 	}
 }
@@ -72,12 +51,11 @@ func TestQuantilesWithinPrecision(t *testing.T) {
 	require.Equal(t, uint64(n), h.Count())
 	for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
 		want := q * n * float64(time.Microsecond)
-		got := float64(h.Quantile(q))
-		assert.InEpsilon(t, want, got, 1.0/histHalf, "q=%v", q)
+		assert.InEpsilon(t, want, float64(h.Quantile(q)), 1e-3, "q=%v", q)
 	}
 	assert.Equal(t, time.Microsecond, h.Min())
-	assert.Equal(t, 100*time.Millisecond, h.Max())
-	assert.InEpsilon(t, float64(50*time.Millisecond), float64(h.Mean()), 1e-4)
+	assert.InEpsilon(t, float64(100*time.Millisecond), float64(h.Max()), 1e-3)
+	assert.InEpsilon(t, float64(50*time.Millisecond), float64(h.Mean()), 1e-3)
 }
 
 func TestEmptyHistogram(t *testing.T) {
@@ -126,7 +104,7 @@ func TestMergeWhileRecording(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := range n {
-			h.Record(time.Duration(i))
+			h.Record(time.Duration(i) * time.Microsecond)
 		}
 	})
 	var last uint64
