@@ -118,30 +118,69 @@ func TestCallerDeadlineLessReserve(t *testing.T) {
 	svc := newService(t, failingLimiter{}, nil, opts)
 	arrival := time.Now()
 
-	ctx, cancel := svc.withDeadline(context.Background(), arrival)
+	ctx, cancel, reserve := svc.withDeadline(context.Background(), arrival, arrival)
 	d, ok := ctx.Deadline()
 	cancel()
 	require.True(t, ok)
 	assert.Equal(t, arrival.Add(10*time.Millisecond), d, "no caller deadline: the backend timeout")
+	assert.Equal(t, 3*time.Millisecond, reserve)
 
 	caller, cancelCaller := context.WithDeadline(context.Background(), arrival.Add(8*time.Millisecond))
 	defer cancelCaller()
-	ctx, cancel = svc.withDeadline(caller, arrival)
+	ctx, cancel, _ = svc.withDeadline(caller, arrival, arrival)
 	d, _ = ctx.Deadline()
 	cancel()
 	assert.Equal(t, arrival.Add(5*time.Millisecond), d, "a caller deadline of 8ms, less the 3ms reserve")
 
 	far, cancelFar := context.WithDeadline(context.Background(), arrival.Add(time.Second))
 	defer cancelFar()
-	ctx, cancel = svc.withDeadline(far, arrival)
+	ctx, cancel, _ = svc.withDeadline(far, arrival, arrival)
 	d, _ = ctx.Deadline()
 	cancel()
 	assert.Equal(t, arrival.Add(10*time.Millisecond), d, "a caller deadline later than the backend timeout")
 
 	opts.BackendTimeout = 0
 	svc = newService(t, failingLimiter{}, nil, opts)
-	ctx, cancel = svc.withDeadline(context.Background(), arrival)
+	ctx, cancel, reserve = svc.withDeadline(context.Background(), arrival, arrival)
 	cancel()
 	_, ok = ctx.Deadline()
 	assert.False(t, ok, "no backend timeout: no deadline of the service's own")
+	assert.Zero(t, reserve)
+}
+
+// TestWaitBeforeTheHandlerCounts has a request that arrived 4ms before its
+// handler ran, as on a busy host: the backend timeout runs from its
+// arrival, and the reserve kept of the caller's deadline for the way back
+// grows to the 4ms the way in took.
+func TestWaitBeforeTheHandlerCounts(t *testing.T) {
+	opts := DefaultOptions()
+	opts.BackendTimeout = 10 * time.Millisecond
+	opts.DeadlineReserve = time.Millisecond
+	svc := newService(t, failingLimiter{}, nil, opts)
+	handled := time.Now()
+	arrived := handled.Add(-4 * time.Millisecond)
+
+	ctx, cancel, reserve := svc.withDeadline(context.Background(), arrived, handled)
+	d, _ := ctx.Deadline()
+	cancel()
+	assert.Equal(t, arrived.Add(10*time.Millisecond), d, "the backend timeout from arrival, not from the handler")
+	assert.Equal(t, 4*time.Millisecond, reserve, "the way in, longer than RLS_DEADLINE_RESERVE")
+
+	caller, cancelCaller := context.WithDeadline(context.Background(), handled.Add(8*time.Millisecond))
+	defer cancelCaller()
+	ctx, cancel, _ = svc.withDeadline(caller, arrived, handled)
+	d, _ = ctx.Deadline()
+	cancel()
+	assert.Equal(t, handled.Add(4*time.Millisecond), d, "the caller's deadline less the 4ms of the way in")
+}
+
+// TestArrivalFromTheContext: ShouldRateLimit takes the arrival that
+// WithArrival marked, and the time it was called when there is none or it
+// is later.
+func TestArrivalFromTheContext(t *testing.T) {
+	handled := time.Now()
+	early := handled.Add(-3 * time.Millisecond)
+	assert.Equal(t, early, arrival(WithArrival(context.Background(), early), handled))
+	assert.Equal(t, handled, arrival(context.Background(), handled))
+	assert.Equal(t, handled, arrival(WithArrival(context.Background(), handled.Add(time.Second)), handled))
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
@@ -259,6 +261,37 @@ func TestDecisionsTheCallerNeverSeesKeepNoHits(t *testing.T) {
 			require.Eventually(t, func() bool { return held() == 0 }, 5*time.Second, time.Millisecond)
 		})
 	}
+}
+
+// TestDecisionsTooLateToArriveKeepNoHits has the backend decide while the
+// caller still waits, but with less of its deadline left than the reserve
+// kept for the answer's way back: the answer would arrive late, so it is
+// the failure mode's, and the admitted hits are given back.
+func TestDecisionsTooLateToArriveKeepNoHits(t *testing.T) {
+	f := newGiveBackFixture(t, algorithms.FixedWindow, func(o *Options) {
+		o.BackendTimeout = time.Second
+		o.DeadlineReserve = 400 * time.Millisecond
+	})
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	require.NoError(t, err)
+	f.svc.SetConfig(cfg)
+	f.svc.limiter = lateLimiter{inner: f.mem, after: 150 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err = f.svc.ShouldRateLimit(ctx, request(desc("fixed", "late")))
+	require.Equal(t, codes.Unavailable, status.Code(err), "decided with about 350ms left of the caller's 500, against a reserve of 400")
+	require.ErrorContains(t, err, ErrLate.Error())
+	require.NoError(t, ctx.Err(), "the caller was still waiting")
+
+	held := func() uint64 {
+		res, err := f.mem.Do(context.Background(), []algorithms.Op{{
+			Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "fixed", Value: "late"}}},
+			Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Window: time.Minute},
+		}})
+		require.NoError(t, err)
+		return 3 - res[0].Remaining
+	}
+	require.Eventually(t, func() bool { return held() == 0 }, 5*time.Second, time.Millisecond)
 }
 
 // TestDenyCacheAsksAgainAfterAGiveBack has a denial remembered while hits

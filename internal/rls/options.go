@@ -100,11 +100,15 @@ type Options struct {
 	// the request arrives. 0 sets no deadline of the service's own (for a
 	// backend that never waits).
 	BackendTimeout time.Duration
-	// DeadlineReserve is the time kept, of a caller's own gRPC deadline, for
-	// the answer to reach it: a request's backend calls end by the caller's
-	// deadline less DeadlineReserve when that comes before BackendTimeout
-	// does, so that the failure mode's answer, not the caller's timeout,
-	// decides.
+	// DeadlineReserve is the least time kept, of a caller's own gRPC
+	// deadline, for the answer to reach it: a request's backend calls end
+	// by the caller's deadline less the reserve when that comes before
+	// BackendTimeout does, so that the failure mode's answer, not the
+	// caller's timeout, decides. The reserve is the longer of
+	// DeadlineReserve and the time the request waited between arriving
+	// (see WithArrival) and its handler running; a decision reached with
+	// less than it left gets the failure mode's answer, and its admitted
+	// hits are given back.
 	DeadlineReserve time.Duration
 	// BreakerFailures is how many consecutive backend failures open the
 	// circuit breaker, which then answers with the FailureMode at once,

@@ -93,7 +93,8 @@ func (s *Service) Config() *config.Config { return s.cfg.Load() }
 // an open circuit breaker, gets the configured FailureMode.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := s.now()
-	resp, err := s.shouldRateLimit(ctx, req, time.Now())
+	handled := time.Now()
+	resp, err := s.shouldRateLimit(ctx, req, arrival(ctx, handled), handled)
 	s.observer.ObserveRequest(RequestOutcome{
 		Duration: s.now().Sub(start),
 		Code:     resp.GetOverallCode(),
@@ -102,9 +103,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return resp, err
 }
 
-// shouldRateLimit answers req, which arrived at arrival (on the wall clock
-// that context deadlines use).
-func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest, arrival time.Time) (*rlsv3.RateLimitResponse, error) {
+// shouldRateLimit answers req, which arrived at arrived and whose handler
+// started at handled (on the wall clock that context deadlines use).
+func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest, arrived, handled time.Time) (*rlsv3.RateLimitResponse, error) {
 	if err := validateRequest(req); err != nil {
 		return nil, err
 	}
@@ -117,7 +118,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 
 	caller := ctx
-	ctx, cancel := s.withDeadline(ctx, arrival)
+	ctx, cancel, reserve := s.withDeadline(ctx, arrived, handled)
 	defer cancel()
 	if s.gate != nil {
 		if reason, err := s.gate.acquire(ctx, time.Now()); err != nil {
@@ -132,9 +133,10 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if err != nil {
 		return s.failed(ctx, p, err)
 	}
-	if err := caller.Err(); err != nil && s.opts.FailureMode != FailAllow {
-		// Decided after the caller gave up: it never sees the answer, and
-		// applies its own failure mode. Only admitted answers keep hits.
+	if err := tooLate(caller, reserve, time.Now()); err != nil && s.opts.FailureMode != FailAllow {
+		// Decided after the caller gave up, or too late for the answer to
+		// reach it in time: it applies its own failure mode. Only admitted
+		// answers keep hits.
 		s.giveBackAdmitted(p, results, time.Now())
 		return s.failed(ctx, p, err)
 	}
@@ -149,25 +151,50 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return resp, nil
 }
 
-// withDeadline returns ctx bounded by the deadline of a request that arrived
-// at arrival: every backend call the request makes (the take, a second
-// shard's, the refund of a denied request) must end by it. It is the earlier
-// of arrival + BackendTimeout and the caller's own deadline less
-// DeadlineReserve, so that the failure mode's answer still reaches a caller
-// that gave ratewarden less time than BackendTimeout (Envoy sends its filter
-// timeout, 20ms by default, as the gRPC deadline). Without a BackendTimeout
-// (the memory backend, which never waits) ctx is returned as it is.
-func (s *Service) withDeadline(ctx context.Context, arrival time.Time) (context.Context, context.CancelFunc) {
+// withDeadline returns ctx bounded by the deadline of a request that
+// arrived at arrived and whose handler started at handled: every backend
+// call the request makes (the take, a second shard's, the refund of a
+// denied request) must end by it. It is the earlier of arrived +
+// BackendTimeout and the caller's own deadline less the reserve, the time
+// kept for the answer to travel back: DeadlineReserve, or the time the
+// request waited between arriving and its handler starting when that is
+// longer, since on a busy host the answer waits for the CPU on its way out
+// as the request did on its way in. So the failure mode's answer, not the
+// caller's timeout, reaches a caller that gave ratewarden less time than
+// BackendTimeout (Envoy sends its filter timeout, 20ms by default, as the
+// gRPC deadline). Without a BackendTimeout (the memory backend, which never
+// waits) ctx is returned as it is, with no reserve.
+func (s *Service) withDeadline(ctx context.Context, arrived, handled time.Time) (context.Context, context.CancelFunc, time.Duration) {
+	reserve := max(s.opts.DeadlineReserve, handled.Sub(arrived))
 	if s.opts.BackendTimeout <= 0 {
-		return ctx, func() {}
+		return ctx, func() {}, 0
 	}
-	deadline := arrival.Add(s.opts.BackendTimeout)
+	deadline := arrived.Add(s.opts.BackendTimeout)
 	if d, ok := ctx.Deadline(); ok {
-		if d = d.Add(-s.opts.DeadlineReserve); d.Before(deadline) {
+		if d = d.Add(-reserve); d.Before(deadline) {
 			deadline = d
 		}
 	}
-	return context.WithDeadline(ctx, deadline)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	return ctx, cancel, reserve
+}
+
+// ErrLate is the error of a request decided when less than the time kept
+// for its answer's way back (see Service.withDeadline) was left of its
+// caller's deadline: the answer would reach the caller too late, so its
+// admitted hits are given back and it gets the failure mode's answer.
+var ErrLate = errors.New("rls: decided too late for the answer to reach the caller before its deadline")
+
+// tooLate returns the caller's error when it has gone, ErrLate when less
+// than reserve is left at now of its deadline, and nil otherwise.
+func tooLate(caller context.Context, reserve time.Duration, now time.Time) error {
+	if err := caller.Err(); err != nil {
+		return err
+	}
+	if d, ok := caller.Deadline(); ok && d.Sub(now) < reserve {
+		return ErrLate
+	}
+	return nil
 }
 
 // do calls the limiter within ctx, which carries the request's deadline,

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/tap"
+
+	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
 // maxConnectionAgeGrace is how long calls on a connection that reached
@@ -85,9 +87,11 @@ var errNoRequest = errors.New("server: no request within RLS_GRPC_READ_TIMEOUT o
 // requestTimerKey keys a call's timer in its context.
 type requestTimerKey struct{}
 
-// tap starts the call's timer; it runs on the connection's reader, for
-// every call, before the call's request is read.
+// tap marks the call's arrival (see rls.WithArrival) and starts its timer;
+// it runs on the connection's reader, for every call, as soon as its
+// headers are read and before its request is.
 func (g *requestGuard) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	ctx = rls.WithArrival(ctx, time.Now())
 	timeout := g.timeout
 	if g.open.Add(1) > g.maxCalls {
 		timeout = busyReadTimeout

@@ -21,6 +21,9 @@ import (
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/tap"
+
+	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
 // openFDs counts this process's open file descriptors.
@@ -356,4 +359,19 @@ func TestBoundSettingsErrorsNameTheVariable(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.key)
 		})
 	}
+}
+
+// TestTapMarksArrival: the tap, which runs as soon as a call's headers are
+// read, marks the call's arrival for the service (see rls.WithArrival).
+func TestTapMarksArrival(t *testing.T) {
+	g := &requestGuard{timeout: time.Second, maxCalls: 10}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := time.Now()
+	got, err := g.tap(ctx, &tap.Info{})
+	require.NoError(t, err)
+	at, ok := rls.Arrival(got)
+	require.True(t, ok, "the tap marks the arrival")
+	assert.False(t, at.Before(before))
+	assert.False(t, at.After(time.Now()))
 }
