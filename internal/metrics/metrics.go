@@ -52,6 +52,7 @@ type Metrics struct {
 	shed            *prometheus.CounterVec
 	inflightLimit   prometheus.Gauge
 	giveBacks       *prometheus.CounterVec
+	deferredCharges *prometheus.CounterVec
 
 	configReloads     *prometheus.CounterVec
 	configLastSuccess prometheus.Gauge
@@ -135,6 +136,10 @@ func New(opts ...Option) *Metrics {
 			Namespace: Namespace, Subsystem: "backend", Name: "give_backs_total",
 			Help: "Hits owed back to the backend after a failed call, by result: given_back, dropped (queue full or time limit passed), uncertain (a take answered with the failure mode, or a refund, that may or may not have run and is not sent again).",
 		}, []string{"result"}),
+		deferredCharges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "backend", Name: "deferred_charges_total",
+			Help: "Charges (usage already spent) that could not be recorded with their request (shed, circuit breaker open, or a backend call that failed before running them), by result: recorded later, dropped (queue full or time limit passed), uncertain (sent, and may or may not have run: not sent again).",
+		}, []string{"result"}),
 
 		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "config", Name: "reloads_total",
@@ -153,7 +158,7 @@ func New(opts ...Option) *Metrics {
 			m.totalHits, m.withinLimit, m.nearLimit, m.overLimit, m.shadowMode, m.charged,
 			m.requests, m.requestDuration,
 			m.backendDuration, m.backendErrors, m.breakerState, m.breakerOpened,
-			m.shed, m.inflightLimit, m.giveBacks,
+			m.shed, m.inflightLimit, m.giveBacks, m.deferredCharges,
 			m.configReloads, m.configLastSuccess,
 		)
 	}
@@ -176,6 +181,7 @@ func New(opts ...Option) *Metrics {
 	}
 	for _, r := range rls.GiveBackResults {
 		m.giveBacks.WithLabelValues(r.String())
+		m.deferredCharges.WithLabelValues(deferredChargeLabel(r))
 	}
 	m.configReloads.WithLabelValues("success")
 	m.configReloads.WithLabelValues("failure")
@@ -279,6 +285,21 @@ func (m *Metrics) ObserveInflightLimit(n int) { m.inflightLimit.Set(float64(n)) 
 // them.
 func (m *Metrics) ObserveGiveBack(r rls.GiveBackResult, n int) {
 	m.giveBacks.WithLabelValues(r.String()).Add(float64(n))
+}
+
+// ObserveDeferredCharge counts n charges recorded after their request, or
+// dropped, or left uncertain.
+func (m *Metrics) ObserveDeferredCharge(r rls.GiveBackResult, n int) {
+	m.deferredCharges.WithLabelValues(deferredChargeLabel(r)).Add(float64(n))
+}
+
+// deferredChargeLabel names what became of a deferred charge: "recorded",
+// "dropped" or "uncertain".
+func deferredChargeLabel(r rls.GiveBackResult) string {
+	if r == rls.GivenBack {
+		return "recorded"
+	}
+	return r.String()
 }
 
 // ObserveConfigReload records a reload of the limits configuration: err is

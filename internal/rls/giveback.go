@@ -57,27 +57,40 @@ func (r GiveBackResult) String() string {
 //     again, and so is one that may have run when running it twice changes
 //     nothing (a sliding window log's, which removes exactly the receipt's
 //     entries); a counter's refund that may have run is not, since a second
-//     one would over-admit.
+//     one would over-admit;
+//   - a charge is usage already spent, which stays recorded whatever became
+//     of its caller: one that certainly did not run is recorded later (see
+//     Service.deferCharges); one that may have run is not sent again, since
+//     a second one would count it twice.
 //
-// The refunds go through a queue of at most Options.GiveBackQueue ops, each
-// dropped when it could not be sent within Options.GiveBackTimeout; the
-// observer counts what is given back, dropped and left uncertain. Any
-// answer also tells the circuit breaker that the backend answers.
+// The refunds and charges go through a queue of at most
+// Options.GiveBackQueue ops, each dropped when it could not be sent within
+// Options.GiveBackTimeout; the observer counts what is given back (or, of
+// charges, recorded), dropped and left uncertain. Any answer also tells the
+// circuit breaker that the backend answers.
 //
 // Settle is safe for concurrent use and quick: it never waits for the
 // backend.
 func (s *Service) Settle(outcomes []algorithms.Outcome) {
 	now := time.Now()
-	uncertain := 0
+	uncertain, uncertainCharges := 0, 0
 	for _, o := range outcomes {
 		if o.Fate == algorithms.Applied {
 			s.breaker.answered(o.At)
 		}
 		op := o.Op
 		switch {
-		case op.Hits == 0, op.Charge:
-			// A charge is usage already spent: it stays, whatever became
-			// of its caller.
+		case op.Hits == 0:
+		case op.Charge:
+			switch o.Fate {
+			case algorithms.Applied:
+				s.giveBacks.ran(op)
+			case algorithms.NotApplied:
+				s.giveBacks.add(op, now)
+			default:
+				s.giveBacks.forget(op)
+				uncertainCharges++
+			}
 		case !op.Refund:
 			if s.opts.FailureMode == FailAllow {
 				continue
@@ -104,6 +117,21 @@ func (s *Service) Settle(outcomes []algorithms.Outcome) {
 	if uncertain > 0 {
 		s.observer.ObserveGiveBack(GiveBackUncertain, uncertain)
 	}
+	if uncertainCharges > 0 {
+		s.observer.ObserveDeferredCharge(GiveBackUncertain, uncertainCharges)
+	}
+}
+
+// deferCharges queues the charges among ops, which never reached the
+// backend (the request was shed, or the circuit breaker was open), to be
+// recorded as soon as the backend answers: a charge is usage already spent,
+// and Envoy, which sends it once the stream is done, does not send it again.
+func (s *Service) deferCharges(ops []algorithms.Op, now time.Time) {
+	for _, op := range ops {
+		if op.Charge && op.Hits > 0 {
+			s.giveBacks.add(op, now)
+		}
+	}
 }
 
 // idempotentRefund reports whether running refund op twice gives back no
@@ -124,9 +152,10 @@ const (
 	giveBackPause = 50 * time.Millisecond
 )
 
-// giveBacks is the service's queue of refunds it owes the backend (see
-// Service.Settle). A goroutine sends them while there are any, and ends when
-// the queue is empty. It is safe for concurrent use.
+// giveBacks is the service's queue of what it owes the backend: refunds,
+// and charges it could not record at once (see Service.Settle). A goroutine
+// sends them while there are any, and ends when the queue is empty. It is
+// safe for concurrent use.
 type giveBacks struct {
 	s     *Service
 	limit int
@@ -150,15 +179,45 @@ func newGiveBacks(s *Service, limit int, ttl time.Duration) *giveBacks {
 	return &giveBacks{s: s, limit: limit, ttl: ttl, sent: map[string]time.Time{}}
 }
 
-// giveBackKey identifies a refund by its limit and receipt.
+// giveBackKey identifies a refund by its limit and receipt, and a charge by
+// its limit and hits. Two equal charges under way at once share a key: the
+// second to come back gets a time limit of its own.
 func giveBackKey(op algorithms.Op) string {
+	if op.Charge {
+		return op.Identity() + "|charge|" + strconv.FormatUint(op.Hits, 10)
+	}
 	r := op.Receipt
 	return op.Identity() + "|" + strconv.FormatInt(r.At, 10) + "|" +
 		strconv.FormatUint(r.Seq, 10) + "|" + strconv.FormatUint(uint64(r.Shard), 10)
 }
 
-// add queues refund op at now: within the time limit of its first try when
-// it is one of the queue's that came back, else within a new one.
+// observe tells the observer what became of n ops of the queue, charges or
+// refunds.
+func (g *giveBacks) observe(charge bool, r GiveBackResult, n int) {
+	switch {
+	case n == 0:
+	case charge:
+		g.s.observer.ObserveDeferredCharge(r, n)
+	default:
+		g.s.observer.ObserveGiveBack(r, n)
+	}
+}
+
+// observeOps tells the observer what became of ops, charges and refunds
+// apart.
+func (g *giveBacks) observeOps(ops []algorithms.Op, r GiveBackResult) {
+	charges := 0
+	for _, op := range ops {
+		if op.Charge {
+			charges++
+		}
+	}
+	g.observe(true, r, charges)
+	g.observe(false, r, len(ops)-charges)
+}
+
+// add queues refund or charge op at now: within the time limit of its first
+// try when it is one of the queue's that came back, else within a new one.
 func (g *giveBacks) add(op algorithms.Op, now time.Time) {
 	key := giveBackKey(op)
 	g.mu.Lock()
@@ -169,7 +228,7 @@ func (g *giveBacks) add(op algorithms.Op, now time.Time) {
 	}
 	if !now.Before(expires) || len(g.queue) >= g.limit {
 		g.mu.Unlock()
-		g.s.observer.ObserveGiveBack(GiveBackDropped, 1)
+		g.observe(op.Charge, GiveBackDropped, 1)
 		return
 	}
 	g.queue = append(g.queue, giveBack{op: op, expires: expires})
@@ -181,8 +240,8 @@ func (g *giveBacks) add(op algorithms.Op, now time.Time) {
 	}
 }
 
-// ran records that refund op, one of the queue's, reached the backend
-// although its call failed.
+// ran records that op, one of the queue's, reached the backend although its
+// call failed.
 func (g *giveBacks) ran(op algorithms.Op) {
 	key := giveBackKey(op)
 	g.mu.Lock()
@@ -190,19 +249,19 @@ func (g *giveBacks) ran(op algorithms.Op) {
 	delete(g.sent, key)
 	g.mu.Unlock()
 	if ours {
-		g.s.observer.ObserveGiveBack(GivenBack, 1)
+		g.observe(op.Charge, GivenBack, 1)
 	}
 }
 
-// forget stops tracking refund op, which will not be sent again.
+// forget stops tracking op, which will not be sent again.
 func (g *giveBacks) forget(op algorithms.Op) {
 	g.mu.Lock()
 	delete(g.sent, giveBackKey(op))
 	g.mu.Unlock()
 }
 
-// work sends the queue's refunds, a batch per backend call, until the
-// queue is empty.
+// work sends the queue's ops, a batch per backend call, until the queue is
+// empty.
 func (g *giveBacks) work() {
 	for {
 		ops, keys := g.next(time.Now())
@@ -218,7 +277,7 @@ func (g *giveBacks) work() {
 				delete(g.sent, k)
 			}
 			g.mu.Unlock()
-			g.s.observer.ObserveGiveBack(GivenBack, len(ops))
+			g.observeOps(ops, GivenBack)
 			continue
 		}
 		// The limiter reports what became of each op (Settle), which
@@ -228,20 +287,19 @@ func (g *giveBacks) work() {
 	}
 }
 
-// next takes the next batch of refunds from the queue, dropping those whose
+// next takes the next batch of ops from the queue, dropping those whose
 // time limit has passed at now, and records them as under way; it returns
 // nil, and marks the worker stopped, when the queue is empty.
 func (g *giveBacks) next(now time.Time) ([]algorithms.Op, []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var ops []algorithms.Op
+	var ops, expired []algorithms.Op
 	var keys []string
-	expired := 0
 	i := 0
 	for ; i < len(g.queue) && len(ops) < giveBackBatch; i++ {
 		gb := g.queue[i]
 		if !now.Before(gb.expires) {
-			expired++
+			expired = append(expired, gb.op)
 			continue
 		}
 		key := giveBackKey(gb.op)
@@ -250,9 +308,7 @@ func (g *giveBacks) next(now time.Time) ([]algorithms.Op, []string) {
 		keys = append(keys, key)
 	}
 	g.queue = append(g.queue[:0], g.queue[i:]...)
-	if expired > 0 {
-		g.s.observer.ObserveGiveBack(GiveBackDropped, expired)
-	}
+	g.observeOps(expired, GiveBackDropped)
 	if len(ops) == 0 {
 		g.running = false
 		// Refunds under way whose outcome never came back (a limiter that

@@ -317,3 +317,53 @@ func TestDenyCacheAsksAgainAfterAGiveBack(t *testing.T) {
 	clock.Advance(time.Millisecond)
 	assert.True(t, do(t, cache, take("k", l, 1))[0].Allowed, "the backend is asked again, and admits")
 }
+
+// TestChargesThatMissTheBackendAreRecordedLater: a charge is usage already
+// spent, and Envoy does not send it again. One whose backend call failed
+// before running it, and one that the open circuit breaker kept from the
+// backend, are both recorded once the backend answers again; one that may
+// have run is not sent again.
+func TestChargesThatMissTheBackendAreRecordedLater(t *testing.T) {
+	cfg, err := config.Parse([]config.File{{Name: "charge.yaml", Data: []byte(chargeLimits)}}, config.Options{})
+	require.NoError(t, err)
+	mem := memory.New()
+	t.Cleanup(mem.Close)
+	lim := &givingLimiter{inner: mem}
+	rec := &recorder{}
+	opts := DefaultOptions()
+	opts.Observer = rec
+	opts.BackendTimeout = time.Second
+	opts.BreakerFailures = 1
+	opts.BreakerCooldown = time.Minute
+	opts.GiveBackTimeout = time.Minute
+	svc := newService(t, lim, cfg, opts)
+	lim.settle = svc.Settle
+
+	lim.fail.Store(true)
+	_, err = svc.ShouldRateLimit(context.Background(), request(hits(desc("tokens", "alice"), 30)))
+	require.Error(t, err, "the backend failed")
+	_, err = svc.ShouldRateLimit(context.Background(), request(hits(desc("tokens", "alice"), 20)))
+	require.ErrorContains(t, err, ErrCircuitOpen.Error(), "the breaker opened on the failure")
+	lim.fail.Store(false)
+
+	require.Eventually(t, func() bool { return rec.deferredCharges()[GivenBack] == 2 }, 5*time.Second, time.Millisecond,
+		"both charges recorded once the backend answers")
+	lim.fail.Store(true) // The check below must not reach the backend through the service.
+	peek := algorithms.Op{
+		Key:    algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "tokens", Value: "alice"}}},
+		Limit:  algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 100, Window: time.Minute},
+		Charge: true,
+	}
+	res, err := mem.Do(context.Background(), []algorithms.Op{peek})
+	require.NoError(t, err)
+	assert.EqualValues(t, 50, res[0].Remaining, "30 + 20 recorded, once each")
+
+	calls := lim.calls.Load()
+	uncertain := peek
+	uncertain.Hits = 7
+	svc.Settle([]algorithms.Outcome{{Op: uncertain, Fate: algorithms.Unknown, At: time.Now()}})
+	assert.Equal(t, 1, rec.deferredCharges()[GiveBackUncertain])
+	time.Sleep(3 * giveBackPause)
+	assert.Equal(t, calls, lim.calls.Load(), "a charge that may have run is not sent again")
+	assert.Zero(t, rec.gaveBack()[GivenBack], "charges are not give-backs")
+}

@@ -40,6 +40,10 @@ type Observer interface {
 	// ObserveGiveBack is called with n ops that the service gave back to
 	// the backend, dropped, or could not tell had run (see Service.Settle).
 	ObserveGiveBack(result GiveBackResult, n int)
+	// ObserveDeferredCharge is called with n charges that could not be
+	// recorded with their request and that the service recorded later
+	// (GivenBack), dropped, or could not tell had run (see Service.Settle).
+	ObserveDeferredCharge(result GiveBackResult, n int)
 }
 
 // RequestOutcome is how one ShouldRateLimit call ended.
@@ -175,13 +179,14 @@ func classifyBackendError(ctx context.Context, err error) BackendError {
 // nopObserver observes nothing.
 type nopObserver struct{}
 
-func (nopObserver) ObserveRequest(RequestOutcome)       {}
-func (nopObserver) ObserveLimit(LimitDecision)          {}
-func (nopObserver) ObserveBackend(BackendCall)          {}
-func (nopObserver) ObserveBreaker(BreakerState)         {}
-func (nopObserver) ObserveShed(ShedReason)              {}
-func (nopObserver) ObserveInflightLimit(int)            {}
-func (nopObserver) ObserveGiveBack(GiveBackResult, int) {}
+func (nopObserver) ObserveRequest(RequestOutcome)             {}
+func (nopObserver) ObserveLimit(LimitDecision)                {}
+func (nopObserver) ObserveBackend(BackendCall)                {}
+func (nopObserver) ObserveBreaker(BreakerState)               {}
+func (nopObserver) ObserveShed(ShedReason)                    {}
+func (nopObserver) ObserveInflightLimit(int)                  {}
+func (nopObserver) ObserveGiveBack(GiveBackResult, int)       {}
+func (nopObserver) ObserveDeferredCharge(GiveBackResult, int) {}
 
 // observeDecisions tells the observer what each limit of p decided.
 func (s *Service) observeDecisions(p *plan, results []algorithms.Result) {

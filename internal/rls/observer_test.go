@@ -38,6 +38,7 @@ type recorder struct {
 	shed      []ShedReason
 	inflight  []int
 	giveBacks map[GiveBackResult]int
+	deferred  map[GiveBackResult]int
 }
 
 func (r *recorder) ObserveShed(reason ShedReason) {
@@ -50,6 +51,26 @@ func (r *recorder) ObserveInflightLimit(n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.inflight = append(r.inflight, n)
+}
+
+func (r *recorder) ObserveDeferredCharge(result GiveBackResult, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.deferred == nil {
+		r.deferred = map[GiveBackResult]int{}
+	}
+	r.deferred[result] += n
+}
+
+// deferredCharges returns the deferred charges counted so far, by result.
+func (r *recorder) deferredCharges() map[GiveBackResult]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[GiveBackResult]int{}
+	for k, v := range r.deferred {
+		out[k] = v
+	}
+	return out
 }
 
 func (r *recorder) ObserveGiveBack(result GiveBackResult, n int) {

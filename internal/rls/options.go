@@ -137,10 +137,12 @@ type Options struct {
 	// Without a BackendTimeout nothing is limited.
 	MaxInflight int
 	// GiveBackQueue bounds the refunds waiting to be given back to the
-	// backend (see Service.Settle); 0 means DefaultGiveBackQueue.
+	// backend, and the charges waiting to be recorded (see Service.Settle);
+	// 0 means DefaultGiveBackQueue.
 	GiveBackQueue int
-	// GiveBackTimeout is how long a refund may wait to be given back
-	// before it is dropped; 0 means DefaultGiveBackTimeout.
+	// GiveBackTimeout is how long a refund may wait to be given back, or a
+	// charge to be recorded, before it is dropped; 0 means
+	// DefaultGiveBackTimeout.
 	GiveBackTimeout time.Duration
 	// NearLimitRatio is the share of a limit's capacity at or above which an
 	// admitted request counts as near the limit, in (0, 1]; 0 means 0.8.

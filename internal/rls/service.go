@@ -125,12 +125,18 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			if errors.Is(err, ErrShed) {
 				s.observer.ObserveShed(reason)
 			}
+			s.deferCharges(p.ops, time.Now())
 			return s.failed(ctx, p, err)
 		}
 		defer func() { s.gate.release(time.Now()) }()
 	}
 	results, err := s.do(ctx, p.ops)
 	if err != nil {
+		if errors.Is(err, ErrCircuitOpen) {
+			// Not sent. A limiter reports the fate of the ops of a call it
+			// sent (Settle).
+			s.deferCharges(p.ops, time.Now())
+		}
 		return s.failed(ctx, p, err)
 	}
 	if err := tooLate(caller, reserve, time.Now()); err != nil && s.opts.FailureMode != FailAllow {
