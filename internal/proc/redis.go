@@ -1,4 +1,4 @@
-package redistest
+package proc
 
 import (
 	"bufio"
@@ -10,11 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,14 +22,11 @@ import (
 )
 
 const (
-	logName    = "redis.log"
-	stderrName = "stderr.log"
-	confName   = "redis.conf"
+	logName  = "redis.log"
+	confName = "redis.conf"
 
 	// readyTimeout bounds how long a process may take to answer PING.
 	readyTimeout = 15 * time.Second
-	// stopTimeout bounds a graceful stop before the process is killed.
-	stopTimeout = 10 * time.Second
 	// startAttempts is how often a new server tries fresh ports when the
 	// ones it picked were taken in the meantime.
 	startAttempts = 5
@@ -38,30 +35,40 @@ const (
 // errPortInUse marks a start that failed because a port was taken.
 var errPortInUse = errors.New("port already in use")
 
-// Server is one redis-server process (or a Sentinel) listening on
-// 127.0.0.1. Its directory, port and configuration stay the same across Stop
-// and Start. Its methods are safe for concurrent use.
-type Server struct {
+// Redis is one redis-server process (or a Sentinel) listening on 127.0.0.1.
+// Its directory, port and configuration stay the same across Stop and
+// Start. Its methods are safe for concurrent use.
+type Redis struct {
 	bin     string
-	cfg     serverConfig
+	cfg     RedisConfig
 	dir     string
 	port    int
 	tlsPort int
 	admin   *redis.Client
 
 	mu     sync.Mutex
-	proc   *os.Process
-	exited chan struct{}
+	proc   *Process // nil when not running
 	paused bool
 }
 
-// serverConfig says what kind of process a Server runs.
-type serverConfig struct {
-	cluster     bool
-	nodeTimeout time.Duration // cluster-node-timeout; cluster nodes only
-	sentinel    bool
-	tls         *TLSFiles
-	directives  []string // extra configuration lines
+// RedisConfig says what kind of redis-server StartRedis runs. The zero
+// value is a standalone server configured as rate limit state wants it: no
+// persistence, noeviction.
+type RedisConfig struct {
+	// Cluster turns cluster mode on, with NodeTimeout as
+	// cluster-node-timeout.
+	Cluster     bool
+	NodeTimeout time.Duration
+	// Sentinel runs a Sentinel instead of a data server.
+	Sentinel bool
+	// TLS, when not nil, makes the server serve TLS on TLSAddr besides
+	// plain TCP on Addr.
+	TLS *TLSFiles
+	// Directives are extra lines of the configuration file.
+	Directives []string
+	// Args are extra command-line options, after the configuration file
+	// ("--maxmemory-policy", "noeviction"); they must not set the port.
+	Args []string
 }
 
 // TLSFiles names the PEM files a redis-server serves TLS with.
@@ -75,75 +82,42 @@ type TLSFiles struct {
 	AuthClients bool
 }
 
-// Standalone starts a fresh redis-server for this test and stops it, and
-// removes its directory, when the test ends.
-func Standalone(t testing.TB) *Server {
-	t.Helper()
-	return newServer(t, serverConfig{})
-}
-
-// StandaloneTLS starts a fresh redis-server that serves TLS on TLSAddr with
-// the given files, besides plain TCP on Addr, and stops it when the test
-// ends. When the installed redis-server was built without TLS, it skips the
-// test, or fails it when CI is "true".
-func StandaloneTLS(t testing.TB, files TLSFiles) *Server {
-	t.Helper()
-	bin := lookBinary(t, "redis-server")
-	s, err := startServer(bin, serverConfig{tls: &files})
+// StartRedis starts a redis-server as cfg says, in a new directory of its
+// own, on free loopback ports, and waits until it answers PING. When a port
+// it picked is taken before the server binds it, it tries new ones. The
+// error wraps ErrNotInstalled when redis-server is not in PATH. Close stops
+// the server for good.
+func StartRedis(cfg RedisConfig) (*Redis, error) {
+	bin, err := lookPath("redis-server", "redis-server")
 	if err != nil {
-		if msg := err.Error(); strings.Contains(msg, "not built with TLS") || strings.Contains(msg, "Bad directive") {
-			msg := fmt.Sprintf("redistest: %s does not support TLS: %v", bin, err)
-			if os.Getenv("CI") == "true" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
-		}
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(s.destroy)
-	return s
-}
-
-func newServer(t testing.TB, cfg serverConfig) *Server {
-	t.Helper()
-	bin := lookBinary(t, "redis-server")
-	s, err := startServer(bin, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.destroy)
-	return s
-}
-
-// startServer creates a directory and a configuration for a new server and
-// starts it, trying fresh ports when the ones it picked were taken.
-func startServer(bin string, cfg serverConfig) (*Server, error) {
 	major, err := serverMajor(bin)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "redistest-")
+	dir, err := os.MkdirTemp("", "redis-")
 	if err != nil {
-		return nil, fmt.Errorf("redistest: %w", err)
+		return nil, fmt.Errorf("proc: %w", err)
 	}
 	nports := 1
-	if cfg.tls != nil {
+	if cfg.TLS != nil {
 		nports = 2
 	}
 	for attempt := 1; ; attempt++ {
-		ports, err := reservePorts(nports, cfg.cluster)
+		ports, err := reservePorts(nports, cfg.Cluster)
 		if err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, err
 		}
-		s := &Server{bin: bin, cfg: cfg, dir: dir, port: ports[0]}
-		if cfg.tls != nil {
+		s := &Redis{bin: bin, cfg: cfg, dir: dir, port: ports[0]}
+		if cfg.TLS != nil {
 			s.tlsPort = ports[1]
 		}
 		if err := os.WriteFile(filepath.Join(dir, confName), []byte(s.config(major)), 0o600); err != nil {
 			releasePorts(ports...)
 			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("redistest: %w", err)
+			return nil, fmt.Errorf("proc: %w", err)
 		}
 		err = s.Start()
 		if err == nil {
@@ -172,21 +146,24 @@ func startServer(bin string, cfg serverConfig) (*Server, error) {
 	}
 }
 
+// ErrNoTLS reports that the installed redis-server was built without TLS.
+var ErrNoTLS = errors.New("redis-server does not support TLS")
+
 func clearDir(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("redistest: %w", err)
+		return fmt.Errorf("proc: %w", err)
 	}
 	for _, e := range entries {
 		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			return fmt.Errorf("redistest: %w", err)
+			return fmt.Errorf("proc: %w", err)
 		}
 	}
 	return nil
 }
 
 // config returns the server's configuration file.
-func (s *Server) config(major int) string {
+func (s *Redis) config(major int) string {
 	var b strings.Builder
 	line := func(format string, args ...any) {
 		fmt.Fprintf(&b, format, args...)
@@ -198,7 +175,7 @@ func (s *Server) config(major int) string {
 	line("daemonize no")
 	line("dir %s", strconv.Quote(s.dir))
 	line("logfile %s", strconv.Quote(filepath.Join(s.dir, logName)))
-	if !s.cfg.sentinel {
+	if !s.cfg.Sentinel {
 		line(`save ""`)
 		line("appendonly no")
 		line("maxmemory-policy noeviction")
@@ -211,14 +188,14 @@ func (s *Server) config(major int) string {
 			line("shutdown-on-sigterm nosave now")
 		}
 	}
-	if s.cfg.cluster {
+	if s.cfg.Cluster {
 		line("cluster-enabled yes")
 		line("cluster-config-file nodes.conf")
-		line("cluster-node-timeout %d", s.cfg.nodeTimeout.Milliseconds())
+		line("cluster-node-timeout %d", s.cfg.NodeTimeout.Milliseconds())
 		// A replica may always take over, however long its master was gone.
 		line("cluster-replica-validity-factor 0")
 	}
-	if f := s.cfg.tls; f != nil {
+	if f := s.cfg.TLS; f != nil {
 		line("tls-port %d", s.tlsPort)
 		line("tls-cert-file %s", strconv.Quote(f.CertFile))
 		line("tls-key-file %s", strconv.Quote(f.KeyFile))
@@ -231,30 +208,30 @@ func (s *Server) config(major int) string {
 			line("tls-auth-clients no")
 		}
 	}
-	for _, d := range s.cfg.directives {
+	for _, d := range s.cfg.Directives {
 		line("%s", d)
 	}
 	return b.String()
 }
 
 // String names the server by kind and address, for messages.
-func (s *Server) String() string {
+func (s *Redis) String() string {
 	kind := "redis-server"
-	if s.cfg.sentinel {
+	if s.cfg.Sentinel {
 		kind = "redis-sentinel"
 	}
 	return kind + " " + s.Addr()
 }
 
 // Addr returns the server's plain TCP address, "127.0.0.1:port".
-func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+func (s *Redis) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
 // Port returns the server's plain TCP port.
-func (s *Server) Port() int { return s.port }
+func (s *Redis) Port() int { return s.port }
 
 // TLSAddr returns the address on which the server speaks TLS, or "" when it
 // does not.
-func (s *Server) TLSAddr() string {
+func (s *Redis) TLSAddr() string {
 	if s.tlsPort == 0 {
 		return ""
 	}
@@ -263,26 +240,33 @@ func (s *Server) TLSAddr() string {
 
 // Dir returns the server's working directory, which holds its configuration
 // (redis.conf) and its log (redis.log).
-func (s *Server) Dir() string { return s.dir }
+func (s *Redis) Dir() string { return s.dir }
 
-// Client returns a go-redis client for the server's plain TCP address, closed
-// when the test ends. Like ratewarden's own client it honours context
+// NewClient returns a go-redis client for the server's plain TCP address;
+// the caller closes it. Like ratewarden's own client it honours context
 // deadlines, speaks RESP2 and sends no CLIENT SETINFO.
-func (s *Server) Client(t testing.TB) *redis.Client {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{
+func (s *Redis) NewClient() *redis.Client {
+	return redis.NewClient(&redis.Options{
 		Addr:                     s.Addr(),
 		ContextTimeoutEnabled:    true,
 		DisableIdentity:          true,
 		Protocol:                 2,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+}
+
+// Pid returns the process id of the server, or 0 when it is not running.
+func (s *Redis) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.Pid()
 }
 
 // Running reports whether the server's process is running (paused or not).
-func (s *Server) Running() bool {
+func (s *Redis) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.proc != nil
@@ -292,45 +276,33 @@ func (s *Server) Running() bool {
 // port, with the same directory and configuration, and waits until it
 // answers PING. A cluster node rejoins its cluster. Start fails if the
 // process is already running or does not come up; the error then includes
-// the end of the server's log.
-func (s *Server) Start() error {
+// the end of the server's output and log.
+func (s *Redis) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc != nil {
-		return fmt.Errorf("redistest: %s is already running", s)
+		return fmt.Errorf("proc: %s is already running", s)
 	}
 	args := []string{filepath.Join(s.dir, confName)}
-	if s.cfg.sentinel {
+	if s.cfg.Sentinel {
 		args = append(args, "--sentinel")
 	}
-	out, err := os.OpenFile(filepath.Join(s.dir, stderrName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	p, err := Start(Command{Name: s.String(), Bin: s.bin, Args: append(args, s.cfg.Args...), Dir: s.dir})
 	if err != nil {
-		return fmt.Errorf("redistest: %w", err)
+		return err
 	}
-	defer out.Close()
-	cmd := exec.Command(s.bin, args...)
-	cmd.Dir = s.dir
-	cmd.Stdout = out
-	cmd.Stderr = out
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: start %s: %w", s, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	if err := waitReady(s.Addr(), cmd.Process.Pid, exited); err != nil {
-		_ = cmd.Process.Kill()
-		<-exited
-		tail := s.logTail()
+	if err := waitReady(s.Addr(), p.Pid(), p.Exited()); err != nil {
+		p.Kill()
+		tail := s.logTail(p)
 		if strings.Contains(tail, "already in use") {
 			err = fmt.Errorf("%w: %w", errPortInUse, err)
 		}
-		return fmt.Errorf("redistest: start %s: %w; end of its log:\n%s", s, err, tail)
+		if s.cfg.TLS != nil && (strings.Contains(tail, "not built with TLS") || strings.Contains(tail, "Bad directive")) {
+			err = fmt.Errorf("%w: %w", ErrNoTLS, err)
+		}
+		return fmt.Errorf("proc: start %s: %w; end of its output:\n%s", s, err, tail)
 	}
-	s.proc, s.exited, s.paused = cmd.Process, exited, false
+	s.proc, s.paused = p, false
 	return nil
 }
 
@@ -398,70 +370,62 @@ func ping(addr string, pid int) error {
 // waits for it to exit, killing it if it takes longer than 10 seconds.
 // Nothing is persisted, so its data is gone. Stop does nothing when the
 // server is not running.
-func (s *Server) Stop() {
+func (s *Redis) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc == nil {
 		return
 	}
-	_ = s.proc.Signal(syscall.SIGTERM)
-	_ = s.proc.Signal(syscall.SIGCONT)
-	select {
-	case <-s.exited:
-	case <-time.After(stopTimeout):
-		_ = s.proc.Kill()
-		<-s.exited
-	}
-	s.proc, s.exited, s.paused = nil, nil, false
+	s.proc.Stop()
+	s.proc, s.paused = nil, false
 }
 
 // Kill kills the server with SIGKILL, as a crash would, and waits for it to
 // exit. Kill does nothing when the server is not running.
-func (s *Server) Kill() {
+func (s *Redis) Kill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc == nil {
 		return
 	}
-	_ = s.proc.Kill()
-	<-s.exited
-	s.proc, s.exited, s.paused = nil, nil, false
+	s.proc.Kill()
+	s.proc, s.paused = nil, false
 }
 
 // Pause freezes the server with SIGSTOP: it keeps its connections but answers
 // nothing, like a server stalled by the operating system or the network.
 // Pause does nothing when the server is not running.
-func (s *Server) Pause() {
+func (s *Redis) Pause() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc == nil {
 		return
 	}
-	_ = s.proc.Signal(syscall.SIGSTOP)
+	s.proc.Signal(syscall.SIGSTOP)
 	s.paused = true
 }
 
 // Resume lets a paused server run again with SIGCONT. Resume does nothing
 // when the server is not running.
-func (s *Server) Resume() {
+func (s *Redis) Resume() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc == nil {
 		return
 	}
-	_ = s.proc.Signal(syscall.SIGCONT)
+	s.proc.Signal(syscall.SIGCONT)
 	s.paused = false
 }
 
 // answering reports whether the server runs and is not paused.
-func (s *Server) answering() bool {
+func (s *Redis) answering() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.proc != nil && !s.paused
 }
 
-// destroy kills the server for good and removes its directory.
-func (s *Server) destroy() {
+// Close kills the server for good and removes its directory.
+func (s *Redis) Close() {
 	s.Kill()
 	if s.admin != nil {
 		_ = s.admin.Close()
@@ -470,19 +434,14 @@ func (s *Server) destroy() {
 	releasePorts(s.port, s.tlsPort)
 }
 
-// logTail returns the last lines of the server's stderr and log.
-func (s *Server) logTail() string {
+// logTail returns the last lines of p's output and of the server's log.
+func (s *Redis) logTail(p *Process) string {
 	var b strings.Builder
-	for _, name := range []string{stderrName, logName} {
-		data, err := os.ReadFile(filepath.Join(s.dir, name))
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-		if len(lines) > 25 {
-			lines = lines[len(lines)-25:]
-		}
-		fmt.Fprintf(&b, "--- %s ---\n%s\n", name, strings.Join(lines, "\n"))
+	if out := p.Tail(25); out != "" {
+		fmt.Fprintf(&b, "--- output ---\n%s\n", out)
+	}
+	if data, err := os.ReadFile(filepath.Join(s.dir, logName)); err == nil && len(data) > 0 {
+		fmt.Fprintf(&b, "--- %s ---\n%s\n", logName, lastLines(string(data), 25))
 	}
 	if b.Len() == 0 {
 		return "(empty)"
@@ -490,25 +449,36 @@ func (s *Server) logTail() string {
 	return b.String()
 }
 
+// Do runs one command on the server through a client of its own.
+func (s *Redis) Do(ctx context.Context, args ...any) (any, error) {
+	return s.do(ctx, args...)
+}
+
+// Info returns the fields of INFO section, such as "redis_version" of
+// "server" or "role" of "replication".
+func (s *Redis) Info(ctx context.Context, section string) (map[string]string, error) {
+	return s.fields(ctx, "INFO", section)
+}
+
 // do runs one command through the server's administration client.
-func (s *Server) do(ctx context.Context, args ...any) (any, error) {
+func (s *Redis) do(ctx context.Context, args ...any) (any, error) {
 	v, err := s.admin.Do(ctx, args...).Result()
 	if err != nil {
-		return nil, fmt.Errorf("redistest: %s: %v: %w", s, args, err)
+		return nil, fmt.Errorf("proc: %s: %v: %w", s, args, err)
 	}
 	return v, nil
 }
 
 // fields runs a command that answers "name:value" lines (INFO, CLUSTER INFO)
 // and returns them as a map.
-func (s *Server) fields(ctx context.Context, args ...any) (map[string]string, error) {
+func (s *Redis) fields(ctx context.Context, args ...any) (map[string]string, error) {
 	v, err := s.do(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
 	text, ok := v.(string)
 	if !ok {
-		return nil, fmt.Errorf("redistest: %s: %v answered %T, want text", s, args, v)
+		return nil, fmt.Errorf("proc: %s: %v answered %T, want text", s, args, v)
 	}
 	m := make(map[string]string)
 	for l := range strings.Lines(text) {
@@ -521,7 +491,7 @@ func (s *Server) fields(ctx context.Context, args ...any) (map[string]string, er
 }
 
 // role returns the first element of ROLE: "master", "slave" or "sentinel".
-func (s *Server) role(ctx context.Context) (string, error) {
+func (s *Redis) role(ctx context.Context) (string, error) {
 	v, err := s.do(ctx, "ROLE")
 	if err != nil {
 		return "", err
@@ -531,41 +501,41 @@ func (s *Server) role(ctx context.Context) (string, error) {
 			return r, nil
 		}
 	}
-	return "", fmt.Errorf("redistest: %s: ROLE answered %v", s, v)
+	return "", fmt.Errorf("proc: %s: ROLE answered %v", s, v)
 }
 
 // masterPort returns, for a replica, the port of its master as ROLE says,
 // and 0 for a master.
-func (s *Server) masterPort(ctx context.Context) (int, error) {
+func (s *Redis) masterPort(ctx context.Context) (int, error) {
 	v, err := s.do(ctx, "ROLE")
 	if err != nil {
 		return 0, err
 	}
 	a, ok := v.([]any)
 	if !ok || len(a) == 0 {
-		return 0, fmt.Errorf("redistest: %s: ROLE answered %v", s, v)
+		return 0, fmt.Errorf("proc: %s: ROLE answered %v", s, v)
 	}
 	if a[0] != "slave" {
 		return 0, nil
 	}
 	if len(a) < 3 {
-		return 0, fmt.Errorf("redistest: %s: ROLE answered %v", s, v)
+		return 0, fmt.Errorf("proc: %s: ROLE answered %v", s, v)
 	}
 	port, ok := a[2].(int64)
 	if !ok {
-		return 0, fmt.Errorf("redistest: %s: ROLE answered master port %T", s, a[2])
+		return 0, fmt.Errorf("proc: %s: ROLE answered master port %T", s, a[2])
 	}
 	return int(port), nil
 }
 
 // replicaInSync reports, for a replica, whether its link to its master is up.
-func (s *Server) replicaInSync(ctx context.Context) error {
+func (s *Redis) replicaInSync(ctx context.Context) error {
 	info, err := s.fields(ctx, "INFO", "replication")
 	if err != nil {
 		return err
 	}
 	if info["role"] == "slave" && info["master_link_status"] != "up" {
-		return fmt.Errorf("redistest: %s: replica link to its master is %q", s, info["master_link_status"])
+		return fmt.Errorf("proc: %s: replica link to its master is %q", s, info["master_link_status"])
 	}
 	return nil
 }
@@ -584,4 +554,33 @@ func poll(ctx context.Context, check func(context.Context) error) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// versions caches the major version of each redis-server binary.
+var versions sync.Map // path -> majorVersion
+
+type majorVersion struct {
+	major int
+	err   error
+}
+
+var versionPattern = regexp.MustCompile(`v=(\d+)\.`)
+
+// serverMajor returns the major version of the redis-server at bin.
+func serverMajor(bin string) (int, error) {
+	if v, ok := versions.Load(bin); ok {
+		mv := v.(majorVersion)
+		return mv.major, mv.err
+	}
+	var mv majorVersion
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		mv.err = fmt.Errorf("proc: %s --version: %w", bin, err)
+	} else if m := versionPattern.FindSubmatch(out); m == nil {
+		mv.err = fmt.Errorf("proc: no version in %q", out)
+	} else {
+		mv.major, _ = strconv.Atoi(string(m[1]))
+	}
+	versions.Store(bin, mv)
+	return mv.major, mv.err
 }
