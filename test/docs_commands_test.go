@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,19 +19,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
-	"testing"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/redis/go-redis/v9"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ratewarden/ratewarden/internal/proc"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -186,7 +183,7 @@ func (s *docSession) startServer(docEnv map[string]string) error {
 	for !p.Serving(ctx) {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the server did not turn SERVING within 15s:\n%s", p.Logs())
+			return fmt.Errorf("the server did not turn SERVING within 15s:\n%s", p.Output())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -568,16 +565,9 @@ func testFuncs(dir string, recursive bool) ([]string, error) {
 	return names, err
 }
 
-// redisServer starts redis-server with the documented settings on a free
-// port and checks that each one reads back from CONFIG GET.
+// redisServer starts redis-server with the documented settings on a port
+// of its own and checks that each one reads back from CONFIG GET.
 func (s *docSession) redisServer(args []string) error {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			return err
-		}
-		s.t.Skipf("redis-server is not installed: %v", err)
-	}
 	settings := map[string]string{}
 	var names []string
 	for i := 0; i < len(args); i += 2 {
@@ -588,20 +578,27 @@ func (s *docSession) redisServer(args []string) error {
 		settings[name] = args[i+1]
 		names = append(names, name)
 	}
-	cluster := settings["cluster-enabled"] == "yes"
-	var client *redis.Client
-	for attempt := 1; ; attempt++ {
-		var stop func()
-		var inUse bool
-		client, stop, inUse, err = startDocRedis(s.t, bin, args, cluster)
-		if err == nil {
-			defer stop()
-			break
-		}
-		if !inUse || attempt == 5 {
-			return err
+	// The port is the one thing the test picks: a port of its own, not the
+	// document's.
+	var rest []string
+	for i := 0; i < len(args); i += 2 {
+		if args[i] != "--port" {
+			rest = append(rest, args[i], args[i+1])
 		}
 	}
+	cfg := proc.RedisConfig{Args: rest}
+	if settings["cluster-enabled"] == "yes" {
+		cfg.Cluster, cfg.NodeTimeout = true, 5*time.Second
+	}
+	server, err := proc.StartRedis(cfg)
+	if errors.Is(err, proc.ErrNotInstalled) && os.Getenv("CI") != "true" {
+		s.t.Skip(err)
+	}
+	if err != nil {
+		return err
+	}
+	defer server.Close()
+	client := server.NewClient()
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -624,79 +621,6 @@ func (s *docSession) redisServer(args []string) error {
 	return nil
 }
 
-// startDocRedis starts redis-server with args on a free loopback port and
-// waits until it answers PING. When it fails because the port was taken
-// after it was picked, inUse is true and the caller tries again.
-func startDocRedis(t testing.TB, bin string, args []string, cluster bool) (client *redis.Client, stop func(), inUse bool, err error) {
-	var port int
-	for {
-		_, p, _ := net.SplitHostPort(freeAddr(t))
-		port, _ = strconv.Atoi(p)
-		if !cluster || port+10000 <= 65535 && portFree(port+10000) {
-			break
-		}
-	}
-	real := slices.Clone(args)
-	if i := slices.Index(real, "--port"); i >= 0 {
-		real[i+1] = strconv.Itoa(port)
-	} else {
-		real = append(real, "--port", strconv.Itoa(port))
-	}
-	real = append(real, "--bind", "127.0.0.1")
-	cmd := exec.Command(bin, real...)
-	cmd.Dir = t.TempDir()
-	var logs lockedBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, nil, false, err
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	stop = func() {
-		cmd.Process.Kill()
-		<-exited
-	}
-	client = redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for client.Ping(ctx).Err() != nil {
-		select {
-		case <-exited:
-			client.Close()
-			return nil, nil, strings.Contains(logs.String(), "already in use"), fmt.Errorf("redis-server exited at start:\n%s", logs.String())
-		case <-ctx.Done():
-			client.Close()
-			stop()
-			return nil, nil, false, fmt.Errorf("redis-server did not answer within 10s:\n%s", logs.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return client, stop, false, nil
-}
-
-// lockedBuffer is a bytes.Buffer safe for a process to write while a test
-// reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // redisConfigValue returns the value CONFIG GET gives for a setting written
 // as v: memory sizes in bytes, the rest as written.
 func redisConfigValue(v string) (string, error) {
@@ -710,16 +634,6 @@ func redisConfigValue(v string) (string, error) {
 	}
 	unit := map[string]uint64{"k": 1000, "kb": 1 << 10, "m": 1000 * 1000, "mb": 1 << 20, "g": 1000 * 1000 * 1000, "gb": 1 << 30}[m[2]]
 	return strconv.FormatUint(n*unit, 10), nil
-}
-
-// portFree reports whether nothing listens on the loopback port.
-func portFree(port int) bool {
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
 }
 
 // coveredCommandSpec is a documented command that this machine cannot run

@@ -91,6 +91,15 @@ func (p *Process) Running() bool {
 	}
 }
 
+// ExitCode returns the process's exit code once it has exited (see
+// os.ProcessState.ExitCode), and -1 before.
+func (p *Process) ExitCode() int {
+	if p.Running() {
+		return -1
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
 // Output returns everything the process has written so far.
 func (p *Process) Output() string { return p.out.String() }
 

@@ -61,15 +61,7 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		vars[k] = v
 	}
 	vars["RLS_ADDR_FILE"] = addrPath
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "RLS_") {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range vars {
-		env = append(env, k+"="+v)
-	}
+	env := Environ(vars)
 	name := cfg.Name
 	if name == "" {
 		name = filepath.Base(cfg.Bin)
@@ -99,6 +91,22 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// Environ returns this process's environment without its RLS_ variables,
+// and vars on top: the environment StartServer gives a server, so that no
+// setting of the caller's shell reaches it unasked.
+func Environ(vars map[string]string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "RLS_") {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	return env
 }
 
 // Close stops the server (see Process.Stop) and removes the directory of
