@@ -457,7 +457,7 @@ func (b *bench) runCell(ctx context.Context, c cell) (*result, *profileResult, e
 		phases: phases{Warmup: b.cfg.Warmup, Duration: b.cfg.Duration},
 	}
 	if len(redisServers) > 0 {
-		p.Stats = newStatsReader(addrsOf(redisServers))
+		p.Stats = newStatsReader(proc.Addrs(redisServers))
 		defer p.Stats.Close()
 	}
 	p.CPU = newCPUMeter(append(redisProcs(redisServers), cpuProc{name: cpuServer, pid: srv.Pid()})...)
@@ -494,7 +494,7 @@ func (b *bench) runEvalshaCell(ctx context.Context, c cell) (*result, *profileRe
 	if err := flushMasters(ctx, servers); err != nil {
 		return nil, nil, err
 	}
-	p.Addrs = addrsOf(servers)
+	p.Addrs = proc.Addrs(servers)
 	p.CPU = newCPUMeter(redisProcs(servers)...)
 	p.Stats = newStatsReader(p.Addrs)
 	defer p.Stats.Close()

@@ -47,12 +47,3 @@ func redisProcs(servers []*proc.Redis) []cpuProc {
 	}
 	return procs
 }
-
-// addrsOf returns the servers' addresses.
-func addrsOf(servers []*proc.Redis) []string {
-	addrs := make([]string, len(servers))
-	for i, s := range servers {
-		addrs[i] = s.Addr()
-	}
-	return addrs
-}

@@ -110,13 +110,7 @@ func (c *Cluster) Close() {
 }
 
 // Addrs returns the addresses of all nodes, in a fixed order.
-func (c *Cluster) Addrs() []string {
-	addrs := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		addrs[i] = n.Addr()
-	}
-	return addrs
-}
+func (c *Cluster) Addrs() []string { return Addrs(c.nodes) }
 
 // Nodes returns all nodes, in the order of Addrs. Which of them are
 // masters changes with failovers; Masters tells.
@@ -331,55 +325,59 @@ func (c *Cluster) slotRanges(ctx context.Context, n *Redis) ([]slotRange, error)
 	return ranges, nil
 }
 
+// slotMap returns the slot map as the first running node that answers
+// sees it.
+func (c *Cluster) slotMap(ctx context.Context) ([]slotRange, error) {
+	var errs []error
+	for _, n := range c.answering() {
+		ranges, err := c.slotRanges(ctx, n)
+		if err == nil {
+			return ranges, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("proc: no node told who serves the slots: %w", errors.Join(errs...))
+}
+
 // MasterForSlot returns the node that serves slot now, as CLUSTER SLOTS on
-// the running nodes, asked in turn, says.
+// the first running node that answers says.
 func (c *Cluster) MasterForSlot(ctx context.Context, slot int) (*Redis, error) {
 	if slot < 0 || slot >= clusterSlots {
 		return nil, fmt.Errorf("proc: slot %d out of range [0, %d)", slot, clusterSlots)
 	}
-	var errs []error
-	for _, n := range c.answering() {
-		ranges, err := c.slotRanges(ctx, n)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, r := range ranges {
-			if r.start <= slot && slot <= r.end {
-				if m := c.nodeByAddr(r.master); m != nil {
-					return m, nil
-				}
-				return nil, fmt.Errorf("proc: slot %d belongs to unknown node %s", slot, r.master)
-			}
-		}
-		return nil, fmt.Errorf("proc: %s: slot %d is not served", n, slot)
+	ranges, err := c.slotMap(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("proc: no node told who serves slot %d: %w", slot, errors.Join(errs...))
+	for _, r := range ranges {
+		if r.start <= slot && slot <= r.end {
+			if m := c.nodeByAddr(r.master); m != nil {
+				return m, nil
+			}
+			return nil, fmt.Errorf("proc: slot %d belongs to unknown node %s", slot, r.master)
+		}
+	}
+	return nil, fmt.Errorf("proc: slot %d is not served", slot)
 }
 
 // slotOwners returns the nodes that serve slots, as the first running node
 // that answers sees it.
 func (c *Cluster) slotOwners(ctx context.Context) ([]*Redis, error) {
-	var errs []error
-	for _, n := range c.answering() {
-		ranges, err := c.slotRanges(ctx, n)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		var owners []*Redis
-		for _, r := range ranges {
-			m := c.nodeByAddr(r.master)
-			if m == nil {
-				return nil, fmt.Errorf("proc: slots %d-%d belong to unknown node %s", r.start, r.end, r.master)
-			}
-			if !slices.Contains(owners, m) {
-				owners = append(owners, m)
-			}
-		}
-		return owners, nil
+	ranges, err := c.slotMap(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("proc: no node told who serves the slots: %w", errors.Join(errs...))
+	var owners []*Redis
+	for _, r := range ranges {
+		m := c.nodeByAddr(r.master)
+		if m == nil {
+			return nil, fmt.Errorf("proc: slots %d-%d belong to unknown node %s", r.start, r.end, r.master)
+		}
+		if !slices.Contains(owners, m) {
+			owners = append(owners, m)
+		}
+	}
+	return owners, nil
 }
 
 // replicasOf returns the running nodes that replicate master, as their own

@@ -226,6 +226,15 @@ func (s *Redis) String() string {
 // Addr returns the server's plain TCP address, "127.0.0.1:port".
 func (s *Redis) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
+// Addrs returns the plain TCP addresses of servers, in their order.
+func Addrs(servers []*Redis) []string {
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
 // Port returns the server's plain TCP port.
 func (s *Redis) Port() int { return s.port }
 
@@ -371,50 +380,48 @@ func ping(addr string, pid int) error {
 // Nothing is persisted, so its data is gone. Stop does nothing when the
 // server is not running.
 func (s *Redis) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return
-	}
-	s.proc.Stop()
-	s.proc, s.paused = nil, false
+	s.ifRunning(func(p *Process) {
+		p.Stop()
+		s.proc, s.paused = nil, false
+	})
 }
 
 // Kill kills the server with SIGKILL, as a crash would, and waits for it to
 // exit. Kill does nothing when the server is not running.
 func (s *Redis) Kill() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return
-	}
-	s.proc.Kill()
-	s.proc, s.paused = nil, false
+	s.ifRunning(func(p *Process) {
+		p.Kill()
+		s.proc, s.paused = nil, false
+	})
 }
 
 // Pause freezes the server with SIGSTOP: it keeps its connections but answers
 // nothing, like a server stalled by the operating system or the network.
 // Pause does nothing when the server is not running.
 func (s *Redis) Pause() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return
-	}
-	s.proc.Signal(syscall.SIGSTOP)
-	s.paused = true
+	s.ifRunning(func(p *Process) {
+		p.Signal(syscall.SIGSTOP)
+		s.paused = true
+	})
 }
 
 // Resume lets a paused server run again with SIGCONT. Resume does nothing
 // when the server is not running.
 func (s *Redis) Resume() {
+	s.ifRunning(func(p *Process) {
+		p.Signal(syscall.SIGCONT)
+		s.paused = false
+	})
+}
+
+// ifRunning calls f with the server's process, holding the server's lock,
+// when it is running.
+func (s *Redis) ifRunning(f func(p *Process)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc == nil {
-		return
+	if s.proc != nil {
+		f(s.proc)
 	}
-	s.proc.Signal(syscall.SIGCONT)
-	s.paused = false
 }
 
 // answering reports whether the server runs and is not paused.

@@ -139,13 +139,7 @@ func (s *SentinelSetup) Close() {
 func (s *SentinelSetup) MasterName() string { return SentinelMasterName }
 
 // SentinelAddrs returns the addresses of the three Sentinels.
-func (s *SentinelSetup) SentinelAddrs() []string {
-	addrs := make([]string, len(s.sentinels))
-	for i, sn := range s.sentinels {
-		addrs[i] = sn.Addr()
-	}
-	return addrs
-}
+func (s *SentinelSetup) SentinelAddrs() []string { return Addrs(s.sentinels) }
 
 // Sentinels returns the three Sentinel processes.
 func (s *SentinelSetup) Sentinels() []*Redis { return slices.Clone(s.sentinels) }
