@@ -136,7 +136,7 @@ func (c *Cluster) MasterForKey(ctx context.Context, key string) (*Redis, error) 
 	if err != nil {
 		return nil, err
 	}
-	return c.MasterForSlot(ctx, slot)
+	return c.masterForSlot(ctx, slot)
 }
 
 // KeySlot returns key's hash slot as CLUSTER KEYSLOT on a running node
@@ -144,7 +144,7 @@ func (c *Cluster) MasterForKey(ctx context.Context, key string) (*Redis, error) 
 func (c *Cluster) KeySlot(ctx context.Context, key string) (int, error) {
 	var errs []error
 	for _, n := range c.answering() {
-		v, err := n.do(ctx, "CLUSTER", "KEYSLOT", key)
+		v, err := n.Do(ctx, "CLUSTER", "KEYSLOT", key)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -174,7 +174,9 @@ func (c *Cluster) Masters(ctx context.Context) ([]*Redis, error) {
 }
 
 // KillMaster kills master with SIGKILL and waits until one of its replicas
-// has taken over and the cluster is healthy again (see WaitHealthy); it
+// has taken over and the cluster is healthy again (every running node says
+// cluster_state:ok, all agree on which running master serves each slot, and
+// every running replica is in sync); it
 // returns the promoted replica. It fails if master is not a master with a
 // replica, or if the failover does not complete before ctx ends.
 func (c *Cluster) KillMaster(ctx context.Context, master *Redis) (*Redis, error) {
@@ -204,17 +206,6 @@ func (c *Cluster) KillMaster(ctx context.Context, master *Redis) (*Redis, error)
 		return nil, fmt.Errorf("proc: failover after killing %s: %w", master, err)
 	}
 	return promoted, nil
-}
-
-// WaitHealthy waits until every running node says cluster_state:ok, all of
-// them agree on which master serves each of the 16384 slots, every such
-// master is running, and every running replica is in sync with its master,
-// or until ctx ends. Use it after restarting or resuming nodes.
-func (c *Cluster) WaitHealthy(ctx context.Context) error {
-	if err := poll(ctx, c.checkHealthy); err != nil {
-		return fmt.Errorf("proc: cluster not healthy: %w", err)
-	}
-	return nil
 }
 
 // checkCreated reports whether a new cluster is complete: healthy, with all
@@ -339,9 +330,9 @@ func (c *Cluster) slotMap(ctx context.Context) ([]slotRange, error) {
 	return nil, fmt.Errorf("proc: no node told who serves the slots: %w", errors.Join(errs...))
 }
 
-// MasterForSlot returns the node that serves slot now, as CLUSTER SLOTS on
+// masterForSlot returns the node that serves slot now, as CLUSTER SLOTS on
 // the first running node that answers says.
-func (c *Cluster) MasterForSlot(ctx context.Context, slot int) (*Redis, error) {
+func (c *Cluster) masterForSlot(ctx context.Context, slot int) (*Redis, error) {
 	if slot < 0 || slot >= clusterSlots {
 		return nil, fmt.Errorf("proc: slot %d out of range [0, %d)", slot, clusterSlots)
 	}
@@ -381,15 +372,15 @@ func (c *Cluster) slotOwners(ctx context.Context) ([]*Redis, error) {
 }
 
 // replicasOf returns the running nodes that replicate master, as their own
-// ROLE says (other nodes learn it by gossip, a little later).
+// INFO says (other nodes learn it by gossip, a little later).
 func (c *Cluster) replicasOf(ctx context.Context, master *Redis) ([]*Redis, error) {
 	var replicas []*Redis
 	for _, n := range c.answering() {
-		port, err := n.masterPort(ctx)
+		info, err := n.Info(ctx, "replication")
 		if err != nil {
 			return nil, err
 		}
-		if port == master.port {
+		if info["role"] == "slave" && info["master_port"] == strconv.Itoa(master.port) {
 			replicas = append(replicas, n)
 		}
 	}

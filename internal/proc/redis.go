@@ -1,11 +1,9 @@
 package proc
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -96,71 +94,59 @@ func StartRedis(cfg RedisConfig) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "redis-")
-	if err != nil {
-		return nil, fmt.Errorf("proc: %w", err)
-	}
 	nports := 1
 	if cfg.TLS != nil {
 		nports = 2
 	}
 	for attempt := 1; ; attempt++ {
-		ports, err := reservePorts(nports, cfg.Cluster)
-		if err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
-		s := &Redis{bin: bin, cfg: cfg, dir: dir, port: ports[0]}
-		if cfg.TLS != nil {
-			s.tlsPort = ports[1]
-		}
-		if err := os.WriteFile(filepath.Join(dir, confName), []byte(s.config(major)), 0o600); err != nil {
-			releasePorts(ports...)
-			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("proc: %w", err)
-		}
-		err = s.Start()
-		if err == nil {
-			s.admin = redis.NewClient(&redis.Options{
-				Addr:                     s.Addr(),
-				DisableIdentity:          true,
-				Protocol:                 2,
-				MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-				ContextTimeoutEnabled:    true,
-				DialTimeout:              time.Second,
-				ReadTimeout:              5 * time.Second,
-				MaxRetries:               -1,
-				PoolSize:                 4,
-			})
-			return s, nil
-		}
-		releasePorts(ports...)
+		s, err := startRedisOnce(bin, major, cfg, nports)
 		if !errors.Is(err, errPortInUse) || attempt == startAttempts {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
-		// Start afresh: a cluster node may have written its nodes.conf.
-		if err := clearDir(dir); err != nil {
-			return nil, err
+			return s, err
 		}
 	}
+}
+
+// startRedisOnce makes one attempt of StartRedis, on new ports in a new
+// directory; it returns an error that wraps errPortInUse when a port was
+// taken.
+func startRedisOnce(bin string, major int, cfg RedisConfig, nports int) (*Redis, error) {
+	ports, err := reservePorts(nports, cfg.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "redis-")
+	if err != nil {
+		releasePorts(ports...)
+		return nil, fmt.Errorf("proc: %w", err)
+	}
+	s := &Redis{bin: bin, cfg: cfg, dir: dir, port: ports[0]}
+	if cfg.TLS != nil {
+		s.tlsPort = ports[1]
+	}
+	err = os.WriteFile(filepath.Join(dir, confName), []byte(s.config(major)), 0o600)
+	if err == nil {
+		err = s.Start()
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.admin = redis.NewClient(&redis.Options{
+		Addr:                     s.Addr(),
+		DisableIdentity:          true,
+		Protocol:                 2,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		ContextTimeoutEnabled:    true,
+		DialTimeout:              time.Second,
+		ReadTimeout:              5 * time.Second,
+		MaxRetries:               -1,
+		PoolSize:                 4,
+	})
+	return s, nil
 }
 
 // ErrNoTLS reports that the installed redis-server was built without TLS.
 var ErrNoTLS = errors.New("redis-server does not support TLS")
-
-func clearDir(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("proc: %w", err)
-	}
-	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			return fmt.Errorf("proc: %w", err)
-		}
-	}
-	return nil
-}
 
 // config returns the server's configuration file.
 func (s *Redis) config(major int) string {
@@ -315,64 +301,38 @@ func (s *Redis) Start() error {
 	return nil
 }
 
-// waitReady polls addr until the server with process id pid answers, its
-// process exits, or readyTimeout passes.
+// waitReady polls addr until the server with process id pid answers INFO,
+// its process exits, or readyTimeout passes. The process id tells the
+// server from another that may hold the port.
 func waitReady(addr string, pid int, exited <-chan struct{}) error {
-	deadline := time.Now().Add(readyTimeout)
+	c := redis.NewClient(&redis.Options{
+		Addr:                     addr,
+		DisableIdentity:          true,
+		Protocol:                 2,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		DialTimeout:              250 * time.Millisecond,
+		ReadTimeout:              time.Second,
+		MaxRetries:               -1,
+	})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
 	for {
-		err := ping(addr, pid)
+		info, err := c.Info(ctx, "server").Result()
+		if err == nil && !strings.Contains(info, fmt.Sprintf("process_id:%d\r\n", pid)) {
+			err = fmt.Errorf("another process answers on %s", addr)
+		}
 		if err == nil {
 			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer within %v: %w", readyTimeout, err)
 		}
 		select {
 		case <-exited:
 			return errors.New("process exited")
+		case <-ctx.Done():
+			return fmt.Errorf("no answer within %v: %w", readyTimeout, err)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-}
-
-// ping checks over a new connection that the server on addr answers PING
-// and is the process pid, not some other server that holds the port.
-func ping(addr string, pid int) error {
-	conn, err := net.DialTimeout("tcp", addr, 250*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(time.Second)); err != nil {
-		return err
-	}
-	if _, err := io.WriteString(conn, "PING\r\nINFO server\r\n"); err != nil {
-		return err
-	}
-	r := bufio.NewReader(conn)
-	reply, err := r.ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if reply != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(reply))
-	}
-	header, err := r.ReadString('\n')
-	if err != nil {
-		return err
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(header, "$")))
-	if err != nil || !strings.HasPrefix(header, "$") {
-		return fmt.Errorf("INFO answered %q", strings.TrimSpace(header))
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return err
-	}
-	if want := fmt.Sprintf("process_id:%d\r\n", pid); !strings.Contains(string(body), want) {
-		return fmt.Errorf("another process answers on %s", addr)
-	}
-	return nil
 }
 
 // Stop shuts the server down with SIGTERM (resuming it first if paused) and
@@ -456,19 +416,14 @@ func (s *Redis) logTail(p *Process) string {
 	return b.String()
 }
 
-// Do runs one command on the server through a client of its own.
-func (s *Redis) Do(ctx context.Context, args ...any) (any, error) {
-	return s.do(ctx, args...)
-}
-
 // Info returns the fields of INFO section, such as "redis_version" of
 // "server" or "role" of "replication".
 func (s *Redis) Info(ctx context.Context, section string) (map[string]string, error) {
 	return s.fields(ctx, "INFO", section)
 }
 
-// do runs one command through the server's administration client.
-func (s *Redis) do(ctx context.Context, args ...any) (any, error) {
+// Do runs one command on the server through a client of its own.
+func (s *Redis) Do(ctx context.Context, args ...any) (any, error) {
 	v, err := s.admin.Do(ctx, args...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("proc: %s: %v: %w", s, args, err)
@@ -479,7 +434,7 @@ func (s *Redis) do(ctx context.Context, args ...any) (any, error) {
 // fields runs a command that answers "name:value" lines (INFO, CLUSTER INFO)
 // and returns them as a map.
 func (s *Redis) fields(ctx context.Context, args ...any) (map[string]string, error) {
-	v, err := s.do(ctx, args...)
+	v, err := s.Do(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -497,42 +452,11 @@ func (s *Redis) fields(ctx context.Context, args ...any) (map[string]string, err
 	return m, nil
 }
 
-// role returns the first element of ROLE: "master", "slave" or "sentinel".
+// role returns the server's role as INFO replication says: "master" or
+// "slave".
 func (s *Redis) role(ctx context.Context) (string, error) {
-	v, err := s.do(ctx, "ROLE")
-	if err != nil {
-		return "", err
-	}
-	if a, ok := v.([]any); ok && len(a) > 0 {
-		if r, ok := a[0].(string); ok {
-			return r, nil
-		}
-	}
-	return "", fmt.Errorf("proc: %s: ROLE answered %v", s, v)
-}
-
-// masterPort returns, for a replica, the port of its master as ROLE says,
-// and 0 for a master.
-func (s *Redis) masterPort(ctx context.Context) (int, error) {
-	v, err := s.do(ctx, "ROLE")
-	if err != nil {
-		return 0, err
-	}
-	a, ok := v.([]any)
-	if !ok || len(a) == 0 {
-		return 0, fmt.Errorf("proc: %s: ROLE answered %v", s, v)
-	}
-	if a[0] != "slave" {
-		return 0, nil
-	}
-	if len(a) < 3 {
-		return 0, fmt.Errorf("proc: %s: ROLE answered %v", s, v)
-	}
-	port, ok := a[2].(int64)
-	if !ok {
-		return 0, fmt.Errorf("proc: %s: ROLE answered master port %T", s, a[2])
-	}
-	return int(port), nil
+	info, err := s.Info(ctx, "replication")
+	return info["role"], err
 }
 
 // replicaInSync reports, for a replica, whether its link to its master is up.

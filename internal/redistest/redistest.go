@@ -76,7 +76,7 @@ func (p *sharedProcesses) stop() {
 		wg.Go(p.standalone.Close)
 	}
 	if p.cluster != nil {
-		wg.Go(p.cluster.c.Close)
+		wg.Go(p.cluster.Close)
 	}
 	wg.Wait()
 }
@@ -116,7 +116,7 @@ func SharedCluster(t testing.TB) *Cluster {
 	shared.clusterOnce.Do(func() {
 		shared.cluster, shared.clusterErr = startCluster(sharedNodeTimeout)
 		if shared.clusterErr == nil {
-			t.Logf("redistest: shared cluster ready: %s", shared.cluster.c.Startup())
+			t.Logf("redistest: shared cluster ready: %s", shared.cluster.Startup())
 		}
 	})
 	if shared.clusterErr != nil {
@@ -149,7 +149,7 @@ type TLSFiles = proc.TLSFiles
 // removes its directory, when the test ends.
 func Standalone(t testing.TB) *Server {
 	t.Helper()
-	return newServer(t, "standalone server", proc.RedisConfig{})
+	return StartRedis(t, proc.RedisConfig{})
 }
 
 // StandaloneTLS starts a fresh redis-server that serves TLS on TLSAddr with
@@ -158,14 +158,16 @@ func Standalone(t testing.TB) *Server {
 // test, or fails it when CI is "true".
 func StandaloneTLS(t testing.TB, files TLSFiles) *Server {
 	t.Helper()
-	return newServer(t, "standalone TLS server", proc.RedisConfig{TLS: &files})
+	return StartRedis(t, proc.RedisConfig{TLS: &files})
 }
 
-func newServer(t testing.TB, what string, cfg proc.RedisConfig) *Server {
+// StartRedis starts a fresh redis-server as cfg says and stops it, and
+// removes its directory, when the test ends.
+func StartRedis(t testing.TB, cfg proc.RedisConfig) *Server {
 	t.Helper()
 	r, err := proc.StartRedis(cfg)
 	if err != nil {
-		startFailed(t, what, err)
+		startFailed(t, "redis-server", err)
 	}
 	t.Cleanup(r.Close)
 	return &Server{r}

@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -16,11 +15,11 @@ const SentinelMasterName = proc.SentinelMasterName
 
 // SentinelSetup is a master, one replica and three Sentinels (quorum two)
 // that monitor the master as SentinelMasterName, all on 127.0.0.1. Its
-// methods are safe for concurrent use.
+// methods, proc.SentinelSetup's with Servers for processes and the test for
+// errors, are safe for concurrent use.
 type SentinelSetup struct {
-	s               *proc.SentinelSetup
+	*proc.SentinelSetup
 	master, replica *Server
-	sentinels       []*Server
 }
 
 // Sentinel starts a fresh Sentinel setup for this test and stops it when the
@@ -35,22 +34,17 @@ func Sentinel(t testing.TB) *SentinelSetup {
 	}
 	t.Cleanup(ps.Close)
 	t.Logf("redistest: sentinel setup ready in %v", time.Since(begin).Round(time.Millisecond))
-	s := &SentinelSetup{s: ps, master: &Server{ps.Master()}, replica: &Server{ps.Replica()}}
-	for _, sn := range ps.Sentinels() {
-		s.sentinels = append(s.sentinels, &Server{sn})
-	}
-	return s
+	return &SentinelSetup{SentinelSetup: ps, master: &Server{ps.Master()}, replica: &Server{ps.Replica()}}
 }
 
-// MasterName returns the name under which the Sentinels monitor the master:
-// SentinelMasterName.
-func (s *SentinelSetup) MasterName() string { return s.s.MasterName() }
-
-// SentinelAddrs returns the addresses of the three Sentinels.
-func (s *SentinelSetup) SentinelAddrs() []string { return s.s.SentinelAddrs() }
-
 // Sentinels returns the three Sentinel processes.
-func (s *SentinelSetup) Sentinels() []*Server { return slices.Clone(s.sentinels) }
+func (s *SentinelSetup) Sentinels() []*Server {
+	var out []*Server
+	for _, sn := range s.SentinelSetup.Sentinels() {
+		out = append(out, &Server{sn})
+	}
+	return out
+}
 
 // Master returns the server that was master when the setup started.
 // KillMaster returns the master that replaces it.
@@ -60,22 +54,19 @@ func (s *SentinelSetup) Master() *Server { return s.master }
 func (s *SentinelSetup) Replica() *Server { return s.replica }
 
 // Client returns a go-redis failover client that finds the master through
-// the Sentinels, closed when the test ends. Like Server.Client it honours
-// context deadlines and speaks RESP2.
+// the Sentinels, closed when the test ends.
 func (s *SentinelSetup) Client(t testing.TB) *redis.Client {
 	t.Helper()
-	c := s.s.NewClient()
+	c := s.NewClient()
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
-// KillMaster kills the current master with SIGKILL and waits until every
-// Sentinel names the other server as master and that server says it is one;
-// it returns the new master. It fails the test if the failover does not
-// complete within a minute.
+// KillMaster kills the current master and returns the new one, once every
+// Sentinel names it and it says it is master.
 func (s *SentinelSetup) KillMaster(t testing.TB) *Server {
 	t.Helper()
-	next, err := s.s.KillMaster(waitContext(t))
+	next, err := s.SentinelSetup.KillMaster(waitContext(t))
 	if err != nil {
 		t.Fatal(err)
 	}
