@@ -180,12 +180,8 @@ func (s *docSession) startServer(docEnv map[string]string) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	for !p.Serving(ctx) {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the server did not turn SERVING within 15s:\n%s", p.Output())
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := p.WaitServing(ctx); err != nil {
+		return err
 	}
 	// A decided answer carries limit_remaining; a failure mode's does not.
 	// The first decisions of a new server may miss the backend timeout on a
@@ -570,6 +566,7 @@ func testFuncs(dir string, recursive bool) ([]string, error) {
 func (s *docSession) redisServer(args []string) error {
 	settings := map[string]string{}
 	var names []string
+	var cfg proc.RedisConfig
 	for i := 0; i < len(args); i += 2 {
 		name, ok := strings.CutPrefix(args[i], "--")
 		if !ok || i+1 == len(args) {
@@ -577,29 +574,16 @@ func (s *docSession) redisServer(args []string) error {
 		}
 		settings[name] = args[i+1]
 		names = append(names, name)
-	}
-	// The port is the one thing the test picks: a port of its own, not the
-	// document's.
-	var rest []string
-	for i := 0; i < len(args); i += 2 {
-		if args[i] != "--port" {
-			rest = append(rest, args[i], args[i+1])
+		// The port is the one thing the test picks: a port of its own,
+		// not the document's.
+		if name != "port" {
+			cfg.Args = append(cfg.Args, args[i], args[i+1])
 		}
 	}
-	cfg := proc.RedisConfig{Args: rest}
 	if settings["cluster-enabled"] == "yes" {
 		cfg.Cluster, cfg.NodeTimeout = true, 5*time.Second
 	}
-	server, err := proc.StartRedis(cfg)
-	if errors.Is(err, proc.ErrNotInstalled) && os.Getenv("CI") != "true" {
-		s.t.Skip(err)
-	}
-	if err != nil {
-		return err
-	}
-	defer server.Close()
-	client := server.NewClient()
-	defer client.Close()
+	client := redistest.StartRedis(s.t, cfg).Client(s.t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, name := range names {

@@ -265,10 +265,8 @@ func (b *bench) setUp(ctx context.Context) error {
 	}
 	b.serverBin = filepath.Join(b.dir, "ratewarden-server")
 	fmt.Fprintf(b.log, "loadgen: bench: building %s\n", filepath.Join(b.cfg.Root, "cmd/server"))
-	build := exec.CommandContext(ctx, "go", "build", "-o", b.serverBin, "./cmd/server")
-	build.Dir = b.cfg.Root
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("loadgen: go build ./cmd/server: %w\n%s", err, out)
+	if err := goBuild(ctx, b.cfg.Root, b.serverBin); err != nil {
+		return err
 	}
 	b.limitsPath = filepath.Join(b.dir, "limits.yaml")
 	f, err := os.Create(b.limitsPath)

@@ -9,6 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/ratewarden/ratewarden/internal/addrfile"
 )
 
@@ -89,6 +93,34 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 			s.Close()
 			return nil, fmt.Errorf("proc: %s named no addresses in RLS_ADDR_FILE: %w\n%s", name, ctx.Err(), p.Output())
 		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// WaitServing waits until the server's gRPC health service, over plain
+// TCP, answers SERVING (its backend answers and its limits are loaded). It
+// fails when the process exits first or ctx ends, with the end of the
+// server's output in the error.
+func (s *Server) WaitServing(ctx context.Context) error {
+	conn, err := grpc.NewClient(s.Addrs[addrfile.GRPC], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("proc: %s: %w", s, err)
+	}
+	defer conn.Close()
+	health := healthpb.NewHealthClient(conn)
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := health.Check(callCtx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		select {
+		case <-s.Exited():
+			return fmt.Errorf("proc: %s exited:\n%s", s, s.Tail(20))
+		case <-ctx.Done():
+			return fmt.Errorf("proc: %s not SERVING (%v): %w\n%s", s, err, ctx.Err(), s.Tail(20))
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
