@@ -38,8 +38,9 @@ import (
 //
 //   - go run ./cmd/server, with RLS_* variables: the server binary built by
 //     TestMain (what go run builds), in the repository's root as a user runs
-//     it, on free ports; the documented ports (8081 and 8080, or those the
-//     command sets) are mapped to them for the commands that follow.
+//     it, on ports the kernel picks; the documented ports (8081 and 8080, or
+//     those the command sets) are mapped to them for the commands that
+//     follow.
 //     RLS_REDIS_ADDRS (and the Sentinel master's name) are replaced by a
 //     real Redis of the mode the command asks for. The server must turn
 //     SERVING and decide a request.
@@ -52,7 +53,7 @@ import (
 //     by server reflection, which is how grpcurl finds it.
 //   - curl: the same HTTP request made with a Go client, printed as curl
 //     prints it.
-//   - redis-server: started for real on a free port; every setting given
+//   - redis-server: started for real on a port of its own; every setting given
 //     must read back from CONFIG GET.
 //   - grep after a pipe: lines matching the pattern.
 //   - anything in docsCovered: the files it uses must exist and the tests

@@ -23,7 +23,7 @@ const (
 	logName  = "redis.log"
 	confName = "redis.conf"
 
-	// readyTimeout bounds how long a process may take to answer PING.
+	// readyTimeout bounds how long a process may take to answer.
 	readyTimeout = 15 * time.Second
 	// startAttempts is how often a new server tries fresh ports when the
 	// ones it picked were taken in the meantime.
@@ -81,10 +81,11 @@ type TLSFiles struct {
 }
 
 // StartRedis starts a redis-server as cfg says, in a new directory of its
-// own, on free loopback ports, and waits until it answers PING. When a port
-// it picked is taken before the server binds it, it tries new ones. The
-// error wraps ErrNotInstalled when redis-server is not in PATH. Close stops
-// the server for good.
+// own, on free loopback ports, and waits until it answers. When a port it
+// picked is taken before the server binds it, it tries new ones. The error
+// wraps ErrNotInstalled when redis-server is not in PATH, and ErrNoTLS when
+// cfg asks for TLS that it was built without. Close stops the server for
+// good.
 func StartRedis(cfg RedisConfig) (*Redis, error) {
 	bin, err := lookPath("redis-server", "redis-server")
 	if err != nil {
@@ -269,7 +270,7 @@ func (s *Redis) Running() bool {
 
 // Start starts the server's process again after Stop or Kill, on the same
 // port, with the same directory and configuration, and waits until it
-// answers PING. A cluster node rejoins its cluster. Start fails if the
+// answers. A cluster node rejoins its cluster. Start fails if the
 // process is already running or does not come up; the error then includes
 // the end of the server's output and log.
 func (s *Redis) Start() error {
