@@ -148,7 +148,7 @@ func (s *docSession) startServer(docEnv map[string]string) error {
 			_, grpcPort, err = net.SplitHostPort(v)
 		case "RLS_HTTP_ADDR":
 			if v == "" {
-				httpPort = ""
+				httpPort, env[k] = "", "" // no HTTP, as documented
 			} else {
 				_, httpPort, err = net.SplitHostPort(v)
 			}
@@ -174,9 +174,6 @@ func (s *docSession) startServer(docEnv map[string]string) error {
 	s.stopServer()
 	s.t.Logf("%s: starting the server with %v", s.doc.Path, docEnv)
 	p := startServerAt(s.t, repoRoot, env)
-	if httpPort == "" {
-		p.HTTPAddr = ""
-	}
 	s.srv = &docServer{serverProcess: p, grpcPort: grpcPort, httpPort: httpPort}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
