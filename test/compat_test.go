@@ -3,10 +3,8 @@ package test
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratewarden/ratewarden/internal/addrfile"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -37,9 +36,6 @@ descriptors:
     value: /productpage
     rate_limit: {unit: minute, requests_per_unit: 2}
 `), 0o644))
-	metricsAddr, debugAddr := freeAddr(t), freeAddr(t)
-	debugHost, debugPort, err := net.SplitHostPort(debugAddr)
-	require.NoError(t, err)
 	srv := startServerAt(t, "", map[string]string{
 		"LOG_LEVEL":                     "info",
 		"REDIS_SOCKET_TYPE":             "tcp",
@@ -50,9 +46,9 @@ descriptors:
 		"RUNTIME_WATCH_ROOT":            "false",
 		"RUNTIME_IGNOREDOTFILES":        "true",
 		"USE_PROMETHEUS":                "true",
-		"PROMETHEUS_ADDR":               metricsAddr,
-		"DEBUG_HOST":                    debugHost,
-		"DEBUG_PORT":                    debugPort,
+		"PROMETHEUS_ADDR":               "127.0.0.1:0",
+		"DEBUG_HOST":                    "127.0.0.1",
+		"DEBUG_PORT":                    "0",
 		"EXPIRATION_JITTER_MAX_SECONDS": "300",
 		"RLS_BACKEND_TIMEOUT":           "5s", // what is read, not latency, is under test
 		"RLS_KEY_PREFIX":                "compat-" + strings.ReplaceAll(t.Name(), "/", "-") + ":",
@@ -74,7 +70,7 @@ descriptors:
 	require.NoError(t, err)
 	assert.NotEmpty(t, keys, "the limits are counted in the Redis of REDIS_URL")
 
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	resp, err := http.Get("http://" + srv.Addrs[addrfile.Metrics] + "/metrics")
 	require.NoError(t, err)
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -93,14 +89,14 @@ descriptors:
 		`ratelimit_service_rate_limit_shadow_mode{domain="compat",key1="PATH_/productpage"} 0`,
 	}, rules, "envoyproxy/ratelimit's names on PROMETHEUS_ADDR")
 
-	resp, err = http.Get("http://" + debugAddr + "/rlconfig")
+	resp, err = http.Get("http://" + srv.Addrs[addrfile.Debug] + "/rlconfig")
 	require.NoError(t, err)
 	body, err = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.NoError(t, err)
 	assert.Contains(t, string(body), "compat", "the debug port serves /rlconfig")
 
-	logs := srv.Logs()
+	logs := srv.Output()
 	for _, want := range []string{
 		`msg="read envoyproxy/ratelimit variable" from=RUNTIME_ROOT,RUNTIME_SUBDIRECTORY setting=RLS_CONFIG_PATH value=` + dir,
 		`level=WARN msg="envoyproxy/ratelimit variable ignored" variables=EXPIRATION_JITTER_MAX_SECONDS`,
@@ -112,13 +108,7 @@ descriptors:
 // TestEnvoyproxyRatelimitVariableRefused shows a value that cannot be
 // honoured stopping the server with the variable's name.
 func TestEnvoyproxyRatelimitVariableRefused(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, serverBinary)
-	cmd.Env = append(os.Environ(), "REDIS_SOCKET_TYPE=unix", "REDIS_URL=/var/run/nutcracker/ratelimit.sock",
-		"RLS_GRPC_ADDR="+freeAddr(t), "RLS_HTTP_ADDR="+freeAddr(t))
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, "the server stops by itself: %s", out)
-	assert.Contains(t, string(out), "REDIS_SOCKET_TYPE is unix")
+	p, exited := runUntilExit(t, map[string]string{"REDIS_SOCKET_TYPE": "unix", "REDIS_URL": "/var/run/nutcracker/ratelimit.sock"}, 10*time.Second, 0)
+	require.True(t, exited && p.ExitCode() != 0, "the server stops by itself: %s", p.Output())
+	assert.Contains(t, p.Output(), "REDIS_SOCKET_TYPE is unix")
 }

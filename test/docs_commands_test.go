@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,19 +19,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
-	"testing"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/redis/go-redis/v9"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ratewarden/ratewarden/internal/proc"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -41,8 +38,9 @@ import (
 //
 //   - go run ./cmd/server, with RLS_* variables: the server binary built by
 //     TestMain (what go run builds), in the repository's root as a user runs
-//     it, on free ports; the documented ports (8081 and 8080, or those the
-//     command sets) are mapped to them for the commands that follow.
+//     it, on ports the kernel picks; the documented ports (8081 and 8080, or
+//     those the command sets) are mapped to them for the commands that
+//     follow.
 //     RLS_REDIS_ADDRS (and the Sentinel master's name) are replaced by a
 //     real Redis of the mode the command asks for. The server must turn
 //     SERVING and decide a request.
@@ -55,7 +53,7 @@ import (
 //     by server reflection, which is how grpcurl finds it.
 //   - curl: the same HTTP request made with a Go client, printed as curl
 //     prints it.
-//   - redis-server: started for real on a free port; every setting given
+//   - redis-server: started for real on a port of its own; every setting given
 //     must read back from CONFIG GET.
 //   - grep after a pipe: lines matching the pattern.
 //   - anything in docsCovered: the files it uses must exist and the tests
@@ -150,7 +148,7 @@ func (s *docSession) startServer(docEnv map[string]string) error {
 			_, grpcPort, err = net.SplitHostPort(v)
 		case "RLS_HTTP_ADDR":
 			if v == "" {
-				httpPort = ""
+				httpPort, env[k] = "", "" // no HTTP, as documented
 			} else {
 				_, httpPort, err = net.SplitHostPort(v)
 			}
@@ -176,19 +174,12 @@ func (s *docSession) startServer(docEnv map[string]string) error {
 	s.stopServer()
 	s.t.Logf("%s: starting the server with %v", s.doc.Path, docEnv)
 	p := startServerAt(s.t, repoRoot, env)
-	if httpPort == "" {
-		p.HTTPAddr = ""
-	}
 	s.srv = &docServer{serverProcess: p, grpcPort: grpcPort, httpPort: httpPort}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	for !p.Serving(ctx) {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the server did not turn SERVING within 15s:\n%s", p.Logs())
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := p.WaitServing(ctx); err != nil {
+		return err
 	}
 	// A decided answer carries limit_remaining; a failure mode's does not.
 	// The first decisions of a new server may miss the backend timeout on a
@@ -568,18 +559,12 @@ func testFuncs(dir string, recursive bool) ([]string, error) {
 	return names, err
 }
 
-// redisServer starts redis-server with the documented settings on a free
-// port and checks that each one reads back from CONFIG GET.
+// redisServer starts redis-server with the documented settings on a port
+// of its own and checks that each one reads back from CONFIG GET.
 func (s *docSession) redisServer(args []string) error {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			return err
-		}
-		s.t.Skipf("redis-server is not installed: %v", err)
-	}
 	settings := map[string]string{}
 	var names []string
+	var cfg proc.RedisConfig
 	for i := 0; i < len(args); i += 2 {
 		name, ok := strings.CutPrefix(args[i], "--")
 		if !ok || i+1 == len(args) {
@@ -587,22 +572,16 @@ func (s *docSession) redisServer(args []string) error {
 		}
 		settings[name] = args[i+1]
 		names = append(names, name)
-	}
-	cluster := settings["cluster-enabled"] == "yes"
-	var client *redis.Client
-	for attempt := 1; ; attempt++ {
-		var stop func()
-		var inUse bool
-		client, stop, inUse, err = startDocRedis(s.t, bin, args, cluster)
-		if err == nil {
-			defer stop()
-			break
-		}
-		if !inUse || attempt == 5 {
-			return err
+		// The port is the one thing the test picks: a port of its own,
+		// not the document's.
+		if name != "port" {
+			cfg.Args = append(cfg.Args, args[i], args[i+1])
 		}
 	}
-	defer client.Close()
+	if settings["cluster-enabled"] == "yes" {
+		cfg.Cluster, cfg.NodeTimeout = true, 5*time.Second
+	}
+	client := redistest.StartRedis(s.t, cfg).Client(s.t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, name := range names {
@@ -624,79 +603,6 @@ func (s *docSession) redisServer(args []string) error {
 	return nil
 }
 
-// startDocRedis starts redis-server with args on a free loopback port and
-// waits until it answers PING. When it fails because the port was taken
-// after it was picked, inUse is true and the caller tries again.
-func startDocRedis(t testing.TB, bin string, args []string, cluster bool) (client *redis.Client, stop func(), inUse bool, err error) {
-	var port int
-	for {
-		_, p, _ := net.SplitHostPort(freeAddr(t))
-		port, _ = strconv.Atoi(p)
-		if !cluster || port+10000 <= 65535 && portFree(port+10000) {
-			break
-		}
-	}
-	real := slices.Clone(args)
-	if i := slices.Index(real, "--port"); i >= 0 {
-		real[i+1] = strconv.Itoa(port)
-	} else {
-		real = append(real, "--port", strconv.Itoa(port))
-	}
-	real = append(real, "--bind", "127.0.0.1")
-	cmd := exec.Command(bin, real...)
-	cmd.Dir = t.TempDir()
-	var logs lockedBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, nil, false, err
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	stop = func() {
-		cmd.Process.Kill()
-		<-exited
-	}
-	client = redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for client.Ping(ctx).Err() != nil {
-		select {
-		case <-exited:
-			client.Close()
-			return nil, nil, strings.Contains(logs.String(), "already in use"), fmt.Errorf("redis-server exited at start:\n%s", logs.String())
-		case <-ctx.Done():
-			client.Close()
-			stop()
-			return nil, nil, false, fmt.Errorf("redis-server did not answer within 10s:\n%s", logs.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return client, stop, false, nil
-}
-
-// lockedBuffer is a bytes.Buffer safe for a process to write while a test
-// reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // redisConfigValue returns the value CONFIG GET gives for a setting written
 // as v: memory sizes in bytes, the rest as written.
 func redisConfigValue(v string) (string, error) {
@@ -710,16 +616,6 @@ func redisConfigValue(v string) (string, error) {
 	}
 	unit := map[string]uint64{"k": 1000, "kb": 1 << 10, "m": 1000 * 1000, "mb": 1 << 20, "g": 1000 * 1000 * 1000, "gb": 1 << 30}[m[2]]
 	return strconv.FormatUint(n*unit, 10), nil
-}
-
-// portFree reports whether nothing listens on the loopback port.
-func portFree(port int) bool {
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
 }
 
 // coveredCommandSpec is a documented command that this machine cannot run

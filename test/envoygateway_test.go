@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -26,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
 
+	"github.com/ratewarden/ratewarden/internal/addrfile"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/xds/xdstest"
 )
@@ -41,7 +41,8 @@ import (
 // xdsServer (envoy-gateway:18001 there), Redis redisURL, and Prometheus
 // listens on prometheusAddr (:19001 there). Envoy Gateway sets no port of
 // gRPC or HTTP: the server's defaults, 8081 and 8080, are what its Service
-// and probes use, and the test's harness moves them to free ports.
+// and probes use, and the test's harness moves them to ports the kernel
+// picks.
 func envoyGatewayDeployment(mount func(string) string, xdsServer, redisURL, prometheusAddr string, redisTLS bool) map[string]string {
 	env := map[string]string{
 		"RUNTIME_ROOT":                       mount("/data"),
@@ -265,8 +266,7 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	xdsTLS, caPool := xdstest.MutualTLS(t, certs)
 	xs := xdstest.Start(t, xdsTLS)
 	xdsServer := strings.Replace(xs.Addr(), "127.0.0.1", "localhost", 1) // the name its certificate carries
-	prometheusAddr := freeAddr(t)
-	env := envoyGatewayDeployment(mount, xdsServer, redisURL, prometheusAddr, redisTLS)
+	env := envoyGatewayDeployment(mount, xdsServer, redisURL, "127.0.0.1:0", redisTLS)
 	// The one RLS_ variable: the default 10ms for Redis's answer is a
 	// latency this busy test host cannot promise, and what is read from
 	// Envoy Gateway's environment, not latency, is under test.
@@ -332,22 +332,20 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	// The first update makes the server ready.
 	xs.Set("envoy-ratelimit", "1", xdstest.Config(listener, route, rules...))
 	_, err = xs.WaitFor(20*time.Second, func(r xdstest.Request) bool { return r.ACK("1") })
-	require.NoError(t, err, "the server accepts Envoy Gateway's limits over mutual TLS\n%s", srv.Logs())
+	require.NoError(t, err, "the server accepts Envoy Gateway's limits over mutual TLS\n%s", srv.Output())
 	assert.Equal(t, "envoy-ratelimit", xs.Requests()[0].Node.GetId())
 	require.Eventually(t, func() bool { return patchedReady(srv) == nil }, 10*time.Second, 20*time.Millisecond, "ready after the first update")
 	assert.True(t, srv.Serving(ctx))
 	probes(srv, "with the limits", true)
 
 	// The limits are enforced in Redis: a second replica, started the same
-	// way (in a pod of its own, so Prometheus on a port of its own here),
-	// shares them.
+	// way (in a pod of its own, so every port of its own here: the kernel
+	// picks them), shares them.
 	assert.Equal(t, 3, g.admitted(t, rules, "bob", 10))
 	keys, err := redis.Client(t).Keys(ctx, "ratewarden:*").Result()
 	require.NoError(t, err)
 	assert.NotEmpty(t, keys, "the limits are counted in the Redis of REDIS_URL")
-	replicaEnv := maps.Clone(env)
-	replicaEnv["PROMETHEUS_ADDR"] = freeAddr(t)
-	replica := startServerWith(t, "", replicaEnv, envoyTLS)
+	replica := startServerWith(t, "", env, envoyTLS)
 	require.Eventually(t, func() bool { return replica.Serving(ctx) }, 20*time.Second, 20*time.Millisecond, "the replica takes the limits too")
 	g2 := gatewayRoute{client: replica.Client, listener: listener, route: route}
 	assert.Equal(t, 0, g2.admitted(t, rules, "bob", 1), "bob's 3 an hour are spent on the first replica")
@@ -355,7 +353,7 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	assert.Equal(t, 0, g.admitted(t, rules, "carol", 1))
 
 	// Prometheus, where Envoy Gateway scrapes it, with envoyproxy/ratelimit's names.
-	code, body := httpGet(t, "http://"+prometheusAddr+"/metrics")
+	code, body := httpGet(t, "http://"+srv.Addrs[addrfile.Metrics]+"/metrics")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, `ratelimit_service_rate_limit_over_limit{domain="default/eg/http"`)
 
@@ -373,9 +371,7 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	// A pod started during the outage, a replica rescheduled, say, passes
 	// its startup and liveness probes too, rather than being restarted
 	// until Redis is back.
-	lateEnv := maps.Clone(env)
-	lateEnv["PROMETHEUS_ADDR"] = freeAddr(t)
-	late := startServerWith(t, "", lateEnv, envoyTLS)
+	late := startServerWith(t, "", env, envoyTLS)
 	probes(late, "started while Redis is down", false)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	_, err = srv.Client.ShouldRateLimit(rctx, &rlsv3.RateLimitRequest{
@@ -391,7 +387,7 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	assert.Equal(t, 3, g.admitted(t, rules, "dave", 10), "enforced again")
 	late.Stop()
 
-	logs := srv.Logs()
+	logs := srv.Output()
 	for _, want := range []string{
 		`msg="read envoyproxy/ratelimit variable" from=CONFIG_TYPE setting=RLS_CONFIG_SOURCE value=xds`,
 		`msg="read envoyproxy/ratelimit variable" from=CONFIG_GRPC_XDS_CLIENT_TLS_CERT setting=RLS_XDS_TLS_CERT_FILE`,
@@ -402,6 +398,5 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	assert.NotContains(t, logs, "level=ERROR")
 
 	srv.Stop()
-	require.NotNil(t, srv.cmd.ProcessState)
-	assert.True(t, srv.cmd.ProcessState.Success(), "SIGTERM stops the server cleanly: %v", srv.cmd.ProcessState)
+	assert.Equal(t, 0, srv.ExitCode(), "SIGTERM stops the server cleanly")
 }

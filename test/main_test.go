@@ -3,15 +3,12 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,12 +16,12 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
 
+	"github.com/ratewarden/ratewarden/internal/addrfile"
+	"github.com/ratewarden/ratewarden/internal/proc"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -49,24 +46,19 @@ func TestMain(m *testing.M) {
 	os.RemoveAll(dir)
 }
 
-// serverProcess is one running server binary.
+// serverProcess is one running server binary with gRPC clients of it.
 type serverProcess struct {
+	*proc.Server
 	t        testing.TB
-	cmd      *exec.Cmd
 	GRPCAddr string
-	HTTPAddr string
+	HTTPAddr string // empty when HTTP is off
 	conn     *grpc.ClientConn
 	Client   rlsv3.RateLimitServiceClient
 	Health   healthpb.HealthClient
-
-	mu     sync.Mutex
-	logs   bytes.Buffer
-	exited chan struct{}
 }
 
-// startServer starts the server binary on free loopback ports with the
-// example configuration and env (RLS_* variables) on top, and waits until
-// its gRPC port answers. It is stopped with SIGTERM when the test ends.
+// startServer starts the server binary with the example configuration and
+// env (RLS_* variables) on top; see startServerAt.
 func startServer(t testing.TB, env map[string]string) *serverProcess {
 	t.Helper()
 	vars := map[string]string{"RLS_CONFIG_PATH": "../config"}
@@ -77,114 +69,37 @@ func startServer(t testing.TB, env map[string]string) *serverProcess {
 }
 
 // startServerAt starts the server binary in dir (the test's own directory
-// when empty) with free loopback ports, warn-level logs (unless env sets
-// envoyproxy/ratelimit's LOG_LEVEL, which then decides) and env, as
-// `go run ./cmd/server` would start there, and waits until it answers a
-// gRPC health check. It is stopped with SIGTERM when the test ends.
-//
-// A port that was free when it was picked can be taken before the server
-// binds it (an outgoing connection's ephemeral port, a Redis cluster bus),
-// so a start that fails with "address already in use" is tried again on
-// new ports.
+// when empty) with warn-level logs (unless env sets envoyproxy/ratelimit's
+// LOG_LEVEL, which then decides) and env, as `go run ./cmd/server` would
+// start there. Its listeners are on ports the kernel picks (unless env
+// names others), and it returns once the server has named them in
+// RLS_ADDR_FILE, which it does once it serves. It is stopped with SIGTERM
+// when the test ends.
 func startServerAt(t testing.TB, dir string, env map[string]string) *serverProcess {
 	t.Helper()
 	return startServerWith(t, dir, env, insecure.NewCredentials())
 }
 
-// startServerWith is startServerAt for a server whose gRPC clients, the
-// test's and the health checks that wait for it, connect with creds: TLS
-// when env makes the server serve gRPC over TLS.
+// startServerWith is startServerAt for a server whose gRPC clients connect
+// with creds: TLS when env makes the server serve gRPC over TLS.
 func startServerWith(t testing.TB, dir string, env map[string]string, creds credentials.TransportCredentials) *serverProcess {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		p, inUse := launchServer(t, dir, env, creds)
-		if p != nil {
-			return p
-		}
-		if !inUse || attempt == 5 {
-			t.Fatalf("server did not start after %d attempts", attempt)
-		}
-		t.Logf("server start %d: a port was taken before the server bound it; trying new ports", attempt)
-	}
-}
-
-// launchServer makes one attempt of startServerAt. It returns nil and true
-// when the server exited because one of its ports was already in use.
-func launchServer(t testing.TB, dir string, env map[string]string, creds credentials.TransportCredentials) (*serverProcess, bool) {
-	t.Helper()
-	p := &serverProcess{t: t, GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), exited: make(chan struct{})}
-	vars := map[string]string{
-		"RLS_GRPC_ADDR": p.GRPCAddr,
-		"RLS_HTTP_ADDR": p.HTTPAddr,
-	}
+	vars := map[string]string{}
 	if _, theirs := env["LOG_LEVEL"]; !theirs {
 		vars["RLS_LOG_LEVEL"] = "warn"
 	}
 	for k, v := range env {
 		vars[k] = v
 	}
-	p.cmd = exec.Command(serverBinary)
-	p.cmd.Dir = dir
-	p.cmd.Env = os.Environ()
-	for k, v := range vars {
-		p.cmd.Env = append(p.cmd.Env, k+"="+v)
-	}
-	p.cmd.Stdout = p
-	p.cmd.Stderr = p
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, p.cmd.Start())
-	go func() {
-		p.cmd.Wait()
-		close(p.exited)
-	}()
-
-	// Readiness is a gRPC health answer, not an open port: the kernel
-	// accepts on the gRPC port from the moment it is bound, before the
-	// HTTP port is, and something else may hold a port that looks open.
-	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(creds))
+	srv, err := proc.StartServer(t.Context(), proc.ServerConfig{Name: "server", Bin: serverBinary, Dir: dir, Env: vars})
 	require.NoError(t, err)
-	p.conn = conn
-	p.Client = rlsv3.NewRateLimitServiceClient(conn)
-	p.Health = healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		_, err := p.Health.Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		select {
-		case <-p.exited:
-			conn.Close()
-			if strings.Contains(p.Logs(), "address already in use") {
-				return nil, true
-			}
-			t.Fatalf("server exited at start: %v\n%s", p.cmd.ProcessState, p.Logs())
-		default:
-		}
-		if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded {
-			break // any answer from the server, even NOT_SERVING
-		}
-		if time.Now().After(deadline) {
-			p.Stop()
-			t.Fatalf("server did not answer health checks on %s within 15s: %v\n%s", p.GRPCAddr, err, p.Logs())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	p := &serverProcess{Server: srv, t: t, GRPCAddr: srv.Addrs[addrfile.GRPC], HTTPAddr: srv.Addrs[addrfile.HTTP]}
 	t.Cleanup(p.Stop)
-	return p, false
-}
-
-// Write collects the server's output.
-func (p *serverProcess) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.Write(b)
-}
-
-// Logs returns what the server has written so far.
-func (p *serverProcess) Logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
+	p.conn, err = grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(creds))
+	require.NoError(t, err)
+	p.Client = rlsv3.NewRateLimitServiceClient(p.conn)
+	p.Health = healthpb.NewHealthClient(p.conn)
+	return p
 }
 
 // Stop sends SIGTERM and waits for the server to exit (SIGKILL after 10s).
@@ -193,19 +108,9 @@ func (p *serverProcess) Stop() {
 	if p.conn != nil {
 		p.conn.Close()
 	}
-	select {
-	case <-p.exited:
-	default:
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.exited
-		}
-	}
+	p.Close()
 	if p.t.Failed() {
-		p.t.Logf("server %s output:\n%s", p.GRPCAddr, p.Logs())
+		p.t.Logf("server %s output:\n%s", p.GRPCAddr, p.Output())
 	}
 }
 
@@ -215,13 +120,33 @@ func (p *serverProcess) Serving(ctx context.Context) bool {
 	return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
 }
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t testing.TB) string {
+// runUntilExit runs the server binary with env, on ports the kernel picks,
+// until it exits by itself or is killed after within; with signalAfter, it
+// is sent SIGTERM after that long. It returns the process, for its output
+// and exit code, and whether it exited in time.
+func runUntilExit(t testing.TB, env map[string]string, within, signalAfter time.Duration) (*proc.Process, bool) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	vars := map[string]string{"RLS_GRPC_ADDR": "127.0.0.1:0", "RLS_HTTP_ADDR": "127.0.0.1:0"}
+	for k, v := range env {
+		vars[k] = v
+	}
+	p, err := proc.Start(proc.Command{Name: "server", Bin: serverBinary, Env: proc.Environ(vars)})
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
+	if signalAfter > 0 {
+		select {
+		case <-p.Exited():
+			return p, true
+		case <-time.After(signalAfter):
+		}
+		p.Signal(syscall.SIGTERM)
+	}
+	select {
+	case <-p.Exited():
+		return p, true
+	case <-time.After(within):
+		p.Kill()
+		return p, false
+	}
 }
 
 // writeConfig writes a limits file into a new directory and returns the

@@ -113,7 +113,7 @@ func TestProbesOnSIGTERM(t *testing.T) {
 	srv := startServer(t, map[string]string{"RLS_SHUTDOWN_DELAY": "3s"})
 	require.True(t, srv.probe("/healthcheck"))
 	require.True(t, srv.probe("/ready"))
-	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGTERM))
+	srv.Signal(syscall.SIGTERM)
 	require.Eventually(t, func() bool {
 		return !srv.probe("/healthcheck") && !srv.probe("/ready")
 	}, 2*time.Second, 20*time.Millisecond)
@@ -142,7 +142,7 @@ func TestProbesNameARefusedPassword(t *testing.T) {
 			code, body := srv.get("/ready")
 			assert.Equal(t, http.StatusServiceUnavailable, code)
 			assert.Contains(t, body, tc.want)
-			assert.Contains(t, srv.Logs(), tc.want)
+			assert.Contains(t, srv.Output(), tc.want)
 			assert.True(t, srv.probe("/healthcheck"))
 
 			_, err := srv.Client.ShouldRateLimit(context.Background(), faultRequest("user", "auth"))

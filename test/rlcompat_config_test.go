@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -107,19 +106,10 @@ func TestRLConfigFilesThatFail(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.files, "+"), func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, serverBinary)
-			cmd.Env = os.Environ()
-			env := with(rlConfigEnv(rlConfigDir(t, tc.files...)), tc.env...)
-			for k, v := range with(env, "RLS_GRPC_ADDR", freeAddr(t), "RLS_HTTP_ADDR", freeAddr(t)) {
-				cmd.Env = append(cmd.Env, k+"="+v)
-			}
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			require.ErrorAs(t, err, &exit, "the server refuses the files (theirs: %s); it said:\n%s", tc.theirs, out)
+			p, exited := runUntilExit(t, with(rlConfigEnv(rlConfigDir(t, tc.files...)), tc.env...), 20*time.Second, 0)
+			require.True(t, exited && p.ExitCode() != 0, "the server refuses the files (theirs: %s); it said:\n%s", tc.theirs, p.Output())
 			for _, want := range tc.ours {
-				assert.Contains(t, string(out), want, "theirs: %s", tc.theirs)
+				assert.Contains(t, p.Output(), want, "theirs: %s", tc.theirs)
 			}
 		})
 	}

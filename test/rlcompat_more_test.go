@@ -221,7 +221,7 @@ func TestRLBasicConfigExtraTags(t *testing.T) {
 	m := s.rlMetrics(t)
 	assert.Equal(t, 1.0, m.of("total_hits", `domain="basic",key1="key1"`))
 	assert.Equal(t, 1.0, m["ratelimit_service_config_load_success"])
-	assert.Contains(t, s.Logs(), `msg="envoyproxy/ratelimit variable ignored" variables=EXTRA_TAGS`)
+	assert.Contains(t, s.Output(), `msg="envoyproxy/ratelimit variable ignored" variables=EXTRA_TAGS`)
 }
 
 // rlGRPCClientTLS returns a TLS configuration that trusts caFile, with the

@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/addrfile"
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/proc"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 )
 
@@ -171,8 +173,8 @@ type bench struct {
 	serverBin  string
 	self       string // this program, for the no-op and profiled servers
 	limitsPath string
-	standalone *redisServer
-	cluster    *redisCluster
+	standalone *proc.Redis
+	cluster    *proc.Cluster
 	log        io.Writer
 }
 
@@ -263,10 +265,8 @@ func (b *bench) setUp(ctx context.Context) error {
 	}
 	b.serverBin = filepath.Join(b.dir, "ratewarden-server")
 	fmt.Fprintf(b.log, "loadgen: bench: building %s\n", filepath.Join(b.cfg.Root, "cmd/server"))
-	build := exec.CommandContext(ctx, "go", "build", "-o", b.serverBin, "./cmd/server")
-	build.Dir = b.cfg.Root
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("loadgen: go build ./cmd/server: %w\n%s", err, out)
+	if err := goBuild(ctx, b.cfg.Root, b.serverBin); err != nil {
+		return err
 	}
 	b.limitsPath = filepath.Join(b.dir, "limits.yaml")
 	f, err := os.Create(b.limitsPath)
@@ -281,13 +281,13 @@ func (b *bench) setUp(ctx context.Context) error {
 		return fmt.Errorf("loadgen: %w", err)
 	}
 	fmt.Fprintln(b.log, "loadgen: bench: starting redis-server")
-	if b.standalone, err = startRedis(ctx, b.dir, false); err != nil {
-		return err
+	if b.standalone, err = proc.StartRedis(proc.RedisConfig{}); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
 	}
 	if !b.cfg.Quick {
 		fmt.Fprintf(b.log, "loadgen: bench: starting a Redis Cluster of %d masters with %d replicas each\n", clusterMasters, b.cfg.Replicas)
-		if b.cluster, err = startCluster(ctx, b.dir, b.cfg.Replicas); err != nil {
-			return err
+		if b.cluster, err = startBenchCluster(ctx, b.cfg.Replicas); err != nil {
+			return fmt.Errorf("loadgen: %w", err)
 		}
 	}
 	return nil
@@ -296,10 +296,10 @@ func (b *bench) setUp(ctx context.Context) error {
 // stop stops every Redis the bench started.
 func (b *bench) stop() {
 	if b.standalone != nil {
-		b.standalone.stop()
+		b.standalone.Close()
 	}
 	if b.cluster != nil {
-		b.cluster.stop()
+		b.cluster.Close()
 	}
 }
 
@@ -411,7 +411,7 @@ func (b *bench) runCell(ctx context.Context, c cell) (*result, *profileResult, e
 	if c.Script != "" {
 		return b.runEvalshaCell(ctx, c)
 	}
-	var redisServers []*redisServer
+	var redisServers []*proc.Redis
 	env := map[string]string{
 		"RLS_CONFIG_PATH":     b.limitsPath,
 		"RLS_BACKEND":         "memory",
@@ -420,55 +420,33 @@ func (b *bench) runCell(ctx context.Context, c cell) (*result, *profileResult, e
 	}
 	switch c.Backend {
 	case backendStandalone:
-		redisServers = []*redisServer{b.standalone}
-		env["RLS_BACKEND"], env["RLS_REDIS_MODE"], env["RLS_REDIS_ADDRS"] = "redis", "standalone", b.standalone.addr
+		redisServers = []*proc.Redis{b.standalone}
+		env["RLS_BACKEND"], env["RLS_REDIS_MODE"], env["RLS_REDIS_ADDRS"] = "redis", "standalone", b.standalone.Addr()
 	case backendCluster:
-		redisServers = b.cluster.nodes
-		env["RLS_BACKEND"], env["RLS_REDIS_MODE"], env["RLS_REDIS_ADDRS"] = "redis", "cluster", strings.Join(b.cluster.addrs(), ",")
+		redisServers = b.cluster.Nodes()
+		env["RLS_BACKEND"], env["RLS_REDIS_MODE"], env["RLS_REDIS_ADDRS"] = "redis", "cluster", strings.Join(b.cluster.Addrs(), ",")
 	}
 	if err := flushMasters(ctx, redisServers); err != nil {
 		return nil, nil, err
 	}
-	// A port free when picked can be taken before the server binds it, so
-	// a start that fails with "address already in use" gets new ports.
-	var target *process
+	target := proc.ServerConfig{Name: "ratewarden server", Bin: b.serverBin, Dir: b.dir, Env: env}
 	var prof *profileResult
-	var grpcAddr string
-	var err error
-	for attempt := 1; ; attempt++ {
-		var httpAddr string
-		if grpcAddr, err = freeAddr(); err != nil {
-			return nil, nil, err
-		}
-		if httpAddr, err = freeAddr(); err != nil {
-			return nil, nil, err
-		}
-		env["RLS_GRPC_ADDR"], env["RLS_HTTP_ADDR"] = grpcAddr, httpAddr
-		switch {
-		case c.Backend == backendNoop:
-			target, err = startProcess("no-op server", b.dir, b.self, []string{"noop", "-addr", grpcAddr}, nil)
-		case c.Group == groupProfile:
-			prof = &profileResult{Name: c.name(),
-				cpuPath:    filepath.Join(b.dir, fmt.Sprintf("cpu-%d.pprof", rand.Uint32())),
-				allocsPath: filepath.Join(b.dir, fmt.Sprintf("allocs-%d.pprof", rand.Uint32()))}
-			target, err = startProcess("profiled server", b.dir, b.self,
-				[]string{"serve", "-cpuprofile", prof.cpuPath, "-allocprofile", prof.allocsPath}, env)
-		default:
-			target, err = startProcess("ratewarden server", b.dir, b.serverBin, nil, env)
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		err = waitServing(ctx, target, grpcAddr, 30*time.Second)
-		if err == nil {
-			break
-		}
-		target.stop()
-		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
-			return nil, nil, err
-		}
+	switch {
+	case c.Backend == backendNoop:
+		target = proc.ServerConfig{Name: "no-op server", Bin: b.self, Args: []string{"noop", "-addr", "127.0.0.1:0"}, Dir: b.dir}
+	case c.Group == groupProfile:
+		prof = &profileResult{Name: c.name(),
+			cpuPath:    filepath.Join(b.dir, fmt.Sprintf("cpu-%d.pprof", rand.Uint32())),
+			allocsPath: filepath.Join(b.dir, fmt.Sprintf("allocs-%d.pprof", rand.Uint32()))}
+		target.Name, target.Bin = "profiled server", b.self
+		target.Args = []string{"serve", "-cpuprofile", prof.cpuPath, "-allocprofile", prof.allocsPath}
 	}
-	defer target.stop()
+	srv, err := startServing(ctx, target)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer srv.Close()
+	grpcAddr := srv.Addrs[addrfile.GRPC]
 
 	p := loadParams{
 		Addr: grpcAddr, Concurrency: c.Concurrency, Conns: b.cfg.Conns,
@@ -477,17 +455,17 @@ func (b *bench) runCell(ctx context.Context, c cell) (*result, *profileResult, e
 		phases: phases{Warmup: b.cfg.Warmup, Duration: b.cfg.Duration},
 	}
 	if len(redisServers) > 0 {
-		p.Stats = newStatsReader(addrsOf(redisServers))
+		p.Stats = newStatsReader(proc.Addrs(redisServers))
 		defer p.Stats.Close()
 	}
-	p.CPU = newCPUMeter(append(redisProcs(redisServers), cpuProc{name: cpuServer, pid: target.cmd.Process.Pid})...)
+	p.CPU = newCPUMeter(append(redisProcs(redisServers), cpuProc{name: cpuServer, pid: srv.Pid()})...)
 	r, err := runLoad(ctx, p)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w\n%s", err, target.output())
+		return nil, nil, fmt.Errorf("%w\n%s", err, srv.Tail(20))
 	}
 	r.Name, r.Group, r.Backend = c.name(), c.Group, c.Backend
 	if prof != nil {
-		target.stop()
+		srv.Stop()
 		if err := prof.read(ctx, b.cfg.Root); err != nil {
 			return nil, nil, err
 		}
@@ -502,19 +480,19 @@ func (b *bench) runEvalshaCell(ctx context.Context, c cell) (*result, *profileRe
 		RunID: newRunID(), Seed: rand.Uint64(),
 		phases: phases{Warmup: b.cfg.Warmup, Duration: b.cfg.Duration},
 	}
-	var servers []*redisServer
+	var servers []*proc.Redis
 	switch c.Backend {
 	case backendStandalone:
-		servers, p.Mode = []*redisServer{b.standalone}, redisx.ModeStandalone
+		servers, p.Mode = []*proc.Redis{b.standalone}, redisx.ModeStandalone
 	case backendCluster:
-		servers, p.Mode = b.cluster.nodes, redisx.ModeCluster
+		servers, p.Mode = b.cluster.Nodes(), redisx.ModeCluster
 	default:
 		return nil, nil, fmt.Errorf("loadgen: evalsha on backend %q", c.Backend)
 	}
 	if err := flushMasters(ctx, servers); err != nil {
 		return nil, nil, err
 	}
-	p.Addrs = addrsOf(servers)
+	p.Addrs = proc.Addrs(servers)
 	p.CPU = newCPUMeter(redisProcs(servers)...)
 	p.Stats = newStatsReader(p.Addrs)
 	defer p.Stats.Close()
@@ -524,24 +502,6 @@ func (b *bench) runEvalshaCell(ctx context.Context, c cell) (*result, *profileRe
 	}
 	r.Name, r.Group, r.Backend = c.name(), c.Group, c.Backend
 	return r, nil, nil
-}
-
-// redisProcs returns the servers' processes, for the CPU meter.
-func redisProcs(servers []*redisServer) []cpuProc {
-	procs := make([]cpuProc, len(servers))
-	for i, s := range servers {
-		procs[i] = cpuProc{name: cpuRedis, pid: s.cmd.Process.Pid}
-	}
-	return procs
-}
-
-// addrsOf returns the servers' addresses.
-func addrsOf(servers []*redisServer) []string {
-	addrs := make([]string, len(servers))
-	for i, s := range servers {
-		addrs[i] = s.addr
-	}
-	return addrs
 }
 
 // profileResult is where a profiled cell's server spent its time.

@@ -6,6 +6,8 @@ import (
 	"os"
 	"runtime"
 	"strings"
+
+	"github.com/ratewarden/ratewarden/internal/proc"
 )
 
 // machine describes where a bench ran.
@@ -22,7 +24,7 @@ type machine struct {
 }
 
 // describeMachine gathers what it can; what it cannot read stays "unknown".
-func describeMachine(ctx context.Context, root string, redis *redisServer) machine {
+func describeMachine(ctx context.Context, root string, redis *proc.Redis) machine {
 	m := machine{
 		CPU:    "unknown",
 		CPUs:   runtime.NumCPU(),
@@ -50,7 +52,9 @@ func describeMachine(ctx context.Context, root string, redis *redisServer) machi
 	}
 	m.LoadBefore = loadAverage()
 	if redis != nil {
-		m.Redis = redis.version(ctx)
+		if info, err := redis.Info(ctx, "server"); err == nil && info["redis_version"] != "" {
+			m.Redis = info["redis_version"]
+		}
 	}
 	m.Commit = gitDescribe(ctx, root)
 	return m

@@ -198,12 +198,12 @@ func limitsCommand(args []string, stdout, stderr io.Writer) (err error) {
 }
 
 func noopCommand(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlagSet("noop", "noop -addr ADDR: serve a RateLimitService that admits everything", stderr)
+	fs := newFlagSet("noop", "noop -addr ADDR: serve a RateLimitService that admits everything; with RLS_ADDR_FILE set, name the bound address there as the server does", stderr)
 	addr := fs.String("addr", "127.0.0.1:8091", "gRPC listen address")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return serveNoop(ctx, *addr, stderr)
+	return serveNoop(ctx, *addr, os.Getenv("RLS_ADDR_FILE"), stderr)
 }
 
 func evalshaCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/ratewarden/ratewarden/internal/addrfile"
 	"github.com/ratewarden/ratewarden/internal/server"
 )
 
@@ -39,8 +40,10 @@ func newNoopServer() *grpc.Server {
 	return srv
 }
 
-// serveNoop serves the no-op service on addr until ctx ends.
-func serveNoop(ctx context.Context, addr string, stderr io.Writer) error {
+// serveNoop serves the no-op service on addr until ctx ends. With addrFile,
+// it names the address it is bound to there, as the server does in
+// RLS_ADDR_FILE, so the bench starts both alike.
+func serveNoop(ctx context.Context, addr, addrFile string, stderr io.Writer) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("loadgen: noop: %w", err)
@@ -49,6 +52,13 @@ func serveNoop(ctx context.Context, addr string, stderr io.Writer) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
 	fmt.Fprintf(stderr, "loadgen: no-op RateLimitService on %s\n", lis.Addr())
+	if addrFile != "" {
+		if err := addrfile.Write(addrFile, addrfile.Addrs{addrfile.GRPC: lis.Addr().String()}); err != nil {
+			srv.Stop()
+			<-errc
+			return fmt.Errorf("loadgen: noop: %w", err)
+		}
+	}
 	select {
 	case <-ctx.Done():
 		srv.Stop()

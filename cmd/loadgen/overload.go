@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -23,7 +24,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/ratewarden/ratewarden/internal/addrfile"
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/proc"
 )
 
 // The overload benchmark (`loadgen overload`) runs ratewarden as a busy or
@@ -263,25 +266,25 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 	}
 
 	fmt.Fprintln(log, "loadgen: overload: starting a Redis Cluster of 3 masters with a replica each")
-	cluster, err := startCluster(ctx, dir, 1)
+	cluster, err := startBenchCluster(ctx, 1)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("loadgen: %w", err)
 	}
-	defer cluster.stop()
+	defer cluster.Close()
 
 	report := &overloadReport{
 		Date:    begin.UTC().Format("2006-01-02 15:04 MST"),
 		Config:  cfg,
-		Machine: describeMachine(ctx, cfg.Root, cluster.nodes[0]),
+		Machine: describeMachine(ctx, cfg.Root, cluster.Nodes()[0]),
 	}
-	var spinners []*process
+	var spinners []*proc.Process
 	defer func() {
 		for _, p := range spinners {
-			p.stop()
+			p.Stop()
 		}
 	}()
 	for i := range cfg.Spinners {
-		p, err := startProcess(fmt.Sprintf("busy loop %d", i), dir, self, []string{"spin"}, nil)
+		p, err := proc.Start(proc.Command{Name: fmt.Sprintf("busy loop %d", i), Bin: self, Args: []string{"spin"}, Dir: dir})
 		if err != nil {
 			return nil, err
 		}
@@ -293,7 +296,7 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 	for _, b := range builds {
 		round := &overloadRound{Name: b.name, Commit: b.commit}
 		report.Variants = append(report.Variants, round)
-		if err := flushMasters(ctx, cluster.nodes); err != nil {
+		if err := flushMasters(ctx, cluster.Nodes()); err != nil {
 			return nil, err
 		}
 		servers, err := startReplicas(ctx, dir, b.bin, limitsPath, cluster, cfg.Replicas, cfg.Env)
@@ -303,12 +306,12 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 		err = func() error {
 			defer func() {
 				for _, s := range servers {
-					s.stop()
+					s.Close()
 				}
 			}()
 			addrs := make([]string, len(servers))
 			for i, s := range servers {
-				addrs[i] = s.addr
+				addrs[i] = s.Addrs[addrfile.GRPC]
 			}
 			conns, err := dialAll(addrs, cfg.Conns)
 			if err != nil {
@@ -319,12 +322,12 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 					c.Close()
 				}
 			}()
-			procs := redisProcs(cluster.nodes)
+			procs := redisProcs(cluster.Nodes())
 			for _, s := range servers {
-				procs = append(procs, cpuProc{name: cpuServer, pid: s.cmd.Process.Pid})
+				procs = append(procs, cpuProc{name: cpuServer, pid: s.Pid()})
 			}
 			for _, sp := range spinners {
-				procs = append(procs, cpuProc{name: cpuSpinners, pid: sp.cmd.Process.Pid})
+				procs = append(procs, cpuProc{name: cpuSpinners, pid: sp.Pid()})
 			}
 			cpu := newCPUMeter(procs...)
 			fmt.Fprintf(log, "loadgen: overload: %s: closed loop, %d callers on %d replicas, %s deadline\n", b.name, cfg.Callers, len(servers), cfg.Deadline)
@@ -343,7 +346,7 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 			fmt.Fprintf(log, "loadgen: overload: %s: %s\n", b.name, round.Open.summary())
 			round.Servers = map[string]float64{}
 			for i, s := range servers {
-				samples, err := serverSamples(s.httpAddr)
+				samples, err := serverSamples(s.Addrs[addrfile.HTTP])
 				if err != nil {
 					fmt.Fprintf(log, "loadgen: overload: %s replica %d: metrics: %v\n", b.name, i, err)
 					continue
@@ -443,64 +446,29 @@ func writeOverloadLimits(path string, exactLimit int) (err error) {
 	return nil
 }
 
-// replica is one running server of a round.
-type replica struct {
-	*process
-	addr, httpAddr string
-}
-
 // startReplicas starts n servers from bin on cluster with the default
 // settings and extra, and waits until each serves.
-func startReplicas(ctx context.Context, dir, bin, limits string, cluster *redisCluster, n int, extra map[string]string) ([]*replica, error) {
-	var out []*replica
+func startReplicas(ctx context.Context, dir, bin, limits string, cluster *proc.Cluster, n int, extra map[string]string) ([]*proc.Server, error) {
+	var out []*proc.Server
 	for i := range n {
-		r, err := startReplica(ctx, dir, bin, limits, cluster, i, extra)
-		if err != nil {
-			for _, s := range out {
-				s.stop()
-			}
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-func startReplica(ctx context.Context, dir, bin, limits string, cluster *redisCluster, i int, extra map[string]string) (*replica, error) {
-	for attempt := 1; ; attempt++ {
-		grpcAddr, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		httpAddr, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
 		env := map[string]string{
 			"RLS_CONFIG_PATH": limits,
 			"RLS_BACKEND":     "redis",
 			"RLS_REDIS_MODE":  "cluster",
-			"RLS_REDIS_ADDRS": strings.Join(cluster.addrs(), ","),
+			"RLS_REDIS_ADDRS": strings.Join(cluster.Addrs(), ","),
 			"RLS_LOG_LEVEL":   "warn",
-			"RLS_GRPC_ADDR":   grpcAddr,
-			"RLS_HTTP_ADDR":   httpAddr,
 		}
-		for k, v := range extra {
-			env[k] = v
-		}
-		p, err := startProcess(fmt.Sprintf("ratewarden replica %d", i), dir, bin, nil, env)
+		maps.Copy(env, extra)
+		s, err := startServing(ctx, proc.ServerConfig{Name: fmt.Sprintf("ratewarden replica %d", i), Bin: bin, Dir: dir, Env: env})
 		if err != nil {
+			for _, s := range out {
+				s.Close()
+			}
 			return nil, err
 		}
-		err = waitServing(ctx, p, grpcAddr, 30*time.Second)
-		if err == nil {
-			return &replica{process: p, addr: grpcAddr, httpAddr: httpAddr}, nil
-		}
-		p.stop()
-		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
-			return nil, err
-		}
+		out = append(out, s)
 	}
+	return out, nil
 }
 
 // dialAll opens conns gRPC connections to each address, interleaved, so

@@ -1,6 +1,7 @@
-// Package redistest runs real redis-server processes for tests: a standalone
-// server, a six-node Redis Cluster (three masters, three replicas) and a
-// Sentinel setup, each on free loopback ports, with no Docker.
+// Package redistest gives tests real redis-server processes, started by
+// package proc: a standalone server, a six-node Redis Cluster (three
+// masters, three replicas) and a Sentinel setup, each on free loopback
+// ports, with no Docker.
 //
 // A test asks for a fresh process with Standalone, NewCluster or Sentinel; it
 // is stopped when the test ends. Tests that only read and write keys can share
@@ -19,14 +20,29 @@
 package redistest
 
 import (
-	"fmt"
+	"context"
+	"errors"
 	"os"
-	"os/exec"
-	"regexp"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/proc"
+)
+
+const (
+	// freshNodeTimeout is the cluster-node-timeout of NewCluster: short, so
+	// that a killed master's replica takes over within a few seconds.
+	freshNodeTimeout = 1000 * time.Millisecond
+	// sharedNodeTimeout is the cluster-node-timeout of SharedCluster: longer,
+	// so that a node starved of CPU on a busy machine is not failed over
+	// under the feet of other tests.
+	sharedNodeTimeout = 5000 * time.Millisecond
+	// waitTimeout bounds every wait for a cluster or Sentinels to settle.
+	waitTimeout = 60 * time.Second
 )
 
 // Main runs the tests of m and then stops the processes that SharedStandalone
@@ -57,10 +73,10 @@ type sharedProcesses struct {
 func (p *sharedProcesses) stop() {
 	var wg sync.WaitGroup
 	if p.standalone != nil {
-		wg.Go(p.standalone.destroy)
+		wg.Go(p.standalone.Close)
 	}
 	if p.cluster != nil {
-		wg.Go(p.cluster.destroy)
+		wg.Go(p.cluster.Close)
 	}
 	wg.Wait()
 }
@@ -79,12 +95,12 @@ func requireMain(t testing.TB, fn string) {
 func SharedStandalone(t testing.TB) *Server {
 	t.Helper()
 	requireMain(t, "SharedStandalone")
-	bin := lookBinary(t, "redis-server")
 	shared.standaloneOnce.Do(func() {
-		shared.standalone, shared.standaloneErr = startServer(bin, serverConfig{})
+		r, err := proc.StartRedis(proc.RedisConfig{})
+		shared.standalone, shared.standaloneErr = &Server{r}, err
 	})
 	if shared.standaloneErr != nil {
-		t.Fatalf("redistest: shared standalone server: %v", shared.standaloneErr)
+		startFailed(t, "shared standalone server", shared.standaloneErr)
 	}
 	return shared.standalone
 }
@@ -97,61 +113,80 @@ func SharedStandalone(t testing.TB) *Server {
 func SharedCluster(t testing.TB) *Cluster {
 	t.Helper()
 	requireMain(t, "SharedCluster")
-	server := lookBinary(t, "redis-server")
-	cli := lookBinary(t, "redis-cli")
 	shared.clusterOnce.Do(func() {
-		shared.cluster, shared.clusterErr = startCluster(server, cli, sharedNodeTimeout)
+		shared.cluster, shared.clusterErr = startCluster(sharedNodeTimeout)
 		if shared.clusterErr == nil {
-			t.Logf("redistest: shared cluster ready: %s", shared.cluster.startup)
+			t.Logf("redistest: shared cluster ready: %s", shared.cluster.Startup())
 		}
 	})
 	if shared.clusterErr != nil {
-		t.Fatalf("redistest: shared cluster: %v", shared.clusterErr)
+		startFailed(t, "shared cluster", shared.clusterErr)
 	}
 	return shared.cluster
 }
 
-// lookBinary returns the path of the named Redis program. When it is missing,
-// it fails the test if CI is "true" and skips it otherwise.
-func lookBinary(t testing.TB, name string) string {
+// startFailed ends a test whose processes did not start. When a Redis
+// program is missing (or built without TLS, for a test that needs it), it
+// skips the test, or fails it when CI is "true"; any other error fails it.
+func startFailed(t testing.TB, what string, err error) {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
+	if (errors.Is(err, proc.ErrNotInstalled) || errors.Is(err, proc.ErrNoTLS)) && os.Getenv("CI") != "true" {
+		t.Skipf("redistest: %s: %v (install redis-server with TLS to run the Redis tests)", what, err)
 	}
-	msg := fmt.Sprintf("redistest: %s not found in PATH: install redis-server (Debian/Ubuntu: apt-get install redis-server redis-tools) to run the Redis tests", name)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	t.Fatalf("redistest: %s: %v", what, err)
 }
 
-// versions caches the major version of each redis-server binary.
-var versions sync.Map // path -> majorVersion
-
-type majorVersion struct {
-	major int
-	err   error
+// Server is one redis-server process (or a Sentinel) on 127.0.0.1: a
+// proc.Redis with a client for tests.
+type Server struct {
+	*proc.Redis
 }
 
-var versionPattern = regexp.MustCompile(`v=(\d+)\.`)
+// TLSFiles names the PEM files a redis-server serves TLS with.
+type TLSFiles = proc.TLSFiles
 
-// serverMajor returns the major version of the redis-server at bin.
-func serverMajor(bin string) (int, error) {
-	if v, ok := versions.Load(bin); ok {
-		mv := v.(majorVersion)
-		return mv.major, mv.err
-	}
-	var mv majorVersion
-	out, err := exec.Command(bin, "--version").Output()
+// Standalone starts a fresh redis-server for this test and stops it, and
+// removes its directory, when the test ends.
+func Standalone(t testing.TB) *Server {
+	t.Helper()
+	return StartRedis(t, proc.RedisConfig{})
+}
+
+// StandaloneTLS starts a fresh redis-server that serves TLS on TLSAddr with
+// the given files, besides plain TCP on Addr, and stops it when the test
+// ends. When the installed redis-server was built without TLS, it skips the
+// test, or fails it when CI is "true".
+func StandaloneTLS(t testing.TB, files TLSFiles) *Server {
+	t.Helper()
+	return StartRedis(t, proc.RedisConfig{TLS: &files})
+}
+
+// StartRedis starts a fresh redis-server as cfg says and stops it, and
+// removes its directory, when the test ends.
+func StartRedis(t testing.TB, cfg proc.RedisConfig) *Server {
+	t.Helper()
+	r, err := proc.StartRedis(cfg)
 	if err != nil {
-		mv.err = fmt.Errorf("redistest: %s --version: %w", bin, err)
-	} else if m := versionPattern.FindSubmatch(out); m == nil {
-		mv.err = fmt.Errorf("redistest: no version in %q", out)
-	} else {
-		mv.major, _ = strconv.Atoi(string(m[1]))
+		startFailed(t, "redis-server", err)
 	}
-	versions.Store(bin, mv)
-	return mv.major, mv.err
+	t.Cleanup(r.Close)
+	return &Server{r}
+}
+
+// Client returns a go-redis client for the server's plain TCP address, closed
+// when the test ends. Like ratewarden's own client it honours context
+// deadlines, speaks RESP2 and sends no CLIENT SETINFO.
+func (s *Server) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	c := s.NewClient()
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// waitContext returns a context that ends after waitTimeout or with the
+// test.
+func waitContext(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	t.Cleanup(cancel)
+	return ctx
 }

@@ -1,41 +1,25 @@
 package redistest
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"net"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/proc"
 )
 
-const (
-	// SentinelMasterName is the name under which the Sentinels of a
-	// SentinelSetup monitor its master.
-	SentinelMasterName = "ratewarden"
-
-	sentinelCount  = 3
-	sentinelQuorum = 2
-	// sentinelDownAfter is how long a master must be silent before the
-	// Sentinels fail it over: short, so failover tests are fast.
-	sentinelDownAfter = 1000 * time.Millisecond
-	// sentinelTimeout bounds the setup and every wait for a failover.
-	sentinelTimeout = 60 * time.Second
-)
+// SentinelMasterName is the name under which the Sentinels of a
+// SentinelSetup monitor its master.
+const SentinelMasterName = proc.SentinelMasterName
 
 // SentinelSetup is a master, one replica and three Sentinels (quorum two)
 // that monitor the master as SentinelMasterName, all on 127.0.0.1. Its
-// methods are safe for concurrent use.
+// methods, proc.SentinelSetup's with Servers for processes and the test for
+// errors, are safe for concurrent use.
 type SentinelSetup struct {
+	*proc.SentinelSetup
 	master, replica *Server
-	sentinels       []*Server
-	clients         []*redis.SentinelClient // one per Sentinel
 }
 
 // Sentinel starts a fresh Sentinel setup for this test and stops it when the
@@ -43,125 +27,24 @@ type SentinelSetup struct {
 // monitors the master and knows the replica.
 func Sentinel(t testing.TB) *SentinelSetup {
 	t.Helper()
-	bin := lookBinary(t, "redis-server")
 	begin := time.Now()
-	s, err := startSentinel(bin)
+	ps, err := proc.StartSentinel(waitContext(t))
 	if err != nil {
-		t.Fatal(err)
+		startFailed(t, "sentinel setup", err)
 	}
-	t.Cleanup(s.destroy)
+	t.Cleanup(ps.Close)
 	t.Logf("redistest: sentinel setup ready in %v", time.Since(begin).Round(time.Millisecond))
-	return s
-}
-
-func startSentinel(bin string) (*SentinelSetup, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), sentinelTimeout)
-	defer cancel()
-	s := &SentinelSetup{}
-	var err error
-	if s.master, err = startServer(bin, serverConfig{}); err != nil {
-		return nil, err
-	}
-	replicaOf := fmt.Sprintf("replicaof 127.0.0.1 %d", s.master.port)
-	if s.replica, err = startServer(bin, serverConfig{directives: []string{replicaOf}}); err != nil {
-		s.destroy()
-		return nil, err
-	}
-	// Sentinels learn the replicas from the master's INFO, which they read as
-	// soon as they connect: start them once the replica is attached.
-	err = poll(ctx, func(ctx context.Context) error {
-		if role, err := s.replica.role(ctx); err != nil || role != "slave" {
-			return fmt.Errorf("redistest: %s is not a replica yet (role %q, %v)", s.replica, role, err)
-		}
-		return s.replica.replicaInSync(ctx)
-	})
-	if err != nil {
-		s.destroy()
-		return nil, err
-	}
-
-	monitor := []string{
-		fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d %d", SentinelMasterName, s.master.port, sentinelQuorum),
-		fmt.Sprintf("sentinel down-after-milliseconds %s %d", SentinelMasterName, sentinelDownAfter.Milliseconds()),
-		fmt.Sprintf("sentinel failover-timeout %s 10000", SentinelMasterName),
-		fmt.Sprintf("sentinel parallel-syncs %s 1", SentinelMasterName),
-	}
-	sentinels := make([]*Server, sentinelCount)
-	errs := make([]error, sentinelCount)
-	var wg sync.WaitGroup
-	for i := range sentinels {
-		wg.Go(func() {
-			sentinels[i], errs[i] = startServer(bin, serverConfig{sentinel: true, directives: monitor})
-		})
-	}
-	wg.Wait()
-	for _, sn := range sentinels {
-		if sn != nil {
-			s.sentinels = append(s.sentinels, sn)
-			s.clients = append(s.clients, redis.NewSentinelClient(&redis.Options{
-				Addr:                  sn.Addr(),
-				DisableIdentity:       true,
-				Protocol:              2,
-				ContextTimeoutEnabled: true,
-				MaxRetries:            -1,
-			}))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		s.destroy()
-		return nil, err
-	}
-	err = poll(ctx, func(ctx context.Context) error {
-		for i, c := range s.clients {
-			addr, err := masterAddr(ctx, c)
-			if err != nil {
-				return err
-			}
-			if addr != s.master.Addr() {
-				return fmt.Errorf("redistest: %s sees master %s, want %s", s.sentinels[i], addr, s.master.Addr())
-			}
-			if err := knowsReplica(ctx, c, s.replica); err != nil {
-				return fmt.Errorf("redistest: %s: %w", s.sentinels[i], err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		s.destroy()
-		return nil, err
-	}
-	return s, nil
-}
-
-// destroy stops every process for good.
-func (s *SentinelSetup) destroy() {
-	for _, c := range s.clients {
-		_ = c.Close()
-	}
-	var wg sync.WaitGroup
-	for _, n := range append([]*Server{s.master, s.replica}, s.sentinels...) {
-		if n != nil {
-			wg.Go(n.destroy)
-		}
-	}
-	wg.Wait()
-}
-
-// MasterName returns the name under which the Sentinels monitor the master:
-// SentinelMasterName.
-func (s *SentinelSetup) MasterName() string { return SentinelMasterName }
-
-// SentinelAddrs returns the addresses of the three Sentinels.
-func (s *SentinelSetup) SentinelAddrs() []string {
-	addrs := make([]string, len(s.sentinels))
-	for i, sn := range s.sentinels {
-		addrs[i] = sn.Addr()
-	}
-	return addrs
+	return &SentinelSetup{SentinelSetup: ps, master: &Server{ps.Master()}, replica: &Server{ps.Replica()}}
 }
 
 // Sentinels returns the three Sentinel processes.
-func (s *SentinelSetup) Sentinels() []*Server { return slices.Clone(s.sentinels) }
+func (s *SentinelSetup) Sentinels() []*Server {
+	var out []*Server
+	for _, sn := range s.SentinelSetup.Sentinels() {
+		out = append(out, &Server{sn})
+	}
+	return out
+}
 
 // Master returns the server that was master when the setup started.
 // KillMaster returns the master that replaces it.
@@ -171,118 +54,24 @@ func (s *SentinelSetup) Master() *Server { return s.master }
 func (s *SentinelSetup) Replica() *Server { return s.replica }
 
 // Client returns a go-redis failover client that finds the master through
-// the Sentinels, closed when the test ends. Like Server.Client it honours
-// context deadlines and speaks RESP2.
+// the Sentinels, closed when the test ends.
 func (s *SentinelSetup) Client(t testing.TB) *redis.Client {
 	t.Helper()
-	c := redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:            SentinelMasterName,
-		SentinelAddrs:         s.SentinelAddrs(),
-		ContextTimeoutEnabled: true,
-		DisableIdentity:       true,
-		Protocol:              2,
-	})
+	c := s.NewClient()
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
-// KillMaster kills the current master with SIGKILL and waits until every
-// Sentinel names the other server as master and that server says it is one;
-// it returns the new master. First it waits until the Sentinels know each
-// other (they announce themselves every two seconds), since a failover needs
-// a majority of them. It fails the test if the failover does not complete
-// within a minute.
+// KillMaster kills the current master and returns the new one, once every
+// Sentinel names it and it says it is master.
 func (s *SentinelSetup) KillMaster(t testing.TB) *Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), sentinelTimeout)
-	defer cancel()
-	var old, next *Server
-	err := poll(ctx, func(ctx context.Context) error {
-		for i, c := range s.clients {
-			m, err := c.Master(ctx, SentinelMasterName).Result()
-			if err != nil {
-				return fmt.Errorf("redistest: %s: SENTINEL MASTER: %w", s.sentinels[i], err)
-			}
-			if m["num-other-sentinels"] != strconv.Itoa(sentinelCount-1) {
-				return fmt.Errorf("redistest: %s knows %s other sentinels, want %d", s.sentinels[i], m["num-other-sentinels"], sentinelCount-1)
-			}
-			if m["flags"] != "master" {
-				return fmt.Errorf("redistest: %s flags the master %q", s.sentinels[i], m["flags"])
-			}
-		}
-		addr, err := masterAddr(ctx, s.clients[0])
-		if err != nil {
-			return err
-		}
-		old, next = s.master, s.replica
-		if addr == s.replica.Addr() {
-			old, next = s.replica, s.master
-		}
-		for i, c := range s.clients {
-			if err := knowsReplica(ctx, c, next); err != nil {
-				return fmt.Errorf("redistest: %s: %w", s.sentinels[i], err)
-			}
-		}
-		return nil
-	})
+	next, err := s.SentinelSetup.KillMaster(waitContext(t))
 	if err != nil {
-		t.Fatalf("redistest: sentinels not ready for a failover: %v", err)
+		t.Fatal(err)
 	}
-	old.Kill()
-	err = poll(ctx, func(ctx context.Context) error {
-		for i, c := range s.clients {
-			addr, err := masterAddr(ctx, c)
-			if err != nil {
-				return err
-			}
-			if addr != next.Addr() {
-				return fmt.Errorf("redistest: %s still names %s as master", s.sentinels[i], addr)
-			}
-		}
-		if role, err := next.role(ctx); err != nil || role != "master" {
-			return fmt.Errorf("redistest: %s has not become master (role %q, %v)", next, role, err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("redistest: failover after killing %s: %v", old, err)
+	if next == s.master.Redis {
+		return s.master
 	}
-	return next
-}
-
-// masterAddr asks a Sentinel for the master's address.
-func masterAddr(ctx context.Context, c *redis.SentinelClient) (string, error) {
-	hp, err := c.GetMasterAddrByName(ctx, SentinelMasterName).Result()
-	if err != nil {
-		return "", fmt.Errorf("redistest: SENTINEL GET-MASTER-ADDR-BY-NAME: %w", err)
-	}
-	if len(hp) != 2 {
-		return "", fmt.Errorf("redistest: SENTINEL GET-MASTER-ADDR-BY-NAME answered %q", hp)
-	}
-	return net.JoinHostPort(hp[0], hp[1]), nil
-}
-
-// knowsReplica checks that a Sentinel lists r as a healthy replica.
-func knowsReplica(ctx context.Context, c *redis.SentinelClient, r *Server) error {
-	replicas, err := c.Replicas(ctx, SentinelMasterName).Result()
-	if err != nil {
-		return fmt.Errorf("SENTINEL REPLICAS: %w", err)
-	}
-	for _, rep := range replicas {
-		if rep["port"] != strconv.Itoa(r.port) {
-			continue
-		}
-		if flags := rep["flags"]; flags != "slave" {
-			return fmt.Errorf("replica %s is flagged %q", r.Addr(), flags)
-		}
-		if link := rep["master-link-status"]; link != "ok" {
-			return fmt.Errorf("replica %s has master link %q", r.Addr(), link)
-		}
-		return nil
-	}
-	var known []string
-	for _, rep := range replicas {
-		known = append(known, rep["name"])
-	}
-	return fmt.Errorf("replica %s unknown (knows %s)", r.Addr(), strings.Join(known, ", "))
+	return s.replica
 }

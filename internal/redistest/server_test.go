@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/proc"
 )
 
 func TestStandaloneConfiguration(t *testing.T) {
@@ -37,7 +41,8 @@ func TestStandaloneConfiguration(t *testing.T) {
 		require.NoError(t, err, name)
 		assert.Equal(t, value, got[name], name)
 	}
-	if major, err := serverMajor(s.bin); err == nil && major >= 7 {
+	version, _, _ := strings.Cut(infoField(t, s, "server", "redis_version"), ".")
+	if major, err := strconv.Atoi(version); err == nil && major >= 7 {
 		assert.NoError(t, c.Do(ctx, "DEBUG", "SLEEP", "0").Err(), "DEBUG is enabled")
 	}
 	assert.FileExists(t, s.Dir()+"/redis.log")
@@ -92,22 +97,23 @@ func TestServerPauseResume(t *testing.T) {
 }
 
 func TestStartFailureShowsLog(t *testing.T) {
-	bin := lookBinary(t, "redis-server")
-	_, err := startServer(bin, serverConfig{directives: []string{"no-such-directive yes"}})
+	_, err := proc.StartRedis(proc.RedisConfig{Directives: []string{"no-such-directive yes"}})
+	if errors.Is(err, proc.ErrNotInstalled) {
+		startFailed(t, "standalone server", err)
+	}
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no-such-directive", "the error quotes the server's complaint")
 }
 
 func TestStartOnTakenPort(t *testing.T) {
 	// A port that another server holds makes the new one exit with "already
-	// in use"; the other server's answers must not pass for the new one's,
-	// and the error says errPortInUse so that startServer tries other ports.
+	// in use"; the other server's answers must not pass for the new one's.
+	// A port given in the configuration stays taken, so every new try fails.
 	blocker := Standalone(t)
-	bin := lookBinary(t, "redis-server")
-	_, err := startServer(bin, serverConfig{directives: []string{fmt.Sprintf("port %d", blocker.Port())}})
+	_, err := proc.StartRedis(proc.RedisConfig{Directives: []string{fmt.Sprintf("port %d", blocker.Port())}})
 	require.Error(t, err)
-	assert.ErrorIs(t, err, errPortInUse)
 	assert.Contains(t, err.Error(), "already in use")
+	assert.NoError(t, pingAny(blocker.Addr()), "the other server still serves")
 }
 
 // pingAny checks that some server answers PING on addr.
@@ -156,8 +162,8 @@ func TestStandaloneTLS(t *testing.T) {
 	assert.Error(t, noCert.Ping(ctx).Err(), "the server demands a client certificate")
 }
 
-// recordingTB stands in for a test in lookBinary: it records Skip and Fatal
-// and ends the goroutine, as the real ones do.
+// recordingTB stands in for a test in startFailed: it records Skip and
+// Fatal and ends the goroutine, as the real ones do.
 type recordingTB struct {
 	testing.TB
 	skipped, failed bool
@@ -165,12 +171,12 @@ type recordingTB struct {
 }
 
 func (r *recordingTB) Helper() {}
-func (r *recordingTB) Skip(args ...any) {
-	r.skipped, r.msg = true, fmt.Sprint(args...)
+func (r *recordingTB) Skipf(format string, args ...any) {
+	r.skipped, r.msg = true, fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
-func (r *recordingTB) Fatal(args ...any) {
-	r.failed, r.msg = true, fmt.Sprint(args...)
+func (r *recordingTB) Fatalf(format string, args ...any) {
+	r.failed, r.msg = true, fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
 
@@ -187,16 +193,17 @@ func TestMissingBinary(t *testing.T) {
 	for _, tt := range tests {
 		t.Run("CI="+tt.ci, func(t *testing.T) {
 			t.Setenv("CI", tt.ci)
+			t.Setenv("PATH", t.TempDir())
 			r := &recordingTB{}
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				lookBinary(r, "redis-server-that-does-not-exist")
+				Standalone(r)
 			}()
 			<-done
 			assert.Equal(t, tt.wantSkipped, r.skipped)
 			assert.Equal(t, tt.wantFailed, r.failed)
-			assert.True(t, strings.Contains(r.msg, "install redis-server"), r.msg)
+			assert.True(t, strings.Contains(r.msg, "apt-get install redis-server"), r.msg)
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/addrfile"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
@@ -110,6 +111,30 @@ func (srv *Server) MetricsAddr() net.Addr {
 		if l.env == "RLS_METRICS_ADDR" {
 			return l.lis.Addr()
 		}
+	}
+	return nil
+}
+
+// writeAddrFile writes the addresses of the listeners to RLS_ADDR_FILE,
+// when it is set.
+func (srv *Server) writeAddrFile() error {
+	path := srv.settings.AddrFile
+	if path == "" {
+		return nil
+	}
+	addrs := addrfile.Addrs{}
+	for name, a := range map[string]net.Addr{
+		addrfile.GRPC:    srv.GRPCAddr(),
+		addrfile.HTTP:    srv.HTTPAddr(),
+		addrfile.Metrics: srv.MetricsAddr(),
+		addrfile.Debug:   srv.DebugAddr(),
+	} {
+		if a != nil {
+			addrs[name] = a.String()
+		}
+	}
+	if err := addrfile.Write(path, addrs); err != nil {
+		return fmt.Errorf("server: RLS_ADDR_FILE: %w", err)
 	}
 	return nil
 }

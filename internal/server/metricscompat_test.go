@@ -8,10 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/addrfile"
 )
 
 // TestRatelimitMetricsOnTheirOwnPort scrapes envoyproxy/ratelimit's names
@@ -114,4 +117,40 @@ func TestDebugListener(t *testing.T) {
 
 func TestNoDebugListenerUnlessAskedFor(t *testing.T) {
 	assert.Nil(t, start(t, nil).srv.DebugAddr())
+}
+
+// TestAddrFileNamesEveryListener starts every listener on port 0 and reads
+// their addresses from RLS_ADDR_FILE, then checks that each one answers.
+func TestAddrFileNamesEveryListener(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "addrs.json")
+	s := start(t, map[string]string{
+		"RLS_ADDR_FILE":    path,
+		"RLS_METRICS_ADDR": "127.0.0.1:0",
+		"RLS_DEBUG_ADDR":   "127.0.0.1:0",
+	})
+	var addrs addrfile.Addrs
+	require.Eventually(t, func() bool {
+		var err error
+		addrs, err = addrfile.Read(path)
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond, "Serve writes RLS_ADDR_FILE")
+	assert.Equal(t, addrfile.Addrs{
+		addrfile.GRPC:    s.srv.GRPCAddr().String(),
+		addrfile.HTTP:    s.srv.HTTPAddr().String(),
+		addrfile.Metrics: s.srv.MetricsAddr().String(),
+		addrfile.Debug:   s.srv.DebugAddr().String(),
+	}, addrs)
+	for _, u := range []string{addrs[addrfile.HTTP] + "/healthcheck", addrs[addrfile.Metrics] + "/metrics", addrs[addrfile.Debug] + "/"} {
+		resp, err := http.Get("http://" + u)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, u)
+	}
+}
+
+func TestAddrFileThatCannotBeWrittenStopsServe(t *testing.T) {
+	s := start(t, map[string]string{"RLS_ADDR_FILE": filepath.Join(t.TempDir(), "missing", "addrs.json")})
+	err := s.stop()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "RLS_ADDR_FILE")
 }

@@ -243,6 +243,10 @@ func (srv *Server) Serve(ctx context.Context) error {
 	}
 	srv.serveSide(errc)
 	srv.log.Info("serving", "grpc", srv.GRPCAddr().String(), "http", addrString(srv.HTTPAddr()), "metrics", addrString(srv.MetricsAddr()), "backend", srv.settings.Backend)
+	if err := srv.writeAddrFile(); err != nil {
+		srv.shutdown()
+		return err
+	}
 	stopWatching := srv.watchConfig(ctx)
 	defer stopWatching()
 	stopXDS := srv.subscribeXDS(ctx)

@@ -117,6 +117,10 @@ type Settings struct {
 	// DebugAddr serves /rlconfig, /metrics and the Go profiles.
 	DebugAddr string `split_words:"true" desc:"listen address of a debug HTTP server: /rlconfig, /metrics and the Go profiles under /debug/pprof/; empty: none"`
 
+	// AddrFile names the file the bound addresses are written to, for
+	// whoever started the server with port 0 in its addresses.
+	AddrFile string `split_words:"true" desc:"file to write the addresses the listeners are bound to, once they serve, as JSON (grpc, http, metrics, debug: host:port), for a supervisor that starts the server on port 0; empty: none"`
+
 	// Tracing: OpenTelemetry, exported over OTLP as the OTEL_* variables say.
 	Tracing                  bool   `split_words:"true" default:"false" desc:"trace ShouldRateLimit calls and their backend calls with OpenTelemetry, exported over OTLP as OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables say"`
 	TracingProtocol          string `split_words:"true" desc:"OTLP protocol of the traces: grpc or http/protobuf; empty: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf"`

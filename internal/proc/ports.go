@@ -1,4 +1,4 @@
-package redistest
+package proc
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ func reservePorts(n int, cluster bool) ([]int, error) {
 	for tries := 0; len(ports) < n; tries++ {
 		if tries == 1000 {
 			releaseLocked(ports...)
-			return nil, errors.New("redistest: found no free loopback port")
+			return nil, errors.New("proc: found no free loopback port")
 		}
 		port, err := kernelPort()
 		if err != nil {
@@ -81,7 +81,7 @@ func releaseLocked(ports ...int) {
 func kernelPort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("redistest: pick a free port: %w", err)
+		return 0, fmt.Errorf("proc: pick a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil

@@ -1,0 +1,54 @@
+package proc
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/addrfile"
+)
+
+// shell returns a ServerConfig that runs script with sh in place of a
+// server binary.
+func shell(script string) ServerConfig {
+	return ServerConfig{Name: "script", Bin: "sh", Args: []string{"-c", script}}
+}
+
+func TestStartServerReadsTheAddrFile(t *testing.T) {
+	t.Setenv("RLS_FROM_THE_CALLER", "leaked")
+	cfg := shell(`printf '{"grpc":"%s","http":"%s","metrics":"%s"}' "$RLS_GRPC_ADDR" "${RLS_FROM_THE_CALLER:-unset}" "$RLS_METRICS_ADDR" >"$RLS_ADDR_FILE.tmp" &&
+		mv "$RLS_ADDR_FILE.tmp" "$RLS_ADDR_FILE" && exec sleep 60`)
+	cfg.Env = map[string]string{"RLS_METRICS_ADDR": "127.0.0.1:0"}
+	s, err := StartServer(context.Background(), cfg)
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, addrfile.Addrs{
+		addrfile.GRPC:    "127.0.0.1:0", // the default the script was given
+		addrfile.HTTP:    "unset",       // the caller's RLS_ variables stay out
+		addrfile.Metrics: "127.0.0.1:0", // cfg.Env
+	}, s.Addrs)
+	assert.True(t, s.Running())
+	s.Close()
+	assert.False(t, s.Running())
+}
+
+func TestStartServerThatExits(t *testing.T) {
+	_, err := StartServer(context.Background(), shell(`echo "RLS_SOMETHING is wrong" >&2; exit 3`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "script exited at start")
+	assert.Contains(t, err.Error(), "RLS_SOMETHING is wrong", "the error carries the output")
+}
+
+func TestStartServerThatNamesNoAddresses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	_, err := StartServer(ctx, shell(`echo waiting; exec sleep 60`))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "waiting")
+	assert.Less(t, time.Since(begin), 5*time.Second, "the process is stopped, not waited for")
+}
