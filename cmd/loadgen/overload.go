@@ -69,6 +69,8 @@ type overloadConfig struct {
 	ExactLimit int     `json:"exact_limit"`
 	ExactKeys  int     `json:"exact_keys"`
 	ExactShare float64 `json:"exact_share"`
+	// Ceiling runs the open loop against no-op services too (ceilingLoop).
+	Ceiling bool `json:"ceiling"`
 	// Metrics logs the servers' own counters after each round.
 	Metrics bool `json:"-"`
 	// Env holds RLS_* settings of the servers beyond the defaults, for
@@ -110,6 +112,7 @@ func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error
 	fs.IntVar(&cfg.ExactLimit, "exact-limit", 20, "L of every exactness limit")
 	fs.IntVar(&cfg.ExactKeys, "exact-keys", 4, "exactness limits per algorithm and phase")
 	fs.Float64Var(&cfg.ExactShare, "exact-share", 0.1, "share of the calls for exactness limits")
+	fs.BoolVar(&cfg.Ceiling, "ceiling", true, "also run the open loop against no-op RateLimitServices: what the machine answers in time at that rate when answering costs nothing")
 	fs.BoolVar(&cfg.Metrics, "metrics", false, "log the servers' ratewarden_* samples after each round")
 	env := fs.String("env", "", "comma list of NAME=VALUE settings for the servers, beyond the defaults (for experiments)")
 	if err := parseFlags(fs, args); err != nil {
@@ -158,6 +161,8 @@ type overloadReport struct {
 	Config   overloadConfig   `json:"config"`
 	Machine  machine          `json:"machine"`
 	Variants []*overloadRound `json:"variants"`
+	// Ceiling is the open loop against no-op services (see ceilingLoop).
+	Ceiling *phaseResult `json:"ceiling,omitempty"`
 }
 
 // overloadRound is what one server build did: its closed loop and its open
@@ -364,9 +369,58 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 			return nil, fmt.Errorf("loadgen: overload: %s: %w", b.name, err)
 		}
 	}
+	if cfg.Ceiling && capacity > 0 {
+		rate := cfg.Overload * capacity
+		fmt.Fprintf(log, "loadgen: overload: ceiling: open loop at %.0f calls/s on %d no-op services\n", rate, cfg.Replicas)
+		if report.Ceiling, err = ceilingLoop(ctx, cfg, dir, self, rate, spinners); err != nil {
+			return nil, fmt.Errorf("loadgen: overload: ceiling: %w", err)
+		}
+		fmt.Fprintf(log, "loadgen: overload: ceiling: %s\n", report.Ceiling.summary())
+	}
 	report.Took = time.Since(begin).Round(time.Second).String()
 	report.Machine.LoadAfter = loadAverage()
 	return report, nil
+}
+
+// ceilingLoop runs the open loop at rate against cfg.Replicas no-op
+// RateLimitServices (`loadgen noop`, separate processes as the servers
+// are), beside the same busy loops: what the machine answers in time at
+// that rate when answering costs nothing but the gRPC call itself, the
+// ceiling of any rate limit service's goodput there.
+func ceilingLoop(ctx context.Context, cfg overloadConfig, dir, self string, rate float64, spinners []*proc.Process) (*phaseResult, error) {
+	var servers []*proc.Server
+	defer func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}()
+	var addrs []string
+	procs := []cpuProc{}
+	for i := range cfg.Replicas {
+		s, err := startServing(ctx, proc.ServerConfig{
+			Name: fmt.Sprintf("no-op service %d", i), Bin: self, Dir: dir,
+			Args: []string{"noop", "-addr", "127.0.0.1:0"},
+		})
+		if err != nil {
+			return nil, err
+		}
+		servers = append(servers, s)
+		addrs = append(addrs, s.Addrs[addrfile.GRPC])
+		procs = append(procs, cpuProc{name: cpuServer, pid: s.Pid()})
+	}
+	for _, sp := range spinners {
+		procs = append(procs, cpuProc{name: cpuSpinners, pid: sp.Pid()})
+	}
+	conns, err := dialAll(addrs, cfg.Conns)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	return openLoop(ctx, cfg, conns, newRunID(), rate, newCPUMeter(procs...))
 }
 
 // goBuild builds ./cmd/server of the module in dir into bin.

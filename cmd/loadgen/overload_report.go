@@ -148,6 +148,19 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 	p("DeadlineExceeded was not answered before its deadline; Unavailable is the failure mode's answer")
 	p("(`RLS_FAILURE_MODE=error`), which Envoy turns into its own `failure_mode_deny` decision.")
 	p("")
+	if x := r.Ceiling; x != nil {
+		p("The ceiling: the same open loop, at %s calls/s, against %d no-op RateLimitServices instead (separate", fmtRate(x.Rate), c.Replicas)
+		p("processes that answer OK at once and do nothing else, built with ratewarden's gRPC server options), beside")
+		p("the same busy loops: what this machine answers in time at that rate when answering costs nothing but the")
+		p("gRPC call itself (measured after the builds' loops, so the machine's other load may differ):")
+		p("")
+		p("| service | loop | calls | answered in time /s | of the calls | of the capacity | failure answers and errors | p50 | p99 |")
+		p("|---|---|---|---|---|---|---|---|---|")
+		p("| no-op | open, %s/s | %s | %s | %s | %s | %s | %s | %s |", fmtRate(x.Rate), fmtRate(float64(x.Calls)),
+			fmtRate(x.Goodput), fmtShare(share(x.Goodput*x.Seconds, float64(x.Calls))), fmtShare(share(x.Goodput, capacity)),
+			fmtCodes(x.Codes), fmtMicros(x.P50), fmtMicros(x.P99))
+		p("")
+	}
 	p("What the servers counted themselves, summed over the replicas and both loops:")
 	p("")
 	p("| build | backend timeouts | refused by the open breaker | breaker openings | shed (deadline / queue) | in-flight limit at the end | given back / dropped / uncertain |")
@@ -180,6 +193,10 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 			c := ph.res.Cores
 			p("| %s | %s | %.2f | %.2f | %.2f | %.2f |", v.Name, ph.name, c[cpuLoadgen], c[cpuServer], c[cpuRedis], c[cpuSpinners])
 		}
+	}
+	if x := r.Ceiling; x != nil && x.Cores != nil {
+		c := x.Cores
+		p("| no-op (ceiling) | open | %.2f | %.2f | – | %.2f |", c[cpuLoadgen], c[cpuServer], c[cpuSpinners])
 	}
 	p("")
 	p("Exactness limits, OK answers of each (offered calls in brackets):")

@@ -34,6 +34,8 @@ func sampleOverloadReport() *overloadReport {
 			{Name: "before", Commit: "76db7e9", Closed: &phaseResult{Seconds: 10, Calls: 50000, Decisions: 50, Allowed: 50, Goodput: 5,
 				Codes: map[string]uint64{"Unavailable": 49950}, ExactLimit: 20, Exact: exact(0, 0, 0, 0)}},
 		},
+		Ceiling: &phaseResult{Seconds: 10, Rate: 8000, Calls: 80000, Decisions: 50000, Allowed: 50000, Goodput: 4000,
+			Codes: map[string]uint64{"DeadlineExceeded": 30000}, Cores: map[string]float64{cpuLoadgen: 0.5, cpuServer: 0.75, cpuSpinners: 0.5}},
 	}
 }
 
@@ -52,6 +54,9 @@ func TestOverloadSection(t *testing.T) {
 	assert.Contains(t, md, "**missed**: 3000 calls not answered in time, 1 of 4 limits not exact")
 	assert.Contains(t, md, "| before | closed | 0 (100) | 0 (100) | 0 (100) | 0 (100) |")
 	assert.Contains(t, md, "| after | – | – | – | 1 234 / – | 40 | – / – / – |")
+	assert.Contains(t, md, "| no-op | open, 8 000/s | 80 000 | 4 000 | 50% | 200% | DeadlineExceeded 30 000 |",
+		"the ceiling: 4 000 of the 8 000 calls a second answered in time, twice the capacity")
+	assert.Contains(t, md, "| no-op (ceiling) | open | 0.50 | 0.75 | – | 0.50 |")
 
 	// A new run replaces the section and keeps its analysis; a bench run
 	// keeps the section.
