@@ -216,6 +216,33 @@ func TestGiveBacksAreBounded(t *testing.T) {
 	assert.Zero(t, f.rec.gaveBack()[GivenBack])
 }
 
+// newLateFixture returns a give-back fixture whose service decides under
+// testLimits through a lateLimiter that answers after after, with a backend
+// timeout of a second and mutate's options.
+func newLateFixture(t *testing.T, after time.Duration, mutate func(*Options)) *giveBackFixture {
+	t.Helper()
+	f := newGiveBackFixture(t, algorithms.FixedWindow, func(o *Options) {
+		o.BackendTimeout = time.Second
+		mutate(o)
+	})
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	require.NoError(t, err)
+	f.svc.SetConfig(cfg)
+	f.svc.limiter = lateLimiter{inner: f.mem, after: after}
+	return f
+}
+
+// heldLate returns the hits that the limit of descriptor fixed=late holds.
+func (f *giveBackFixture) heldLate(t *testing.T) uint64 {
+	t.Helper()
+	res, err := f.mem.Do(context.Background(), []algorithms.Op{{
+		Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "fixed", Value: "late"}}},
+		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Window: time.Minute},
+	}})
+	require.NoError(t, err)
+	return 3 - res[0].Remaining
+}
+
 // lateLimiter answers every call late, after its context has ended.
 type lateLimiter struct {
 	inner algorithms.Limiter
@@ -234,31 +261,16 @@ func (l lateLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.
 func TestDecisionsTheCallerNeverSeesKeepNoHits(t *testing.T) {
 	for _, mode := range []FailureMode{FailError, FailAllow} {
 		t.Run(mode.String(), func(t *testing.T) {
-			f := newGiveBackFixture(t, algorithms.FixedWindow, func(o *Options) {
-				o.FailureMode = mode
-				o.BackendTimeout = time.Second
-			})
-			cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
-			require.NoError(t, err)
-			f.svc.SetConfig(cfg)
-			f.svc.limiter = lateLimiter{inner: f.mem, after: 50 * time.Millisecond}
+			f := newLateFixture(t, 50*time.Millisecond, func(o *Options) { o.FailureMode = mode })
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 			defer cancel()
 			_, _ = f.svc.ShouldRateLimit(ctx, request(desc("fixed", "late")))
 
-			held := func() uint64 {
-				res, err := f.mem.Do(context.Background(), []algorithms.Op{{
-					Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "fixed", Value: "late"}}},
-					Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Window: time.Minute},
-				}})
-				require.NoError(t, err)
-				return 3 - res[0].Remaining
-			}
 			if mode == FailAllow {
-				assert.EqualValues(t, 1, held())
+				assert.EqualValues(t, 1, f.heldLate(t))
 				return
 			}
-			require.Eventually(t, func() bool { return held() == 0 }, 5*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return f.heldLate(t) == 0 }, 5*time.Second, time.Millisecond)
 		})
 	}
 }
@@ -268,30 +280,14 @@ func TestDecisionsTheCallerNeverSeesKeepNoHits(t *testing.T) {
 // kept for the answer's way back: the answer would arrive late, so it is
 // the failure mode's, and the admitted hits are given back.
 func TestDecisionsTooLateToArriveKeepNoHits(t *testing.T) {
-	f := newGiveBackFixture(t, algorithms.FixedWindow, func(o *Options) {
-		o.BackendTimeout = time.Second
-		o.DeadlineReserve = 400 * time.Millisecond
-	})
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
-	require.NoError(t, err)
-	f.svc.SetConfig(cfg)
-	f.svc.limiter = lateLimiter{inner: f.mem, after: 150 * time.Millisecond}
+	f := newLateFixture(t, 150*time.Millisecond, func(o *Options) { o.DeadlineReserve = 400 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	_, err = f.svc.ShouldRateLimit(ctx, request(desc("fixed", "late")))
+	_, err := f.svc.ShouldRateLimit(ctx, request(desc("fixed", "late")))
 	require.Equal(t, codes.Unavailable, status.Code(err), "decided with about 350ms left of the caller's 500, against a reserve of 400")
 	require.ErrorContains(t, err, ErrLate.Error())
 	require.NoError(t, ctx.Err(), "the caller was still waiting")
-
-	held := func() uint64 {
-		res, err := f.mem.Do(context.Background(), []algorithms.Op{{
-			Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "fixed", Value: "late"}}},
-			Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Window: time.Minute},
-		}})
-		require.NoError(t, err)
-		return 3 - res[0].Remaining
-	}
-	require.Eventually(t, func() bool { return held() == 0 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return f.heldLate(t) == 0 }, 5*time.Second, time.Millisecond)
 }
 
 // TestDenyCacheAsksAgainAfterAGiveBack has a denial remembered while hits
