@@ -99,6 +99,12 @@ func startServerWith(t testing.TB, dir string, env map[string]string, creds cred
 	require.NoError(t, err)
 	p.Client = rlsv3.NewRateLimitServiceClient(p.conn)
 	p.Health = healthpb.NewHealthClient(p.conn)
+	// One health call, answered whatever the backend's state, brings the
+	// connection up, so the test's first call does not pay for it.
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	_, err = p.Health.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	require.NoError(t, err, "the server's gRPC health does not answer:\n%s", p.Output())
 	return p
 }
 
