@@ -246,7 +246,12 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 		return nil, fmt.Errorf("loadgen: %w", err)
 	}
 
-	type build struct{ name, commit, bin string }
+	// noAddrFile marks a build from before RLS_ADDR_FILE, which cannot
+	// name the ports it is bound to (see proc.ServerConfig.NoAddrFile).
+	type build struct {
+		name, commit, bin string
+		noAddrFile        bool
+	}
 	builds := []build{{name: "after", bin: filepath.Join(dir, "server-after")}}
 	fmt.Fprintf(log, "loadgen: overload: building %s\n", filepath.Join(cfg.Root, "cmd/server"))
 	if err := goBuild(ctx, cfg.Root, builds[0].bin); err != nil {
@@ -260,6 +265,9 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 			return nil, err
 		}
 		b := build{name: "before", commit: cfg.Baseline, bin: filepath.Join(dir, "server-before")}
+		if _, err := os.Stat(filepath.Join(src, "internal", "addrfile")); err != nil {
+			b.noAddrFile = true
+		}
 		if err := goBuild(ctx, src, b.bin); err != nil {
 			return nil, err
 		}
@@ -304,7 +312,7 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 		if err := flushMasters(ctx, cluster.Nodes()); err != nil {
 			return nil, err
 		}
-		servers, err := startReplicas(ctx, dir, b.bin, limitsPath, cluster, cfg.Replicas, cfg.Env)
+		servers, err := startReplicas(ctx, dir, b.bin, b.noAddrFile, limitsPath, cluster, cfg.Replicas, cfg.Env)
 		if err != nil {
 			return nil, err
 		}
@@ -502,7 +510,7 @@ func writeOverloadLimits(path string, exactLimit int) (err error) {
 
 // startReplicas starts n servers from bin on cluster with the default
 // settings and extra, and waits until each serves.
-func startReplicas(ctx context.Context, dir, bin, limits string, cluster *proc.Cluster, n int, extra map[string]string) ([]*proc.Server, error) {
+func startReplicas(ctx context.Context, dir, bin string, noAddrFile bool, limits string, cluster *proc.Cluster, n int, extra map[string]string) ([]*proc.Server, error) {
 	var out []*proc.Server
 	for i := range n {
 		env := map[string]string{
@@ -513,7 +521,7 @@ func startReplicas(ctx context.Context, dir, bin, limits string, cluster *proc.C
 			"RLS_LOG_LEVEL":   "warn",
 		}
 		maps.Copy(env, extra)
-		s, err := startServing(ctx, proc.ServerConfig{Name: fmt.Sprintf("ratewarden replica %d", i), Bin: bin, Dir: dir, Env: env})
+		s, err := startServing(ctx, proc.ServerConfig{Name: fmt.Sprintf("ratewarden replica %d", i), Bin: bin, Dir: dir, Env: env, NoAddrFile: noAddrFile})
 		if err != nil {
 			for _, s := range out {
 				s.Close()

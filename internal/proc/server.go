@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +36,12 @@ type ServerConfig struct {
 	// RLS_ variables are left out. RLS_GRPC_ADDR and RLS_HTTP_ADDR default
 	// to 127.0.0.1:0; RLS_ADDR_FILE is StartServer's own.
 	Env map[string]string
+	// NoAddrFile is for a server built before RLS_ADDR_FILE existed (the
+	// baseline of a benchmark): StartServer then gives RLS_GRPC_ADDR and
+	// RLS_HTTP_ADDR loopback ports the kernel picked and freed, which
+	// something else may take before the server binds them, and returns
+	// once the server's gRPC health answers there.
+	NoAddrFile bool
 }
 
 // Server is a running ratewarden server binary and the addresses its
@@ -61,6 +69,20 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	}
 	addrPath := filepath.Join(addrDir, "addrs.json")
 	vars := map[string]string{"RLS_GRPC_ADDR": "127.0.0.1:0", "RLS_HTTP_ADDR": "127.0.0.1:0"}
+	var picked addrfile.Addrs
+	if cfg.NoAddrFile {
+		ports, err := reservePorts(2, false)
+		if err != nil {
+			_ = os.RemoveAll(addrDir)
+			return nil, err
+		}
+		defer releasePorts(ports...)
+		picked = addrfile.Addrs{
+			addrfile.GRPC: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
+			addrfile.HTTP: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
+		}
+		vars["RLS_GRPC_ADDR"], vars["RLS_HTTP_ADDR"] = picked[addrfile.GRPC], picked[addrfile.HTTP]
+	}
 	for k, v := range cfg.Env {
 		vars[k] = v
 	}
@@ -76,6 +98,14 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{Process: p, addrDir: addrDir}
+	if cfg.NoAddrFile {
+		s.Addrs = picked
+		if err := s.WaitServing(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+		return s, nil
+	}
 	for {
 		s.Addrs, err = addrfile.Read(addrPath)
 		if err == nil {

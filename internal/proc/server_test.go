@@ -2,6 +2,10 @@ package proc
 
 import (
 	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,4 +55,28 @@ func TestStartServerThatNamesNoAddresses(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "waiting")
 	assert.Less(t, time.Since(begin), 5*time.Second, "the process is stopped, not waited for")
+}
+
+// TestStartServerWithoutAddrFile: a server built before RLS_ADDR_FILE gets
+// loopback ports of its own, and StartServer waits for its health there
+// rather than for a file it will never write.
+func TestStartServerWithoutAddrFile(t *testing.T) {
+	seen := filepath.Join(t.TempDir(), "seen")
+	cfg := shell(`echo "$RLS_GRPC_ADDR $RLS_HTTP_ADDR" >` + seen + `; exec sleep 60`)
+	cfg.NoAddrFile = true
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := StartServer(ctx, cfg)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "nothing answers health there")
+	b, err := os.ReadFile(seen)
+	require.NoError(t, err)
+	addrs := strings.Fields(string(b))
+	require.Len(t, addrs, 2)
+	assert.NotEqual(t, addrs[0], addrs[1])
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		require.NoError(t, err)
+		assert.Equal(t, "127.0.0.1", host)
+		assert.NotEqual(t, "0", port, "a port of its own, not one the kernel picks at bind")
+	}
 }
