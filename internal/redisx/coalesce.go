@@ -3,6 +3,7 @@ package redisx
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +39,8 @@ var errClosed = errors.New("redisx: limiter closed")
 // maxCoalesced bounds the calls one pipeline carries.
 const maxCoalesced = 256
 
-// batch is the calls of one Do, and where their outcome goes.
+// batch is the calls of one Do, and where their outcome goes. The zero
+// value is ready for coalescer.run.
 type batch struct {
 	ctx   context.Context
 	calls []*scriptCall
@@ -83,13 +85,24 @@ func newCoalescer(client redis.UniversalClient, workers int, grace time.Duration
 	return c
 }
 
-// run sends calls in a pipeline shared with whatever else is waiting, and
-// returns their first failure. It returns ctx's error as soon as ctx ends;
-// calls already sent are then still waited for, and what became of them is
-// reported once known. When it returns an error, what became of each call
-// is reported, but after the coalescer was closed: nothing is sent then.
-func (c *coalescer) run(ctx context.Context, calls []*scriptCall) error {
-	b := &batch{ctx: ctx, calls: calls, err: make(chan error, 1)}
+// errChans holds the channels through which workers deliver outcomes, so
+// that a decision need not make one: run returns a channel only when it is
+// empty and no worker will send on it.
+var errChans = sync.Pool{New: func() any { return make(chan error, 1) }}
+
+// run sends calls in a pipeline shared with whatever else is waiting, using
+// b, a new batch, and returns their first failure. It returns ctx's error as
+// soon as ctx ends; calls already sent are then still waited for, and what
+// became of them is reported once known. When it returns an error, what
+// became of each call is reported, but after the coalescer was closed:
+// nothing is sent then.
+func (c *coalescer) run(ctx context.Context, calls []*scriptCall, b *batch) error {
+	b.ctx, b.calls = ctx, calls
+	b.err = errChans.Get().(chan error)
+	// Whichever way run returns, b.err is empty and no worker will send on
+	// it: a worker sends once, and only to a batch whose caller still waits
+	// (deliver), which then receives it.
+	defer errChans.Put(b.err)
 	select {
 	case <-c.stop:
 		return errClosed

@@ -161,15 +161,19 @@ func (l *Limiter) Close() {
 	}
 }
 
-// run sends calls, coalesced with other Do calls' when coalescing is on.
-// When it fails, what became of each call is reported (see WithOutcomes):
-// by the coalescer, after the pipeline of a caller that gave up has ended.
-func (l *Limiter) run(ctx context.Context, calls []*scriptCall) error {
+// run sends calls, coalesced with other Do calls' when coalescing is on, in
+// b, which it fills; b may be nil. When it fails, what became of each call
+// is reported (see WithOutcomes): by the coalescer, after the pipeline of a
+// caller that gave up has ended.
+func (l *Limiter) run(ctx context.Context, calls []*scriptCall, b *batch) error {
 	for _, c := range calls {
 		c.ctx = ctx
 	}
 	if l.co != nil {
-		return l.co.run(ctx, calls)
+		if b == nil {
+			b = new(batch)
+		}
+		return l.co.run(ctx, calls, b)
 	}
 	err := runScripts(ctx, l.client, calls)
 	if err != nil {
@@ -203,13 +207,30 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 			return nil, fmt.Errorf("redisx: op %d: %w", i, err)
 		}
 	}
-	results := make([]algorithms.Result, len(ops))
-	calls := make([]*scriptCall, len(ops))
+	// One allocation holds what a decision of one op needs, the usual
+	// request; several ops take one for each slice.
+	var (
+		results []algorithms.Result
+		calls   []*scriptCall
+		b       *batch
+	)
+	if len(ops) == 1 {
+		one := new(oneOp)
+		results, calls, b = one.result[:], one.calls[:], &one.batch
+		calls[0] = &one.call
+	} else {
+		results = make([]algorithms.Result, len(ops))
+		calls = make([]*scriptCall, len(ops))
+		store := make([]scriptCall, len(ops))
+		for i := range calls {
+			calls[i] = &store[i]
+		}
+	}
 	var now any = l.now() // boxed once for every call
 	for i := range ops {
-		calls[i] = l.call(&ops[i], l.pickShard(&ops[i]), now)
+		l.call(calls[i], &ops[i], l.pickShard(&ops[i]), now)
 	}
-	if err := l.run(ctx, calls); err != nil {
+	if err := l.run(ctx, calls, b); err != nil {
 		return nil, err
 	}
 
@@ -240,9 +261,9 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		if other >= first[i].shard {
 			other++
 		}
-		calls = append(calls, l.call(&ops[i], other, now))
+		calls = append(calls, l.call(new(scriptCall), &ops[i], other, now))
 	}
-	err := l.run(ctx, calls)
+	err := l.run(ctx, calls, nil)
 	if err == nil {
 		for k, c := range calls {
 			var r algorithms.Result
@@ -324,8 +345,16 @@ func shardLimit(l algorithms.Limit, n, i int) algorithms.Limit {
 	return l
 }
 
-// call builds the script run of op on shard at now.
-func (l *Limiter) call(op *algorithms.Op, shard int, now any) *scriptCall {
+// oneOp is what Do allocates for a request of one op.
+type oneOp struct {
+	result [1]algorithms.Result
+	calls  [1]*scriptCall
+	call   scriptCall
+	batch  batch
+}
+
+// call builds the script run of op on shard at now in c, and returns c.
+func (l *Limiter) call(c *scriptCall, op *algorithms.Op, shard int, now any) *scriptCall {
 	lim := shardLimit(op.Limit, shardCount(op), shard)
 	capacity := lim.Capacity()
 	debt := lim.MaxDebt()
@@ -355,7 +384,7 @@ func (l *Limiter) call(op *algorithms.Op, shard int, now any) *scriptCall {
 	}
 	la := l.args.get(lim)
 	s := l.scripts[lim.Algorithm]
-	c := &scriptCall{op: *op, shard: shard, script: s}
+	*c = scriptCall{op: *op, shard: shard, script: s}
 	c.argv = append(c.buf[:0], "evalsha", s.shaArg)
 	if lim.Algorithm == algorithms.SlidingWindowLog {
 		// One string holds both keys: the state's is a prefix of the
@@ -402,22 +431,12 @@ func (r reply) result(op *algorithms.Op, shard int) algorithms.Result {
 const replyLen = 5
 
 // decodeReply checks and decodes a script's reply: an array of replyLen
-// integers {allowed (0 or 1), remaining ≥ 0, reset ≥ 0, now, seq ≥ 0}.
-func decodeReply(v any) (reply, error) {
-	vals, ok := v.([]any)
-	if !ok {
-		return reply{}, fmt.Errorf("unexpected reply %T, want an array", v)
-	}
-	if len(vals) != replyLen {
-		return reply{}, fmt.Errorf("unexpected reply of %d values, want %d", len(vals), replyLen)
-	}
-	var ints [replyLen]int64
-	for i, x := range vals {
-		n, ok := x.(int64)
-		if !ok {
-			return reply{}, fmt.Errorf("unexpected reply value %d of type %T, want an integer", i, x)
-		}
-		ints[i] = n
+// integers {allowed (0 or 1), remaining ≥ 0, reset ≥ 0, now, seq ≥ 0}. The
+// command that read it already failed on a reply that is not an array of
+// integers (see scriptCall.command).
+func decodeReply(ints []int64) (reply, error) {
+	if len(ints) != replyLen {
+		return reply{}, fmt.Errorf("unexpected reply of %d values, want %d", len(ints), replyLen)
 	}
 	switch {
 	case ints[0] != 0 && ints[0] != 1:

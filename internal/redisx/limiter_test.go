@@ -3,7 +3,9 @@ package redisx
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
+	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
 func TestLimiterSuite(t *testing.T) {
@@ -421,30 +424,51 @@ func TestLimiterErrors(t *testing.T) {
 }
 
 func TestDecodeReply(t *testing.T) {
-	good := []any{int64(1), int64(7), int64(1500), int64(1790000000000000), int64(3)}
+	good := []int64{1, 7, 1500, 1790000000000000, 3}
 	r, err := decodeReply(good)
 	require.NoError(t, err)
 	assert.Equal(t, reply{allowed: true, remaining: 7, reset: 1500, at: 1790000000000000, seq: 3}, r)
 
-	with := func(i int, v any) []any {
-		c := append([]any(nil), good...)
+	with := func(i int, v int64) []int64 {
+		c := slices.Clone(good)
 		c[i] = v
 		return c
 	}
-	for name, v := range map[string]any{
+	for name, v := range map[string][]int64{
 		"nil":             nil,
-		"not an array":    "OK",
 		"short":           good[:4],
-		"long":            append(append([]any(nil), good...), int64(0)),
-		"string value":    with(1, "7"),
-		"nil value":       with(2, nil),
-		"float value":     with(3, 1.5),
-		"allowed 2":       with(0, int64(2)),
-		"negative remain": with(1, int64(-1)),
-		"negative reset":  with(2, int64(-1)),
-		"negative seq":    with(4, int64(-1)),
+		"long":            append(slices.Clone(good), 0),
+		"allowed 2":       with(0, 2),
+		"negative remain": with(1, -1),
+		"negative reset":  with(2, -1),
+		"negative seq":    with(4, -1),
 	} {
 		_, err := decodeReply(v)
+		assert.Error(t, err, name)
+	}
+}
+
+// TestScriptReplyOfTheWrongType runs scripts whose replies are not arrays of
+// integers, read as the scripts' own replies are: each is an error.
+func TestScriptReplyOfTheWrongType(t *testing.T) {
+	client := redistest.SharedStandalone(t).Client(t)
+	lim, err := NewLimiter(client, WithKeyPrefix(testPrefix(t)), WithCoalescing(0))
+	require.NoError(t, err)
+	op := algorithms.Op{Key: algorithms.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Minute}, Hits: 1}
+	for name, src := range map[string]string{
+		"not an array": "return 'OK'",
+		"string value": "return {1, 'x', 1500, 1790000000000000, 3}",
+		"status value": "return {1, 7, 1500, redis.status_reply('1.5'), 3}",
+		"short":        "return {1, 7, 1500, 1790000000000000}",
+	} {
+		bad := &script{name: "bad", src: src, sha: strings.Repeat("0", 40)}
+		bad.shaArg = bad.sha
+		call := lim.call(new(scriptCall), &op, unsharded, "")
+		call.script, call.argv[1] = bad, bad.shaArg
+		err := runScripts(context.Background(), client, []*scriptCall{call})
+		if err == nil {
+			_, err = call.result()
+		}
 		assert.Error(t, err, name)
 	}
 }

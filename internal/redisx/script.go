@@ -49,8 +49,8 @@ type scriptCall struct {
 	// argv is the whole EVALSHA command: "evalsha", the digest, the number
 	// of keys, the keys, then the script's ARGV (see lua.go).
 	argv []any
-	buf  [maxArgv]any // argv's storage, allocated with the call
-	cmd  *redis.Cmd   // nil until sent
+	buf  [maxArgv]any       // argv's storage, allocated with the call
+	cmd  *redis.IntSliceCmd // nil until sent
 	// sends counts the times the call was sent again after a failure that
 	// proved it had not run; eval is set once a node lacked the script.
 	sends int
@@ -100,14 +100,18 @@ func outcomesOf(calls []*scriptCall, at time.Time) []algorithms.Outcome {
 }
 
 // command returns a new command that runs c: EVALSHA, or EVAL once a node
-// answered NOSCRIPT.
-func (c *scriptCall) command(ctx context.Context) *redis.Cmd {
+// answered NOSCRIPT. Every script replies with an array of integers, which
+// the command reads straight into a []int64, boxing none. Any other reply is
+// the command's error (a bulk string that holds an integer is read as that
+// integer, a nil as 0); since the rest of the connection's replies can no
+// longer be told apart then, the pipeline's later commands fail with it.
+func (c *scriptCall) command(ctx context.Context) *redis.IntSliceCmd {
 	args := c.argv
 	if c.eval {
 		args = slices.Clone(args)
 		args[0], args[1] = "eval", c.script.src
 	}
-	cmd := redis.NewCmd(ctx, args...)
+	cmd := redis.NewIntSliceCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
 	return cmd
 }
@@ -119,7 +123,7 @@ func (c *scriptCall) command(ctx context.Context) *redis.Cmd {
 // that counts them twice. With NoRetry it still follows MOVED and ASK
 // redirects and redials a cluster node it could not reach, which never
 // re-run anything; runScripts sends again only what certainly did not run.
-type sentOnce struct{ *redis.Cmd }
+type sentOnce struct{ *redis.IntSliceCmd }
 
 // NoRetry tells go-redis not to send the command again.
 func (sentOnce) NoRetry() bool { return true }
