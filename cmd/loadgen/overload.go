@@ -69,6 +69,9 @@ type overloadConfig struct {
 	ExactLimit int     `json:"exact_limit"`
 	ExactKeys  int     `json:"exact_keys"`
 	ExactShare float64 `json:"exact_share"`
+	// Passes is how many rounds each build runs, in the order passOrder
+	// gives.
+	Passes int `json:"passes"`
 	// Ceiling runs the open loop against no-op services too (ceilingLoop).
 	Ceiling bool `json:"ceiling"`
 	// Metrics logs the servers' own counters after each round.
@@ -112,6 +115,7 @@ func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error
 	fs.IntVar(&cfg.ExactLimit, "exact-limit", 20, "L of every exactness limit")
 	fs.IntVar(&cfg.ExactKeys, "exact-keys", 4, "exactness limits per algorithm and phase")
 	fs.Float64Var(&cfg.ExactShare, "exact-share", 0.1, "share of the calls for exactness limits")
+	fs.IntVar(&cfg.Passes, "passes", 2, "rounds of each build, in the order after, before, before, after, … so that the machine's drift and the order fall on both")
 	fs.BoolVar(&cfg.Ceiling, "ceiling", true, "also run the open loop against no-op RateLimitServices: what the machine answers in time at that rate when answering costs nothing")
 	fs.BoolVar(&cfg.Metrics, "metrics", false, "log the servers' ratewarden_* samples after each round")
 	env := fs.String("env", "", "comma list of NAME=VALUE settings for the servers, beyond the defaults (for experiments)")
@@ -135,8 +139,8 @@ func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error
 		cfg.Env[k] = v
 	}
 	switch {
-	case cfg.Callers < 1 || cfg.Replicas < 1 || cfg.Conns < 1 || cfg.Keys < 1 || cfg.Spinners < 0:
-		return errors.New("loadgen: overload: -callers, -replicas, -conns and -keys must be positive, -spinners not negative")
+	case cfg.Callers < 1 || cfg.Replicas < 1 || cfg.Conns < 1 || cfg.Keys < 1 || cfg.Passes < 1 || cfg.Spinners < 0:
+		return errors.New("loadgen: overload: -callers, -replicas, -conns, -keys and -passes must be positive, -spinners not negative")
 	case cfg.Deadline <= 0 || cfg.Closed <= 0 || cfg.Open <= 0 || cfg.Warmup < 0:
 		return errors.New("loadgen: overload: -deadline, -closed and -open must be positive, -warmup not negative")
 	case cfg.Overload <= 0 || cfg.Goodput <= 0 || cfg.ExactLimit < 1 || cfg.ExactKeys < 1 || !(cfg.ExactShare > 0 && cfg.ExactShare < 1):
@@ -168,14 +172,25 @@ type overloadReport struct {
 // overloadRound is what one server build did: its closed loop and its open
 // loop.
 type overloadRound struct {
-	// Name is "after" (the module) or "before" (the baseline commit).
+	// Name is "after" (the module) or "before" (the baseline commit), and
+	// Pass counts the build's rounds from 1.
 	Name   string       `json:"name"`
 	Commit string       `json:"commit"`
+	Pass   int          `json:"pass,omitempty"`
 	Closed *phaseResult `json:"closed"`
 	Open   *phaseResult `json:"open"`
 	// Servers sums the ratewarden_* counters of the replicas, over both
 	// loops, by sample name.
 	Servers map[string]float64 `json:"servers,omitempty"`
+}
+
+// label names the round in logs and tables: its build, and its pass when
+// the run made several.
+func (v *overloadRound) label() string {
+	if v.Pass == 0 {
+		return v.Name
+	}
+	return fmt.Sprintf("%s, pass %d", v.Name, v.Pass)
 }
 
 // phaseResult is what one phase of calls measured.
@@ -248,10 +263,7 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 
 	// noAddrFile marks a build from before RLS_ADDR_FILE, which cannot
 	// name the ports it is bound to (see proc.ServerConfig.NoAddrFile).
-	type build struct {
-		name, commit, bin string
-		noAddrFile        bool
-	}
+	type build = overloadBuild
 	builds := []build{{name: "after", bin: filepath.Join(dir, "server-after")}}
 	fmt.Fprintf(log, "loadgen: overload: building %s\n", filepath.Join(cfg.Root, "cmd/server"))
 	if err := goBuild(ctx, cfg.Root, builds[0].bin); err != nil {
@@ -306,8 +318,8 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 	fmt.Fprintf(log, "loadgen: overload: %d busy loops running\n", len(spinners))
 
 	var capacity float64
-	for _, b := range builds {
-		round := &overloadRound{Name: b.name, Commit: b.commit}
+	for _, b := range passOrder(builds, cfg.Passes) {
+		round := &overloadRound{Name: b.name, Commit: b.commit, Pass: b.pass}
 		report.Variants = append(report.Variants, round)
 		if err := flushMasters(ctx, cluster.Nodes()); err != nil {
 			return nil, err
@@ -343,20 +355,22 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 				procs = append(procs, cpuProc{name: cpuSpinners, pid: sp.Pid()})
 			}
 			cpu := newCPUMeter(procs...)
-			fmt.Fprintf(log, "loadgen: overload: %s: closed loop, %d callers on %d replicas, %s deadline\n", b.name, cfg.Callers, len(servers), cfg.Deadline)
+			fmt.Fprintf(log, "loadgen: overload: %s: closed loop, %d callers on %d replicas, %s deadline\n", round.label(), cfg.Callers, len(servers), cfg.Deadline)
 			if round.Closed, err = closedLoop(ctx, cfg, conns, newRunID(), cpu); err != nil {
 				return err
 			}
-			fmt.Fprintf(log, "loadgen: overload: %s: %s\n", b.name, round.Closed.summary())
-			if b.name == "after" || capacity == 0 {
+			fmt.Fprintf(log, "loadgen: overload: %s: %s\n", round.label(), round.Closed.summary())
+			if capacity == 0 {
+				// The newer build's first closed loop sets the open
+				// loops' rate for every pass.
 				capacity = float64(round.Closed.Decisions) / round.Closed.Seconds
 			}
 			rate := cfg.Overload * capacity
-			fmt.Fprintf(log, "loadgen: overload: %s: open loop at %.0f calls/s (%.1f× %.0f/s)\n", b.name, rate, cfg.Overload, capacity)
+			fmt.Fprintf(log, "loadgen: overload: %s: open loop at %.0f calls/s (%.1f× %.0f/s)\n", round.label(), rate, cfg.Overload, capacity)
 			if round.Open, err = openLoop(ctx, cfg, conns, newRunID(), rate, cpu); err != nil {
 				return err
 			}
-			fmt.Fprintf(log, "loadgen: overload: %s: %s\n", b.name, round.Open.summary())
+			fmt.Fprintf(log, "loadgen: overload: %s: %s\n", round.label(), round.Open.summary())
 			round.Servers = map[string]float64{}
 			for i, s := range servers {
 				samples, err := serverSamples(s.Addrs[addrfile.HTTP])
@@ -429,6 +443,33 @@ func ceilingLoop(ctx context.Context, cfg overloadConfig, dir, self string, rate
 		}
 	}()
 	return openLoop(ctx, cfg, conns, newRunID(), rate, newCPUMeter(procs...))
+}
+
+// overloadBuild is one server build of an overload run; noAddrFile marks a
+// build from before RLS_ADDR_FILE, which cannot name the ports it is bound
+// to (see proc.ServerConfig.NoAddrFile).
+type overloadBuild struct {
+	name, commit, bin string
+	noAddrFile        bool
+	pass              int
+}
+
+// passOrder returns the rounds to run: each build passes times, the newer
+// first, in the order A B B A A B … with two builds, so that neither gains
+// from running first or last on a machine whose speed drifts.
+func passOrder(builds []overloadBuild, passes int) []overloadBuild {
+	var out []overloadBuild
+	for p := range passes {
+		for i := range builds {
+			b := builds[i]
+			if p%2 == 1 {
+				b = builds[len(builds)-1-i]
+			}
+			b.pass = p + 1
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // goBuild builds ./cmd/server of the module in dir into bin.

@@ -137,14 +137,30 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 				loop = fmt.Sprintf("open, %s/s", fmtRate(x.Rate))
 			}
 			p("| %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d of %d | %s |",
-				v.Name, v.Commit, loop, fmtRate(float64(x.Calls)), fmtRate(float64(x.Decisions)),
+				v.label(), v.Commit, loop, fmtRate(float64(x.Calls)), fmtRate(float64(x.Decisions)),
 				fmtRate(float64(x.Decisions)/x.Seconds), fmtRate(x.Goodput), fmtShare(share(x.Goodput, capacity)),
 				fmtCodes(x.Codes), fmtMicros(x.P50), fmtMicros(x.P99), fmtMicros(x.Decided99),
 				x.exactLimits(), len(x.Exact), x.verdict(ph.name, c, capacity))
 		}
 	}
 	p("")
-	p("Capacity is the decisions per second of the newer build's closed loop, %s/s. A call that ends in", fmtRate(capacity))
+	if builds := r.byBuild(); len(r.Variants) > len(builds) {
+		p("")
+		p("Each build ran %d passes, in the order after, before, before, after, …, so that neither gains from its place", c.Passes)
+		p("in the run; their means, and the newer build's over the older's:")
+		p("")
+		p("| build | closed: decided /s | closed: not answered in time | open: goodput /s | exactness limits at L |")
+		p("|---|---|---|---|---|")
+		for _, b := range builds {
+			p("| %s | %s | %s | %s | %g of %d |", b.name, fmtRate(b.decided), fmtShare(b.late), fmtRate(b.goodput), b.exact, b.limits)
+		}
+		if len(builds) == 2 && builds[1].decided > 0 && builds[1].goodput > 0 {
+			a, o := builds[0], builds[1]
+			p("| after ÷ before | %.2f× | %+.1f points | %.2f× | |", a.decided/o.decided, 100*(a.late-o.late), a.goodput/o.goodput)
+		}
+	}
+	p("")
+	p("Capacity is the decisions per second of the newer build's first closed loop, %s/s. A call that ends in", fmtRate(capacity))
 	p("DeadlineExceeded was not answered before its deadline; Unavailable is the failure mode's answer")
 	p("(`RLS_FAILURE_MODE=error`), which Envoy turns into its own `failure_mode_deny` decision.")
 	p("")
@@ -167,7 +183,7 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 	p("|---|---|---|---|---|---|---|")
 	for _, v := range r.Variants {
 		m := v.Servers
-		p("| %s | %s | %s | %s | %s / %s | %s | %s / %s / %s |", v.Name,
+		p("| %s | %s | %s | %s | %s / %s | %s | %s / %s / %s |", v.label(),
 			sample(m, `ratewarden_backend_errors_total{kind="timeout"}`),
 			sample(m, `ratewarden_backend_errors_total{kind="circuit_open"}`),
 			sample(m, `ratewarden_backend_circuit_breaker_opened_total`),
@@ -191,7 +207,7 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 				continue
 			}
 			c := ph.res.Cores
-			p("| %s | %s | %.2f | %.2f | %.2f | %.2f |", v.Name, ph.name, c[cpuLoadgen], c[cpuServer], c[cpuRedis], c[cpuSpinners])
+			p("| %s | %s | %.2f | %.2f | %.2f | %.2f |", v.label(), ph.name, c[cpuLoadgen], c[cpuServer], c[cpuRedis], c[cpuSpinners])
 		}
 	}
 	if x := r.Ceiling; x != nil && x.Cores != nil {
@@ -213,7 +229,7 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 			for _, a := range algorithmNames() {
 				cells = append(cells, strings.Join(byAlg[a], ", "))
 			}
-			p("| %s | %s | %s |", v.Name, ph.name, strings.Join(cells, " | "))
+			p("| %s | %s | %s |", v.label(), ph.name, strings.Join(cells, " | "))
 		}
 	}
 	p("")
@@ -242,8 +258,58 @@ func (v *overloadRound) phases() []namedPhase {
 	return out
 }
 
-// capacity returns the decisions per second of the newer build's closed
-// loop.
+// buildMeans is what one build measured, averaged over its passes.
+type buildMeans struct {
+	name string
+	// decided is the closed loop's decisions per second, late its share of
+	// calls not answered in time, goodput the open loop's, exact the
+	// exactness limits at L per pass (of limits, over both loops).
+	decided, late, goodput, exact float64
+	limits                        int
+}
+
+// byBuild returns each build's means over its passes, in the order the
+// builds first ran.
+func (r *overloadReport) byBuild() []buildMeans {
+	var out []buildMeans
+	index := map[string]int{}
+	counts := map[string]float64{}
+	for _, v := range r.Variants {
+		i, ok := index[v.Name]
+		if !ok {
+			i = len(out)
+			index[v.Name] = i
+			out = append(out, buildMeans{name: v.Name})
+		}
+		b := &out[i]
+		counts[v.Name]++
+		b.limits = 0
+		for _, ph := range v.phases() {
+			b.exact += float64(ph.res.exactLimits())
+			b.limits += len(ph.res.Exact)
+		}
+		if x := v.Closed; x != nil && x.Seconds > 0 {
+			b.decided += float64(x.Decisions) / x.Seconds
+			if x.Calls > 0 {
+				b.late += float64(x.Codes["DeadlineExceeded"]) / float64(x.Calls)
+			}
+		}
+		if x := v.Open; x != nil {
+			b.goodput += x.Goodput
+		}
+	}
+	for i := range out {
+		n := counts[out[i].name]
+		out[i].decided /= n
+		out[i].late /= n
+		out[i].goodput /= n
+		out[i].exact /= n
+	}
+	return out
+}
+
+// capacity returns the decisions per second of the newer build's first
+// closed loop.
 func (r *overloadReport) capacity() float64 {
 	for _, v := range r.Variants {
 		if v.Name == "after" && v.Closed != nil {

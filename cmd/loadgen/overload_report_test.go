@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -37,6 +38,40 @@ func sampleOverloadReport() *overloadReport {
 		Ceiling: &phaseResult{Seconds: 10, Rate: 8000, Calls: 80000, Decisions: 50000, Allowed: 50000, Goodput: 4000,
 			Codes: map[string]uint64{"DeadlineExceeded": 30000}, Cores: map[string]float64{cpuLoadgen: 0.5, cpuServer: 0.75, cpuSpinners: 0.5}},
 	}
+}
+
+// sampleTwoPassReport is an overload run of two builds, two passes each.
+func sampleTwoPassReport() *overloadReport {
+	r := sampleOverloadReport()
+	r.Config.Passes = 2
+	after, before := r.Variants[0], r.Variants[1]
+	after.Pass, before.Pass = 1, 1
+	before.Open = &phaseResult{Seconds: 10, Rate: 8000, Calls: 80000, Decisions: 1000, Goodput: 100}
+	before2, after2 := *before, *after
+	before2.Pass, after2.Pass = 2, 2
+	closed := *after.Closed
+	closed.Decisions, closed.Codes = 10000, map[string]uint64{"DeadlineExceeded": 3000}
+	after2.Closed = &closed
+	r.Variants = append(r.Variants, &before2, &after2)
+	return r
+}
+
+func TestOverloadPasses(t *testing.T) {
+	order := passOrder([]overloadBuild{{name: "after"}, {name: "before"}}, 3)
+	var got []string
+	for _, b := range order {
+		got = append(got, fmt.Sprintf("%s %d", b.name, b.pass))
+	}
+	assert.Equal(t, []string{"after 1", "before 1", "before 2", "after 2", "after 3", "before 3"}, got)
+
+	var md strings.Builder
+	sampleTwoPassReport().writeMarkdown(&md, "")
+	out := md.String()
+	assert.NotContains(t, out, "%!", "no formatting mistakes")
+	assert.Contains(t, out, "| after, pass 2 (abc) | closed, 128 callers | 30 000 | 10 000 | 1 000 |")
+	assert.Contains(t, out, "| after | 1 500 | 5% | 1 700 | 7 of 8 |", "means of 2 000 and 1 000 decided a second, of 0% and 10% late")
+	assert.Contains(t, out, "| before | 5 | 0% | 100 | 0 of 4 |")
+	assert.Contains(t, out, "| after ÷ before | 300.00× | +5.0 points | 17.00× | |")
 }
 
 func TestOverloadSection(t *testing.T) {
