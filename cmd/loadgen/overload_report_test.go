@@ -111,3 +111,18 @@ func TestOverloadSection(t *testing.T) {
 	assert.Contains(t, string(b), "Why it went so.")
 	assert.Contains(t, string(b), "| 31 000 |")
 }
+
+// TestOverloadKeepsTheRedisCostSection: writing the overload section
+// replaces only what stands between its own markers.
+func TestOverloadKeepsTheRedisCostSection(t *testing.T) {
+	dir := t.TempDir()
+	md := "# Benchmarks\n\n" + rediscostSectionBegin + "\n## Redis cost\nfigures\n" + rediscostSectionEnd + "\n\n" +
+		overloadBegin + "\nold overload\n" + overloadEnd + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, reportMDPath), []byte(md), 0o644))
+	require.NoError(t, writeOverloadFiles(dir, sampleOverloadReport(), io.Discard))
+	b, err := os.ReadFile(filepath.Join(dir, reportMDPath))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), rediscostSectionBegin+"\n## Redis cost\nfigures\n"+rediscostSectionEnd)
+	assert.NotContains(t, string(b), "old overload")
+	assert.Equal(t, 1, strings.Count(string(b), overloadBegin))
+}
