@@ -165,8 +165,10 @@ type overloadReport struct {
 	Config   overloadConfig   `json:"config"`
 	Machine  machine          `json:"machine"`
 	Variants []*overloadRound `json:"variants"`
-	// Ceiling is the open loop against no-op services (see ceilingLoop).
-	Ceiling *phaseResult `json:"ceiling,omitempty"`
+	// Ceiling is the open loop against no-op services, and CeilingClosed
+	// the closed loop against them (see ceilingLoop).
+	Ceiling       *phaseResult `json:"ceiling,omitempty"`
+	CeilingClosed *phaseResult `json:"ceiling_closed,omitempty"`
 }
 
 // overloadRound is what one server build did: its closed loop and its open
@@ -393,23 +395,24 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 	}
 	if cfg.Ceiling && capacity > 0 {
 		rate := cfg.Overload * capacity
-		fmt.Fprintf(log, "loadgen: overload: ceiling: open loop at %.0f calls/s on %d no-op services\n", rate, cfg.Replicas)
-		if report.Ceiling, err = ceilingLoop(ctx, cfg, dir, self, rate, spinners); err != nil {
+		fmt.Fprintf(log, "loadgen: overload: ceiling: closed loop of %d callers, then open loop at %.0f calls/s, on %d no-op services\n", cfg.Callers, rate, cfg.Replicas)
+		if report.CeilingClosed, report.Ceiling, err = ceilingLoop(ctx, cfg, dir, self, rate, spinners); err != nil {
 			return nil, fmt.Errorf("loadgen: overload: ceiling: %w", err)
 		}
-		fmt.Fprintf(log, "loadgen: overload: ceiling: %s\n", report.Ceiling.summary())
+		fmt.Fprintf(log, "loadgen: overload: ceiling: closed: %s\n", report.CeilingClosed.summary())
+		fmt.Fprintf(log, "loadgen: overload: ceiling: open: %s\n", report.Ceiling.summary())
 	}
 	report.Took = time.Since(begin).Round(time.Second).String()
 	report.Machine.LoadAfter = loadAverage()
 	return report, nil
 }
 
-// ceilingLoop runs the open loop at rate against cfg.Replicas no-op
-// RateLimitServices (`loadgen noop`, separate processes as the servers
-// are), beside the same busy loops: what the machine answers in time at
-// that rate when answering costs nothing but the gRPC call itself, the
-// ceiling of any rate limit service's goodput there.
-func ceilingLoop(ctx context.Context, cfg overloadConfig, dir, self string, rate float64, spinners []*proc.Process) (*phaseResult, error) {
+// ceilingLoop runs the closed loop, then the open loop at rate, against
+// cfg.Replicas no-op RateLimitServices (`loadgen noop`, separate processes
+// as the servers are), beside the same busy loops: what the machine answers
+// in time when answering costs nothing but the gRPC call itself, the
+// ceiling of any rate limit service's there.
+func ceilingLoop(ctx context.Context, cfg overloadConfig, dir, self string, rate float64, spinners []*proc.Process) (closed, open *phaseResult, err error) {
 	var servers []*proc.Server
 	defer func() {
 		for _, s := range servers {
@@ -424,7 +427,7 @@ func ceilingLoop(ctx context.Context, cfg overloadConfig, dir, self string, rate
 			Args: []string{"noop", "-addr", "127.0.0.1:0"},
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		servers = append(servers, s)
 		addrs = append(addrs, s.Addrs[addrfile.GRPC])
@@ -435,14 +438,21 @@ func ceilingLoop(ctx context.Context, cfg overloadConfig, dir, self string, rate
 	}
 	conns, err := dialAll(addrs, cfg.Conns)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() {
 		for _, c := range conns {
 			c.Close()
 		}
 	}()
-	return openLoop(ctx, cfg, conns, newRunID(), rate, newCPUMeter(procs...))
+	cpu := newCPUMeter(procs...)
+	if closed, err = closedLoop(ctx, cfg, conns, newRunID(), cpu); err != nil {
+		return nil, nil, err
+	}
+	if open, err = openLoop(ctx, cfg, conns, newRunID(), rate, cpu); err != nil {
+		return nil, nil, err
+	}
+	return closed, open, nil
 }
 
 // overloadBuild is one server build of an overload run; noAddrFile marks a

@@ -164,17 +164,24 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 	p("DeadlineExceeded was not answered before its deadline; Unavailable is the failure mode's answer")
 	p("(`RLS_FAILURE_MODE=error`), which Envoy turns into its own `failure_mode_deny` decision.")
 	p("")
-	if x := r.Ceiling; x != nil {
-		p("The ceiling: the same open loop, at %s calls/s, against %d no-op RateLimitServices instead (separate", fmtRate(x.Rate), c.Replicas)
-		p("processes that answer OK at once and do nothing else, built with ratewarden's gRPC server options), beside")
-		p("the same busy loops: what this machine answers in time at that rate when answering costs nothing but the")
-		p("gRPC call itself (measured after the builds' loops, so the machine's other load may differ):")
+	if ceil := r.ceilingPhases(); len(ceil) > 0 {
+		p("The ceiling: the same loops against %d no-op RateLimitServices instead (separate processes that answer", c.Replicas)
+		p("OK at once and do nothing else, built with ratewarden's gRPC server options), beside the same busy loops:")
+		p("what this machine answers in time when answering costs nothing but the gRPC call itself (measured after")
+		p("the builds' loops, so the machine's other load may differ):")
 		p("")
 		p("| service | loop | calls | answered in time /s | of the calls | of the capacity | failure answers and errors | p50 | p99 |")
 		p("|---|---|---|---|---|---|---|---|---|")
-		p("| no-op | open, %s/s | %s | %s | %s | %s | %s | %s | %s |", fmtRate(x.Rate), fmtRate(float64(x.Calls)),
-			fmtRate(x.Goodput), fmtShare(share(x.Goodput*x.Seconds, float64(x.Calls))), fmtShare(share(x.Goodput, capacity)),
-			fmtCodes(x.Codes), fmtMicros(x.P50), fmtMicros(x.P99))
+		for _, ph := range ceil {
+			x := ph.res
+			loop := fmt.Sprintf("closed, %d callers", c.Callers)
+			if ph.name == "open" {
+				loop = fmt.Sprintf("open, %s/s", fmtRate(x.Rate))
+			}
+			p("| no-op | %s | %s | %s | %s | %s | %s | %s | %s |", loop, fmtRate(float64(x.Calls)),
+				fmtRate(x.Goodput), fmtShare(share(x.Goodput*x.Seconds, float64(x.Calls))), fmtShare(share(x.Goodput, capacity)),
+				fmtCodes(x.Codes), fmtMicros(x.P50), fmtMicros(x.P99))
+		}
 		p("")
 	}
 	p("What the servers counted themselves, summed over the replicas and both loops:")
@@ -210,9 +217,10 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 			p("| %s | %s | %.2f | %.2f | %.2f | %.2f |", v.label(), ph.name, c[cpuLoadgen], c[cpuServer], c[cpuRedis], c[cpuSpinners])
 		}
 	}
-	if x := r.Ceiling; x != nil && x.Cores != nil {
-		c := x.Cores
-		p("| no-op (ceiling) | open | %.2f | %.2f | – | %.2f |", c[cpuLoadgen], c[cpuServer], c[cpuSpinners])
+	for _, ph := range r.ceilingPhases() {
+		if c := ph.res.Cores; c != nil {
+			p("| no-op (ceiling) | %s | %.2f | %.2f | – | %.2f |", ph.name, c[cpuLoadgen], c[cpuServer], c[cpuSpinners])
+		}
 	}
 	p("")
 	p("Exactness limits, OK answers of each (offered calls in brackets):")
@@ -239,6 +247,11 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 	}
 	p("%s", overloadAnalysisEnd)
 	p("%s", overloadEnd)
+}
+
+// ceilingPhases returns the loops the ceiling ran, closed first.
+func (r *overloadReport) ceilingPhases() []namedPhase {
+	return (&overloadRound{Closed: r.CeilingClosed, Open: r.Ceiling}).phases()
 }
 
 // namedPhase is one loop of a round.

@@ -37,6 +37,8 @@ func sampleOverloadReport() *overloadReport {
 		},
 		Ceiling: &phaseResult{Seconds: 10, Rate: 8000, Calls: 80000, Decisions: 50000, Allowed: 50000, Goodput: 4000,
 			Codes: map[string]uint64{"DeadlineExceeded": 30000}, Cores: map[string]float64{cpuLoadgen: 0.5, cpuServer: 0.75, cpuSpinners: 0.5}},
+		CeilingClosed: &phaseResult{Seconds: 10, Calls: 60000, Decisions: 59000, Allowed: 59000, Goodput: 5900,
+			Codes: map[string]uint64{"DeadlineExceeded": 1000}, Cores: map[string]float64{cpuLoadgen: 0.6, cpuServer: 0.7, cpuSpinners: 0.7}},
 	}
 }
 
@@ -91,7 +93,10 @@ func TestOverloadSection(t *testing.T) {
 	assert.Contains(t, md, "| after | – | – | – | 1 234 / – | 40 | – / – / – |")
 	assert.Contains(t, md, "| no-op | open, 8 000/s | 80 000 | 4 000 | 50% | 200% | DeadlineExceeded 30 000 |",
 		"the ceiling: 4 000 of the 8 000 calls a second answered in time, twice the capacity")
+	assert.Contains(t, md, "| no-op | closed, 128 callers | 60 000 | 5 900 | 98% | 295% | DeadlineExceeded 1 000 |",
+		"the closed loop's ceiling: 1 000 of 60 000 calls not answered in time even when answering costs nothing")
 	assert.Contains(t, md, "| no-op (ceiling) | open | 0.50 | 0.75 | – | 0.50 |")
+	assert.Contains(t, md, "| no-op (ceiling) | closed | 0.60 | 0.70 | – | 0.70 |")
 
 	// A new run replaces the section and keeps its analysis; a bench run
 	// keeps the section.
