@@ -3,9 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/ratewarden/ratewarden/internal/promtext"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 )
@@ -276,21 +275,8 @@ func checkEnforced(t *testing.T, servers map[string]*serverProcess) {
 // scrapeMetrics returns the server's /metrics samples by series.
 func scrapeMetrics(t *testing.T, srv *serverProcess) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + srv.HTTPAddr + "/metrics")
+	samples, err := promtext.Scrape("http://" + srv.HTTPAddr + "/metrics")
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	samples := make(map[string]float64)
-	for line := range strings.SplitSeq(string(body), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		require.NoError(t, err, line)
-		samples[line[:i]] = v
-	}
 	return samples
 }
 

@@ -7,12 +7,10 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +25,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/addrfile"
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/proc"
+	"github.com/ratewarden/ratewarden/internal/promtext"
 )
 
 // The overload benchmark (`loadgen overload`) runs ratewarden as a busy or
@@ -885,27 +884,15 @@ func (r *phaseResult) exactLimits() int {
 // serverSamples returns the ratewarden_* samples of the server whose HTTP
 // address is addr, but the per-rule ones and histogram buckets.
 func serverSamples(addr string) (map[string]float64, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	all, err := promtext.Scrape("http://" + addr + "/metrics")
 	if err != nil {
 		return nil, err
 	}
 	samples := map[string]float64{}
-	for line := range strings.Lines(string(body)) {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "ratewarden_") || strings.HasPrefix(line, "ratewarden_rule_") || strings.Contains(line, "_bucket{") {
-			continue
+	for series, v := range all {
+		if strings.HasPrefix(series, "ratewarden_") && !strings.HasPrefix(series, "ratewarden_rule_") && !strings.Contains(series, "_bucket{") {
+			samples[series] = v
 		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("loadgen: metrics line %q: %w", line, err)
-		}
-		samples[line[:i]] = v
 	}
 	return samples, nil
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/promtext"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
@@ -34,17 +34,8 @@ func scrape(t *testing.T, m *Metrics) map[string]float64 {
 // parseText parses the Prometheus text format into series → value.
 func parseText(t *testing.T, text string) map[string]float64 {
 	t.Helper()
-	samples := make(map[string]float64)
-	for line := range strings.SplitSeq(text, "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		require.Positive(t, i, "sample line %q", line)
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		require.NoError(t, err, "sample line %q", line)
-		samples[line[:i]] = v
-	}
+	samples, err := promtext.Parse(text)
+	require.NoError(t, err)
 	return samples
 }
 

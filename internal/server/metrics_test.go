@@ -3,11 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +14,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/promtext"
 )
 
 const metricsLimits = `
@@ -40,29 +40,16 @@ descriptors:
 // as the text format writes it: name{label="value",...}, labels sorted.
 func scrapeMetrics(t *testing.T, base string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
+	samples, err := promtext.Scrape(base + "/metrics")
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return parseSamples(t, string(body))
+	return samples
 }
 
 // parseSamples parses the Prometheus text format into series → value.
 func parseSamples(t *testing.T, text string) map[string]float64 {
 	t.Helper()
-	samples := make(map[string]float64)
-	for line := range strings.SplitSeq(text, "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		require.Positive(t, i, "sample line %q", line)
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		require.NoError(t, err, "sample line %q", line)
-		samples[line[:i]] = v
-	}
+	samples, err := promtext.Parse(text)
+	require.NoError(t, err)
 	return samples
 }
 
