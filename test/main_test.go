@@ -14,6 +14,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -28,22 +29,31 @@ import (
 // serverBinary is the server built once for the whole test binary.
 var serverBinary string
 
+// TestMain runs the tests of the package (see suite), or, when the test
+// binary runs as docsStandIn, that.
 func TestMain(m *testing.M) {
+	testscript.Main(suite{m}, map[string]func(){docsStandInName: docsStandIn})
+}
+
+// suite runs the package's tests: it builds the server first, and stops
+// the shared Redis processes after.
+type suite struct{ m *testing.M }
+
+func (s suite) Run() int {
 	dir, err := os.MkdirTemp("", "ratewarden-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test:", err)
-		os.Exit(2)
+		return 2
 	}
+	defer os.RemoveAll(dir)
 	serverBinary = filepath.Join(dir, "server")
 	build := exec.Command("go", "build", "-o", serverBinary, "../cmd/server")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "test: building the server:", err)
-		os.RemoveAll(dir)
-		os.Exit(2)
+		return 2
 	}
-	redistest.Main(m)
-	os.RemoveAll(dir)
+	return redistest.Main(s.m)
 }
 
 // serverProcess is one running server binary with gRPC clients of it.
