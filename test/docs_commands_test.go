@@ -21,6 +21,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ratewarden/ratewarden/internal/proc"
 	"github.com/ratewarden/ratewarden/internal/redistest"
@@ -137,7 +138,10 @@ func (s *docSession) startServer(docEnv map[string]string) error {
 	}
 	s.stopServer()
 	s.t.Logf("%s: starting the server with %v", s.doc.Path, docEnv)
-	p := startServerAt(s.t, repoRoot, env)
+	p, err := launchServer(s.t, repoRoot, env, insecure.NewCredentials())
+	if err != nil {
+		return err
+	}
 	s.srv = &docServer{serverProcess: p, grpcPort: grpcPort, httpPort: httpPort}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

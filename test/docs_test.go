@@ -174,6 +174,13 @@ func (s *docSession) sh(ts *testscript.TestScript, file string) error {
 	if err := os.WriteFile(ts.MkAbs(file), []byte(text), 0o644); err != nil {
 		return err
 	}
+	var claims []proseClaim
+	for i, c := range proseClaims {
+		if c.doc == b.Doc && c.section == b.Section && b.Lang != "console" && strings.Contains(b.Text, c.program) {
+			s.claimsChecked[i] = true
+			claims = append(claims, c)
+		}
+	}
 	ran := ts.Exec("bash", "-e", "-o", "pipefail", file)
 	calls, err := takeCalls(ts)
 	if err := errors.Join(ran, err); err != nil {
@@ -182,16 +189,14 @@ func (s *docSession) sh(ts *testscript.TestScript, file string) error {
 	s.lastOutput, s.lastBlock = ts.ReadFile("stdout"), b
 	var errs []error
 	for _, c := range calls {
-		if err := s.runCall(c, c.docEnv(ts)); err != nil {
-			errs = append(errs, fmt.Errorf("command %q: %w", c, err))
+		env := c.docEnv(ts)
+		if err := s.runCall(c, env); err != nil {
+			errs = append(errs, fmt.Errorf("command %q (variables %v): %w", c, env, err))
 		}
 	}
-	for i, claim := range proseClaims {
-		if claim.doc == b.Doc && claim.section == b.Section && b.Lang != "console" && strings.Contains(b.Text, claim.program) {
-			s.claimsChecked[i] = true
-			if err := claim.check(jsonValues(s.lastOutput)); err != nil {
-				errs = append(errs, fmt.Errorf("the text around it says %s: %w", claim.says, err))
-			}
+	for _, c := range claims {
+		if err := c.check(jsonValues(s.lastOutput)); err != nil {
+			errs = append(errs, fmt.Errorf("the text around it says %s: %w", c.says, err))
 		}
 	}
 	return errors.Join(errs...)
