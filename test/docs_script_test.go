@@ -106,9 +106,11 @@ func consoleCommands(text string) ([]consoleCommand, error) {
 // server binary TestMain built, with -h, as go run would.
 //
 // The documented names (go, docker, scripts/test, …) are small scripts in
-// the script's work directory that call it, not testscript.Main commands
-// themselves: those are on the PATH of the whole test binary, where a go or
-// a redis-server of the test's own would stand in for the real ones.
+// the script's work directory that call it (installStandIns), not
+// testscript.Main commands of their own: those are on the PATH of the
+// whole test binary, where a go or a redis-server that only records would
+// replace the real ones for every test, TestMain's go build and the Redis
+// tests included.
 func docsStandIn() {
 	args := os.Args[1:]
 	if slices.Equal(args, []string{"go", "run", "./cmd/server", "-h"}) {
@@ -128,6 +130,7 @@ func docsStandIn() {
 // docsStandInName is docsStandIn's name in testscript.Main.
 const docsStandInName = "ratewarden-docs-stand-in"
 
+// exitOn ends docsStandIn when err is not nil, saying why.
 func exitOn(err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, docsStandInName+":", err)

@@ -127,6 +127,8 @@ var docsCmds = map[string]func(*testscript.TestScript, bool, []string){
 // docSessionKey finds a script's docSession among its values.
 type docSessionKey struct{}
 
+// docCommand makes a command of docsCmds from check, which checks the
+// block of a file of the script, or the part of it the file holds.
 func docCommand(check func(s *docSession, ts *testscript.TestScript, file string) error) func(*testscript.TestScript, bool, []string) {
 	return func(ts *testscript.TestScript, neg bool, args []string) {
 		if neg || len(args) != 1 {
