@@ -7,10 +7,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,84 +21,51 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ratewarden/ratewarden/internal/proc"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
-// run runs one documented command, or checks that it is covered, and
-// returns what it printed. Each program is run as follows:
+// runCall runs, or checks, a command the stand-in recorded, which the
+// document runs with the variables env:
 //
 //   - go run ./cmd/server, with RLS_* variables: the server binary built by
 //     TestMain (what go run builds), in the repository's root as a user runs
 //     it, on ports the kernel picks; the documented ports (8081 and 8080, or
-//     those the command sets) are mapped to them for the commands that
-//     follow.
+//     those the command sets) are mapped to them for the blocks that
+//     follow (see docAddrs).
 //     RLS_REDIS_ADDRS (and the Sentinel master's name) are replaced by a
 //     real Redis of the mode the command asks for. The server must turn
 //     SERVING and decide a request.
-//   - go run ./cmd/server -h: the binary with -h.
 //   - go test: the packages must exist and hold tests that -run selects
-//     (read from their source, so the docs test neither compiles other
-//     packages nor starts their Redis servers).
-//   - grpcurl: the same call made with a Go client (so grpcurl need not be
-//     installed), printed as grpcurl prints it; the service must be listed
-//     by server reflection, which is how grpcurl finds it.
-//   - curl: the same HTTP request made with a Go client, printed as curl
-//     prints it.
+//     (read from their source: the suite runs them, so the docs test
+//     neither compiles other packages nor starts their Redis servers).
 //   - redis-server: started for real on a port of its own; every setting given
 //     must read back from CONFIG GET.
-//   - grep after a pipe: lines matching the pattern.
 //   - anything in docsCovered: the files it uses must exist and the tests
 //     that check them must exist.
 //
 // Anything else is an error.
-func (s *docSession) run(cmd shellCommand) (string, error) {
-	first := cmd.Stages[0]
-	var out string
-	var err error
-	if i, c, ok := coveredCommand(first); ok {
-		s.coveredUsed[i] = true
-		err = c.check(first)
-	} else {
-		out, err = s.runProgram(first)
-	}
-	for _, stage := range cmd.Stages[1:] {
-		if err != nil {
-			break
-		}
-		out, err = pipeFilter(stage, out)
-	}
-	return out, err
-}
-
-func (s *docSession) runProgram(c simpleCommand) (string, error) {
+func (s *docSession) runCall(c docCall, env map[string]string) error {
 	args := c.Args
-	isServer := len(args) >= 3 && args[0] == "go" && args[1] == "run" && args[2] == "./cmd/server"
-	if len(c.Env) > 0 && !(isServer && len(args) == 3) {
-		return "", errors.New("only go run ./cmd/server may have variables before it")
+	if i, spec, ok := coveredCommand(args); ok {
+		s.coveredUsed[i] = true
+		return spec.check(env)
+	}
+	isServer := slices.Equal(args, []string{"go", "run", "./cmd/server"})
+	if len(env) > 0 && !isServer {
+		return errors.New("only go run ./cmd/server may have variables before it")
 	}
 	switch {
-	case isServer && len(args) == 3:
-		return "", s.startServer(c.Env)
-	case isServer && len(args) == 4 && args[3] == "-h":
-		out, err := exec.Command(serverBinary, "-h").CombinedOutput()
-		return string(out), err
+	case isServer:
+		return s.startServer(env)
 	case len(args) >= 2 && args[0] == "go" && args[1] == "test":
-		return "", checkGoTest(args[2:])
-	case args[0] == "grpcurl":
-		return s.grpcurl(args[1:])
-	case args[0] == "curl":
-		return s.curl(args[1:])
+		return checkGoTest(args[2:])
 	case args[0] == "redis-server":
-		return "", s.redisServer(args[1:])
+		return s.redisServer(args[1:])
 	}
-	return "", errors.New("the docs test neither runs this command nor knows a test that covers it: teach docs_commands_test.go to run it, or add it to docsCovered")
+	return errors.New("the docs test neither runs this command nor knows a test that covers it: teach docs_commands_test.go to run it, or add it to docsCovered")
 }
 
 // docServer is the server a document's last server command started, and the
@@ -173,7 +138,10 @@ func (s *docSession) startServer(docEnv map[string]string) error {
 	}
 	s.stopServer()
 	s.t.Logf("%s: starting the server with %v", s.doc.Path, docEnv)
-	p := startServerAt(s.t, repoRoot, env)
+	p, err := launchServer(s.t, repoRoot, env, insecure.NewCredentials())
+	if err != nil {
+		return err
+	}
 	s.srv = &docServer{serverProcess: p, grpcPort: grpcPort, httpPort: httpPort}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -211,266 +179,29 @@ func decides(ctx context.Context, p *serverProcess) error {
 	return nil
 }
 
-// docAddr maps an address of the docs (localhost:8081) to the real address
-// of the document's server.
-func (s *docSession) docAddr(addr string) (string, error) {
-	if s.srv == nil {
-		return "", errors.New("no server runs: the document starts none (go run ./cmd/server) before this command")
+// docAddrs replaces, in a block's commands, the addresses the document
+// gives its server (localhost:8081 and localhost:8080, or the ports its
+// server command set, also as 127.0.0.1) with those of the server the test
+// started for it: the one thing of a block that does not run as written.
+func (s *docSession) docAddrs(text string) (string, error) {
+	ports := map[string]string{"8081": "", "8080": ""}
+	if s.srv != nil {
+		ports = map[string]string{s.srv.grpcPort: s.srv.GRPCAddr, s.srv.httpPort: s.srv.HTTPAddr}
 	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", err
-	}
-	if host != "localhost" && host != "127.0.0.1" {
-		return "", fmt.Errorf("%s is not on localhost, where the document's server runs", addr)
-	}
-	switch port {
-	case s.srv.grpcPort:
-		return s.srv.GRPCAddr, nil
-	case s.srv.httpPort:
-		return s.srv.HTTPAddr, nil
-	}
-	return "", fmt.Errorf("no server of the document listens on %s", addr)
-}
-
-// grpcJSON prints messages as grpcurl does.
-var grpcJSON = protojson.MarshalOptions{Multiline: true, Indent: "  "}
-
-// grpcurl makes the call `grpcurl -plaintext [-d JSON] ADDR METHOD` would.
-func (s *docSession) grpcurl(args []string) (string, error) {
-	plaintext, body := false, ""
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		switch a := args[i]; {
-		case a == "-plaintext":
-			plaintext = true
-		case a == "-d" && i+1 < len(args):
-			i++
-			body = args[i]
-		case strings.HasPrefix(a, "-"):
-			return "", fmt.Errorf("grpcurl flag %s is not one the docs test knows", a)
-		default:
-			rest = append(rest, a)
-		}
-	}
-	if !plaintext {
-		return "", errors.New("grpcurl needs -plaintext: the server serves gRPC without TLS unless RLS_GRPC_TLS_* say otherwise")
-	}
-	if len(rest) != 2 {
-		return "", errors.New("want grpcurl -plaintext [-d JSON] ADDR SERVICE/METHOD")
-	}
-	addr, err := s.docAddr(rest[0])
-	if err != nil {
-		return "", err
-	}
-	if addr != s.srv.GRPCAddr {
-		return "", fmt.Errorf("%s is the HTTP port", rest[0])
-	}
-	service, method, ok := strings.Cut(rest[1], "/")
-	if !ok {
-		return "", fmt.Errorf("%s: want SERVICE/METHOD", rest[1])
-	}
-	if err := s.reflectionLists(service); err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var req, resp proto.Message
-	var call func() error
-	switch rest[1] {
-	case "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit":
-		r := &rlsv3.RateLimitRequest{}
-		req = r
-		call = func() (err error) { resp, err = s.srv.Client.ShouldRateLimit(ctx, r); return err }
-	case "grpc.health.v1.Health/Check":
-		r := &healthpb.HealthCheckRequest{}
-		req = r
-		call = func() (err error) { resp, err = s.srv.Health.Check(ctx, r); return err }
-	default:
-		return "", fmt.Errorf("method %s/%s is not one the docs test calls", service, method)
-	}
-	if body != "" {
-		if err := protojson.Unmarshal([]byte(body), req); err != nil {
-			return "", fmt.Errorf("-d is not a %s in JSON: %w", req.ProtoReflect().Descriptor().FullName(), err)
-		}
-	}
-	if err := call(); err != nil {
-		st := status.Convert(err)
-		return fmt.Sprintf("ERROR:\n  Code: %s\n  Message: %s\n", st.Code(), st.Message()), err
-	}
-	out, err := grpcJSON.Marshal(resp)
-	return string(out) + "\n", err
-}
-
-// reflectionLists checks that server reflection lists service.
-func (s *docSession) reflectionLists(service string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	stream, err := reflectionpb.NewServerReflectionClient(s.srv.conn).ServerReflectionInfo(ctx)
-	if err != nil {
-		return err
-	}
-	defer stream.CloseSend()
-	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
-		return err
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		return fmt.Errorf("server reflection: %w", err)
-	}
-	for _, svc := range resp.GetListServicesResponse().GetService() {
-		if svc.GetName() == service {
-			return nil
-		}
-	}
-	return fmt.Errorf("server reflection does not list %s, so grpcurl could not call it", service)
-}
-
-// curl makes the request curl would with the flags -s, -S, -i, -f, -d,
-// -X and -H, and prints the answer as curl does.
-func (s *docSession) curl(args []string) (string, error) {
-	method, body, include, fail := "", "", false, false
-	hasBody := false
-	header := http.Header{}
-	var url string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		value := func() (string, error) {
-			if i+1 == len(args) {
-				return "", fmt.Errorf("curl %s needs a value", a)
+	var replace []string
+	for port, addr := range ports {
+		for _, host := range []string{"localhost", "127.0.0.1"} {
+			documented := host + ":" + port
+			if port == "" || !strings.Contains(text, documented) {
+				continue
 			}
-			i++
-			return args[i], nil
-		}
-		var err error
-		switch {
-		case a == "-d" || a == "--data":
-			body, err = value()
-			hasBody = true
-		case a == "-X" || a == "--request":
-			method, err = value()
-		case a == "-H" || a == "--header":
-			var h string
-			if h, err = value(); err == nil {
-				k, v, ok := strings.Cut(h, ":")
-				if !ok {
-					return "", fmt.Errorf("curl -H %q: want Name: value", h)
-				}
-				header.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+			if s.srv == nil {
+				return "", fmt.Errorf("%s: no server runs: the document starts none (go run ./cmd/server) before this block", documented)
 			}
-		case a == "--silent" || a == "--show-error":
-		case a == "--include":
-			include = true
-		case a == "--fail":
-			fail = true
-		case strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(a) > 1:
-			for _, f := range a[1:] {
-				switch f {
-				case 's', 'S':
-				case 'i':
-					include = true
-				case 'f':
-					fail = true
-				default:
-					return "", fmt.Errorf("curl flag -%c is not one the docs test knows", f)
-				}
-			}
-		case strings.HasPrefix(a, "-"):
-			return "", fmt.Errorf("curl flag %s is not one the docs test knows", a)
-		case url != "":
-			return "", errors.New("curl: one URL only")
-		default:
-			url = a
-		}
-		if err != nil {
-			return "", err
+			replace = append(replace, documented, addr)
 		}
 	}
-	rest, ok := strings.CutPrefix(url, "http://")
-	if !ok && strings.Contains(url, "://") {
-		return "", fmt.Errorf("curl %s: the server speaks plain HTTP", url)
-	}
-	hostPort, path, _ := strings.Cut(rest, "/")
-	addr, err := s.docAddr(hostPort)
-	if err != nil {
-		return "", err
-	}
-	if addr != s.srv.HTTPAddr {
-		return "", fmt.Errorf("%s is the gRPC port", hostPort)
-	}
-	if method == "" {
-		method = http.MethodGet
-		if hasBody {
-			method = http.MethodPost
-		}
-	}
-	req, err := http.NewRequest(method, "http://"+addr+"/"+path, strings.NewReader(body))
-	if err != nil {
-		return "", err
-	}
-	req.Header = header
-	if hasBody && req.Header.Get("Content-Type") == "" {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if fail && resp.StatusCode >= 400 {
-		return "", fmt.Errorf("curl -f: HTTP %s", resp.Status)
-	}
-	var out strings.Builder
-	if include {
-		fmt.Fprintf(&out, "%s %s\n", resp.Proto, resp.Status)
-		keys := make([]string, 0, len(resp.Header))
-		for k := range resp.Header {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			for _, v := range resp.Header[k] {
-				fmt.Fprintf(&out, "%s: %s\n", k, v)
-			}
-		}
-		out.WriteString("\n")
-	}
-	out.Write(data)
-	return out.String(), nil
-}
-
-// pipeFilter runs a command after a pipe: grep PATTERN, with the pattern read
-// as a Go regular expression whose +, ?, |, (, ), { and } are literal, as in
-// grep's basic syntax.
-func pipeFilter(c simpleCommand, in string) (string, error) {
-	if len(c.Env) > 0 || len(c.Args) != 2 || c.Args[0] != "grep" || strings.HasPrefix(c.Args[1], "-") {
-		return "", errors.New("after a pipe, only grep PATTERN is supported")
-	}
-	var pat strings.Builder
-	for _, r := range c.Args[1] {
-		if strings.ContainsRune("+?|(){}", r) {
-			pat.WriteByte('\\')
-		}
-		pat.WriteRune(r)
-	}
-	re, err := regexp.Compile(pat.String())
-	if err != nil {
-		return "", fmt.Errorf("grep: %w", err)
-	}
-	var out []string
-	for line := range strings.SplitSeq(strings.TrimSuffix(in, "\n"), "\n") {
-		if re.MatchString(line) {
-			out = append(out, line)
-		}
-	}
-	if len(out) == 0 {
-		return "", fmt.Errorf("grep %s matched no line of:\n%s", c.Args[1], in)
-	}
-	return strings.Join(out, "\n") + "\n", nil
+	return strings.NewReplacer(replace...).Replace(text), nil
 }
 
 // checkGoTest checks `go test [flags] PACKAGES`: every package exists and
@@ -682,20 +413,20 @@ var docsCovered = []coveredCommandSpec{
 	},
 }
 
-// coveredCommand returns the docsCovered entry c matches.
-func coveredCommand(c simpleCommand) (int, coveredCommandSpec, bool) {
+// coveredCommand returns the docsCovered entry the command args matches.
+func coveredCommand(args []string) (int, coveredCommandSpec, bool) {
 	for i, spec := range docsCovered {
-		if len(c.Args) >= len(spec.prefix) && slices.Equal(c.Args[:len(spec.prefix)], spec.prefix) {
+		if len(args) >= len(spec.prefix) && slices.Equal(args[:len(spec.prefix)], spec.prefix) {
 			return i, spec, true
 		}
 	}
 	return 0, coveredCommandSpec{}, false
 }
 
-// check checks that c uses only the variables the spec allows, and that the
-// spec's files and tests exist.
-func (spec coveredCommandSpec) check(c simpleCommand) error {
-	for k := range c.Env {
+// check checks that the command's variables, env, are ones the spec
+// allows, and that the spec's files and tests exist.
+func (spec coveredCommandSpec) check(env map[string]string) error {
+	for k := range env {
 		if !slices.Contains(spec.env, k) {
 			return fmt.Errorf("variable %s: the tests that cover this command do not set it", k)
 		}

@@ -1,32 +1,43 @@
 package test
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/rogpeppe/go-internal/txtar"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
 // TestDocs reads README.md and every file under docs/ as a user would, top to
-// bottom, and checks every fenced block:
+// bottom, and checks every fenced block. Each document becomes a testscript
+// (docScript) whose commands, docsCmds, check its blocks in order:
 //
-//   - sh, bash: every command runs, as written, against a real server the
-//     test starts (see docSession.run), or is one of docsCovered, which this
-//     machine cannot run and which named tests check instead. Any other
-//     command fails the test, naming it.
-//   - console: the same, and what is shown under each "$ " command is what
-//     it prints (see matchOutput).
-//   - json: the answer of the command block just above it, in shape and
-//     values (see jsonMismatches).
+//   - sh, bash: bash runs the block as it is written, and the programs it
+//     calls are the real ones (grpcurl, curl, grep…), against a real server
+//     the test starts; the only change is the server's addresses (see
+//     docAddrs). The commands a user runs that the test runs its own way or
+//     cannot run here (the server, redis-server, go test, Docker,
+//     Kubernetes) go to a stand-in, docsStandIn, and then to
+//     docSession.runCall, which fails any it does not know. A command that
+//     fails fails the test.
+//   - console: each "$ " command runs the same way, and what is shown under
+//     it is what it prints (see matchOutput).
+//   - json: the last JSON answer of the sh block just above it, in shape
+//     and values (see jsonMismatches).
 //   - yaml: a limits file the server loads, or the environment of a
 //     Compose service or Kubernetes container, which the server accepts.
 //   - text: one of the outputs textCheckers reproduces: traces of the
@@ -37,17 +48,34 @@ import (
 // escapes the test. What the prose says about a block's outputs, beyond the
 // JSON shown, is checked where proseClaims lists it.
 func TestDocs(t *testing.T) {
+	putGoBinOnPath(t)
+	for program, install := range map[string]string{
+		"bash":    "apt-get install bash",
+		"curl":    "apt-get install curl",
+		"grpcurl": "go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4",
+	} {
+		redistest.NeedProgram(t, program, install)
+	}
+	dir := t.TempDir()
 	used, claims := map[int]bool{}, map[int]bool{}
 	docs, ran := userDocs(t), 0
 	for _, doc := range docs {
-		t.Run(strings.ReplaceAll(doc.Path, "/", "_"), func(t *testing.T) {
-			ran++
-			s := &docSession{t: t, doc: doc, lastBlock: -1, coveredUsed: used, claimsChecked: claims}
-			defer s.stopServer()
-			for i := range doc.Blocks {
-				s.check(i)
-			}
-		})
+		a, blocks, err := docScript(doc)
+		assert.NoError(t, err)
+		file := filepath.Join(dir, strings.ReplaceAll(doc.Path, "/", "_")+".txtar")
+		require.NoError(t, os.WriteFile(file, txtar.Format(a), 0o644))
+		p := testscript.Params{
+			Files:           []string{file},
+			Cmds:            docsCmds,
+			ContinueOnError: true,
+			Setup: func(env *testscript.Env) error {
+				ran++
+				env.Values[docSessionKey{}] = &docSession{t: env.T().(docsT).T, doc: doc, blocks: blocks, coveredUsed: used, claimsChecked: claims}
+				return installStandIns(env)
+			},
+		}
+		p.Deadline, _ = t.Deadline()
+		testscript.RunT(docsT{t}, p)
 	}
 	if ran < len(docs) {
 		return // -run chose some documents only
@@ -60,15 +88,70 @@ func TestDocs(t *testing.T) {
 	}
 }
 
+// putGoBinOnPath puts the directory go install installs into at the end of
+// PATH, for the test and its scripts: grpcurl is there when installed as
+// the README says.
+func putGoBinOnPath(t *testing.T) {
+	out, err := exec.Command("go", "env", "GOBIN", "GOPATH").Output()
+	require.NoError(t, err)
+	gobin, gopath, _ := strings.Cut(string(out), "\n")
+	if gobin == "" {
+		gopath, _, _ = strings.Cut(strings.TrimSpace(gopath), string(os.PathListSeparator))
+		gobin = filepath.Join(gopath, "bin")
+	}
+	t.Setenv("PATH", os.Getenv("PATH")+string(os.PathListSeparator)+gobin)
+}
+
+// docsT runs the documents' scripts one after the other, where
+// testscript.Run runs them in parallel: each starts servers and Redis of
+// its own, and checkYAML sets the environment of the test process.
+type docsT struct{ *testing.T }
+
+func (t docsT) Parallel()     {}
+func (t docsT) Verbose() bool { return testing.Verbose() }
+func (t docsT) Run(name string, f func(testscript.T)) {
+	t.T.Run(name, func(t *testing.T) { f(docsT{t}) })
+}
+
+// docsCmds are the commands of the documents' scripts. Each takes a file
+// of the script's archive, which holds a block or a part of one, and fails
+// the script naming the block.
+var docsCmds = map[string]func(*testscript.TestScript, bool, []string){
+	"sh":     docCommand((*docSession).sh),
+	"output": docCommand((*docSession).output),
+	"json":   docCommand((*docSession).json),
+	"yaml":   docCommand((*docSession).checkYAML),
+	"text":   docCommand((*docSession).checkText),
+}
+
+// docSessionKey finds a script's docSession among its values.
+type docSessionKey struct{}
+
+// docCommand makes a command of docsCmds from check, which checks the
+// block of a file of the script, or the part of it the file holds.
+func docCommand(check func(s *docSession, ts *testscript.TestScript, file string) error) func(*testscript.TestScript, bool, []string) {
+	return func(ts *testscript.TestScript, neg bool, args []string) {
+		if neg || len(args) != 1 {
+			ts.Fatalf("usage: COMMAND FILE")
+		}
+		s := ts.Value(docSessionKey{}).(*docSession)
+		if err := check(s, ts, args[0]); err != nil {
+			ts.Fatalf("%s: %v", s.blocks[args[0]], err)
+		}
+	}
+}
+
 // docSession is the state of reading one document: the server its last
 // server command started, and the output of its last command.
 type docSession struct {
 	t   *testing.T
 	doc markdownDoc
-	srv *docServer
-	// lastOutput is the output of the last command of block lastBlock.
-	lastOutput string
-	lastBlock  int
+	// blocks holds the block of each file of the script.
+	blocks map[string]fencedBlock
+	srv    *docServer
+	// lastOutput is what the last command, of block lastBlock, printed.
+	lastOutput, lastCommand string
+	lastBlock               fencedBlock
 	// limits is the last limits file of the document, which match traces
 	// are checked against.
 	limits *config.Config
@@ -77,18 +160,109 @@ type docSession struct {
 	coveredUsed, claimsChecked map[int]bool
 }
 
+// sh runs the commands of file with bash, stopping at the first that
+// fails, after mapping the documented addresses of the server to the
+// server the test started (docAddrs). Then it runs or checks the commands
+// the stand-in recorded, and what the prose says about the block's outputs.
+func (s *docSession) sh(ts *testscript.TestScript, file string) error {
+	b := s.blocks[file]
+	written := ts.ReadFile(file)
+	s.lastOutput, s.lastBlock = "", fencedBlock{}
+	s.lastCommand, _, _ = strings.Cut(written, "\n")
+	text, err := s.docAddrs(written)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(ts.MkAbs(file), []byte(text), 0o644); err != nil {
+		return err
+	}
+	var claims []proseClaim
+	for i, c := range proseClaims {
+		if c.doc == b.Doc && c.section == b.Section && b.Lang != "console" && strings.Contains(b.Text, c.program) {
+			s.claimsChecked[i] = true
+			claims = append(claims, c)
+		}
+	}
+	ran := ts.Exec("bash", "-e", "-o", "pipefail", file)
+	calls, err := takeCalls(ts)
+	if err := errors.Join(ran, err); err != nil {
+		return fmt.Errorf("bash: %w", err)
+	}
+	s.lastOutput, s.lastBlock = ts.ReadFile("stdout"), b
+	var errs []error
+	for _, c := range calls {
+		env := c.docEnv(ts)
+		if err := s.runCall(c, env); err != nil {
+			errs = append(errs, fmt.Errorf("command %q (variables %v): %w", c, env, err))
+		}
+	}
+	for _, c := range claims {
+		if err := c.check(jsonValues(s.lastOutput)); err != nil {
+			errs = append(errs, fmt.Errorf("the text around it says %s: %w", c.says, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// output compares the output shown under a console command, file, with
+// what the command printed, as a terminal shows it: without the carriage
+// returns of curl -i.
+func (s *docSession) output(ts *testscript.TestScript, file string) error {
+	shown := strings.Split(strings.TrimSuffix(ts.ReadFile(file), "\n"), "\n")
+	if shown[0] == "" && len(shown) == 1 {
+		shown = nil
+	}
+	printed := strings.ReplaceAll(s.lastOutput, "\r\n", "\n")
+	if problem := matchOutput(shown, printed); problem != "" {
+		return fmt.Errorf("$ %s: the documented output does not match: %s\nit printed:\n%s", s.lastCommand, problem, printed)
+	}
+	return nil
+}
+
+// json compares a JSON block with the last JSON answer of the sh block
+// just above it.
+func (s *docSession) json(ts *testscript.TestScript, file string) error {
+	b := s.blocks[file]
+	i := slices.Index(s.doc.Blocks, b)
+	if i == 0 || s.lastBlock != s.doc.Blocks[i-1] || !slices.Contains([]string{"sh", "bash"}, s.lastBlock.Lang) {
+		return errors.New("a JSON answer must follow the sh block of the command that gives it")
+	}
+	answers := jsonValues(s.lastOutput)
+	if len(answers) == 0 {
+		return fmt.Errorf("the command above it answered no JSON:\n%s", s.lastOutput)
+	}
+	if problems := jsonMismatches(b.Text, answers[len(answers)-1]); len(problems) > 0 {
+		return fmt.Errorf("not what the command above it answers:\n  %s\nit answered:\n%s", strings.Join(problems, "\n  "), s.lastOutput)
+	}
+	return nil
+}
+
+// jsonValues returns the JSON values of out, one after the other, up to
+// the first text that is not JSON: the answers of grpcurl calls.
+func jsonValues(out string) []string {
+	var values []string
+	dec := json.NewDecoder(strings.NewReader(out))
+	for {
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return values
+		}
+		values = append(values, string(v))
+	}
+}
+
 // proseClaim is what the prose of a document says about the outputs of a
 // command block, beyond the JSON answer shown under it.
 type proseClaim struct {
-	// doc, section and program find the blocks: those of that section whose
-	// first command runs program.
+	// doc, section and program find the blocks: the sh blocks of that
+	// section that run program.
 	doc, section, program string
 	says                  string
-	check                 func(outputs []string) error
+	check                 func(answers []string) error
 }
 
-// proseClaims are checked on the outputs of the blocks they describe; each
-// must find its block.
+// proseClaims are checked on the JSON answers of the blocks they describe;
+// each must find its block.
 var proseClaims = []proseClaim{{
 	doc: "README.md", section: "Try it", program: "grpcurl",
 	says:  "that the first five answers are OK with limitRemaining counting down from 4, and the sixth OVER_LIMIT with a retry-after",
@@ -120,68 +294,6 @@ func checkTryItLoop(outputs []string) error {
 		}
 	}
 	return nil
-}
-
-// check checks block i of the document.
-func (s *docSession) check(i int) {
-	b := s.doc.Blocks[i]
-	switch b.Lang {
-	case "sh", "bash":
-		cmds, err := parseShell(b.Text)
-		if err != nil {
-			s.t.Errorf("%s: %v", b, err)
-			return
-		}
-		var outputs []string
-		for _, c := range cmds {
-			out, err := s.run(c)
-			if err != nil {
-				s.t.Errorf("%s: command %q: %v", b, c.String(), err)
-				continue
-			}
-			s.lastOutput, s.lastBlock = out, i
-			outputs = append(outputs, out)
-		}
-		for j, claim := range proseClaims {
-			if claim.doc == b.Doc && claim.section == b.Section && len(cmds) > 0 && cmds[0].Stages[0].Args[0] == claim.program {
-				s.claimsChecked[j] = true
-				if err := claim.check(outputs); err != nil {
-					s.t.Errorf("%s: the text around it says %s: %v", b, claim.says, err)
-				}
-			}
-		}
-	case "console":
-		cmds, err := parseConsole(b.Text)
-		if err != nil {
-			s.t.Errorf("%s: %v", b, err)
-			return
-		}
-		for _, c := range cmds {
-			out, err := s.run(c.shellCommand)
-			if err != nil && out == "" {
-				s.t.Errorf("%s: command %q: %v", b, c.String(), err)
-				continue
-			}
-			if problem := matchOutput(c.Output, out); problem != "" {
-				s.t.Errorf("%s: command %q: the documented output does not match: %s\nit printed:\n%s", b, c.String(), problem, out)
-			}
-			s.lastOutput, s.lastBlock = out, i
-		}
-	case "json":
-		if i == 0 || s.lastBlock != i-1 || !slices.Contains([]string{"sh", "bash"}, s.doc.Blocks[i-1].Lang) {
-			s.t.Errorf("%s: a JSON answer must follow the sh block of the command that gives it", b)
-			return
-		}
-		if problems := jsonAnswerMismatches(b.Text, s.lastOutput); len(problems) > 0 {
-			s.t.Errorf("%s: not what the command above it answers:\n  %s\nit answered:\n%s", b, strings.Join(problems, "\n  "), s.lastOutput)
-		}
-	case "yaml":
-		s.checkYAML(b)
-	case "text":
-		s.checkText(b)
-	default:
-		s.t.Errorf("%s: a block must say its language: sh, bash or console for commands, json, yaml or text", b)
-	}
 }
 
 // TestDocsReadmeOpensWithTheTwoCommands keeps the front door as it is: what

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -28,22 +29,31 @@ import (
 // serverBinary is the server built once for the whole test binary.
 var serverBinary string
 
+// TestMain runs the tests of the package (see suite), or, when the test
+// binary runs as docsStandIn, that.
 func TestMain(m *testing.M) {
+	testscript.Main(suite{m}, map[string]func(){docsStandInName: docsStandIn})
+}
+
+// suite runs the package's tests: it builds the server first, and stops
+// the shared Redis processes after.
+type suite struct{ m *testing.M }
+
+func (s suite) Run() int {
 	dir, err := os.MkdirTemp("", "ratewarden-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test:", err)
-		os.Exit(2)
+		return 2
 	}
+	defer os.RemoveAll(dir)
 	serverBinary = filepath.Join(dir, "server")
 	build := exec.Command("go", "build", "-o", serverBinary, "../cmd/server")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "test: building the server:", err)
-		os.RemoveAll(dir)
-		os.Exit(2)
+		return 2
 	}
-	redistest.Main(m)
-	os.RemoveAll(dir)
+	return redistest.Main(s.m)
 }
 
 // serverProcess is one running server binary with gRPC clients of it.
@@ -84,6 +94,14 @@ func startServerAt(t testing.TB, dir string, env map[string]string) *serverProce
 // with creds: TLS when env makes the server serve gRPC over TLS.
 func startServerWith(t testing.TB, dir string, env map[string]string, creds credentials.TransportCredentials) *serverProcess {
 	t.Helper()
+	p, err := launchServer(t, dir, env, creds)
+	require.NoError(t, err)
+	return p
+}
+
+// launchServer is startServerWith, returning the error that would fail the
+// test.
+func launchServer(t testing.TB, dir string, env map[string]string, creds credentials.TransportCredentials) (*serverProcess, error) {
 	vars := map[string]string{}
 	if _, theirs := env["LOG_LEVEL"]; !theirs {
 		vars["RLS_LOG_LEVEL"] = "warn"
@@ -92,20 +110,24 @@ func startServerWith(t testing.TB, dir string, env map[string]string, creds cred
 		vars[k] = v
 	}
 	srv, err := proc.StartServer(t.Context(), proc.ServerConfig{Name: "server", Bin: serverBinary, Dir: dir, Env: vars})
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	p := &serverProcess{Server: srv, t: t, GRPCAddr: srv.Addrs[addrfile.GRPC], HTTPAddr: srv.Addrs[addrfile.HTTP]}
 	t.Cleanup(p.Stop)
-	p.conn, err = grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(creds))
-	require.NoError(t, err)
+	if p.conn, err = grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(creds)); err != nil {
+		return nil, err
+	}
 	p.Client = rlsv3.NewRateLimitServiceClient(p.conn)
 	p.Health = healthpb.NewHealthClient(p.conn)
 	// One health call, answered whatever the backend's state, brings the
 	// connection up, so the test's first call does not pay for it.
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
-	_, err = p.Health.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
-	require.NoError(t, err, "the server's gRPC health does not answer:\n%s", p.Output())
-	return p
+	if _, err := p.Health.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); err != nil {
+		return nil, fmt.Errorf("the server's gRPC health does not answer: %w\n%s", err, p.Output())
+	}
+	return p, nil
 }
 
 // Stop sends SIGTERM and waits for the server to exit (SIGKILL after 10s).

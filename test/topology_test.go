@@ -284,9 +284,7 @@ func (p *envoyFront) limitsByAddress(t *testing.T) {
 // filter does: 429 with the service's headers when over the limit, and the
 // X-RateLimit-* headers of DRAFT_VERSION_03 either way.
 func TestTopologyDemoScript(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("scripts/demo-burst.sh needs curl")
-	}
+	redistest.NeedProgram(t, "curl", "apt-get install curl") // scripts/demo-burst.sh calls it
 	p := &envoyFront{srv: startServer(t, map[string]string{"RLS_BACKEND": "memory"}), listener: loadEnvoyListener(t)}
 	var mu sync.Mutex
 	var failures []string

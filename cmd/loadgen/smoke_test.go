@@ -193,14 +193,8 @@ func TestBenchQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("bench -quick takes about half a minute")
 	}
-	for _, bin := range []string{"redis-server", "redis-cli"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s not found: install redis-server and redis-tools", bin)
-			}
-			t.Skipf("%s not found", bin)
-		}
-	}
+	redistest.NeedProgram(t, "redis-server", "apt-get install redis-server")
+	redistest.NeedProgram(t, "redis-cli", "apt-get install redis-tools")
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "loadgen")
 	build := exec.Command("go", "build", "-o", bin, ".")

@@ -49,7 +49,7 @@ type Cluster struct {
 // redis-cli --cluster create, and waits until the cluster is healthy, every
 // node knows every other and every replica is in sync. Close stops it.
 func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
-	cli, err := lookPath("redis-cli", "redis-tools")
+	cli, err := LookPath("redis-cli", "apt-get install redis-tools")
 	if err != nil {
 		return nil, err
 	}

@@ -136,12 +136,13 @@ func (p *Process) Kill() {
 // ErrNotInstalled reports that a program is not in PATH.
 var ErrNotInstalled = errors.New("not installed")
 
-// lookPath returns the path of the named program, or an error that wraps
-// ErrNotInstalled and says how to install it.
-func lookPath(name, pkg string) (string, error) {
+// LookPath returns the path of the named program, or an error that wraps
+// ErrNotInstalled and says how to install it: install is the command, such
+// as "apt-get install redis-tools".
+func LookPath(name, install string) (string, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("proc: %s not found in PATH (Debian/Ubuntu: apt-get install %s): %w: %w", name, pkg, ErrNotInstalled, err)
+		return "", fmt.Errorf("proc: %s not found in PATH (install it: %s): %w: %w", name, install, ErrNotInstalled, err)
 	}
 	return path, nil
 }

@@ -87,7 +87,7 @@ type TLSFiles struct {
 // cfg asks for TLS that it was built without. Close stops the server for
 // good.
 func StartRedis(cfg RedisConfig) (*Redis, error) {
-	bin, err := lookPath("redis-server", "redis-server")
+	bin, err := LookPath("redis-server", "apt-get install redis-server")
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ package redistest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -45,13 +46,15 @@ const (
 	waitTimeout = 60 * time.Second
 )
 
-// Main runs the tests of m and then stops the processes that SharedStandalone
-// and SharedCluster started. A package whose tests use a Shared* function
-// must call it from TestMain; the Shared* functions fail a test otherwise.
-func Main(m *testing.M) {
+// Main runs the tests of m, then stops the processes that SharedStandalone
+// and SharedCluster started, and returns m.Run's result, for a TestMain
+// that exits by itself; one that returns exits with it anyway. A package
+// whose tests use a Shared* function must call it from TestMain; the
+// Shared* functions fail a test otherwise.
+func Main(m *testing.M) int {
 	shared.mainActive.Store(true)
 	defer shared.stop()
-	m.Run() // The test wrapper exits with m.Run's result when TestMain returns.
+	return m.Run()
 }
 
 // shared holds the processes that live as long as the test binary. It is the
@@ -130,10 +133,33 @@ func SharedCluster(t testing.TB) *Cluster {
 // skips the test, or fails it when CI is "true"; any other error fails it.
 func startFailed(t testing.TB, what string, err error) {
 	t.Helper()
-	if (errors.Is(err, proc.ErrNotInstalled) || errors.Is(err, proc.ErrNoTLS)) && os.Getenv("CI") != "true" {
-		t.Skipf("redistest: %s: %v (install redis-server with TLS to run the Redis tests)", what, err)
+	if errors.Is(err, proc.ErrNotInstalled) || errors.Is(err, proc.ErrNoTLS) {
+		missing(t, fmt.Sprintf("redistest: %s: %v (install redis-server with TLS to run the Redis tests)", what, err))
 	}
 	t.Fatalf("redistest: %s: %v", what, err)
+}
+
+// NeedProgram returns the path of the named program, which install says
+// how to install ("apt-get install curl"). When it is not in PATH, it skips
+// the test, or fails it when CI is "true", as for redis-server: every test
+// that runs a program follows this one rule.
+func NeedProgram(t testing.TB, name, install string) string {
+	t.Helper()
+	path, err := proc.LookPath(name, install)
+	if err != nil {
+		missing(t, "redistest: "+err.Error())
+	}
+	return path
+}
+
+// missing skips the test for a missing program, or fails it when CI is
+// "true": continuous integration must never skip a test silently.
+func missing(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") != "true" {
+		t.Skipf("%s", msg)
+	}
+	t.Fatalf("%s", msg)
 }
 
 // Server is one redis-server process (or a Sentinel) on 127.0.0.1: a

@@ -194,16 +194,21 @@ func TestMissingBinary(t *testing.T) {
 		t.Run("CI="+tt.ci, func(t *testing.T) {
 			t.Setenv("CI", tt.ci)
 			t.Setenv("PATH", t.TempDir())
-			r := &recordingTB{}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				Standalone(r)
-			}()
-			<-done
-			assert.Equal(t, tt.wantSkipped, r.skipped)
-			assert.Equal(t, tt.wantFailed, r.failed)
-			assert.True(t, strings.Contains(r.msg, "apt-get install redis-server"), r.msg)
+			for install, start := range map[string]func(testing.TB){
+				"apt-get install redis-server": func(t testing.TB) { Standalone(t) },
+				"apt-get install curl":         func(t testing.TB) { NeedProgram(t, "curl", "apt-get install curl") },
+			} {
+				r := &recordingTB{}
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					start(r)
+				}()
+				<-done
+				assert.Equal(t, tt.wantSkipped, r.skipped)
+				assert.Equal(t, tt.wantFailed, r.failed)
+				assert.True(t, strings.Contains(r.msg, install), r.msg)
+			}
 		})
 	}
 }
