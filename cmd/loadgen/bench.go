@@ -26,6 +26,9 @@ const (
 	backendMemory     = "memory"
 	backendStandalone = "standalone"
 	backendCluster    = "cluster"
+	// backendPeer is envoyproxy/ratelimit's own server on the standalone
+	// Redis (see startPeer).
+	backendPeer = "envoyproxy-ratelimit"
 )
 
 // The groups of bench cells.
@@ -173,9 +176,12 @@ type bench struct {
 	serverBin  string
 	self       string // this program, for the no-op and profiled servers
 	limitsPath string
-	standalone *proc.Redis
-	cluster    *proc.Cluster
-	log        io.Writer
+	// peerBin and peerRoot are envoyproxy/ratelimit's server and its
+	// runtime directory, for backendPeer cells.
+	peerBin, peerRoot string
+	standalone        *proc.Redis
+	cluster           *proc.Cluster
+	log               io.Writer
 }
 
 // runBench runs every cell of the matrix and returns the report.
@@ -419,7 +425,7 @@ func (b *bench) runCell(ctx context.Context, c cell) (*result, *profileResult, e
 		"RLS_LOG_LEVEL":       "warn",
 	}
 	switch c.Backend {
-	case backendStandalone:
+	case backendStandalone, backendPeer:
 		redisServers = []*proc.Redis{b.standalone}
 		env["RLS_BACKEND"], env["RLS_REDIS_MODE"], env["RLS_REDIS_ADDRS"] = "redis", "standalone", b.standalone.Addr()
 	case backendCluster:
@@ -441,7 +447,13 @@ func (b *bench) runCell(ctx context.Context, c cell) (*result, *profileResult, e
 		target.Name, target.Bin = "profiled server", b.self
 		target.Args = []string{"serve", "-cpuprofile", prof.cpuPath, "-allocprofile", prof.allocsPath}
 	}
-	srv, err := startServing(ctx, target)
+	var srv *proc.Server
+	var err error
+	if c.Backend == backendPeer {
+		srv, err = startPeer(ctx, b.peerBin, b.peerRoot, b.standalone.Addr())
+	} else {
+		srv, err = startServing(ctx, target)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestRedisCostReport: the ratios are against the peer's cell of the same
-// run, the median of the runs stands for a cell, and a cell with any error
-// is failed whatever its figures.
+// TestRedisCostReport: the ratios are against the peer's cells of the same
+// run (the verdict against its traffic alone), the median of the runs stands for a
+// cell, and a cell with any error is failed whatever its figures.
 func TestRedisCostReport(t *testing.T) {
 	cells := redisCostCells(1000, 64)
 	runs := map[string][]*result{}
@@ -21,6 +21,8 @@ func TestRedisCostReport(t *testing.T) {
 		switch {
 		case c.Script == scriptPeer:
 			redis = 10
+		case c.Backend == backendPeer:
+			redis, server = 25, 80
 		case c.Backend == backendMemory:
 			redis, server = 0, 30
 		}
@@ -30,7 +32,7 @@ func TestRedisCostReport(t *testing.T) {
 			runs[c.name()] = append(runs[c.name()], &result{Rate: 1000, CPU: map[string]float64{cpuRedis: redis * scale, cpuServer: server * scale}})
 		}
 	}
-	failing := cells[1].name() // fixed_window through the server
+	failing := cells[2].name() // fixed_window through the server
 	runs[failing][2].Errors, runs[failing][2].FirstError = 3, "rpc error: code = Unavailable"
 
 	var md strings.Builder
@@ -38,9 +40,13 @@ func TestRedisCostReport(t *testing.T) {
 	failed := rep.write(&md, cells, runs)
 	assert.Equal(t, 1, failed)
 	out := md.String()
-	assert.Contains(t, out, "| fixed_window | 20.0 | 2.00 |")
+	assert.Contains(t, out, "Its own server, driven through gRPC by the same callers as ratewarden's: 25.0 µs of Redis and 80.0 µs of its server per decision")
+	assert.Contains(t, out, "Its Redis traffic alone (INCRBY and EXPIRE pipelined, one decision per round trip, as its Redis cache sends them, from the load generator with no server in front): 10.0 µs")
+	assert.Contains(t, out, "| fixed_window | 20.0 | 2.00 | 0.80 |")
 	assert.Contains(t, out, "**failed**: 3 errors (rpc error: code = Unavailable)")
-	assert.Contains(t, out, "| sliding_window_log | 20.0 | 2.00 |")
+	assert.Contains(t, out, "| sliding_window_log | 20.0 | 2.00 | 0.80 |")
+	assert.Contains(t, out, "| sliding_window_counter | 20.0 | 2.00 | 0.80 | 0.00 | 1 000 | 20.0 | 2.00 | ≤ 1.0× | **missed** by 1.00× |")
+	assert.Contains(t, out, "(envoyproxy/ratelimit's server: 80.0 µs per decision on Redis)")
 	assert.Contains(t, out, "| token_bucket | 30.0 | ")
 	assert.Contains(t, out, "| 1.33 | ≤ 1.3× | **missed** by 0.03× |")
 }

@@ -96,3 +96,12 @@ func portFree(port int) bool {
 	_ = l.Close()
 	return true
 }
+
+// FreePorts picks n free loopback ports for a server that cannot listen on
+// port 0 and name what it bound, such as another rate limit service run
+// beside ratewarden in a benchmark. Give them back with ReleasePorts once it
+// listens; until then another process may still take one.
+func FreePorts(n int) ([]int, error) { return reservePorts(n, false) }
+
+// ReleasePorts gives back ports that FreePorts picked.
+func ReleasePorts(ports ...int) { releasePorts(ports...) }
