@@ -106,6 +106,8 @@ elseif c > 0 then
     redis.call('HSET', key, 'w', int(w), 'c', int(c), 'e', int(e), 'x', int(drop))
   elseif e0 > 0 then
     redis.call('HSET', key, 'w', int(w), 'c', int(c), 'e', '0')
+  elseif w == w0 then
+    redis.call('HSET', key, 'c', int(c)) -- only the count moved
   else
     redis.call('HSET', key, 'w', int(w), 'c', int(c))
   end

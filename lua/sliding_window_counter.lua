@@ -154,6 +154,8 @@ elseif drop > now then
     redis.call('HSET', key, 'w', int(w), 'c', int(cur), 'p', int(prev), 'e', int(e), 'x', int(drop))
   elseif e0 > 0 then
     redis.call('HSET', key, 'w', int(w), 'c', int(cur), 'p', int(prev), 'e', '0')
+  elseif w == w0 and prev == prev0 then
+    redis.call('HSET', key, 'c', int(cur)) -- only the current count moved
   else
     redis.call('HSET', key, 'w', int(w), 'c', int(cur), 'p', int(prev))
   end
