@@ -122,21 +122,35 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 	return nil
 }
 
+// floorPipeline is how many calls share a round trip in the cells that
+// measure what a script costs Redis once the round trip is shared: about as
+// many as ratewarden's server coalesces under this load.
+const floorPipeline = 8
+
 // redisCostCells lists the cells of one round: the peer's fixed window, its
 // Redis traffic alone and through its own server, and per algorithm
 // ratewarden's server on Redis, its script alone, and the server on the
-// memory backend.
+// memory backend; then the floor of a scripted decision: an empty script
+// beside the peer's traffic, one per round trip and floorPipeline per round
+// trip, and every algorithm's script floorPipeline per round trip.
 func redisCostCells(keys, concurrency int) []cell {
+	script := func(name string, pipeline int) cell {
+		return cell{Group: groupRedisCost, Backend: backendStandalone, Script: name, Pipeline: pipeline, Keys: keys, Concurrency: concurrency}
+	}
 	cells := []cell{
-		{Group: groupRedisCost, Backend: backendStandalone, Script: scriptPeer, Pipeline: 1, Keys: keys, Concurrency: concurrency},
+		script(scriptPeer, 1),
 		{Group: groupRedisCost, Backend: backendPeer, Algorithm: algorithms.FixedWindow.String(), Keys: keys, Concurrency: concurrency},
 	}
 	for _, alg := range algorithms.Algorithms {
 		a := alg.String()
 		cells = append(cells,
 			cell{Group: groupRedisCost, Backend: backendStandalone, Algorithm: a, Keys: keys, Concurrency: concurrency},
-			cell{Group: groupRedisCost, Backend: backendStandalone, Script: a, Pipeline: 1, Keys: keys, Concurrency: concurrency},
+			script(a, 1),
 			cell{Group: groupRedisCost, Backend: backendMemory, Algorithm: a, Keys: keys, Concurrency: concurrency})
+	}
+	cells = append(cells, script(scriptTrivial, 1), script(scriptPeer, floorPipeline), script(scriptTrivial, floorPipeline))
+	for _, alg := range algorithms.Algorithms {
+		cells = append(cells, script(alg.String(), floorPipeline))
 	}
 	return cells
 }
@@ -260,7 +274,34 @@ func (rep redisCostReport) write(w io.Writer, cells []cell, runs map[string][]*r
 		fmt.Fprintf(w, "| %s | %.1f | %s%s | %.1f | %s%s | %.2f | ≤ %.1f× | %s |\n", alg, mem.serverCPU, fmtRate(mem.rate), errorNote(mem),
 			srv.serverCPU, fmtRate(srv.rate), errorNote(srv), ratio, serverCostTarget, verdict(worst, ratio, serverCostTarget))
 	}
+	rep.writeFloor(w, stats)
 	return failed
+}
+
+// writeFloor renders what a script costs Redis by itself, beside the peer's
+// traffic: an empty script, and every algorithm's, one call per round trip
+// and floorPipeline calls per round trip, from the load generator with no
+// server in front.
+func (rep redisCostReport) writeFloor(w io.Writer, stats map[string]cellStats) {
+	at := func(script string, pipeline int) cellStats {
+		return stats[cell{Group: groupRedisCost, Backend: backendStandalone, Script: script, Pipeline: pipeline, Keys: rep.Keys, Concurrency: rep.Config.Concurrency}.name()]
+	}
+	peer1, peerN := at(scriptPeer, 1), at(scriptPeer, floorPipeline)
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "What a script costs Redis by itself, beside the peer's decision (INCRBY and EXPIRE), from the load generator with no server in front: "+
+		"one call per round trip, and %d calls per round trip, which shares the round trip about as ratewarden's server does under this load. "+
+		"The empty script is `return 1`: no scripted decision costs Redis less.\n\n", floorPipeline)
+	fmt.Fprintf(w, "| calls | one per round trip: Redis µs per call | × peer | %d per round trip: Redis µs per call | × peer |\n", floorPipeline)
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	row := func(name string, one, many cellStats) {
+		fmt.Fprintf(w, "| %s | %.1f%s | %.2f | %.1f%s | %.2f |\n", name, one.redisCPU, errorNote(one), one.redisCPU/peer1.redisCPU,
+			many.redisCPU, errorNote(many), many.redisCPU/peerN.redisCPU)
+	}
+	row("envoyproxy/ratelimit's decision (INCRBY, EXPIRE)", peer1, peerN)
+	row("empty script", at(scriptTrivial, 1), at(scriptTrivial, floorPipeline))
+	for _, alg := range algorithms.Algorithms {
+		row(alg.String()+" script", at(alg.String(), 1), at(alg.String(), floorPipeline))
+	}
 }
 
 // errorNote marks a figure whose cell got errors.
