@@ -134,9 +134,7 @@ const floorPipeline = 8
 // beside the peer's traffic, one per round trip and floorPipeline per round
 // trip, and every algorithm's script floorPipeline per round trip.
 func redisCostCells(keys, concurrency int) []cell {
-	script := func(name string, pipeline int) cell {
-		return cell{Group: groupRedisCost, Backend: backendStandalone, Script: name, Pipeline: pipeline, Keys: keys, Concurrency: concurrency}
-	}
+	script := func(name string, pipeline int) cell { return scriptCell(name, pipeline, keys, concurrency) }
 	cells := []cell{
 		script(scriptPeer, 1),
 		{Group: groupRedisCost, Backend: backendPeer, Algorithm: algorithms.FixedWindow.String(), Keys: keys, Concurrency: concurrency},
@@ -153,6 +151,12 @@ func redisCostCells(keys, concurrency int) []cell {
 		cells = append(cells, script(alg.String(), floorPipeline))
 	}
 	return cells
+}
+
+// scriptCell is the rediscost cell that sends script name (or the peer's
+// commands) straight to Redis, pipeline calls per round trip.
+func scriptCell(name string, pipeline, keys, concurrency int) cell {
+	return cell{Group: groupRedisCost, Backend: backendStandalone, Script: name, Pipeline: pipeline, Keys: keys, Concurrency: concurrency}
 }
 
 // redisCostReport is what a rediscost run writes.
@@ -244,7 +248,7 @@ func (rep redisCostReport) write(w io.Writer, cells []cell, runs map[string][]*r
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, alg := range algorithms.Algorithms {
 		srv := stats[cell{Group: groupRedisCost, Backend: backendStandalone, Algorithm: alg.String(), Keys: rep.Keys, Concurrency: rep.Config.Concurrency}.name()]
-		raw := stats[cell{Group: groupRedisCost, Backend: backendStandalone, Script: alg.String(), Pipeline: 1, Keys: rep.Keys, Concurrency: rep.Config.Concurrency}.name()]
+		raw := stats[scriptCell(alg.String(), 1, rep.Keys, rep.Config.Concurrency).name()]
 		target := redisCostTarget
 		if alg == algorithms.SlidingWindowLog {
 			target = redisCostLogTarget
@@ -284,7 +288,7 @@ func (rep redisCostReport) write(w io.Writer, cells []cell, runs map[string][]*r
 // server in front.
 func (rep redisCostReport) writeFloor(w io.Writer, stats map[string]cellStats) {
 	at := func(script string, pipeline int) cellStats {
-		return stats[cell{Group: groupRedisCost, Backend: backendStandalone, Script: script, Pipeline: pipeline, Keys: rep.Keys, Concurrency: rep.Config.Concurrency}.name()]
+		return stats[scriptCell(script, pipeline, rep.Keys, rep.Config.Concurrency).name()]
 	}
 	peer1, peerN := at(scriptPeer, 1), at(scriptPeer, floorPipeline)
 	fmt.Fprintln(w)
