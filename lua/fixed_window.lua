@@ -71,11 +71,15 @@ if mode == 'take' then
   else
     allowed, reset, waiting = 0, retry(n), true
   end
-elseif mode == 'charge' then
+elseif mode == 'charge' or mode == 'record' then
   if n > L or c + n > L then
     allowed = 0
   end
-  c, e = charged(c, e, n, L, D)
+  if mode == 'charge' then
+    c, e = charged(c, e, n, L, D)
+  else
+    c = charged(c, e, n, L, D) -- owes nothing: the count ends with its window
+  end
   if c > L then
     reset, waiting = retry(0), true
   end

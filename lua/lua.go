@@ -8,7 +8,9 @@
 // one hash tag, and these arguments:
 //
 //	ARGV[1]  "take" to consume hits, "charge" to record hits already spent
-//	         (even past the limit, as a debt), "refund" to give them back
+//	         (even past the limit, as a debt), "record" to record them as a
+//	         charge does but owing nothing past the window, "refund" to give
+//	         them back
 //	ARGV[2]  now in microseconds since the Unix epoch, or "" for Redis TIME
 //	ARGV[3]  L, the requests per window
 //	ARGV[4]  W, the window in microseconds
@@ -25,7 +27,7 @@
 //	{allowed (0 or 1), remaining, reset in µs, now in µs, seq}
 //
 // where seq is, for an admitted sliding_window_log take, the sequence number
-// of its first entry, and 0 otherwise. A charge is always recorded; its
+// of its first entry, and 0 otherwise. A charge (or record) is always recorded; its
 // allowed says whether a take of its hits would have been admitted, and its
 // remaining and reset are those of a check made just after it.
 //

@@ -114,11 +114,15 @@ if mode == 'take' then
   else
     allowed, reset, waiting = 0, wait(n), true
   end
-elseif mode == 'charge' then
+elseif mode == 'charge' or mode == 'record' then
   if n > L or not fits(n) then
     allowed = 0
   end
-  cur, e = charged(cur, e, n, L, D)
+  if mode == 'charge' then
+    cur, e = charged(cur, e, n, L, D)
+  else
+    cur = charged(cur, e, n, L, D) -- owes nothing: weighs as any hit does
+  end
   if not fits(0) then
     reset, waiting = wait(0), true
   end

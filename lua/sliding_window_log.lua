@@ -79,7 +79,7 @@ if mode == 'take' then
     -- expiry are as they were: nothing more to write.
     return {0, math.max(L - c, 0), reset, now, 0}
   end
-elseif mode == 'charge' then
+elseif mode == 'charge' or mode == 'record' then -- the same: entries leave after W
   if n > L or c + n > L then
     allowed = 0
   end

@@ -82,13 +82,20 @@ if mode == 'take' then
     -- is written.
     return {0, math.max(fdiv(level, S), 0), reset, now, 0}
   end
-elseif mode == 'charge' then
+elseif mode == 'charge' or mode == 'record' then
   if n > B or level < n * S then
     allowed = 0
   end
-  -- Down to −D tokens at most.
-  if n * S >= level + D * S then
-    level = -D * S
+  -- Down to −D tokens at most, −L for a record (one window's refill); a
+  -- bucket already lower keeps its level.
+  local d = D
+  if mode == 'record' then
+    d = math.min(D, L)
+  end
+  if level <= -d * S then
+    -- owes as much as it may already
+  elseif n * S >= level + d * S then
+    level = -d * S
   else
     level = level - n * S
   end

@@ -318,7 +318,7 @@ type textChecker struct {
 
 var (
 	traceHeader   = regexp.MustCompile(`^(fixed_window|sliding_window_log|sliding_window_counter|token_bucket): (\d+) per (\S+?)(?:, burst (\d+))?$`)
-	traceLine     = regexp.MustCompile(`^t=(\S+)\s+(take|charge) (\d+)\s+→ (admitted|denied|within|over), remaining (\d+), reset (\S+?)(?:\s+#.*)?$`)
+	traceLine     = regexp.MustCompile(`^t=(\S+)\s+(take|charge|record) (\d+)\s+→ (admitted|denied|within|over), remaining (\d+), reset (\S+?)(?:\s+#.*)?$`)
 	matchLine     = regexp.MustCompile(`^\[(.*?)\]\s+→ (.*?)(?:\s+#.*)?$`)
 	configErrLine = regexp.MustCompile(`^config/([\w.-]+\.ya?ml):(\d+): (\S+): (.*)$`)
 	rlconfigFirst = regexp.MustCompile(`^loaded: \S+ from \S+ \(\d+ files?\)$`)
@@ -410,10 +410,15 @@ func checkTrace(_ *docSession, lines []string) error {
 		}
 		var r algorithms.Result
 		var decision string
-		if m[2] == "charge" {
-			r = state.Charge(limit, traceOrigin.Add(at), n)
+		switch m[2] {
+		case "charge", "record":
+			charge := state.Charge
+			if m[2] == "record" {
+				charge = state.Record
+			}
+			r = charge(limit, traceOrigin.Add(at), n)
 			decision = map[bool]string{true: "within", false: "over"}[r.Allowed]
-		} else {
+		default:
 			r = state.Take(limit, traceOrigin.Add(at), n)
 			decision = map[bool]string{true: "admitted", false: "denied"}[r.Allowed]
 		}

@@ -263,7 +263,7 @@ func TestRLMutualTLS(t *testing.T) {
 	// The peer certificate is for localhost; the client one has no name.
 	forLocalhost := rlGRPCClientTLS(t, grpcCerts.CAFile, grpcCerts.PeerCertFile, grpcCerts.PeerKeyFile)
 	srv := startServerWith(t, "", env, credentials.NewTLS(forLocalhost))
-	c := rlServer{srv}.call(t, rlRequest("basic", [][][2]string{{{"key1", "foo"}}}, 1))
+	c := rlServer{serverProcess: srv}.call(t, rlRequest("basic", [][][2]string{{{"key1", "foo"}}}, 1))
 	assertRL(t, &rlsv3.RateLimitResponse{
 		OverallCode: rlOK,
 		Statuses:    []*rlsv3.RateLimitResponse_DescriptorStatus{rlStatus(rlOK, 50, rlSecond, 49)},

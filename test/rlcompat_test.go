@@ -145,6 +145,11 @@ func rlVariants() []rlVariant {
 // rlServer is a server under their expectations, with its metrics.
 type rlServer struct {
 	*serverProcess
+	// peer reports that its limits count as envoyproxy/ratelimit counts
+	// them, as limits that come over xDS do: in fixed windows (admitted hits
+	// are replenished at the end of their window, and denied ones wait for
+	// it), with every hit recorded, a denied request's too.
+	peer bool
 }
 
 // startRLServer starts the server binary with env, their variables, and
@@ -154,7 +159,7 @@ func startRLServer(t *testing.T, env map[string]string) rlServer {
 	srv := startServerAt(t, "", env)
 	require.Eventually(t, func() bool { return srv.Serving(context.Background()) }, 20*time.Second, 10*time.Millisecond,
 		"the server becomes ready with its limits loaded")
-	return rlServer{srv}
+	return rlServer{serverProcess: srv, peer: env["CONFIG_TYPE"] == "GRPC_XDS_SOTW"}
 }
 
 // rlRequest is their common.NewRateLimitRequest.
@@ -174,6 +179,7 @@ func rlRequest(domain string, descriptors [][][2]string, hitsAddend uint32) *rls
 type rlCall struct {
 	resp          *rlsv3.RateLimitResponse
 	before, after time.Time
+	peer          bool // the limits count as the peer's do (rlServer.peer)
 }
 
 // call sends req and returns the answer, failing the test on an error.
@@ -181,7 +187,7 @@ func (s rlServer) call(t *testing.T, req *rlsv3.RateLimitRequest) rlCall {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c := rlCall{before: time.Now()}
+	c := rlCall{before: time.Now(), peer: s.peer}
 	resp, err := s.Client.ShouldRateLimit(ctx, req)
 	c.after = time.Now()
 	require.NoError(t, err)
@@ -240,7 +246,8 @@ func unitLength(u rlsv3.RateLimitResponse_RateLimit_Unit) time.Duration {
 //     leaves its limit fully replenished at the end of the window after
 //     this one: that is asserted, to the microsecond, against the clock of
 //     the call. A denied status must wait past the end of this window and
-//     at most to the end of the next (see rlDeniedWait).
+//     at most to the end of the next (see rlDeniedWait). In fixed windows
+//     (limits from xDS), both end with this window, as theirs do.
 //   - an OVER_LIMIT answer carries a retry-after header, the longest wait
 //     of its denied statuses in whole seconds, rounded up, before any
 //     other header.
@@ -282,15 +289,19 @@ func assertRL(t *testing.T, want *rlsv3.RateLimitResponse, c rlCall, msgAndArgs 
 func rlAdmittedWait(t *testing.T, d, w time.Duration, c rlCall, msgAndArgs ...any) {
 	t.Helper()
 	const tol = time.Millisecond // the server's clock reads microseconds
+	ends := int64(2)             // the window after the call's
+	if c.peer {
+		ends = 1 // the call's own
+	}
 	for _, at := range []time.Time{c.before, c.after} {
 		k := at.UnixNano() / int64(w)
-		decided := time.Unix(0, (k+2)*int64(w)-int64(d)) // the t that gives d in window k
+		decided := time.Unix(0, (k+ends)*int64(w)-int64(d)) // the t that gives d in window k
 		if !decided.Before(c.before.Add(-tol)) && !decided.After(c.after.Add(tol)) {
 			return
 		}
 	}
-	assert.Fail(t, fmt.Sprintf("duration_until_reset %v of an admitted hit in a %v window does not end the next window for a call between %v and %v",
-		d, w, c.before.Format(time.StampMicro), c.after.Format(time.StampMicro)), msgAndArgs...)
+	assert.Fail(t, fmt.Sprintf("duration_until_reset %v of an admitted hit in a %v window (counted as the peer counts: %t) does not end where it should for a call between %v and %v",
+		d, w, c.peer, c.before.Format(time.StampMicro), c.after.Format(time.StampMicro)), msgAndArgs...)
 }
 
 // rlDeniedWait asserts that d, the duration_until_reset of a denied status
@@ -301,8 +312,12 @@ func rlDeniedWait(t *testing.T, d, w time.Duration, c rlCall, msgAndArgs ...any)
 	t.Helper()
 	const tol = time.Millisecond
 	k0, k1 := c.before.UnixNano()/int64(w), c.after.UnixNano()/int64(w)
+	ends := int64(2)
+	if c.peer {
+		ends = 1
+	}
 	low := time.Unix(0, (k0+1)*int64(w)).Sub(c.after) - tol
-	high := time.Unix(0, (k1+2)*int64(w)).Sub(c.before) + tol
+	high := time.Unix(0, (k1+ends)*int64(w)).Sub(c.before) + tol
 	assert.True(t, d > low && d <= high, append([]any{"duration_until_reset %v of a denial in a %v window is not in (%v, %v]", d, w, low, high}, msgAndArgs...)...)
 }
 
@@ -384,7 +399,7 @@ func testRLBasicConfig(t *testing.T, s rlServer, v rlVariant) {
 			status, remaining2 = rlOver, 0
 			if v.stopIncrement {
 				remaining1 = 10
-			} else {
+			} else if !s.peer {
 				remaining1 = rlDiffersDeniedTakesNothing(remaining1, i-9)
 			}
 		}
@@ -414,7 +429,8 @@ func testRLBasicConfig(t *testing.T, s rlServer, v rlVariant) {
 // falling (unless STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, which leaves
 // it). ratewarden gives back what a denied request took (RLS_REFUND_ON_DENY,
 // on by default), so the hits of the denied requests are not counted: its
-// answer is theirs with that variable set.
+// answer is theirs with that variable set. Limits from xDS count every hit,
+// as theirs do, and answer as they do.
 func rlDiffersDeniedTakesNothing(theirs uint32, denied int) uint32 {
 	return theirs + uint32(denied)
 }

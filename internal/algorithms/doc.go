@@ -53,6 +53,19 @@
 // recorded hits are at most L (the token bucket: while its level is not
 // below zero), and denied once they exceed it.
 //
+// # Records
+//
+// A record is a charge that owes nothing: it records its hits as a charge
+// does (up to L + D, and is answered as a charge is), but what it records
+// beyond L counts only as long as any hit counts, as envoyproxy/ratelimit
+// counts every hit, and is then forgotten. A fixed window and a sliding
+// window counter add the hits to the count (c or cur) and leave e as it is,
+// so the excess ends with the window (the counter's previous window weighs
+// it as it weighs every hit); the sliding window log logs them as a charge
+// does; the token bucket takes them down to −min(D, L) tokens only (a
+// bucket already lower keeps its level), so one window's refill pays them
+// off.
+//
 // # fixed_window
 //
 // State: the window index w, the count c and the debt e ≤ c, the part of c

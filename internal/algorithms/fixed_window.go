@@ -57,12 +57,28 @@ func (s *FixedWindowState) Take(l Limit, now time.Time, n uint64) Result {
 // Charge records n hits at now, up to L + D in the window; the part above L
 // becomes debt. It reports what a check would report after it.
 func (s *FixedWindowState) Charge(l Limit, now time.Time, n uint64) Result {
+	return s.charge(l, now, n, true)
+}
+
+// Record records n hits at now, up to L + D in the window, as Charge does,
+// but owes nothing: the count ends with its window. It reports what a check
+// would report after it.
+func (s *FixedWindowState) Record(l Limit, now time.Time, n uint64) Result {
+	return s.charge(l, now, n, false)
+}
+
+// charge is Charge when debt is set, else Record.
+func (s *FixedWindowState) charge(l Limit, now time.Time, n uint64, debt bool) Result {
 	w, t := l.WindowMicros(), now.UnixMicro()
 	before := *s
 	s.roll(l, w, t)
 	L := l.Requests
 	within := n <= L && s.count+n <= L
-	s.count, s.debt = charged(s.count, s.debt, n, l)
+	if debt {
+		s.count, s.debt = charged(s.count, s.debt, n, l)
+	} else {
+		s.count, _ = charged(s.count, s.debt, n, l)
+	}
 	var res Result
 	if s.count <= L {
 		res = s.admitted(l, w, t, Receipt{})

@@ -37,10 +37,16 @@ type Op struct {
 	// sum to Limit exactly. The in-memory backend keeps one exact state and
 	// ignores it.
 	Shards uint32
-	// Charge records Hits as usage already spent (see State.Charge): they
-	// are recorded even past the limit, and the Result says whether they
-	// kept the limit within it. A split limit charges one shard.
+	// Charge records Hits as usage already spent: they are recorded even
+	// past the limit, and the Result says whether they kept the limit
+	// within it. What they record beyond the limit counts until the window
+	// it was recorded in has passed (State.Record), as envoyproxy/ratelimit
+	// counts hits, or with Debt as a debt that later windows pay off
+	// (State.Charge). A split limit charges one shard.
 	Charge bool
+	// Debt, with Charge, carries what the charge records beyond the limit
+	// into later windows as a debt (State.Charge).
+	Debt bool
 	// Refund gives Hits back instead of taking them; it takes precedence
 	// over Charge.
 	Refund bool

@@ -164,12 +164,17 @@ func (r *refFixed) take(l algorithms.Limit, now int64, hits uint64) refResult {
 	return r.admitted(l, W, now)
 }
 
-func (r *refFixed) charge(l algorithms.Limit, now int64, hits uint64) refResult {
+// charge records a charge, or with debt false a record, which keeps the debt
+// as it was.
+func (r *refFixed) charge(l algorithms.Limit, now int64, hits uint64, debt bool) refResult {
 	m := &r.m
 	r.roll(l, now)
 	L, n := m.u(l.Requests), m.u(hits)
 	within := n.Cmp(L) <= 0 && m.add(r.c, n).Cmp(L) <= 0
-	r.c, r.e = recordCharge(m, r.c, r.e, n, L, m.maxDebt(l))
+	c, e := recordCharge(m, r.c, r.e, n, L, m.maxDebt(l))
+	if r.c = c; debt {
+		r.e = e
+	}
 	res := r.take(l, now, 0)
 	res.allowed = within
 	return res
@@ -288,13 +293,16 @@ func (r *refCounter) take(l algorithms.Limit, now int64, hits uint64) refResult 
 	return refResult{false, r.remaining(L, s), m.sub(at, m.n(now))}
 }
 
-func (r *refCounter) charge(l algorithms.Limit, now int64, hits uint64) refResult {
+func (r *refCounter) charge(l algorithms.Limit, now int64, hits uint64, debt bool) refResult {
 	m := &r.m
 	_, _, s := r.roll(l, now)
 	S, L, n := m.n(algorithms.SlicesPerWindow), m.u(l.Requests), m.u(hits)
 	within := n.Cmp(L) <= 0 && m.add(r.cur, n).Cmp(L) <= 0 &&
 		m.mul(r.prev, m.sub(S, s)).Cmp(m.mul(m.sub(m.sub(L, r.cur), n), S)) <= 0
-	r.cur, r.e = recordCharge(m, r.cur, r.e, n, L, m.maxDebt(l))
+	cur, e := recordCharge(m, r.cur, r.e, n, L, m.maxDebt(l))
+	if r.cur = cur; debt {
+		r.e = e
+	}
 	res := r.take(l, now, 0)
 	res.allowed = within
 	return res
@@ -398,13 +406,20 @@ func (r *refBucket) take(l algorithms.Limit, now int64, hits uint64) refResult {
 }
 
 // charge takes n tokens even from a bucket that does not hold them, down to
-// −D tokens, and reports what a check reports after it.
-func (r *refBucket) charge(l algorithms.Limit, now int64, hits uint64) refResult {
+// −D tokens (−min(D, L) for a record, debt false; a bucket lower than that
+// keeps its level), and reports what a check reports after it.
+func (r *refBucket) charge(l algorithms.Limit, now int64, hits uint64, debt bool) refResult {
 	m := &r.m
 	r.refill(l, now)
 	S, n := m.n(algorithms.SlicesPerWindow), m.u(min(hits, 2*algorithms.MaxRequests+1))
 	within := n.Cmp(r.burst(l)) <= 0 && r.level.Cmp(m.mul(n, S)) >= 0
-	r.level = maxBig(m.sub(r.level, m.mul(n, S)), m.mul(m.n(-algorithms.SlicesPerWindow), m.maxDebt(l)))
+	d := m.maxDebt(l)
+	if !debt {
+		d = minBig(d, m.u(l.Requests))
+	}
+	if floor := m.mul(m.n(-algorithms.SlicesPerWindow), d); r.level.Cmp(floor) > 0 {
+		r.level = maxBig(m.sub(r.level, m.mul(n, S)), floor)
+	}
 	res := r.take(l, now, 0)
 	res.allowed = within
 	return res
@@ -508,7 +523,7 @@ func randomStep(rng *rand.Rand, now int64, w int64, c uint64) (int64, uint64) {
 // carried.
 type windowRef interface {
 	take(l algorithms.Limit, now int64, hits uint64) refResult
-	charge(l algorithms.Limit, now int64, hits uint64) refResult
+	charge(l algorithms.Limit, now int64, hits uint64, debt bool) refResult
 	refund(l algorithms.Limit, now int64, hits uint64, rc algorithms.Receipt) refResult
 	math() *bigMath
 	debts() *refFixed
@@ -540,7 +555,7 @@ func matchWindowReference(t *testing.T, alg algorithms.Algorithm, seed uint64, n
 			var n uint64
 			now, n = randomStep(rng, now, l.WindowMicros(), l.Requests)
 			what := fmt.Sprintf("sequence %d step %d: L=%d W=%s now=%d n=%d", seq, i, l.Requests, l.Window, now, n)
-			switch rng.IntN(4) {
+			switch rng.IntN(5) {
 			case 0:
 				var rc algorithms.Receipt
 				if len(receipts) > 0 && rng.IntN(3) > 0 {
@@ -549,8 +564,12 @@ func matchWindowReference(t *testing.T, alg algorithms.Algorithm, seed uint64, n
 				compare(t, ref.refund(l, now, n, rc), st.Refund(l, time.UnixMicro(now), n, rc), what+" refund")
 			case 1:
 				got := st.Charge(l, time.UnixMicro(now), n)
-				require.False(t, compare(t, ref.charge(l, now, n), got, what+" charge"), "a reset was capped")
+				require.False(t, compare(t, ref.charge(l, now, n, true), got, what+" charge"), "a reset was capped")
 				require.Zero(t, got.Receipt, "%s: a charge has no receipt", what)
+			case 2:
+				got := st.Record(l, time.UnixMicro(now), n)
+				require.False(t, compare(t, ref.charge(l, now, n, false), got, what+" record"), "a reset was capped")
+				require.Zero(t, got.Receipt, "%s: a record has no receipt", what)
 			default:
 				got := st.Take(l, time.UnixMicro(now), n)
 				require.False(t, compare(t, ref.take(l, now, n), got, what), "a reset was capped")
@@ -608,7 +627,12 @@ func TestTokenBucketMatchesBigReference(t *testing.T) {
 				continue
 			}
 			if rng.IntN(3) == 0 {
-				if compare(t, ref.charge(l, now, n), st.Charge(l, time.UnixMicro(now), n), what+" charge") {
+				debt, charge := rng.IntN(2) == 0, st.Record
+				if debt {
+					charge = st.Charge
+				}
+				got := charge(l, time.UnixMicro(now), n)
+				if compare(t, ref.charge(l, now, n, debt), got, what+" charge") {
 					capped++
 				}
 				if ref.level.Sign() < 0 {

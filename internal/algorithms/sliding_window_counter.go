@@ -63,11 +63,27 @@ func (s *SlidingWindowCounterState) Take(l Limit, now time.Time, n uint64) Resul
 // Charge records n hits at now, up to L + D in the current window; the part
 // above L becomes debt. It reports what a check would report after it.
 func (s *SlidingWindowCounterState) Charge(l Limit, now time.Time, n uint64) Result {
+	return s.charge(l, now, n, true)
+}
+
+// Record records n hits at now, up to L + D in the current window, as
+// Charge does, but owes nothing: they weigh as every hit of the window does,
+// in it and in the next. It reports what a check would report after it.
+func (s *SlidingWindowCounterState) Record(l Limit, now time.Time, n uint64) Result {
+	return s.charge(l, now, n, false)
+}
+
+// charge is Charge when debt is set, else Record.
+func (s *SlidingWindowCounterState) charge(l Limit, now time.Time, n uint64, debt bool) Result {
 	w, q, t := l.WindowMicros(), l.SliceMicros(), now.UnixMicro()
 	before := *s
 	weight := uint64(SlicesPerWindow - s.roll(l, w, q, t))
 	_, within := s.decide(l, n, w, q, t, weight)
-	s.cur, s.debt = charged(s.cur, s.debt, n, l)
+	if debt {
+		s.cur, s.debt = charged(s.cur, s.debt, n, l)
+	} else {
+		s.cur, _ = charged(s.cur, s.debt, n, l)
+	}
 	res, ok := s.decide(l, 0, w, q, t, weight)
 	if ok {
 		res = s.admitted(l, w, t, weight, Receipt{})

@@ -69,6 +69,12 @@ func (s *SlidingWindowLogState) Charge(l Limit, now time.Time, n uint64) Result 
 	return res
 }
 
+// Record is Charge: the entries a charge logs leave the window W after it,
+// so a log never owes beyond its window.
+func (s *SlidingWindowLogState) Record(l Limit, now time.Time, n uint64) Result {
+	return s.Charge(l, now, n)
+}
+
 // Refund gives n hits back at now: with a receipt, the entries (r.At,
 // r.Seq … r.Seq+n−1) that are still logged; with the zero Receipt, the
 // newest n entries.

@@ -12,7 +12,10 @@ import "time"
 // never refused: its Result is Allowed when a Take of n would have been
 // admitted just before it, and otherwise reports the Remaining and
 // ResetAfter that a Take of 0 would report just after it; it has no
-// Receipt. Refund gives n hits back at time now: with the
+// Receipt. Record records n hits of usage already spent as Charge does, but
+// what it records beyond L is no debt: it counts as long as any hit does,
+// until the window it was recorded in has passed (see the package
+// documentation, "Records"). Refund gives n hits back at time now: with the
 // Receipt of an admitted Take, what that Take consumed; with the zero Receipt
 // (At and Seq both 0), the newest n hits. A refund is always allowed and
 // reports the remaining hits and the reset of an admitted request. Expiry
@@ -26,6 +29,7 @@ import "time"
 type State interface {
 	Take(l Limit, now time.Time, n uint64) Result
 	Charge(l Limit, now time.Time, n uint64) Result
+	Record(l Limit, now time.Time, n uint64) Result
 	Refund(l Limit, now time.Time, n uint64, r Receipt) Result
 	Expiry(l Limit) time.Time
 }

@@ -75,16 +75,30 @@ func (s *TokenBucketState) Take(l Limit, now time.Time, n uint64) Result {
 // down to a level of −D tokens: the bucket is in debt until its refill
 // brings it back to zero. It reports what a check would report after it.
 func (s *TokenBucketState) Charge(l Limit, now time.Time, n uint64) Result {
+	return s.charge(l, now, n, l.MaxDebt())
+}
+
+// Record takes n tokens at now as Charge does, but down to a level of −L
+// tokens only: what it owes, one window's refill pays off. It reports what
+// a check would report after it.
+func (s *TokenBucketState) Record(l Limit, now time.Time, n uint64) Result {
+	return s.charge(l, now, n, min(l.MaxDebt(), l.Requests))
+}
+
+// charge takes n tokens at now, down to a level of −d tokens; d ≤ D. A
+// bucket already lower than that (owing a debt of charges) keeps its level.
+func (s *TokenBucketState) charge(l Limit, now time.Time, n, d uint64) Result {
 	w, q, t := l.WindowMicros(), l.SliceMicros(), now.UnixMicro()
 	c := s.refill(l, q, t)
 	_, within := s.decide(l, n, w, q, t)
 	const S = SlicesPerWindow
-	// level − n·S, but no lower than −D·S; n·S is formed only below
+	// level − n·S, but no lower than −d·S; n·S is formed only below
 	// (B + D + 1)·S.
-	floor := -int64(l.MaxDebt() * S)
-	if n > uint64(s.level-floor)/S {
+	switch floor := -int64(d * S); {
+	case s.level <= floor:
+	case n > uint64(s.level-floor)/S:
 		s.level = floor
-	} else {
+	default:
 		s.level -= int64(n * S)
 	}
 	s.settle(l, c, q)

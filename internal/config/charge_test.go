@@ -36,19 +36,28 @@ descriptors:
   - key: internal
     quota_mode: true
     rate_limit: {unlimited: true}
+  - key: window
+    charge: window
+    rate_limit: {unit: minute, requests_per_unit: 1000}
+  - key: owed
+    quota_mode: true
+    charge: debt
+    rate_limit: {unit: minute, requests_per_unit: 1000}
 `, Options{})
 	got := map[string]*Rule{}
 	for _, r := range c.Rules() {
 		got[r.Path] = r
 	}
-	require.Len(t, got, 5)
+	require.Len(t, got, 7)
 
 	tokens := got["llm.tokens"]
 	assert.True(t, tokens.Charge, "charge: true")
+	assert.True(t, tokens.Debt, "charge: true owes what it records past the limit")
 	assert.Equal(t, algorithms.SlidingWindowCounter, tokens.Limits[0].Limit.Algorithm, "charge alone keeps the default algorithm")
 
 	s1 := got["llm.service_service_1"]
 	assert.True(t, s1.Charge, "quota_mode charges by default")
+	assert.False(t, s1.Debt, "quota_mode's charges end with their window, as envoyproxy/ratelimit's counts do")
 	assert.Equal(t, algorithms.FixedWindow, s1.Limits[0].Limit.Algorithm, "quota_mode counts in fixed windows by default")
 
 	s2 := got["llm.service_service_2"]
@@ -61,9 +70,15 @@ descriptors:
 	assert.Equal(t, algorithms.SlidingWindowCounter, got["llm.team.user"].Limits[0].Limit.Algorithm)
 	assert.False(t, got["llm.internal"].Charge, "an unlimited rule counts nothing to charge")
 
+	assert.True(t, got["llm.window"].Charge)
+	assert.False(t, got["llm.window"].Debt, "charge: window")
+	assert.Equal(t, algorithms.SlidingWindowCounter, got["llm.window"].Limits[0].Limit.Algorithm)
+	assert.True(t, got["llm.owed"].Charge)
+	assert.True(t, got["llm.owed"].Debt, "charge: debt")
+
 	dump := c.String()
-	assert.Contains(t, dump, "llm.tokens (test.yaml:3) charge\n")
-	assert.Contains(t, dump, "llm.service_service_1 (test.yaml:6) quota_mode charge\n")
+	assert.Contains(t, dump, "llm.tokens (test.yaml:3) charge=debt\n")
+	assert.Contains(t, dump, "llm.service_service_1 (test.yaml:6) quota_mode charge=window\n")
 	assert.Contains(t, dump, "llm.service_service_2 (test.yaml:10) quota_mode\n")
 }
 
@@ -78,7 +93,7 @@ descriptors:
   - key: k
     charge: sometimes
     rate_limit: {unit: second, requests_per_unit: 1}
-`, "descriptors[0].charge", "want true or false", 4},
+`, "descriptors[0].charge", "want true, false, window or debt", 4},
 		{"no rate limit", `
 domain: d
 descriptors:

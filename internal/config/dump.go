@@ -61,7 +61,7 @@ func writeRule(b *strings.Builder, r *Rule) {
 	for _, flag := range []struct {
 		set  bool
 		name string
-	}{{r.ShadowMode, "shadow_mode"}, {r.QuotaMode, "quota_mode"}, {r.AllowNegativeHits, "allow_negative_hits"}, {r.DetailedMetric, "detailed_metric"}, {r.ValueToMetric, "value_to_metric"}, {r.Charge, "charge"}} {
+	}{{r.ShadowMode, "shadow_mode"}, {r.QuotaMode, "quota_mode"}, {r.AllowNegativeHits, "allow_negative_hits"}, {r.DetailedMetric, "detailed_metric"}, {r.ValueToMetric, "value_to_metric"}, {r.Charge && !r.Debt, "charge=window"}, {r.Charge && r.Debt, "charge=debt"}} {
 		if flag.set {
 			b.WriteByte(' ')
 			b.WriteString(flag.name)

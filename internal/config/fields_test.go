@@ -219,7 +219,7 @@ descriptors:
 `)}}, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, `domain "q" (q.yaml:1)
-  q.service (q.yaml:3) shadow_mode quota_mode charge metadata={"a":{"name":"x y"},"b":[1,true]}
+  q.service (q.yaml:3) shadow_mode quota_mode charge=window metadata={"a":{"name":"x y"},"b":[1,true]}
     - algorithm=fixed_window requests_per_unit=2 unit=minute unit_multiplier=1 burst=2 shards=1
 `, c.String())
 }

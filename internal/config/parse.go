@@ -303,7 +303,7 @@ func (p *fileParser) descriptor(at *yaml.Node, path string, lvl *level, parent *
 		if charge != nil && rule.Charge {
 			return p.errorf(charge.at, charge.path, "charge applies to the hits of a rate limit, and this descriptor has none that counts")
 		}
-		rule.Charge = false
+		rule.Charge, rule.Debt = false, false
 	}
 	if limited {
 		rule.Path = p.rulePath()
@@ -328,22 +328,23 @@ func (p *fileParser) descriptor(at *yaml.Node, path string, lvl *level, parent *
 	return nil
 }
 
-// charges sets r.Charge from the descriptor fs at path and returns the
-// algorithm of its limits that name none, and the charge field when it is
-// set. A quota_mode descriptor (a quota, whose hits envoyproxy/ratelimit
-// records even past the limit and whose windows its integration scripts
-// wait out) charges by default and counts in fixed windows; an explicit
-// charge or algorithm overrides either.
+// charges sets r.Charge and r.Debt from the descriptor fs at path and
+// returns the algorithm of its limits that name none, and the charge field
+// when it is set. A quota_mode descriptor counts as envoyproxy/ratelimit
+// counts a quota: every hit recorded, even past the limit, until its window
+// ends (charge: window), in fixed windows; an explicit charge or algorithm
+// overrides either. The field is a boolean, true meaning debt (usage past
+// the limit is owed to later windows), or window or debt.
 func (p *fileParser) charges(fs fields, path string, r *Rule) (algorithms.Algorithm, *value, error) {
 	quota := r.QuotaMode
-	r.Charge = quota
+	r.Charge, r.Debt = quota, false
 	v, ok, err := p.get(fs, path, "charge")
 	if err != nil {
 		return 0, nil, err
 	}
 	var set *value
 	if ok {
-		if r.Charge, err = p.boolean(v); err != nil {
+		if r.Charge, r.Debt, err = p.chargeMode(v); err != nil {
 			return 0, nil, err
 		}
 		set = &v
@@ -352,6 +353,25 @@ func (p *fileParser) charges(fs fields, path string, r *Rule) (algorithms.Algori
 		return algorithms.FixedWindow, set, nil
 	}
 	return p.def, set, nil
+}
+
+// chargeMode reads a charge field: false, true or debt (charges, owing what
+// they record past the limit), or window (charges that owe nothing past
+// their window).
+func (p *fileParser) chargeMode(v value) (charge, debt bool, err error) {
+	if n := v.node; n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+		switch n.Value {
+		case "window":
+			return true, false, nil
+		case "debt":
+			return true, true, nil
+		}
+	}
+	b, err := p.boolean(v)
+	if err != nil {
+		return false, false, p.errorf(v.at, v.path, "want true, false, window or debt, got %s", describe(v.node))
+	}
+	return b, b, nil
 }
 
 // rulePath returns the Rule.Path of the descriptor being read.

@@ -97,10 +97,16 @@ type Rule struct {
 	DetailedMetric    bool
 	ValueToMetric     bool
 	// Charge makes the rule's hits charges: usage already spent, recorded
-	// even past its limits, which later windows pay off (see
-	// algorithms.State.Charge). It is the descriptor's charge field, which
-	// defaults to its quota_mode.
+	// even past its limits, and never given back on a denial. What they
+	// record past a limit counts until its window ends, as
+	// envoyproxy/ratelimit counts hits (algorithms.State.Record), or with
+	// Debt is owed to later windows (algorithms.State.Charge). It is the
+	// descriptor's charge field, which defaults to its quota_mode, and is
+	// set on every rule that came over xDS.
 	Charge bool
+	// Debt, with Charge, carries what a charge records past a limit into
+	// later windows as a debt (charge: true or debt).
+	Debt bool
 	// Metadata is the descriptor's metadata, returned in the response's
 	// dynamic metadata when the rule admits a request; nil when the
 	// descriptor has none. It must not be modified.

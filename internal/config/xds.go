@@ -23,6 +23,13 @@ import (
 // lines. The Rules and domains of the Config likewise carry the resource as
 // their File and 0 as their Line.
 //
+// A resource cannot say how its hits are counted, so every limit of one is
+// counted as envoyproxy/ratelimit counts it: each hit recorded, even past the
+// limit and when the request is denied, until its window ends (Rule.Charge
+// without Rule.Debt), in the algorithm opts.DefaultAlgorithm names. So a
+// budget charged after the fact (Envoy's apply_on_stream_done) holds, as it
+// does with the peer.
+//
 // A policy whose unit is UNKNOWN (the enum's zero) is an error, unless it is
 // unlimited. Resources that are nil are skipped. FromRateLimitConfigs is
 // safe for concurrent use.
@@ -124,6 +131,9 @@ type xdsDescriptor struct {
 	DetailedMetric bool             `yaml:"detailed_metric,omitempty"`
 	QuotaMode      bool             `yaml:"quota_mode,omitempty"`
 	Metadata       map[string]any   `yaml:"metadata,omitempty"`
+	// Charge is "window" where the descriptor counts hits: see
+	// FromRateLimitConfigs.
+	Charge string `yaml:"charge,omitempty"`
 }
 
 // xdsRateLimit is a RateLimitPolicy as a limits file writes it.
@@ -157,6 +167,9 @@ func xdsDescriptors(ds []*rlsconfv3.RateLimitDescriptor) []*xdsDescriptor {
 		}
 		if m := d.GetMetadata(); m != nil {
 			out[i].Metadata = m.AsMap()
+		}
+		if p := d.GetRateLimit(); p != nil && !p.GetUnlimited() {
+			out[i].Charge = "window"
 		}
 	}
 	return out

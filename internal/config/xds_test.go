@@ -31,7 +31,8 @@ func xdsError(t *testing.T, resources ...*rlsconfv3.RateLimitConfig) *Error {
 
 // TestFromRateLimitConfigsMeansWhatTheFileMeans: a resource gives the same
 // rules, and matches the same descriptors, as the limits file with the same
-// fields.
+// fields, and with charge: window where it counts hits: a resource's limits
+// record every hit, as envoyproxy/ratelimit counts them.
 func TestFromRateLimitConfigsMeansWhatTheFileMeans(t *testing.T) {
 	resource := &rlsconfv3.RateLimitConfig{
 		Name:   "default/eg/http",
@@ -68,6 +69,7 @@ descriptors:
         value: rule-0-match-0
         descriptors:
           - key: rule-0-match-1
+            charge: window
             rate_limit: {unit: hour, requests_per_unit: 3}
       - key: masked_remote_address
         value: 192.0.2.0/24
@@ -75,20 +77,26 @@ descriptors:
         descriptors:
           - key: remote_address
             shadow_mode: true
+            charge: window
             rate_limit: {unit: second, requests_per_unit: 10}
       - key: rule-2-match--1
         value: rule-2-match--1
         detailed_metric: true
+        charge: window
         rate_limit: {unit: week, requests_per_unit: 100, name: weekly, replaces: [{name: daily}]}
       - key: internal
         rate_limit: {unlimited: true}
       - key: blocked
+        charge: window
         rate_limit: {unit: month, requests_per_unit: 0}
       - key: yearly
+        charge: window
         rate_limit: {unit: year, requests_per_unit: 7}
       - key: daily
+        charge: window
         rate_limit: {unit: day, requests_per_unit: 5}
       - key: minutely
+        charge: window
         rate_limit: {unit: minute, requests_per_unit: 5}
 `
 	opts := Options{DefaultAlgorithm: algorithms.FixedWindow}

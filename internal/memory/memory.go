@@ -169,10 +169,13 @@ func (m *Limiter) apply(op *algorithms.Op, now time.Time, t int64) algorithms.Re
 	return res
 }
 
-// take applies a take or a charge.
+// take applies a take, a charge or a record.
 func take(st algorithms.State, op *algorithms.Op, now time.Time) algorithms.Result {
-	if op.Charge {
+	switch {
+	case op.Charge && op.Debt:
 		return st.Charge(op.Limit, now, op.Hits)
+	case op.Charge:
+		return st.Record(op.Limit, now, op.Hits)
 	}
 	return st.Take(op.Limit, now, op.Hits)
 }

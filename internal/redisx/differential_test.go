@@ -225,7 +225,8 @@ func randomOp(rng *rand.Rand, s *subject, bigLogTakes *int) algorithms.Op {
 	case p < 45:
 		op.Hits = hits()
 	case p < 65:
-		op.Charge = true
+		// Half of them charges that owe past the window, half records.
+		op.Charge, op.Debt = true, rng.IntN(2) == 0
 		switch q := rng.IntN(4); {
 		case bigLog:
 			// Every charged hit is an entry, up to 2L of them.
@@ -258,8 +259,10 @@ func describeOp(op algorithms.Op) string {
 	var b strings.Builder
 	if op.Refund {
 		fmt.Fprintf(&b, "refund %d (receipt %+v)", op.Hits, op.Receipt)
-	} else if op.Charge {
+	} else if op.Charge && op.Debt {
 		fmt.Fprintf(&b, "charge %d", op.Hits)
+	} else if op.Charge {
+		fmt.Fprintf(&b, "record %d", op.Hits)
 	} else {
 		fmt.Fprintf(&b, "take %d", op.Hits)
 	}

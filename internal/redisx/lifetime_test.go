@@ -99,7 +99,7 @@ func TestKeysOutliveTheirState(t *testing.T) {
 				case 0:
 					op.Refund = true
 				case 1:
-					op.Charge, op.Hits = true, rng.Uint64N(12)
+					op.Charge, op.Debt, op.Hits = true, rng.IntN(2) == 0, rng.Uint64N(12)
 				}
 				ttlBefore, err := client.PTTL(ctx, k).Result()
 				require.NoError(t, err)

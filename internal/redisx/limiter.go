@@ -363,13 +363,16 @@ func (l *Limiter) call(c *scriptCall, op *algorithms.Op, shard int, now any) *sc
 	switch {
 	case op.Refund:
 		mode = "refund"
-		// No state holds more than 2·MaxRequests hits (a sliding window
-		// counter's two windows, or a count or bucket in debt), so giving
-		// back more gives back everything; the bound keeps the number
-		// exact in Lua.
-		hits = min(hits, 2*algorithms.MaxRequests+1)
+		// No state holds more than 4·MaxRequests hits (a sliding window
+		// counter's two windows of up to L + D recorded hits each, a count
+		// or a bucket in debt holding less), so giving back more gives back
+		// everything; the bound keeps the number exact in Lua.
+		hits = min(hits, 4*algorithms.MaxRequests+1)
 	case op.Charge:
-		mode = "charge"
+		mode = "record"
+		if op.Debt {
+			mode = "charge"
+		}
 		// A charge records at most capacity + D, and is over the limit
 		// whatever it asks beyond that.
 		hits = min(hits, capacity+debt+1)

@@ -26,6 +26,11 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1, algorithm: fixed_window}
   - key: quota
     quota_mode: true
+    allow_negative_hits: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: debt
+    quota_mode: true
+    charge: debt
     rate_limit: {unit: minute, requests_per_unit: 2}
 `
 
@@ -109,18 +114,40 @@ func TestIsNegativeHitsGivesChargesBack(t *testing.T) {
 	assert.EqualValues(t, 10, check.GetStatuses()[0].GetLimitRemaining())
 }
 
-// TestQuotaModeCharges: a quota_mode descriptor charges by default, in a
-// fixed window.
-func TestQuotaModeCharges(t *testing.T) {
+// TestQuotaModeRecords: a quota_mode descriptor records every hit by
+// default, in a fixed window, as envoyproxy/ratelimit counts a quota: past
+// the limit for the rest of the window, and nothing owed after it.
+func TestQuotaModeRecords(t *testing.T) {
 	f := newChargeFixture(t, nil)
 	for range 2 {
 		require.Equal(t, ok, f.call(t, request(desc("quota", "q"))).GetOverallCode())
 	}
-	third := f.call(t, request(desc("quota", "q")))
-	assert.Equal(t, over, third.GetOverallCode())
-	// Recorded: 3 of 2, so the next window starts at 1.
+	for range 3 {
+		assert.Equal(t, over, f.call(t, request(desc("quota", "q"))).GetOverallCode())
+	}
+	// A give-back of 2 of the 5 recorded leaves 3 of 2: still over, so the
+	// denied hits were recorded.
+	back := hits(desc("quota", "q"), 2)
+	back.IsNegativeHits = true
+	f.call(t, request(back))
+	assert.Equal(t, over, f.call(t, request(hits(desc("quota", "q"), 0))).GetOverallCode())
+	// The next window starts at 0.
 	f.clock.Set(t0.Add(time.Minute - 250*time.Millisecond))
 	check := f.call(t, request(hits(desc("quota", "q"), 0)))
+	assert.Equal(t, ok, check.GetOverallCode())
+	assert.EqualValues(t, 2, check.GetStatuses()[0].GetLimitRemaining())
+}
+
+// TestChargeDebtCarries: a quota_mode descriptor that asks for charge:
+// debt owes what it recorded past the limit to the next windows.
+func TestChargeDebtCarries(t *testing.T) {
+	f := newChargeFixture(t, nil)
+	for range 3 {
+		f.call(t, request(desc("debt", "q")))
+	}
+	// Recorded: 3 of 2, so the next window starts at 1.
+	f.clock.Set(t0.Add(time.Minute - 250*time.Millisecond))
+	check := f.call(t, request(hits(desc("debt", "q"), 0)))
 	assert.Equal(t, ok, check.GetOverallCode())
 	assert.EqualValues(t, 1, check.GetStatuses()[0].GetLimitRemaining())
 }

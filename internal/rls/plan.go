@@ -141,7 +141,8 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 		ruleShadow := matched && m.Rule.ShadowMode
 		shadow := opts.ShadowMode || ruleShadow
 		// A rule's charges are usage already spent: recorded even past the
-		// limit, never refunded, unless the descriptor gives hits back.
+		// limit (owed to later windows with the rule's Debt), never
+		// refunded, unless the descriptor gives hits back.
 		charge := matched && m.Rule.Charge && !refund
 
 		p.descs[i].first = len(p.ops)
@@ -161,6 +162,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 				Hits:   opHits(hits, refund || charge, rl.Limit),
 				Shards: rl.Shards,
 				Charge: charge,
+				Debt:   charge && m.Rule.Debt,
 				Refund: refund,
 			})
 			p.limits = append(p.limits, planLimit{desc: i, limit: rl, rule: rule, shadow: shadow, ruleShadow: ruleShadow, override: d.GetLimit() != nil})

@@ -1,9 +1,8 @@
 // The integration scripts that need all of quota_mode: its rule for the
 // overall code (a request is OVER_LIMIT only when every quota descriptor of
 // it is over) and the descriptor metadata of envoyproxy/ratelimit's example
-// configuration. They build with -tags quotamode; once both are in the
-// service and the configuration, this constraint goes and they run with the
-// others.
+// configuration, each on a service of its own. TestRunAllScripts runs them
+// with the others on one service, as run-all.sh does.
 
 package server
 
@@ -47,11 +46,8 @@ func serviceHit(name string) *ratelimitv3.RateLimitDescriptor {
 //	request 1: 1 OK, 1 OK          → OK
 //	request 2: 2 OVER, 2 OK        → OK: not every quota descriptor is over
 //	request 3: 3 OVER, 3 OVER      → OVER_LIMIT
-//	60 seconds later, the windows start at what is owed: 2 and 1
-//	request 4: 3 OVER, 2 OK        → OK
-//
-// (envoyproxy/ratelimit forgets what is owed, so its request 4 counts 1 and
-// 1; the overall answer is the same.)
+//	60 seconds later, the windows start again at 0
+//	request 4: 1 OK, 1 OK          → OK
 func TestQuotaScript(t *testing.T) {
 	for _, b := range scriptBackends {
 		t.Run(b.name, func(t *testing.T) {
@@ -80,7 +76,7 @@ func TestQuotaScript(t *testing.T) {
 //	request 4: service_1 over → service_2;    2, 2
 //	request 5: service_1 over → service_2;    2, 3 (OVER_LIMIT)
 //	request 6: both over → 429, no upstream, no stream-done charge
-//	60 seconds later, the windows start at what is owed: 1 and 1
+//	60 seconds later, the windows start again at 0, as envoyproxy/ratelimit's
 //	request 7: both OK → service_1
 func TestMultiserviceTokenQuotaScript(t *testing.T) {
 	for _, b := range scriptBackends {

@@ -60,6 +60,9 @@ type Settings struct {
 	XDSBackoffRandomFactor    float64           `split_words:"true" default:"0.5" desc:"with RLS_XDS_BACKOFF_JITTER, each wait is drawn from ± this share of itself, in [0, 1]"`
 	XDSBackoffJitter          bool              `split_words:"true" default:"true" desc:"spread the waits before reconnecting at random, so that replicas do not return together"`
 	XDSMaxMessageBytes        int               `split_words:"true" default:"4194304" desc:"largest response taken from the xDS server, in bytes"`
+	// XDSDefaultAlgorithm counts the limits that come over xDS, which
+	// cannot name an algorithm.
+	XDSDefaultAlgorithm algorithms.Algorithm `envconfig:"XDS_DEFAULT_ALGORITHM" default:"fixed_window" desc:"algorithm of the limits that come over xDS (RateLimitConfig resources cannot name one); fixed_window counts them as envoyproxy/ratelimit does. Their hits are recorded even past the limit, as that service records them"`
 
 	Backend          Backend              `split_words:"true" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
 	DefaultAlgorithm algorithms.Algorithm `split_words:"true" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`

@@ -117,6 +117,8 @@ func newXDSClient(s Settings, logger *slog.Logger, now time.Time) (*xds.Client, 
 		return nil, err
 	}
 	metadata, _ := parseNodeMetadata(s.XDSNodeMetadata)
+	cfg := s.ConfigOptions()
+	cfg.DefaultAlgorithm = s.XDSDefaultAlgorithm
 	c, err := xds.New(xds.Options{
 		ServerURL:       s.XDSServerURL,
 		NodeID:          s.XDSNodeID,
@@ -125,7 +127,7 @@ func newXDSClient(s Settings, logger *slog.Logger, now time.Time) (*xds.Client, 
 		TLS:             tlsConfig,
 		Backoff:         s.xdsBackoff(),
 		MaxMessageBytes: s.XDSMaxMessageBytes,
-		Config:          s.ConfigOptions(),
+		Config:          cfg,
 		Logger:          logger,
 	})
 	if err != nil {
