@@ -21,6 +21,9 @@
 //	ARGV[9]  milliseconds to keep every key past the time its state needs
 //	ARGV[10] D, the most hits a charge may leave recorded beyond L
 //	         (algorithms.Limit.MaxDebt)
+//	ARGV[11] fixed_window: "week", "month" or "year" for a limit that counts
+//	         in the calendar's windows (algorithms.Limit.Calendar); absent
+//	         or "day" for windows of W from the epoch
 //
 // Each answers the same array of five integers:
 //

@@ -3,7 +3,7 @@ package algorithms
 import "time"
 
 // FixedWindowState is the state of one fixed_window limit: the index w of the
-// epoch-aligned window it counts, the hits c counted in it, and the debt e,
+// window it counts (epoch-aligned, or of the calendar, see Limit.Calendar), the hits c counted in it, and the debt e,
 // the part of c that charges recorded beyond the limit, which the windows
 // after w pay off. The zero value is a new state. A FixedWindowState is not
 // safe for concurrent use.
@@ -18,13 +18,13 @@ type FixedWindowState struct {
 }
 
 // roll lowers the debt to what l allows, then moves the state to window
-// max(⌊t/W⌋, w), one window at a time: each new window starts with the
+// max(index(t), w), one window at a time: each new window starts with the
 // debt, (c, e) ← (e, max(0, e − L)). A clock that went backwards keeps
 // counting in the current window.
-func (s *FixedWindowState) roll(l Limit, w, t int64) {
+func (s *FixedWindowState) roll(l Limit, x windows, t int64) {
 	L := l.Requests
 	s.debt = min(s.debt, excess(s.count, L), l.MaxDebt())
-	switch i := floorDiv(t, w); {
+	switch i := x.index(t); {
 	case s.count == 0:
 		s.window = i
 	case i > s.window:
@@ -37,20 +37,20 @@ func (s *FixedWindowState) roll(l Limit, w, t int64) {
 // Take asks for n hits at now: admitted iff c + n ≤ L, after the state has
 // moved to the window holding now.
 func (s *FixedWindowState) Take(l Limit, now time.Time, n uint64) Result {
-	w, t := l.WindowMicros(), now.UnixMicro()
+	x, t := l.windows(), now.UnixMicro()
 	before := *s
-	s.roll(l, w, t)
+	s.roll(l, x, t)
 	var res Result
 	switch {
 	case n > l.Requests:
-		res = Result{Remaining: s.remaining(l), ResetAfter: micros(w)}
+		res = Result{Remaining: s.remaining(l), ResetAfter: micros(x.w)}
 	case s.count+n > l.Requests:
-		res = Result{Remaining: s.remaining(l), ResetAfter: micros(s.retry(l, n, w) - t)}
+		res = Result{Remaining: s.remaining(l), ResetAfter: micros(s.retry(l, n, x) - t)}
 	default:
 		s.count += n
-		res = s.admitted(l, w, t, Receipt{At: t})
+		res = s.admitted(l, x, t, Receipt{At: t})
 	}
-	s.settle(before, l, w)
+	s.settle(before, l, x)
 	return res
 }
 
@@ -69,9 +69,9 @@ func (s *FixedWindowState) Record(l Limit, now time.Time, n uint64) Result {
 
 // charge is Charge when debt is set, else Record.
 func (s *FixedWindowState) charge(l Limit, now time.Time, n uint64, debt bool) Result {
-	w, t := l.WindowMicros(), now.UnixMicro()
+	x, t := l.windows(), now.UnixMicro()
 	before := *s
-	s.roll(l, w, t)
+	s.roll(l, x, t)
 	L := l.Requests
 	within := n <= L && s.count+n <= L
 	if debt {
@@ -81,40 +81,40 @@ func (s *FixedWindowState) charge(l Limit, now time.Time, n uint64, debt bool) R
 	}
 	var res Result
 	if s.count <= L {
-		res = s.admitted(l, w, t, Receipt{})
+		res = s.admitted(l, x, t, Receipt{})
 	} else {
-		res = Result{ResetAfter: micros(s.retry(l, 0, w) - t)}
+		res = Result{ResetAfter: micros(s.retry(l, 0, x) - t)}
 	}
 	res.Allowed = within
-	s.settle(before, l, w)
+	s.settle(before, l, x)
 	return res
 }
 
 // retry returns when a take of n ≤ L hits is next admitted, c + n > L: the
 // start of the first window w + j whose starting count, max(0, e − (j−1)·L),
 // leaves room for n.
-func (s *FixedWindowState) retry(l Limit, n uint64, w int64) int64 {
+func (s *FixedWindowState) retry(l Limit, n uint64, x windows) int64 {
 	j := uint64(1)
 	if L := l.Requests; s.debt+n > L {
 		// e > 0 here, so L > 0.
 		j += ceilDiv(s.debt+n-L, L)
 	}
-	return (s.window + int64(j)) * w
+	return x.start(s.window + int64(j))
 }
 
 // Refund gives n hits back at now. With a receipt it subtracts only when the
 // receipt's Take fell in the current window; with the zero Receipt it
 // subtracts from the current window. What is left beyond L stays debt.
 func (s *FixedWindowState) Refund(l Limit, now time.Time, n uint64, r Receipt) Result {
-	w, t := l.WindowMicros(), now.UnixMicro()
+	x, t := l.windows(), now.UnixMicro()
 	before := *s
-	s.roll(l, w, t)
-	if noReceipt(r) || floorDiv(r.At, w) == s.window {
+	s.roll(l, x, t)
+	if noReceipt(r) || x.index(r.At) == s.window {
 		s.count -= min(n, s.count)
 		s.debt = min(s.debt, excess(s.count, l.Requests))
 	}
-	res := s.admitted(l, w, t, Receipt{})
-	s.settle(before, l, w)
+	res := s.admitted(l, x, t, Receipt{})
+	s.settle(before, l, x)
 	return res
 }
 
@@ -129,30 +129,30 @@ func (s *FixedWindowState) Expiry(l Limit) time.Time {
 	case s.debt > 0:
 		return time.UnixMicro(s.drop)
 	}
-	return time.UnixMicro((s.window + 1) * l.WindowMicros())
+	return time.UnixMicro(l.windows().start(s.window + 1))
 }
 
 // settle records, when an operation changed the state, when it behaves as a
 // new one: at (w + 1 + ⌈e/L⌉)·W, after the last window the debt reaches.
-func (s *FixedWindowState) settle(before FixedWindowState, l Limit, w int64) {
+func (s *FixedWindowState) settle(before FixedWindowState, l Limit, x windows) {
 	if s.window == before.window && s.count == before.count && s.debt == before.debt {
 		return
 	}
 	s.drop = 0
 	if s.debt > 0 {
-		s.drop = s.replenished(l, w)
+		s.drop = s.replenished(l, x)
 	}
 }
 
 // replenished returns when the whole limit is available again, c > 0.
-func (s *FixedWindowState) replenished(l Limit, w int64) int64 {
-	return (s.window + 1 + windowsOwed(s.debt, l.Requests)) * w
+func (s *FixedWindowState) replenished(l Limit, x windows) int64 {
+	return x.start(s.window + 1 + windowsOwed(s.debt, l.Requests))
 }
 
-func (s *FixedWindowState) admitted(l Limit, w, t int64, r Receipt) Result {
+func (s *FixedWindowState) admitted(l Limit, x windows, t int64, r Receipt) Result {
 	res := Result{Allowed: true, Remaining: s.remaining(l), Receipt: r}
 	if s.count > 0 {
-		res.ResetAfter = micros(s.replenished(l, w) - t)
+		res.ResetAfter = micros(s.replenished(l, x) - t)
 	}
 	return res
 }

@@ -17,7 +17,8 @@ const MaxIdentityPart = 256
 // window. The limit's numbers (requests, burst) are not part of it, so a
 // changed limit keeps counting where the old one stopped.
 //
-// The encoding is domain|key=value|…|algorithm:seconds, with '%', '|', '=',
+// The encoding is domain|key=value|…|algorithm:seconds, followed by
+// ":calendar" for a calendar limit, with '%', '|', '=',
 // ':', '{', '}' and control bytes percent-escaped, so the result never holds a
 // brace (it can sit inside a Redis hash tag) and no two inputs share an
 // identity. A part longer than MaxIdentityPart bytes becomes "%#" and the hex
@@ -42,6 +43,9 @@ func Identity(k Key, l Limit) string {
 	b.WriteByte(':')
 	var digits [20]byte
 	b.Write(strconv.AppendInt(digits[:0], int64(l.Window/time.Second), 10))
+	if l.Calendar {
+		b.WriteString(":calendar")
+	}
 	return b.String()
 }
 

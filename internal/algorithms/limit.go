@@ -99,6 +99,12 @@ type Limit struct {
 	// Burst is B, the token bucket's capacity; 0 means Requests. Other
 	// algorithms require 0.
 	Burst uint64
+	// Calendar makes a fixed_window count in the windows of the UTC
+	// calendar that Window names by its nominal length: a day (24h), an ISO
+	// week from Monday (7 days), a month (30 days) or a year (365 days).
+	// The window holding a time is then that day, week, month or year, of
+	// 28 to 31 days for a month and 365 or 366 for a year.
+	Calendar bool
 }
 
 // Capacity returns the most hits one request can ever be granted: the burst of
@@ -112,12 +118,15 @@ func (l Limit) Capacity() uint64 {
 
 // Lifetime returns the longest a state of l lasts after the op that last
 // changed it, before it behaves as a new one (its Expiry) and a store may
-// drop it: W for a fixed window and a sliding window log, 2W for a sliding
+// drop it: W for a fixed window (the longest of its months or years for a
+// calendar one) and a sliding window log, 2W for a sliding
 // window counter (its previous window still weighs), and for a token bucket
 // the time it takes to refill from empty, W·⌈B/L⌉ at most. It assumes a clock
 // that does not go back; l must satisfy Validate.
 func (l Limit) Lifetime() time.Duration {
 	switch l.Algorithm {
+	case FixedWindow:
+		return l.windows().longest()
 	case SlidingWindowCounter:
 		return 2 * l.Window
 	case TokenBucket:
@@ -141,7 +150,11 @@ func (l Limit) MaxDebt() uint64 {
 	if l.Window <= 0 || l.Requests == 0 {
 		return 0
 	}
-	windows := uint64(MaxWindow / l.Window)
+	longest := l.Window
+	if l.Calendar {
+		longest = l.windows().longest()
+	}
+	windows := uint64(MaxWindow / longest)
 	if windows >= ceilDiv(MaxRequests, l.Requests) {
 		return MaxRequests
 	}
@@ -176,6 +189,10 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: a token_bucket with requests_per_unit 0 never refills, so its burst must be 0", ErrInvalidLimit)
 	case l.Algorithm == TokenBucket && l.Burst*uint64(l.Window/time.Second) > l.Requests*uint64(MaxWindow/time.Second):
 		return fmt.Errorf("%w: a token_bucket with burst %d takes longer than %s to refill at %d per %s", ErrInvalidLimit, l.Burst, MaxWindow, l.Requests, l.Window)
+	case l.Calendar && l.Algorithm != FixedWindow:
+		return fmt.Errorf("%w: calendar windows apply only to fixed_window, not %s", ErrInvalidLimit, l.Algorithm)
+	case l.Calendar && l.Window != calendarDay && l.Window != calendarWeek && l.Window != calendarMonth && l.Window != calendarYear:
+		return fmt.Errorf("%w: calendar windows are a day, a week, a month or a year, not %s", ErrInvalidLimit, l.Window)
 	}
 	return nil
 }

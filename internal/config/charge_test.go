@@ -127,3 +127,45 @@ descriptors:
 		})
 	}
 }
+
+// TestParseCalendar: a calendar limit counts in fixed windows of the UTC
+// calendar, one day, week, month or year long.
+func TestParseCalendar(t *testing.T) {
+	c := mustParse(t, `
+domain: llm
+descriptors:
+  - key: api_key
+    charge: debt
+    rate_limits:
+      - {unit: month, requests_per_unit: 1000000, calendar: true}
+      - {unit: day, requests_per_unit: 100000, calendar: true, algorithm: fixed_window, unit_multiplier: 1}
+  - key: team
+    rate_limit: {unit: month, requests_per_unit: 10}
+`, Options{})
+	rules := c.Rules()
+	require.Len(t, rules, 2)
+	month := rules[0].Limits[0].Limit
+	assert.True(t, month.Calendar)
+	assert.Equal(t, algorithms.FixedWindow, month.Algorithm, "a calendar limit is a fixed window")
+	assert.Equal(t, "month", month.CalendarUnit())
+	assert.True(t, rules[0].Limits[1].Limit.Calendar)
+	assert.False(t, rules[1].Limits[0].Limit.Calendar, "a month of 30 days by default, as envoyproxy/ratelimit counts it")
+	assert.Contains(t, c.String(), "algorithm=fixed_window requests_per_unit=1000000 unit=month unit_multiplier=1 burst=1000000 shards=1 calendar\n")
+
+	for _, tc := range []struct {
+		name, limit, field, msg string
+	}{
+		{"a minute", `{unit: minute, requests_per_unit: 1, calendar: true}`, "descriptors[0].rate_limit.calendar", "calendar windows are a day, a week, a month or a year, not a minute"},
+		{"two months", `{unit: month, unit_multiplier: 2, requests_per_unit: 1, calendar: true}`, "descriptors[0].rate_limit.unit_multiplier", "a calendar window is one month: unit_multiplier must be 1"},
+		{"a sliding window", `{unit: month, requests_per_unit: 1, calendar: true, algorithm: sliding_window_counter}`, "descriptors[0].rate_limit.calendar", "calendar windows apply only to fixed_window, not sliding_window_counter"},
+		{"not a boolean", `{unit: month, requests_per_unit: 1, calendar: monthly}`, "descriptors[0].rate_limit.calendar", "want true or false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := parseError(t, []File{{Name: "test.yaml", Data: yml("\ndomain: d\ndescriptors:\n  - key: k\n    rate_limit: " + tc.limit + "\n")}})
+			assert.Equal(t, "test.yaml", e.File)
+			assert.Equal(t, 4, e.Line)
+			assert.Equal(t, tc.field, e.Field)
+			assert.Contains(t, e.Msg, tc.msg)
+		})
+	}
+}

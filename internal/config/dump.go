@@ -93,6 +93,9 @@ func writeRule(b *strings.Builder, r *Rule) {
 		b.WriteString(strconv.FormatUint(l.Limit.Capacity(), 10))
 		b.WriteString(" shards=")
 		b.WriteString(strconv.FormatUint(uint64(l.Shards), 10))
+		if l.Limit.Calendar {
+			b.WriteString(" calendar")
+		}
 		writeNames(b, l.Name, l.Replaces)
 		b.WriteByte('\n')
 	}

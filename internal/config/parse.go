@@ -27,9 +27,9 @@ var (
 		"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata",
 		"allow_negative_hits", "charge"}
 	rateLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
-		"unit_multiplier", "algorithm", "burst", "shards"}
+		"unit_multiplier", "algorithm", "burst", "shards", "calendar"}
 	rateLimitsItemFields = []string{"unit", "requests_per_unit", "name", "replaces",
-		"unit_multiplier", "algorithm", "burst", "shards"}
+		"unit_multiplier", "algorithm", "burst", "shards", "calendar"}
 	replacesFields = []string{"name"}
 )
 
@@ -594,7 +594,14 @@ func (p *fileParser) limit(fs fields, at *yaml.Node, path string, def algorithms
 		windowAt, windowPath = multiplierAt, joinPath(path, "unit_multiplier")
 	}
 
+	calendar, calendarAt, err := p.calendar(fs, path, unit, multiplier, multiplierAt)
+	if err != nil {
+		return l, err
+	}
 	alg := def
+	if calendar {
+		alg = algorithms.FixedWindow
+	}
 	algName, algAt, err := p.optionalString(fs, path, "algorithm")
 	if err != nil {
 		return l, err
@@ -605,6 +612,9 @@ func (p *fileParser) limit(fs fields, at *yaml.Node, path string, def algorithms
 				"unknown algorithm %q (want fixed_window, sliding_window_log, sliding_window_counter or token_bucket)", algName)
 			e.Err = err
 			return l, e
+		}
+		if calendar && alg != algorithms.FixedWindow {
+			return l, p.errorf(calendarAt, joinPath(path, "calendar"), "calendar windows apply only to fixed_window, not %s", alg)
 		}
 	}
 
@@ -633,7 +643,7 @@ func (p *fileParser) limit(fs fields, at *yaml.Node, path string, def algorithms
 		return l, p.errorf(windowAt, windowPath, "window of %s exceeds the longest window, %d days",
 			windowString(unit, uint32(multiplier)), algorithms.MaxWindow/(24*time.Hour))
 	}
-	limit := algorithms.Limit{Algorithm: alg, Window: time.Duration(multiplier) * unit.Duration()}
+	limit := algorithms.Limit{Algorithm: alg, Window: time.Duration(multiplier) * unit.Duration(), Calendar: calendar}
 	// Validate grows field by field, so that its error names the right one.
 	for _, step := range []struct {
 		set  func()
@@ -659,6 +669,28 @@ func (p *fileParser) limit(fs fields, at *yaml.Node, path string, def algorithms
 	l.UnitMultiplier = uint32(multiplier)
 	l.Shards = uint32(shards)
 	return l, nil
+}
+
+// calendar reads the calendar field of the rate limit fs at path, whose
+// unit is unit and whose unit_multiplier, multiplier, is at multiplierAt: a
+// calendar limit counts in UTC days, ISO weeks, months or years, one at a
+// time. It returns where the field is, when set.
+func (p *fileParser) calendar(fs fields, path string, unit Unit, multiplier uint64, multiplierAt *yaml.Node) (bool, *yaml.Node, error) {
+	v, ok, err := p.get(fs, path, "calendar")
+	if err != nil || !ok {
+		return false, nil, err
+	}
+	on, err := p.boolean(v)
+	if err != nil || !on {
+		return false, v.at, err
+	}
+	switch {
+	case unit != Day && unit != Week && unit != Month && unit != Year:
+		return false, nil, p.errorf(v.at, v.path, "calendar windows are a day, a week, a month or a year, not a %s", unit)
+	case multiplier != 1:
+		return false, nil, p.errorf(multiplierAt, joinPath(path, "unit_multiplier"), "a calendar window is one %s: unit_multiplier must be 1", unit)
+	}
+	return true, v.at, nil
 }
 
 // windowString names a window for humans: "1 second", "5 minute".

@@ -59,6 +59,27 @@ type takeReceipt struct {
 // diffWindows are the windows a sequence draws from.
 var diffWindows = []time.Duration{time.Second, time.Minute, 24 * time.Hour, 365 * 24 * time.Hour}
 
+// calendarWindows are the windows of calendar limits, by their nominal
+// lengths: a day, a week, a month and a year.
+var calendarWindows = []time.Duration{24 * time.Hour, 7 * 24 * time.Hour, 30 * 24 * time.Hour, 365 * 24 * time.Hour}
+
+// nextBoundary returns the start of the window after the one of l that
+// holds now.
+func nextBoundary(now time.Time, l algorithms.Limit) time.Time {
+	now = now.UTC()
+	y, m, d := now.Date()
+	switch l.CalendarUnit() {
+	case "week":
+		monday := time.Date(y, m, d, 0, 0, 0, 0, time.UTC).AddDate(0, 0, -((int(now.Weekday()) + 6) % 7))
+		return monday.AddDate(0, 0, 7)
+	case "month":
+		return time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC)
+	case "year":
+		return time.Date(y+1, time.January, 1, 0, 0, 0, 0, time.UTC)
+	}
+	return now.Truncate(l.Window).Add(l.Window)
+}
+
 func runDifferential(t *testing.T, client redis.UniversalClient, alg algorithms.Algorithm, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	// A realistic instant at a random microsecond of 2026.
@@ -74,6 +95,12 @@ func runDifferential(t *testing.T, client redis.UniversalClient, alg algorithms.
 		subjects[i] = &subject{
 			key:   algorithms.Key{Domain: "differential", Entries: []algorithms.Entry{{Key: "subject", Value: strconv.Itoa(i)}}},
 			limit: randomLimit(rng, alg, i, diffWindows[rng.IntN(len(diffWindows))]),
+		}
+		if alg == algorithms.FixedWindow && rng.IntN(2) == 0 {
+			// A window of the calendar: a UTC day, an ISO week, a month or
+			// a year.
+			subjects[i].limit.Calendar = true
+			subjects[i].limit.Window = calendarWindows[rng.IntN(len(calendarWindows))]
 		}
 		require.NoError(t, subjects[i].limit.Validate())
 	}
@@ -175,9 +202,7 @@ func randomStep(rng *rand.Rand, now time.Time, l algorithms.Limit) time.Duration
 	case p < 65:
 		return time.Duration(rng.Int64N(int64(w)/1000)) * time.Microsecond
 	case p < 85:
-		us, wu := now.UnixMicro(), w.Microseconds()
-		next := us - us%wu + wu
-		return time.Duration(next-us+rng.Int64N(3)-1) * time.Microsecond
+		return nextBoundary(now, l).Sub(now) + time.Duration(rng.Int64N(3)-1)*time.Microsecond
 	case p < 88:
 		return w + time.Duration(rng.Int64N(2*int64(w)/1000))*time.Microsecond
 	case p < 90:
@@ -268,4 +293,41 @@ func describeOp(op algorithms.Op) string {
 	}
 	fmt.Fprintf(&b, " of %s L=%d W=%s B=%d", op.Key.Entries[0].Value, op.Limit.Requests, op.Limit.Window, op.Limit.Burst)
 	return b.String()
+}
+
+// TestCalendarWindowsMatchMemory drives calendar limits of the Redis
+// Limiter and of the in-memory one across far-apart dates, 1970 to 2250
+// (where microseconds since the epoch near 2^53, the last that Lua holds
+// exactly), leap days and century years among them, to just before and at their
+// boundaries, and requires identical Results: the script's calendar
+// (integer arithmetic on days) is Go's.
+func TestCalendarWindowsMatchMemory(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 0xca1))
+	clock := algotest.NewClock(time.Unix(0, 0))
+	mem := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+	t.Cleanup(mem.Close)
+	lim, err := NewLimiter(backends()[0].client(t), WithClock(clock.Now), WithKeyPrefix(testPrefix(t)))
+	require.NoError(t, err)
+	ctx := context.Background()
+	dates := []time.Time{
+		time.Unix(0, 0), time.Date(2000, 2, 29, 12, 0, 0, 0, time.UTC), time.Date(2100, 2, 28, 23, 59, 59, 0, time.UTC), time.Date(2200, 3, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2024, 12, 31, 23, 59, 59, 999999000, time.UTC), time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC),
+	}
+	for i := range 200 {
+		at := time.UnixMicro(rng.Int64N(280 * 365 * 24 * 3600 * 1_000_000))
+		if i < len(dates) {
+			at = dates[i]
+		}
+		l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1 + rng.Uint64N(3), Window: calendarWindows[i%len(calendarWindows)], Calendar: true}
+		key := algorithms.Key{Domain: "calendar", Entries: []algorithms.Entry{{Key: "n", Value: strconv.Itoa(i)}}}
+		for _, step := range []time.Time{at, at, nextBoundary(at, l).Add(-time.Microsecond), nextBoundary(at, l)} {
+			clock.Set(step)
+			ops := []algorithms.Op{{Key: key, Limit: l, Hits: 1}, {Key: key, Limit: l, Hits: 2, Charge: true, Debt: true}, {Key: key, Limit: l}}
+			want, err := mem.Do(ctx, ops)
+			require.NoError(t, err)
+			got, err := lim.Do(ctx, ops)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "%s calendar %s at %s", l.CalendarUnit(), l.Window, step.Format(time.RFC3339Nano))
+		}
+	}
 }

@@ -398,6 +398,9 @@ func (l *Limiter) call(c *scriptCall, op *algorithms.Op, shard int, now any) *sc
 		c.argv = append(c.argv, 1, l.keys.state(op.Identity(), shard, ""))
 	}
 	c.argv = append(c.argv, mode, now, la.requests, la.window, hitsArg(hits), at, seq, la.capacity, l.slack, la.debt)
+	if la.calendar != "" {
+		c.argv = append(c.argv, la.calendar)
+	}
 	return c
 }
 

@@ -57,7 +57,8 @@ type scriptCall struct {
 	eval  bool
 }
 
-// maxArgv is the length of the longest argv: the log's, with two keys.
+// maxArgv is the length of the longest argv: the log's, with two keys, and a
+// calendar fixed window's, with ARGV[11].
 const maxArgv = 3 + 2 + 10
 
 // waiting reports whether the call's caller still waits for its answer.

@@ -167,3 +167,28 @@ func TestObserveCharges(t *testing.T) {
 	assert.EqualValues(t, 60, limits[1].Hits)
 	assert.False(t, limits[2].Charge, "a take is no charge")
 }
+
+// TestCalendarMonthBudget: a token budget billed per calendar month is
+// charged past its limit, denies its checks until the month ends, and
+// reports the wait to the first of the next month, in current_limit's
+// unit MONTH.
+func TestCalendarMonthBudget(t *testing.T) {
+	f := newConfigFixture(t, nil, config.File{Name: "budget.yaml", Data: []byte(`
+domain: test
+descriptors:
+  - key: tokens
+    charge: window
+    rate_limit: {unit: month, requests_per_unit: 1000, calendar: true}
+`)})
+	// t0 is 2026-11-21 10:00:00.25 UTC.
+	untilDecember := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).Sub(t0)
+	charge := f.call(t, request(hits(desc("tokens", "erin"), 1500)))
+	assert.Equal(t, over, charge.GetOverallCode())
+	check := f.call(t, request(hits(desc("tokens", "erin"), 0)))
+	require.Equal(t, over, check.GetOverallCode())
+	st := check.GetStatuses()[0]
+	assert.Equal(t, rlsv3.RateLimitResponse_RateLimit_MONTH, st.GetCurrentLimit().GetUnit())
+	assert.Equal(t, untilDecember, st.GetDurationUntilReset().AsDuration(), "to the first of December")
+	f.clock.Set(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	assert.Equal(t, ok, f.call(t, request(hits(desc("tokens", "erin"), 0))).GetOverallCode(), "December starts afresh")
+}
