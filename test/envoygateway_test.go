@@ -375,7 +375,7 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	probes(late, "started while Redis is down", false)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	_, err = srv.Client.ShouldRateLimit(rctx, &rlsv3.RateLimitRequest{
-		Domain: listener, Descriptors: xdstest.Descriptors(route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": "dave"}}),
+		Domain: listener, Descriptors: xdstest.Descriptors(t, route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": "dave"}}),
 	})
 	cancel()
 	assert.Equal(t, codes.Unavailable, status.Code(err), "RLS_FAILURE_MODE error: Envoy's failure_mode_deny decides")

@@ -61,7 +61,7 @@ func (g gatewayRoute) check(t *testing.T, rules []xdstest.Rule, user string) rls
 	t.Helper()
 	resp, err := g.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
 		Domain:      g.listener,
-		Descriptors: xdstest.Descriptors(g.route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": user}}),
+		Descriptors: xdstest.Descriptors(t, g.route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": user}}),
 	})
 	require.NoError(t, err)
 	return resp.GetOverallCode()

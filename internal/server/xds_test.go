@@ -63,7 +63,7 @@ func egCheck(t *testing.T, s *started, rules []xdstest.Rule, req xdstest.HTTPReq
 	t.Helper()
 	resp, err := s.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
 		Domain:      egListener,
-		Descriptors: xdstest.Descriptors(egRoute, rules, req),
+		Descriptors: xdstest.Descriptors(t, egRoute, rules, req),
 	})
 	require.NoError(t, err)
 	return resp.GetOverallCode()
@@ -106,7 +106,7 @@ func TestXDSServesEnvoyGatewayLimits(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, body, "waiting for xDS server "+xs.Addr()+" (node envoy-ratelimit)")
 	_, err := s.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
-		Domain: egListener, Descriptors: xdstest.Descriptors(egRoute, egRules(3, 2), alice),
+		Domain: egListener, Descriptors: xdstest.Descriptors(t, egRoute, egRules(3, 2), alice),
 	})
 	assert.Equal(t, codes.Unknown, status.Code(err), "no limits yet: Envoy's failure mode decides: %v", err)
 
