@@ -21,8 +21,9 @@ const maxJSONBody = 4 << 20
 
 // HTTPHandler returns the service's HTTP endpoints:
 //   - /healthcheck: liveness, for the probes that envoyproxy/ratelimit's
-//     users point at it: 200 OK while h says the process serves (a backend
-//     outage included), 503 with the reason otherwise;
+//     users point at it: 200 OK while h says the process serves (from the
+//     backend's first answer on, a later backend outage included), 503 with
+//     the reason otherwise;
 //   - /ready: readiness: 200 OK when h says the service can decide
 //     requests, 503 with the reason otherwise;
 //   - /json: POST a RateLimitRequest as JSON, get the RateLimitResponse as
