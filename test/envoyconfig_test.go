@@ -92,7 +92,7 @@ func TestServerStartsBeforeItsLimits(t *testing.T) {
 	req := &rlsv3.RateLimitRequest{Domain: "late", Descriptors: []*ratelimitv3.RateLimitDescriptor{entry("k", "v")}}
 	_, err := srv.Client.ShouldRateLimit(ctx, req)
 	assert.Equal(t, codes.Unknown, status.Code(err), "%v", err)
-	assert.Contains(t, err.Error(), "no rate limit configuration loaded")
+	assert.ErrorContains(t, err, "no rate limit configuration loaded")
 
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "late.yaml"),

@@ -200,7 +200,7 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	}
 	err := askAs(srv, "alice")
 	assert.Equal(t, codes.Unknown, status.Code(err), "no limits yet: %v", err)
-	assert.Contains(t, err.Error(), "no rate limit configuration loaded")
+	assert.ErrorContains(t, err, "no rate limit configuration loaded")
 
 	// gRPC is TLS, and not mutual: Envoy's client certificate is not asked
 	// for (GRPC_SERVER_TLS_CA_CERT is read by neither server), a plaintext

@@ -117,7 +117,7 @@ func TestXDSFromEnvoyGateway(t *testing.T) {
 		Descriptors: xdstest.Descriptors(t, route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": "alice"}}),
 	})
 	assert.Equal(t, codes.Unknown, status.Code(err), "%v", err)
-	assert.Contains(t, err.Error(), "no rate limit configuration loaded")
+	assert.ErrorContains(t, err, "no rate limit configuration loaded")
 
 	xs.Set("envoy-ratelimit", "1", xdstest.Config(listener, route, rules...))
 	_, err = xs.WaitFor(20*time.Second, func(r xdstest.Request) bool { return r.ACK("1") })

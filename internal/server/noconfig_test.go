@@ -74,7 +74,7 @@ func TestServerWaitsForConfiguration(t *testing.T) {
 			for range 5 {
 				_, err := s.client.ShouldRateLimit(ctx, reloadRequest("v"))
 				assert.Equal(t, codes.Unknown, status.Code(err), "%v", err)
-				assert.Contains(t, err.Error(), "no rate limit configuration loaded")
+				assert.ErrorContains(t, err, "no rate limit configuration loaded")
 			}
 
 			appear()
