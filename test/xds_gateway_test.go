@@ -25,6 +25,11 @@ type gatewayXDS struct {
 	listener string
 }
 
+// peerWindows makes the limits that name no algorithm, as those of xDS
+// never do, fixed windows, as envoyproxy/ratelimit's: the answers held to
+// its answers below depend on the window.
+var peerWindows = map[string]string{"RLS_DEFAULT_ALGORITHM": "fixed_window"}
+
 // startGatewayXDS starts an xDS server and a server binary subscribed to
 // it, with env on top.
 func startGatewayXDS(t *testing.T, env map[string]string) *gatewayXDS {
@@ -119,10 +124,9 @@ func fromInside(method, path string, headers map[string]string) xdstest.HTTPRequ
 // Every answer is envoyproxy/ratelimit's to the same descriptors: its rules
 // are the same descriptor tree (config_impl.go GetLimit), a key without a
 // value matches any value, and a rule with no selector for a request is
-// never asked. The limits are fixed windows, as envoyproxy/ratelimit's, so
-// that the answers do not depend on the default algorithm.
+// never asked.
 func TestXDSGatewayMatches(t *testing.T) {
-	g := startGatewayXDS(t, map[string]string{"RLS_DEFAULT_ALGORITHM": "fixed_window"})
+	g := startGatewayXDS(t, peerWindows)
 	route := xdstest.Route{Name: "httproute/default/api/rule/0/match/0/*", Rules: []xdstest.Rule{
 		{Methods: []xdstest.MethodMatch{{Method: "POST"}, {Method: "PUT"}}, Requests: 2, Unit: rlsconfv3.RateLimitUnit_HOUR},
 		{Path: &xdstest.PathMatch{Value: "/admin"}, Requests: 1, Unit: rlsconfv3.RateLimitUnit_HOUR},
@@ -175,7 +179,7 @@ func TestXDSGatewayMatches(t *testing.T) {
 // distinct, each client's address has its own limit (remote_address
 // without a value), else all share one.
 func TestXDSGatewayInvertedCIDR(t *testing.T) {
-	g := startGatewayXDS(t, map[string]string{"RLS_DEFAULT_ALGORITHM": "fixed_window"})
+	g := startGatewayXDS(t, peerWindows)
 	each := xdstest.Route{Name: "httproute/default/each/rule/0/match/0/*", Rules: []xdstest.Rule{
 		{CIDR: "10.0.0.0/8", CIDRInvert: true, CIDRDistinct: true, Requests: 2, Unit: rlsconfv3.RateLimitUnit_HOUR},
 	}}
@@ -211,7 +215,7 @@ func TestXDSGatewayInvertedCIDR(t *testing.T) {
 // limit for every route the policy applies to; a rule of the same policy
 // that is not shared stays each route's own.
 func TestXDSGatewaySharedPolicy(t *testing.T) {
-	g := startGatewayXDS(t, map[string]string{"RLS_DEFAULT_ALGORITHM": "fixed_window"})
+	g := startGatewayXDS(t, peerWindows)
 	policy := []xdstest.Rule{
 		{Headers: []xdstest.HeaderMatch{{Name: "x-org", Distinct: true}}, Requests: 3, Unit: rlsconfv3.RateLimitUnit_HOUR, Shared: "default/orgs/rule/0"},
 		{Headers: []xdstest.HeaderMatch{{Name: "x-user-id", Distinct: true}}, Requests: 1, Unit: rlsconfv3.RateLimitUnit_HOUR},
@@ -245,7 +249,7 @@ func TestXDSGatewaySharedPolicy(t *testing.T) {
 // the response's metadata says, and is taken, which the next check of the
 // request path (cost 0) shows.
 func TestXDSGatewayCostsAndLimitsFromMetadata(t *testing.T) {
-	g := startGatewayXDS(t, map[string]string{"RLS_DEFAULT_ALGORITHM": "fixed_window"})
+	g := startGatewayXDS(t, peerWindows)
 	three, zero := uint64(3), uint64(0)
 	route := xdstest.Route{Name: "httproute/default/llm/rule/0/match/0/*", Rules: []xdstest.Rule{
 		{Headers: []xdstest.HeaderMatch{{Name: "x-user-id", Distinct: true}}, Requests: 10, Unit: rlsconfv3.RateLimitUnit_HOUR,
