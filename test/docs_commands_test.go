@@ -397,7 +397,7 @@ var docsCovered = []coveredCommandSpec{
 		prefix: []string{"helm", "upgrade", "--install", "eg", "oci://docker.io/envoyproxy/gateway-helm"},
 		files:  []string{"envoy/gateway/values.yaml", "envoy/gateway/envoy-gateway.yaml", "Dockerfile"},
 		tests:  []string{"internal/envoymodel.TestEnvoyGatewayHelmValues", "internal/envoymodel.TestEnvoyGatewayConfig", "internal/envoymodel.TestImageRunsAsEnvoyGatewayStartsIt", "test.TestXDSFromEnvoyGateway", "test.TestEnvoyGatewayDeployment"},
-		why:    "Kubernetes does not run in the tests: the values are checked against Envoy Gateway's API and Deployment, and the server binary runs as Envoy Gateway's Deployment runs it, limits from its xDS server, its probes as generated and as patched",
+		why:    "Kubernetes does not run in the tests: the values are checked against Envoy Gateway's API and Deployment, and the server binary runs as Envoy Gateway's Deployment runs it, limits from its xDS server, its probes as generated",
 	},
 	{
 		prefix: []string{"kubectl", "apply", "-f", "envoy/istio/ratewarden.yaml"},

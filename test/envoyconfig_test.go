@@ -14,6 +14,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func entry(key, value string) *ratelimitv3.RateLimitDescriptor {
@@ -73,8 +75,9 @@ func TestEnvoyExampleConfiguration(t *testing.T) {
 }
 
 // TestServerStartsBeforeItsLimits starts the server binary on a directory
-// that does not exist yet: it serves, answers OK and is live but not ready
-// until the directory and a file appear.
+// that does not exist yet: it serves and is live but not ready, answering
+// every request with envoyproxy/ratelimit's error before its first
+// configuration (gRPC Unknown), until the directory and a file appear.
 func TestServerStartsBeforeItsLimits(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data", "ratelimit", "config")
 	srv := startServer(t, map[string]string{"RLS_CONFIG_PATH": dir})
@@ -87,15 +90,15 @@ func TestServerStartsBeforeItsLimits(t *testing.T) {
 		assert.Equal(t, want, resp.StatusCode, "%s: live, not ready", path)
 	}
 	req := &rlsv3.RateLimitRequest{Domain: "late", Descriptors: []*ratelimitv3.RateLimitDescriptor{entry("k", "v")}}
-	answer, err := srv.Client.ShouldRateLimit(ctx, req)
-	require.NoError(t, err)
-	assert.Equal(t, rlsv3.RateLimitResponse_OK, answer.GetOverallCode())
+	_, err := srv.Client.ShouldRateLimit(ctx, req)
+	assert.Equal(t, codes.Unknown, status.Code(err), "%v", err)
+	assert.ErrorContains(t, err, "no rate limit configuration loaded")
 
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "late.yaml"),
 		[]byte("domain: late\ndescriptors:\n  - {key: k, rate_limit: {unit: hour, requests_per_unit: 0}}\n"), 0o644))
 	require.Eventually(t, func() bool { return srv.Serving(ctx) }, 10*time.Second, 20*time.Millisecond)
-	answer, err = srv.Client.ShouldRateLimit(ctx, req)
+	answer, err := srv.Client.ShouldRateLimit(ctx, req)
 	require.NoError(t, err)
 	assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, answer.GetOverallCode())
 }

@@ -3,9 +3,7 @@ package test
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,7 +21,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"gopkg.in/yaml.v3"
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
 	"github.com/ratewarden/ratewarden/internal/redistest"
@@ -77,134 +74,22 @@ func envoyGatewayDeployment(mount func(string) string, xdsServer, redisURL, prom
 	return env
 }
 
-// k8sProbe is a container probe, as much of it as the kubelet needs to run
-// it.
-type k8sProbe struct {
-	HTTPGet *struct {
-		Path string `yaml:"path"`
-		Port int    `yaml:"port"`
-	} `yaml:"httpGet"`
-	TCPSocket *struct {
-		Port int `yaml:"port"`
-	} `yaml:"tcpSocket"`
-	TimeoutSeconds int `yaml:"timeoutSeconds"`
-}
-
-// The probes of the rate limit container, by their field in the container.
-const (
-	startupProbe   = "startupProbe"
-	livenessProbe  = "livenessProbe"
-	readinessProbe = "readinessProbe"
-)
-
-// envoyGatewayProbes returns the probes Envoy Gateway generates for its
-// rate limit container (resource.go): a GET of /healthcheck on port 8080,
-// within a second, for startup, readiness and liveness alike.
-func envoyGatewayProbes(t *testing.T) map[string]k8sProbe {
-	t.Helper()
-	var p k8sProbe
-	require.NoError(t, yaml.Unmarshal([]byte("{httpGet: {path: /healthcheck, port: 8080}, timeoutSeconds: 1}"), &p))
-	return map[string]k8sProbe{startupProbe: p, readinessProbe: p, livenessProbe: p}
-}
-
-// patchedProbes returns the probes of the rate limit container once Envoy
-// Gateway has applied the optional patch of envoy/gateway/envoy-gateway.yaml
-// to its Deployment: each probe the patch names replaces Envoy Gateway's.
-func patchedProbes(t *testing.T) map[string]k8sProbe {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "envoy", "gateway", "envoy-gateway.yaml"))
-	require.NoError(t, err)
-	var c struct {
-		Provider struct {
-			Kubernetes struct {
-				RateLimitDeployment struct {
-					Patch struct {
-						Type  string `yaml:"type"`
-						Value struct {
-							Spec struct {
-								Template struct {
-									Spec struct {
-										Containers []map[string]yaml.Node `yaml:"containers"`
-									} `yaml:"spec"`
-								} `yaml:"template"`
-							} `yaml:"spec"`
-						} `yaml:"value"`
-					} `yaml:"patch"`
-				} `yaml:"rateLimitDeployment"`
-			} `yaml:"kubernetes"`
-		} `yaml:"provider"`
+// envoyGatewayProbe runs the probe Envoy Gateway generates for its rate
+// limit container (resource.go), as the kubelet runs it: its startup,
+// readiness and liveness probes alike GET /healthcheck on port 8080 (here
+// the server's HTTP address) within a second, and pass on a status from 200
+// to 399; they differ only in how often they run and how many failures
+// they take. It returns nil when the probe passes, else why not.
+func envoyGatewayProbe(srv *serverProcess) error {
+	resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + srv.HTTPAddr + "/healthcheck")
+	if err != nil {
+		return err
 	}
-	require.NoError(t, yaml.Unmarshal(data, &c))
-	probes := envoyGatewayProbes(t)
-	patch := c.Provider.Kubernetes.RateLimitDeployment.Patch
-	for _, container := range patch.Value.Spec.Template.Spec.Containers {
-		var name string
-		if n, ok := container["name"]; ok {
-			require.NoError(t, n.Decode(&name))
-		}
-		require.Equal(t, "envoy-ratelimit", name, "the patch changes Envoy Gateway's container only")
-		for _, field := range []string{startupProbe, livenessProbe, readinessProbe} {
-			node, ok := container[field]
-			if !ok {
-				continue
-			}
-			var replace struct {
-				Patch string `yaml:"$patch"`
-			}
-			require.NoError(t, node.Decode(&replace))
-			require.Equal(t, "StrategicMerge", patch.Type)
-			require.Equal(t, "replace", replace.Patch, "%s: a strategic merge would keep Envoy Gateway's httpGet beside the patch's handler", field)
-			var p k8sProbe
-			require.NoError(t, node.Decode(&p))
-			probes[field] = p
-		}
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("GET /healthcheck: %s", resp.Status)
 	}
-	return probes
-}
-
-// succeeds runs the probe against srv as the kubelet runs it: a GET
-// succeeds with a status from 200 to 399, a TCP check when the connection
-// opens, each within the probe's timeout. The ports are the container's,
-// 8081 for gRPC and 8080 for HTTP, which the test's server listens on
-// elsewhere. It returns nil on success, else what failed.
-func (p k8sProbe) succeeds(srv *serverProcess) error {
-	timeout := time.Duration(max(p.TimeoutSeconds, 1)) * time.Second
-	addr := func(port int) (string, error) {
-		switch port {
-		case 8080:
-			return srv.HTTPAddr, nil
-		case 8081:
-			return srv.GRPCAddr, nil
-		}
-		return "", fmt.Errorf("port %d is none of the container's", port)
-	}
-	switch {
-	case p.HTTPGet != nil:
-		a, err := addr(p.HTTPGet.Port)
-		if err != nil {
-			return err
-		}
-		resp, err := (&http.Client{Timeout: timeout}).Get("http://" + a + p.HTTPGet.Path)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode < 200 || resp.StatusCode >= 400 {
-			return fmt.Errorf("GET %s: %s", p.HTTPGet.Path, resp.Status)
-		}
-		return nil
-	case p.TCPSocket != nil:
-		a, err := addr(p.TCPSocket.Port)
-		if err != nil {
-			return err
-		}
-		conn, err := net.DialTimeout("tcp", a, timeout)
-		if err != nil {
-			return err
-		}
-		return conn.Close()
-	}
-	return errors.New("a probe with no handler")
+	return nil
 }
 
 // copyFile copies the file src to dst, making dst's directory.
@@ -221,16 +106,17 @@ func copyFile(t *testing.T, src, dst string) {
 // Deployment gives it, in envoyproxy/ratelimit's variables (and a backend
 // timeout a busy test host can keep), and its certificates: limits from Envoy
 // Gateway's xDS server over mutual TLS, gRPC served over TLS, Redis with and
-// without TLS. It starts before the first limits, not ready, is ready after
-// the first xDS update, and enforces the limits in Redis for every replica.
-// All along it answers the probes of the Deployment as Kubernetes needs,
-// both as Envoy Gateway generates them (the image the one change) and with
-// the optional readiness patch of envoy/gateway/envoy-gateway.yaml: startup
-// and liveness pass from the start, before the first limits, and through a
-// Redis outage, also in a pod started during the outage, so nothing is
-// restarted; Envoy Gateway's readiness probe, on /healthcheck, keeps the
-// pods in rotation, as envoyproxy/ratelimit's does, and the patched one, on
-// /ready, passes only while limits are loaded and Redis answers.
+// without TLS. It starts before the first limits, not ready, answering
+// every request with envoyproxy/ratelimit's error before its first
+// configuration, so that Envoy's failure mode decides (a FailClosed policy
+// denies); is ready after the first xDS update; and enforces the limits in
+// Redis for every replica. All along it answers the probes of the
+// Deployment as Envoy Gateway generates them, all on /healthcheck, as
+// envoyproxy/ratelimit does: they pass once Redis has answered, before the
+// first limits and through a later Redis outage, so nothing is restarted
+// and the pods stay in rotation; and a pod started while Redis is down
+// fails them until Redis answers, as envoyproxy/ratelimit's, whose HTTP
+// port opens only after its first PING, so it stays out of rotation.
 func TestEnvoyGatewayDeployment(t *testing.T) {
 	for _, c := range []struct {
 		name     string
@@ -282,41 +168,39 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	srv := startServerWith(t, "", env, envoyTLS)
 	ctx := context.Background()
 
-	// The probes both ways: as Envoy Gateway generates them, and with the
-	// patch, which changes readiness alone.
-	generated, patched := envoyGatewayProbes(t), patchedProbes(t)
-	require.NotEqual(t, generated[readinessProbe], patched[readinessProbe], "the patch moves readiness")
-	require.Equal(t, generated[startupProbe], patched[startupProbe], "the patch leaves startup as generated")
-	require.Equal(t, generated[livenessProbe], patched[livenessProbe], "the patch leaves liveness as generated")
-	patchedReady := func(s *serverProcess) error { return patched[readinessProbe].succeeds(s) }
-	// probes checks every probe of both variants on s: each passes, but the
-	// patched readiness probe, which passes only when ready says so.
-	probes := func(s *serverProcess, when string, ready bool) {
+	// probes checks that Envoy Gateway's probes pass on s, or fail.
+	probes := func(s *serverProcess, when string, pass bool) {
 		t.Helper()
-		for _, name := range []string{startupProbe, livenessProbe, readinessProbe} {
-			assert.NoError(t, generated[name].succeeds(s), "%s: Envoy Gateway's %s", when, name)
-		}
-		assert.NoError(t, patched[startupProbe].succeeds(s), "%s: patched startupProbe", when)
-		assert.NoError(t, patched[livenessProbe].succeeds(s), "%s: patched livenessProbe", when)
-		if ready {
-			assert.NoError(t, patchedReady(s), "%s: patched readinessProbe", when)
+		if pass {
+			assert.NoError(t, envoyGatewayProbe(s), "%s: Envoy Gateway's probes", when)
 		} else {
-			assert.Error(t, patchedReady(s), "%s: patched readinessProbe", when)
+			assert.Error(t, envoyGatewayProbe(s), "%s: Envoy Gateway's probes", when)
 		}
 	}
 
-	// Started, before Envoy Gateway has sent any limits: alive, not ready
-	// by /ready and gRPC health, answering every descriptor as unmatched.
-	// Envoy Gateway's readiness probe lets it take traffic, as
-	// envoyproxy/ratelimit does with FORCE_START_WITHOUT_INITIAL_CONFIG.
-	probes(srv, "before the first limits", false)
+	// Started, before Envoy Gateway has sent any limits: its probes pass
+	// (Redis answers), gRPC health says not ready, and every request gets
+	// envoyproxy/ratelimit's error before its first configuration, so that
+	// Envoy's failure mode decides, as with envoyproxy/ratelimit and
+	// Envoy Gateway's FORCE_START_WITHOUT_INITIAL_CONFIG.
+	probes(srv, "before the first limits", true)
 	assert.False(t, srv.Serving(ctx))
 	const listener, route = "default/eg/http", "httproute/default/backend/rule/0/match/0/*"
 	rules := []xdstest.Rule{
 		{Headers: []xdstest.HeaderMatch{{Name: "x-user-id", Distinct: true}}, Requests: 3, Unit: rlsconfv3.RateLimitUnit_HOUR},
 	}
 	g := gatewayRoute{client: srv.Client, listener: listener, route: route}
-	assert.Equal(t, 5, g.admitted(t, rules, "alice", 5), "every descriptor unmatched")
+	askAs := func(s *serverProcess, user string) error {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := s.Client.ShouldRateLimit(rctx, &rlsv3.RateLimitRequest{
+			Domain: listener, Descriptors: xdstest.Descriptors(t, route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": user}}),
+		})
+		return err
+	}
+	err := askAs(srv, "alice")
+	assert.Equal(t, codes.Unknown, status.Code(err), "no limits yet: %v", err)
+	assert.ErrorContains(t, err, "no rate limit configuration loaded")
 
 	// gRPC is TLS, and not mutual: Envoy's client certificate is not asked
 	// for (GRPC_SERVER_TLS_CA_CERT is read by neither server), a plaintext
@@ -334,8 +218,7 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	_, err = xs.WaitFor(20*time.Second, func(r xdstest.Request) bool { return r.ACK("1") })
 	require.NoError(t, err, "the server accepts Envoy Gateway's limits over mutual TLS\n%s", srv.Output())
 	assert.Equal(t, "envoy-ratelimit", xs.Requests()[0].Node.GetId())
-	require.Eventually(t, func() bool { return patchedReady(srv) == nil }, 10*time.Second, 20*time.Millisecond, "ready after the first update")
-	assert.True(t, srv.Serving(ctx))
+	require.Eventually(t, func() bool { return srv.Serving(ctx) }, 10*time.Second, 20*time.Millisecond, "ready after the first update")
 	probes(srv, "with the limits", true)
 
 	// The limits are enforced in Redis: a second replica, started the same
@@ -357,31 +240,32 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, `ratelimit_service_rate_limit_over_limit{domain="default/eg/http"`)
 
-	// A Redis outage leaves the pods alive, so Kubernetes restarts nothing,
-	// and in rotation by Envoy Gateway's readiness probe; the patched one
-	// takes them out. Over several backend health checks (one a second),
-	// nothing flips back.
+	// A Redis outage leaves the pods alive and in rotation by Envoy
+	// Gateway's probes, so Kubernetes restarts nothing; requests get the
+	// failure mode, and gRPC health says not ready. Over several backend
+	// health checks (one a second), nothing flips back.
 	redis.Stop()
-	require.Eventually(t, func() bool { return patchedReady(srv) != nil }, 10*time.Second, 20*time.Millisecond, "unready by /ready without Redis")
-	assert.False(t, srv.Serving(ctx), "gRPC health follows Redis")
+	require.Eventually(t, func() bool { return !srv.Serving(ctx) }, 10*time.Second, 20*time.Millisecond, "gRPC health follows Redis")
 	for range 3 {
-		probes(srv, "Redis down", false)
+		probes(srv, "Redis down", true)
 		time.Sleep(500 * time.Millisecond)
 	}
-	// A pod started during the outage, a replica rescheduled, say, passes
-	// its startup and liveness probes too, rather than being restarted
-	// until Redis is back.
+	assert.Equal(t, codes.Unavailable, status.Code(askAs(srv, "dave")), "RLS_FAILURE_MODE error: Envoy's failure_mode_deny decides")
+	// A pod started during the outage, a replica rescheduled, say, fails
+	// its probes until Redis answers, as envoyproxy/ratelimit's: out of
+	// rotation, and restarted if Redis stays away longer than the startup
+	// probe waits (30 times 10 seconds).
 	late := startServerWith(t, "", env, envoyTLS)
-	probes(late, "started while Redis is down", false)
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err = srv.Client.ShouldRateLimit(rctx, &rlsv3.RateLimitRequest{
-		Domain: listener, Descriptors: xdstest.Descriptors(route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": "dave"}}),
-	})
-	cancel()
-	assert.Equal(t, codes.Unavailable, status.Code(err), "RLS_FAILURE_MODE error: Envoy's failure_mode_deny decides")
+	for range 3 {
+		probes(late, "started while Redis is down", false)
+		time.Sleep(500 * time.Millisecond)
+	}
+	code, body = late.get("/healthcheck")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "waiting for the backend's first answer")
 	require.NoError(t, redis.Start())
 	for _, s := range []*serverProcess{srv, late} {
-		require.Eventually(t, func() bool { return patchedReady(s) == nil }, 10*time.Second, 20*time.Millisecond, "ready again with Redis")
+		require.Eventually(t, func() bool { return s.Serving(ctx) }, 10*time.Second, 20*time.Millisecond, "ready again with Redis")
 		probes(s, "Redis back", true)
 	}
 	// Limits from xDS record every hit, as envoyproxy/ratelimit counts

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -435,11 +436,15 @@ func TestStartupWhileRedisIsDown(t *testing.T) {
 	servers := faultServers(t, map[string]string{"RLS_REDIS_ADDRS": redis.Addr()})
 	tenant := func(i int) string { return "t" + strconv.Itoa(i%10) }
 
-	// It serves at once, unhealthy, with the failure mode's answers.
+	// It serves at once, unhealthy, with the failure mode's answers; and
+	// it is not live until Redis first answers, as envoyproxy/ratelimit
+	// opens its HTTP port only after its first PING.
 	for mode, srv := range servers {
 		assert.False(t, srv.Serving(context.Background()), "mode %s: NOT_SERVING from the start", mode)
 		assert.False(t, srv.probe("/ready"), "mode %s: /ready 503", mode)
-		assert.True(t, srv.probe("/healthcheck"), "mode %s: /healthcheck (liveness) 200", mode)
+		code, body := srv.get("/healthcheck")
+		assert.Equal(t, http.StatusServiceUnavailable, code, "mode %s: /healthcheck (liveness) 503", mode)
+		assert.Contains(t, body, "waiting for the backend's first answer: backend unreachable", "mode %s", mode)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
@@ -449,5 +454,15 @@ func TestStartupWhileRedisIsDown(t *testing.T) {
 	t.Logf("redis started: health SERVING after %v, answers decided after %v",
 		waitHealth(t, servers, true, 5*time.Second).Round(time.Millisecond),
 		waitDecided(t, servers, 10, tenant, 5*time.Second).Round(time.Millisecond))
+	for mode, srv := range servers {
+		assert.True(t, srv.probe("/healthcheck"), "mode %s: live once Redis has answered", mode)
+	}
 	checkEnforced(t, servers)
+
+	// Live from then on, through a Redis outage.
+	redis.Stop()
+	waitHealth(t, servers, false, 5*time.Second)
+	for mode, srv := range servers {
+		assert.True(t, srv.probe("/healthcheck"), "mode %s: live while Redis is down again", mode)
+	}
 }

@@ -123,8 +123,10 @@ func TestProbesOnSIGTERM(t *testing.T) {
 	assert.Equal(t, allStatus(healthpb.HealthCheckResponse_NOT_SERVING), srv.grpcHealth(t))
 }
 
-// TestProbesNameARefusedPassword: readiness, the log and the answers give
-// Redis's own reply to a missing or wrong password.
+// TestProbesNameARefusedPassword: readiness, liveness, the log and the
+// answers give Redis's own reply to a missing or wrong password. A Redis
+// that refuses the password has not answered: the server is not live, as
+// envoyproxy/ratelimit, which cannot connect, never opens its HTTP port.
 func TestProbesNameARefusedPassword(t *testing.T) {
 	redis := redistest.Standalone(t)
 	require.NoError(t, redis.Client(t).ConfigSet(context.Background(), "requirepass", "pw").Err())
@@ -143,7 +145,9 @@ func TestProbesNameARefusedPassword(t *testing.T) {
 			assert.Equal(t, http.StatusServiceUnavailable, code)
 			assert.Contains(t, body, tc.want)
 			assert.Contains(t, srv.Output(), tc.want)
-			assert.True(t, srv.probe("/healthcheck"))
+			code, body = srv.get("/healthcheck")
+			assert.Equal(t, http.StatusServiceUnavailable, code)
+			assert.Contains(t, body, "waiting for the backend's first answer: backend unreachable: "+tc.want)
 
 			_, err := srv.Client.ShouldRateLimit(context.Background(), faultRequest("user", "auth"))
 			require.Error(t, err)

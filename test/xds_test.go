@@ -12,6 +12,8 @@ import (
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/xds/xdstest"
@@ -61,7 +63,7 @@ func (g gatewayRoute) check(t *testing.T, rules []xdstest.Rule, user string) rls
 	t.Helper()
 	resp, err := g.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
 		Domain:      g.listener,
-		Descriptors: xdstest.Descriptors(g.route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": user}}),
+		Descriptors: xdstest.Descriptors(t, g.route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": user}}),
 	})
 	require.NoError(t, err)
 	return resp.GetOverallCode()
@@ -81,9 +83,11 @@ func (g gatewayRoute) admitted(t *testing.T, rules []xdstest.Rule, user string, 
 
 // TestXDSFromEnvoyGateway runs the server binary as Envoy Gateway runs
 // envoyproxy/ratelimit: limits from an xDS server over mutual TLS, as node
-// envoy-ratelimit. It starts before the xDS server has limits for it,
-// serving without limits and not ready; enforces the first snapshot, then an
-// update; and survives the xDS server's restart, taking its new limits.
+// envoy-ratelimit. It starts before the xDS server has limits for it, not
+// ready, answering every request with envoyproxy/ratelimit's error before
+// its first configuration (gRPC Unknown), so that Envoy's failure mode
+// decides; enforces the first snapshot, then an update; and survives the
+// xDS server's restart, taking its new limits.
 func TestXDSFromEnvoyGateway(t *testing.T) {
 	certs := redistest.NewCerts(t)
 	serverTLS, _ := xdstest.MutualTLS(t, certs)
@@ -108,10 +112,15 @@ func TestXDSFromEnvoyGateway(t *testing.T) {
 	code, body := httpGet(t, "http://"+srv.HTTPAddr+"/ready")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, body, "no rate limit configuration loaded")
-	assert.Equal(t, 5, admitted(rules, "alice", 5), "every descriptor unmatched")
+	_, err := srv.Client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
+		Domain:      listener,
+		Descriptors: xdstest.Descriptors(t, route, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-user-id": "alice"}}),
+	})
+	assert.Equal(t, codes.Unknown, status.Code(err), "%v", err)
+	assert.ErrorContains(t, err, "no rate limit configuration loaded")
 
 	xs.Set("envoy-ratelimit", "1", xdstest.Config(listener, route, rules...))
-	_, err := xs.WaitFor(20*time.Second, func(r xdstest.Request) bool { return r.ACK("1") })
+	_, err = xs.WaitFor(20*time.Second, func(r xdstest.Request) bool { return r.ACK("1") })
 	require.NoError(t, err, "the server accepts the snapshot over mutual TLS\n%s", srv.Output())
 	require.Eventually(t, func() bool { return srv.Serving(ctx) }, 10*time.Second, 10*time.Millisecond)
 	first := xs.Requests()[0]

@@ -30,6 +30,12 @@ import (
 // budget charged after the fact (Envoy's apply_on_stream_done) holds, as it
 // does with the peer.
 //
+// Two resources of one domain are an error, unless opts.MergeDomains: then
+// they are merged as files are, as envoyproxy/ratelimit merges them with
+// MERGE_DOMAIN_CONFIG: their top-level descriptors join one tree, in the
+// order of the resources, and a top-level descriptor that two of them give
+// (the same key and value) is an error naming both.
+//
 // A policy whose unit is UNKNOWN (the enum's zero) is an error, unless it is
 // unlimited. Resources that are nil are skipped. FromRateLimitConfigs is
 // safe for concurrent use.
@@ -37,6 +43,8 @@ func FromRateLimitConfigs(resources []*rlsconfv3.RateLimitConfig, opts Options) 
 	files := make([]File, 0, len(resources))
 	names := make(map[string]bool, len(resources))
 	domains := make(map[string]string, len(resources))
+	// tops holds, per domain, where each top-level key and value was given.
+	tops := make(map[string]map[[2]string]string, len(resources))
 	for i, r := range resources {
 		if r == nil {
 			continue
@@ -48,14 +56,19 @@ func FromRateLimitConfigs(resources []*rlsconfv3.RateLimitConfig, opts Options) 
 			}
 			names[r.GetName()] = true
 		}
-		if d := r.GetDomain(); d != "" {
-			if prev, ok := domains[d]; ok {
-				return nil, &Error{File: label, Field: "domain", Msg: fmt.Sprintf("duplicate domain %q (also in %s)", d, prev)}
-			}
-			domains[d] = label
-		}
 		if err := checkDuplicateDescriptors(label, "descriptors", r.GetDescriptors()); err != nil {
 			return nil, err
+		}
+		if d := r.GetDomain(); d != "" {
+			if prev, ok := domains[d]; ok && !opts.MergeDomains {
+				return nil, &Error{File: label, Field: "domain", Msg: fmt.Sprintf("duplicate domain %q (also in %s)", d, prev)}
+			} else if !ok {
+				domains[d] = label
+				tops[d] = make(map[[2]string]string)
+			}
+			if err := checkMergedDescriptors(label, r.GetDescriptors(), tops[d]); err != nil {
+				return nil, err
+			}
 		}
 		doc := xdsDocument{Domain: r.GetDomain(), Descriptors: xdsDescriptors(r.GetDescriptors())}
 		data, err := yaml.Marshal(doc)
@@ -109,6 +122,26 @@ func checkDuplicateDescriptors(label, path string, ds []*rlsconfv3.RateLimitDesc
 		if err := checkDuplicateDescriptors(label, p+".descriptors", d.GetDescriptors()); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkMergedDescriptors reports a top-level descriptor of the resource
+// label that an earlier resource of the same domain gave already, as seen
+// records them, and records those of label. Parse would find such a
+// descriptor too, but would name a line of YAML that nobody sees.
+func checkMergedDescriptors(label string, ds []*rlsconfv3.RateLimitDescriptor, seen map[[2]string]string) error {
+	for i, d := range ds {
+		if d.GetKey() == "" {
+			continue
+		}
+		kv := [2]string{d.GetKey(), d.GetValue()}
+		p := "descriptors[" + strconv.Itoa(i) + "]"
+		if first, ok := seen[kv]; ok {
+			return &Error{File: label, Field: p, Msg: fmt.Sprintf("duplicate descriptor: key %q and value %q are also those of %s in the same domain",
+				kv[0], kv[1], first)}
+		}
+		seen[kv] = label + " " + p
 	}
 	return nil
 }

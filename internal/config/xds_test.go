@@ -258,3 +258,59 @@ func TestFromRateLimitConfigsEmpty(t *testing.T) {
 		assert.False(t, ok)
 	}
 }
+
+// TestFromRateLimitConfigsMergeDomains: with MergeDomains, resources that
+// name one domain are merged, as envoyproxy/ratelimit merges them with
+// MERGE_DOMAIN_CONFIG (its config_impl.go loadConfig): the top-level
+// descriptors of each join one tree, each rule keeps its resource, and a
+// top-level key and value given by two of them is an error, as there
+// ("duplicate descriptor composite key"). Without MergeDomains they stay
+// an error.
+func TestFromRateLimitConfigsMergeDomains(t *testing.T) {
+	a := &rlsconfv3.RateLimitConfig{Name: "a", Domain: "test-domain", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: "key1", Value: "value1", RateLimit: policy(10, rlsconfv3.RateLimitUnit_MINUTE)},
+		{Key: "ip", Value: "10.*", RateLimit: policy(1, rlsconfv3.RateLimitUnit_SECOND)},
+	}}
+	b := &rlsconfv3.RateLimitConfig{Name: "b", Domain: "test-domain", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: "key2", Value: "value2", RateLimit: policy(20, rlsconfv3.RateLimitUnit_MINUTE)},
+		{Key: "ip", Value: "10.1.*", RateLimit: policy(2, rlsconfv3.RateLimitUnit_SECOND)},
+		// The same key and value one level down is no duplicate.
+		{Key: "user", Descriptors: []*rlsconfv3.RateLimitDescriptor{{Key: "key1", Value: "value1", RateLimit: policy(30, rlsconfv3.RateLimitUnit_HOUR)}}},
+	}}
+	other := &rlsconfv3.RateLimitConfig{Name: "c", Domain: "other", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: "key1", Value: "value1", RateLimit: policy(40, rlsconfv3.RateLimitUnit_DAY)},
+	}}
+
+	e := xdsError(t, a, b)
+	assert.Equal(t, `RateLimitConfig "b": domain: duplicate domain "test-domain" (also in RateLimitConfig "a")`, e.Error())
+
+	c, err := FromRateLimitConfigs([]*rlsconfv3.RateLimitConfig{a, other, b}, Options{MergeDomains: true})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"other", "test-domain"}, c.Domains())
+	for _, tc := range []struct {
+		domain string
+		pairs  []string
+		rpu    uint64
+		file   string
+	}{
+		{"test-domain", []string{"key1=value1"}, 10, `RateLimitConfig "a"`},
+		{"test-domain", []string{"key2=value2"}, 20, `RateLimitConfig "b"`},
+		{"test-domain", []string{"user=u1", "key1=value1"}, 30, `RateLimitConfig "b"`},
+		// The wildcards of the merged level are tried in the order of the
+		// resources: a's first.
+		{"test-domain", []string{"ip=10.1.1.1"}, 1, `RateLimitConfig "a"`},
+		{"other", []string{"key1=value1"}, 40, `RateLimitConfig "c"`},
+	} {
+		r := ruleAt(t, c, tc.domain, tc.pairs...)
+		assert.Equal(t, tc.rpu, r.Limits[0].Limit.Requests, "%s %v", tc.domain, tc.pairs)
+		assert.Equal(t, tc.file, r.File, "%s %v", tc.domain, tc.pairs)
+	}
+
+	dup := &rlsconfv3.RateLimitConfig{Name: "d", Domain: "test-domain", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: "key3", RateLimit: policy(1, rlsconfv3.RateLimitUnit_SECOND)},
+		{Key: "key2", Value: "value2", Descriptors: []*rlsconfv3.RateLimitDescriptor{{Key: "k", RateLimit: policy(1, rlsconfv3.RateLimitUnit_SECOND)}}},
+	}}
+	_, err = FromRateLimitConfigs([]*rlsconfv3.RateLimitConfig{a, b, dup}, Options{MergeDomains: true})
+	require.Error(t, err)
+	assert.Equal(t, `RateLimitConfig "d": descriptors[1]: duplicate descriptor: key "key2" and value "value2" are also those of RateLimitConfig "b" descriptors[0] in the same domain`, err.Error())
+}

@@ -2,13 +2,19 @@ package envoymodel
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
+	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // Request is what Envoy's rate limit actions can see of an HTTP request.
@@ -32,6 +38,11 @@ type Request struct {
 	// destination_cluster actions send: Envoy's --service-cluster and the
 	// route's cluster.
 	SourceCluster, DestinationCluster string
+	// DynamicMetadata is the stream's dynamic metadata by filter namespace,
+	// as other filters set it: what a hits_addend format and a limit
+	// override read. At stream done it holds what was set while the
+	// response went through too.
+	DynamicMetadata map[string]*structpb.Struct
 }
 
 // header returns a request header by name, pseudo-headers included.
@@ -72,26 +83,174 @@ func Descriptors(limits []*routev3.RateLimit, stage uint32, req Request) ([]*rat
 		if rl.GetStage().GetValue() != stage {
 			continue
 		}
-		d := &ratelimitv3.RateLimitDescriptor{}
-		complete := true
-		for j, a := range rl.GetActions() {
-			entry, ok, err := actionEntry(a, req)
-			if err != nil {
-				return nil, fmt.Errorf("rate_limits[%d].actions[%d]: %w", i, j, err)
-			}
-			if !ok {
-				complete = false
-				break
-			}
-			if entry != nil {
-				d.Entries = append(d.Entries, entry)
-			}
+		d, err := descriptor(rl.GetActions(), req)
+		if err != nil {
+			return nil, fmt.Errorf("rate_limits[%d]: %w", i, err)
 		}
-		if complete && len(d.Entries) > 0 {
+		if d != nil {
 			out = append(out, d)
 		}
 	}
 	return out, nil
+}
+
+// PerRouteDescriptors returns the descriptors Envoy's rate limit filter
+// sends for req from the rate_limits of a route's RateLimitPerRoute (its
+// typed_per_filter_config), which is how Envoy Gateway configures routes:
+// with onStreamDone false, those of the request path, from the entries
+// without apply_on_stream_done; with it true, those sent when the stream
+// is done, from the entries with it. An entry sends one descriptor unless
+// one of its actions produces nothing for req, and the descriptor carries
+// the entry's hits_addend (a number, or a %DYNAMIC_METADATA(namespace:key)%
+// format, whose value must be a number from 0 to 1e9, or a string of one,
+// else the descriptor is not sent) and its limit override from dynamic
+// metadata (a struct of requests_per_unit, a number, and unit, the name of
+// a unit; else no override). It returns an error for settings the model
+// does not follow, stage and disable_key among them, which Envoy refuses
+// there. It is safe for concurrent use.
+func PerRouteDescriptors(limits []*routev3.RateLimit, req Request, onStreamDone bool) ([]*ratelimitv3.RateLimitDescriptor, error) {
+	var out []*ratelimitv3.RateLimitDescriptor
+	for i, rl := range limits {
+		if err := onlyFields(rl, "actions", "hits_addend", "limit", "apply_on_stream_done", "x_ratelimit_option"); err != nil {
+			return nil, fmt.Errorf("rate_limits[%d]: %w", i, err)
+		}
+		if rl.GetApplyOnStreamDone() != onStreamDone {
+			continue
+		}
+		d, err := descriptor(rl.GetActions(), req)
+		if err != nil {
+			return nil, fmt.Errorf("rate_limits[%d]: %w", i, err)
+		}
+		if d == nil {
+			continue
+		}
+		if h := rl.GetHitsAddend(); h != nil {
+			n, ok, err := hitsAddend(h, req)
+			if err != nil {
+				return nil, fmt.Errorf("rate_limits[%d].hits_addend: %w", i, err)
+			}
+			if !ok {
+				continue
+			}
+			d.HitsAddend = wrapperspb.UInt64(n)
+			d.IsNegativeHits = h.GetIsNegativeHits()
+		}
+		if o := rl.GetLimit(); o != nil {
+			limit, err := limitOverride(o, req)
+			if err != nil {
+				return nil, fmt.Errorf("rate_limits[%d].limit: %w", i, err)
+			}
+			d.Limit = limit
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// descriptor returns the descriptor actions make for req, nil when one of
+// them produces nothing or none produces an entry.
+func descriptor(actions []*routev3.RateLimit_Action, req Request) (*ratelimitv3.RateLimitDescriptor, error) {
+	d := &ratelimitv3.RateLimitDescriptor{}
+	for j, a := range actions {
+		entry, ok, err := actionEntry(a, req)
+		if err != nil {
+			return nil, fmt.Errorf("actions[%d]: %w", j, err)
+		}
+		if !ok {
+			return nil, nil
+		}
+		if entry != nil {
+			d.Entries = append(d.Entries, entry)
+		}
+	}
+	if len(d.Entries) == 0 {
+		return nil, nil
+	}
+	return d, nil
+}
+
+// maxHitsAddend is the largest hits_addend Envoy sends.
+const maxHitsAddend = 1_000_000_000
+
+// hitsAddend returns the hits an entry's hits_addend gives for req; ok is
+// false when its format yields no valid number, which drops the
+// descriptor.
+func hitsAddend(h *routev3.RateLimit_HitsAddend, req Request) (n uint64, ok bool, err error) {
+	if err := onlyFields(h, "number", "format", "is_negative_hits"); err != nil {
+		return 0, false, err
+	}
+	if h.GetFormat() == "" {
+		if h.GetNumber() == nil {
+			return 0, false, fmt.Errorf("envoy: hits_addend needs a number or a format")
+		}
+		return h.GetNumber().GetValue(), true, nil
+	}
+	m := dynamicMetadataFormat.FindStringSubmatch(h.GetFormat())
+	if m == nil {
+		return 0, false, fmt.Errorf("envoy: hits_addend format %q is not modelled (only %%DYNAMIC_METADATA(namespace:key)%%)", h.GetFormat())
+	}
+	v := req.metadata(m[1], strings.Split(m[2], ":"))
+	var f float64
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_NumberValue:
+		f = k.NumberValue
+	case *structpb.Value_StringValue:
+		if f, err = strconv.ParseFloat(k.StringValue, 64); err != nil {
+			return 0, false, nil
+		}
+	default:
+		return 0, false, nil
+	}
+	if math.IsNaN(f) || f < 0 || f > maxHitsAddend {
+		return 0, false, nil
+	}
+	return uint64(f), true, nil
+}
+
+// dynamicMetadataFormat is the one substitution format the model reads.
+var dynamicMetadataFormat = regexp.MustCompile(`^%DYNAMIC_METADATA\(([^:()]+):([^()]+)\)%$`)
+
+// limitOverride returns the limit override o gives for req, nil when the
+// metadata holds none.
+func limitOverride(o *routev3.RateLimit_Override, req Request) (*ratelimitv3.RateLimitDescriptor_RateLimitOverride, error) {
+	md := o.GetDynamicMetadata()
+	if md == nil {
+		return nil, fmt.Errorf("envoy: limit override %T is not modelled", o.GetOverrideSpecifier())
+	}
+	var path []string
+	for _, seg := range md.GetMetadataKey().GetPath() {
+		path = append(path, seg.GetKey())
+	}
+	fields := req.metadata(md.GetMetadataKey().GetKey(), path).GetStructValue().GetFields()
+	rpu, unit := fields["requests_per_unit"], fields["unit"]
+	if _, ok := rpu.GetKind().(*structpb.Value_NumberValue); !ok {
+		return nil, nil
+	}
+	u, ok := typev3.RateLimitUnit_value[unit.GetStringValue()]
+	if _, isString := unit.GetKind().(*structpb.Value_StringValue); !ok || !isString {
+		return nil, nil
+	}
+	return &ratelimitv3.RateLimitDescriptor_RateLimitOverride{
+		RequestsPerUnit: uint32(rpu.GetNumberValue()),
+		Unit:            typev3.RateLimitUnit(u),
+	}, nil
+}
+
+// metadata returns the value of the dynamic metadata of namespace at path,
+// nil when there is none.
+func (r Request) metadata(namespace string, path []string) *structpb.Value {
+	s := r.DynamicMetadata[namespace]
+	if s == nil || len(path) == 0 {
+		return nil
+	}
+	v := structpb.NewStructValue(s)
+	for _, key := range path {
+		v = v.GetStructValue().GetFields()[key]
+		if v == nil {
+			return nil
+		}
+	}
+	return v
 }
 
 // actionEntry returns the entry one action adds for req. ok is false when the
@@ -138,6 +297,47 @@ func actionEntry(a *routev3.RateLimit_Action, req Request) (entry *ratelimitv3.R
 			return nil, false, nil
 		}
 		return e(orDefault(m.GetDescriptorKey(), "header_match"), m.GetDescriptorValue())
+	case *routev3.RateLimit_Action_QueryParameters_:
+		q := act.QueryParameters
+		v, present := req.queryParam(q.GetQueryParameterName())
+		switch {
+		case present:
+			return e(q.GetDescriptorKey(), v)
+		case q.GetSkipIfAbsent():
+			return nil, true, nil
+		default:
+			return nil, false, nil
+		}
+	case *routev3.RateLimit_Action_QueryParameterValueMatch_:
+		m := act.QueryParameterValueMatch
+		if err := onlyFields(m, "descriptor_value", "descriptor_key", "expect_match", "query_parameters"); err != nil {
+			return nil, false, err
+		}
+		matched, err := queryParamsMatch(m.GetQueryParameters(), req)
+		if err != nil {
+			return nil, false, err
+		}
+		expect := m.GetExpectMatch() == nil || m.GetExpectMatch().GetValue()
+		if matched != expect {
+			return nil, false, nil
+		}
+		return e(orDefault(m.GetDescriptorKey(), "query_match"), m.GetDescriptorValue())
+	case *routev3.RateLimit_Action_RemoteAddressMatch_:
+		m := act.RemoteAddressMatch
+		if err := onlyFields(m, "descriptor_value", "descriptor_key", "default_value", "address_matcher"); err != nil {
+			return nil, false, err
+		}
+		v, err := remoteAddressValue(m.GetDescriptorValue(), req)
+		if err != nil || !req.RemoteAddress.IsValid() {
+			return nil, false, err
+		}
+		matched, err := addressMatches(m.GetAddressMatcher(), req.RemoteAddress.Unmap())
+		if err != nil || !matched {
+			return nil, false, err
+		}
+		// The value is never empty (Envoy demands a descriptor_value, and
+		// the client's address is never empty), so default_value is unused.
+		return e(orDefault(m.GetDescriptorKey(), "remote_address_match"), v)
 	case *routev3.RateLimit_Action_SourceCluster_:
 		return e("source_cluster", req.SourceCluster)
 	case *routev3.RateLimit_Action_DestinationCluster_:
@@ -181,6 +381,87 @@ func headerMatches(m *routev3.HeaderMatcher, req Request) (bool, error) {
 	default:
 		return false, fmt.Errorf("envoy: header matcher %T is not modelled", spec)
 	}
+}
+
+// queryParam returns the first value of the query parameter name in req's
+// path, percent-decoded, and whether there is one.
+func (r Request) queryParam(name string) (string, bool) {
+	_, query, ok := strings.Cut(r.path(), "?")
+	if !ok {
+		return "", false
+	}
+	query, _, _ = strings.Cut(query, "#")
+	for _, pair := range strings.Split(query, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		if k != name {
+			continue
+		}
+		if d, err := url.PathUnescape(v); err == nil {
+			v = d
+		}
+		return v, true
+	}
+	return "", false
+}
+
+// queryParamsMatch reports whether req's query has what every matcher
+// asks for.
+func queryParamsMatch(ms []*routev3.QueryParameterMatcher, req Request) (bool, error) {
+	for _, m := range ms {
+		if err := onlyFields(m, "name", "string_match", "present_match"); err != nil {
+			return false, err
+		}
+		v, present := req.queryParam(m.GetName())
+		if !present {
+			return false, nil
+		}
+		if sm := m.GetStringMatch(); sm != nil {
+			ok, err := stringMatches(sm, v)
+			if err != nil || !ok {
+				return false, err
+			}
+		}
+	}
+	return true, nil
+}
+
+// addressMatches applies an AddressMatcher to addr: inside any of its
+// ranges, or outside all of them with invert_match.
+func addressMatches(m *matcherv3.AddressMatcher, addr netip.Addr) (bool, error) {
+	if err := onlyFields(m, "ranges", "invert_match"); err != nil {
+		return false, err
+	}
+	inside := false
+	for _, r := range m.GetRanges() {
+		a, err := netip.ParseAddr(r.GetAddressPrefix())
+		if err != nil {
+			return false, fmt.Errorf("envoy: address_prefix %q: %w", r.GetAddressPrefix(), err)
+		}
+		bits := a.BitLen()
+		if r.GetPrefixLen() != nil {
+			bits = int(r.GetPrefixLen().GetValue())
+		}
+		prefix, err := a.Unmap().Prefix(bits)
+		if err != nil {
+			return false, fmt.Errorf("envoy: %s/%d: %w", r.GetAddressPrefix(), bits, err)
+		}
+		if prefix.Contains(addr) {
+			inside = true
+		}
+	}
+	return inside != m.GetInvertMatch(), nil
+}
+
+// remoteAddressValue evaluates a remote_address_match's descriptor value:
+// literal text, or %DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%, the client's
+// address.
+func remoteAddressValue(format string, req Request) (string, error) {
+	const clientAddress = "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%"
+	v := strings.ReplaceAll(format, clientAddress, req.RemoteAddress.Unmap().String())
+	if strings.Contains(v, "%") {
+		return "", fmt.Errorf("envoy: descriptor_value %q: only %s is modelled", format, clientAddress)
+	}
+	return v, nil
 }
 
 // stringMatches applies a StringMatcher as Envoy does: a regex must match

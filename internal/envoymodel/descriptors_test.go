@@ -1,14 +1,17 @@
 package envoymodel_test
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/ratewarden/ratewarden/internal/envoymodel"
 )
@@ -86,11 +89,140 @@ func TestDescriptorsActions(t *testing.T) {
 	}
 }
 
+// TestDescriptorsOfQueriesAndAddresses: the actions Envoy Gateway's
+// translator uses for query parameters and source CIDRs.
+func TestDescriptorsOfQueriesAndAddresses(t *testing.T) {
+	inside := envoymodel.Request{Path: "/p?a=1&tenant=acme%20co&a=2&flag", RemoteAddress: netip.MustParseAddr("10.1.2.3")}
+	outside := envoymodel.Request{Path: "/p", RemoteAddress: netip.MustParseAddr("::ffff:192.0.2.9")}
+	for _, tc := range []struct {
+		name, limits string
+		req          envoymodel.Request
+		want         []string
+	}{
+		{"query parameter, decoded, the first of several", `[{actions: [{query_parameters: {query_parameter_name: tenant, descriptor_key: t}}, {query_parameters: {query_parameter_name: a, descriptor_key: a}}]}]`,
+			inside, []string{"t=acme co,a=1"}},
+		{"a parameter without a value", `[{actions: [{query_parameters: {query_parameter_name: flag, descriptor_key: f}}]}]`, inside, []string{"f="}},
+		{"absent parameter drops the descriptor", `[{actions: [{generic_key: {descriptor_value: g}}, {query_parameters: {query_parameter_name: none, descriptor_key: n}}]}]`,
+			inside, []string{}},
+		{"skip_if_absent drops the entry", `[{actions: [{generic_key: {descriptor_value: g}}, {query_parameters: {query_parameter_name: none, descriptor_key: n, skip_if_absent: true}}]}]`,
+			inside, []string{"generic_key=g"}},
+		{"query value match", `[
+			{actions: [{query_parameter_value_match: {descriptor_key: q, descriptor_value: acme, query_parameters: [{name: tenant, string_match: {exact: acme co}}]}}]},
+			{actions: [{query_parameter_value_match: {descriptor_value: re, query_parameters: [{name: tenant, string_match: {safe_regex: {regex: "ac.*"}}}]}}]},
+			{actions: [{query_parameter_value_match: {descriptor_value: other, query_parameters: [{name: tenant, string_match: {exact: other}}]}}]},
+			{actions: [{query_parameter_value_match: {descriptor_value: not-other, expect_match: false, query_parameters: [{name: tenant, string_match: {exact: other}}]}}]},
+			{actions: [{query_parameter_value_match: {descriptor_value: present, query_parameters: [{name: flag, present_match: true}]}}]},
+			{actions: [{query_parameter_value_match: {descriptor_value: absent, expect_match: false, query_parameters: [{name: none, present_match: true}]}}]}]`,
+			inside, []string{"q=acme", "query_match=re", "query_match=not-other", "query_match=present", "query_match=absent"}},
+		{"remote address match", `[
+			{actions: [{remote_address_match: {descriptor_key: m, descriptor_value: 10.0.0.0/8, address_matcher: {ranges: [{address_prefix: 10.0.0.0, prefix_len: 8}]}}}]},
+			{actions: [{remote_address_match: {descriptor_key: m, descriptor_value: "invert:10.0.0.0/8", address_matcher: {ranges: [{address_prefix: 10.0.0.0, prefix_len: 8}], invert_match: true}}}]},
+			{actions: [{remote_address_match: {descriptor_key: ip, descriptor_value: "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%", address_matcher: {ranges: [{address_prefix: 0.0.0.0, prefix_len: 0}]}}}]},
+			{actions: [{remote_address_match: {descriptor_value: v, default_value: d, address_matcher: {ranges: [{address_prefix: 0.0.0.0, prefix_len: 0}]}}}]}]`,
+			inside, []string{"m=10.0.0.0/8", "ip=10.1.2.3", "remote_address_match=v"}},
+		{"remote address match outside", `[
+			{actions: [{remote_address_match: {descriptor_key: m, descriptor_value: 10.0.0.0/8, address_matcher: {ranges: [{address_prefix: 10.0.0.0, prefix_len: 8}]}}}]},
+			{actions: [{remote_address_match: {descriptor_key: m, descriptor_value: "invert:10.0.0.0/8", address_matcher: {ranges: [{address_prefix: 10.0.0.0, prefix_len: 8}], invert_match: true}}},
+			           {remote_address_match: {descriptor_key: ip, descriptor_value: "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%", address_matcher: {ranges: [{address_prefix: 10.0.0.0, prefix_len: 8}], invert_match: true}}}]}]`,
+			outside, []string{"m=invert:10.0.0.0/8,ip=192.0.2.9"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds, err := envoymodel.Descriptors(rateLimits(t, tc.limits), 0, tc.req)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, describe(ds))
+		})
+	}
+}
+
+// TestPerRouteDescriptors: the rate_limits of a route's per-filter
+// configuration send their descriptors on the request path or when the
+// stream is done, with the entry's hits_addend and limit override.
+func TestPerRouteDescriptors(t *testing.T) {
+	limits := rateLimits(t, `[
+		{actions: [{generic_key: {descriptor_value: plain}}]},
+		{actions: [{generic_key: {descriptor_value: number}}], hits_addend: {number: 0}},
+		{actions: [{generic_key: {descriptor_value: give-back}}], hits_addend: {number: 2, is_negative_hits: true}},
+		{actions: [{generic_key: {descriptor_value: cost}}], hits_addend: {format: "%DYNAMIC_METADATA(io.cost:request)%"}},
+		{actions: [{generic_key: {descriptor_value: nested}}], hits_addend: {format: "%DYNAMIC_METADATA(io.cost:usage:total)%"}},
+		{actions: [{generic_key: {descriptor_value: override}}], limit: {dynamic_metadata: {metadata_key: {key: io.limits, path: [{key: tier}]}}}},
+		{actions: [{generic_key: {descriptor_value: response}}], hits_addend: {format: "%DYNAMIC_METADATA(io.cost:response)%"}, apply_on_stream_done: true, x_ratelimit_option: OFF}]`)
+	md := func(m map[string]any) *structpb.Struct {
+		s, err := structpb.NewStruct(m)
+		require.NoError(t, err)
+		return s
+	}
+	type sent struct {
+		value string
+		hits  *uint64 // nil: no hits_addend
+		neg   bool
+		limit string // "" : no override
+	}
+	n := func(v uint64) *uint64 { return &v }
+	summary := func(ds []*ratelimitv3.RateLimitDescriptor) []sent {
+		out := []sent{}
+		for _, d := range ds {
+			s := sent{value: d.GetEntries()[0].GetValue(), neg: d.GetIsNegativeHits()}
+			if d.GetHitsAddend() != nil {
+				s.hits = n(d.GetHitsAddend().GetValue())
+			}
+			if l := d.GetLimit(); l != nil {
+				s.limit = fmt.Sprintf("%d/%s", l.GetRequestsPerUnit(), l.GetUnit())
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+
+	req := envoymodel.Request{DynamicMetadata: map[string]*structpb.Struct{
+		"io.cost":   md(map[string]any{"request": 3, "response": "250", "usage": map[string]any{"total": 7}}),
+		"io.limits": md(map[string]any{"tier": map[string]any{"requests_per_unit": 20, "unit": "MINUTE"}}),
+	}}
+	ds, err := envoymodel.PerRouteDescriptors(limits, req, false)
+	require.NoError(t, err)
+	assert.Equal(t, []sent{
+		{value: "plain"}, {value: "number", hits: n(0)}, {value: "give-back", hits: n(2), neg: true},
+		{value: "cost", hits: n(3)}, {value: "nested", hits: n(7)}, {value: "override", limit: "20/MINUTE"},
+	}, summary(ds), "the request path")
+	ds, err = envoymodel.PerRouteDescriptors(limits, req, true)
+	require.NoError(t, err)
+	assert.Equal(t, []sent{{value: "response", hits: n(250)}}, summary(ds), "when the stream is done")
+
+	// Metadata that gives no valid number drops the descriptor; none that
+	// gives a valid override leaves it without one.
+	for _, bad := range []map[string]any{
+		{"request": -1, "response": "many", "usage": map[string]any{"total": 1e10}},
+		{"request": "x", "response": true},
+		{},
+	} {
+		req := envoymodel.Request{DynamicMetadata: map[string]*structpb.Struct{
+			"io.cost":   md(bad),
+			"io.limits": md(map[string]any{"tier": map[string]any{"requests_per_unit": "20", "unit": "MINUTE"}}),
+		}}
+		ds, err := envoymodel.PerRouteDescriptors(limits, req, false)
+		require.NoError(t, err)
+		assert.Equal(t, []sent{{value: "plain"}, {value: "number", hits: n(0)}, {value: "give-back", hits: n(2), neg: true}, {value: "override"}}, summary(ds), "%v", bad)
+		ds, err = envoymodel.PerRouteDescriptors(limits, req, true)
+		require.NoError(t, err)
+		assert.Empty(t, ds, "%v", bad)
+	}
+
+	for _, limits := range []string{
+		`[{stage: 1, actions: [{generic_key: {descriptor_value: v}}]}]`,
+		`[{actions: [{generic_key: {descriptor_value: v}}], hits_addend: {format: "%BYTES_RECEIVED%"}}]`,
+		`[{actions: [{generic_key: {descriptor_value: v}}], limit: {rate_limit: {requests_per_unit: 1, unit: SECOND}}}]`,
+	} {
+		_, err := envoymodel.PerRouteDescriptors(rateLimits(t, limits), envoymodel.Request{}, false)
+		assert.Error(t, err, limits)
+	}
+}
+
 // TestDescriptorsRefuseWhatIsNotModelled: settings that change what Envoy
 // sends, and that the model does not follow, are errors.
 func TestDescriptorsRefuseWhatIsNotModelled(t *testing.T) {
 	for _, limits := range []string{
-		`[{actions: [{query_parameters: {query_parameter_name: q, descriptor_key: q}}]}]`,
+		`[{actions: [{metadata: {descriptor_key: k, metadata_key: {key: ns, path: [{key: k}]}}}]}]`,
+		`[{actions: [{remote_address_match: {descriptor_value: "%REQ(:path)%", address_matcher: {ranges: [{address_prefix: 10.0.0.0, prefix_len: 8}]}}}]}]`,
+		`[{hits_addend: {number: 2}, actions: [{remote_address: {}}]}]`,
 		`[{actions: [{masked_remote_address: {}}]}]`,
 		`[{disable_key: k, actions: [{remote_address: {}}]}]`,
 		`[{actions: [{header_value_match: {descriptor_value: v, headers: [{name: a, invert_match: true, present_match: true}]}}]}]`,

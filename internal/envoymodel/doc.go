@@ -11,13 +11,21 @@
 // Envoy's rate limit filter sends to ratewarden for one HTTP request: the
 // domain, and one descriptor per applicable rate_limits entry whose actions
 // all produce an entry. Descriptors does the same for a list of rate_limits,
-// such as an Istio EnvoyFilter patch carries.
+// such as an Istio EnvoyFilter patch carries, and PerRouteDescriptors for
+// the rate_limits of a route's per-filter configuration, as Envoy Gateway
+// writes them, with their hits_addend, limit override and
+// apply_on_stream_done.
 //
-// The model covers what ratewarden's configuration uses and says so when it
-// meets anything else: the actions remote_address, request_headers,
-// generic_key, header_value_match, source_cluster and destination_cluster;
-// header matchers by presence or string_match; virtual hosts by domain,
-// routes by prefix, path or headers. Descriptor values are literal, as
-// Envoy's are unless its formatter runtime flag is on. Any other field that
-// changes which descriptors are sent is an error, never silently ignored.
+// The model covers what ratewarden's configuration and Envoy Gateway's
+// translator use, and says so when it meets anything else: the actions
+// remote_address, request_headers, generic_key, header_value_match,
+// query_parameters, query_parameter_value_match, remote_address_match,
+// source_cluster and destination_cluster; header and query parameter
+// matchers by presence or string_match; virtual hosts by domain, routes by
+// prefix, path or headers. Descriptor values are literal, as Envoy's are
+// unless its formatter runtime flag is on, but for remote_address_match,
+// whose %DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT% is the client's address;
+// the one format of hits_addend modelled is %DYNAMIC_METADATA(ns:key)%. Any
+// other field that changes which descriptors are sent is an error, never
+// silently ignored.
 package envoymodel

@@ -159,6 +159,8 @@ func TestIstioRatewardenDeployment(t *testing.T) {
 	assert.Equal(t, "http-port", at(t, c, "readinessProbe", "httpGet", "port"))
 	assert.Equal(t, "/healthcheck", at(t, c, "livenessProbe", "httpGet", "path"))
 	assert.Equal(t, "http-port", at(t, c, "livenessProbe", "httpGet", "port"))
+	assert.Equal(t, "/healthcheck", at(t, c, "startupProbe", "httpGet", "path"), "time to reach Redis at start")
+	assert.Equal(t, "http-port", at(t, c, "startupProbe", "httpGet", "port"))
 
 	// Not root, not privileged, with requests.
 	assert.Equal(t, true, at(t, d, "spec", "template", "spec", "securityContext", "runAsNonRoot"))

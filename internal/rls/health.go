@@ -16,9 +16,11 @@ import (
 var healthServiceNames = [...]string{"", rlsv3.RateLimitService_ServiceDesc.ServiceName, "ratelimit"}
 
 // Health tracks two things, for probes:
-//   - liveness: the process serves. True until shutdown begins; neither a
-//     backend outage nor limits not loaded yet make it false, since a
-//     restart would cure neither.
+//   - liveness: the process serves. False until the backend has answered
+//     once (as envoyproxy/ratelimit opens its HTTP port only after its first
+//     Redis PING), then true until shutdown begins; neither a later backend
+//     outage nor limits not loaded yet make it false, since a restart would
+//     cure neither.
 //   - readiness: it can decide requests. Liveness, a configuration loaded,
 //     and the backend takes writes. It drives grpc.health.v1 for the service names "" (the
 //     server), "envoy.service.ratelimit.v3.RateLimitService" and "ratelimit"
@@ -30,13 +32,15 @@ type Health struct {
 	server *health.Server
 
 	mu          sync.Mutex
+	answered    bool   // whether the backend has answered once
 	backendDown string // why the backend cannot serve; "" when it can
 	configured  bool
 	draining    bool
 }
 
-// NewHealth returns a Health that is live, and not ready until a
-// configuration is loaded.
+// NewHealth returns a Health that is neither live, until the backend has
+// answered (BackendAnswered), nor ready, until a configuration is loaded
+// too.
 func NewHealth() *Health {
 	h := &Health{server: health.NewServer()}
 	h.update()
@@ -51,6 +55,15 @@ func (h *Health) SetConfigLoaded(ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.configured = ok
+	h.update()
+}
+
+// BackendAnswered records that the backend has answered, even if only to
+// refuse a write: from then on liveness no longer waits for it.
+func (h *Health) BackendAnswered() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.answered = true
 	h.update()
 }
 
@@ -92,13 +105,21 @@ func (h *Health) Ready() (bool, string) {
 	return len(reasons) == 0, strings.Join(reasons, "; ")
 }
 
-// liveReasons says why the process does not serve: only a shutdown. Neither
-// a missing configuration (files mounted late, an xDS server not answering
-// yet) nor a backend outage is cured by a restart, so neither fails
-// liveness, as envoyproxy/ratelimit's /healthcheck by default.
+// liveReasons says why the process does not serve: a backend that has
+// never answered, or a shutdown. Once the backend has answered, neither a
+// missing configuration (files mounted late, an xDS server not answering
+// yet) nor a backend outage fails liveness, since a restart would cure
+// neither; this is envoyproxy/ratelimit's /healthcheck by default, which
+// it serves only once its first Redis PING has answered.
 func (h *Health) liveReasons() []string {
 	if h.draining {
 		return []string{"shutting down"}
+	}
+	if !h.answered {
+		if h.backendDown != "" {
+			return []string{"waiting for the backend's first answer: " + h.backendDown}
+		}
+		return []string{"waiting for the backend's first answer"}
 	}
 	return nil
 }
@@ -108,7 +129,9 @@ func (h *Health) readyReasons() []string {
 	if !h.configured {
 		r = append(r, "no rate limit configuration loaded")
 	}
-	if h.backendDown != "" {
+	// Before the backend's first answer, the reason of liveness names the
+	// backend's error already.
+	if h.backendDown != "" && (h.answered || h.draining) {
 		r = append(r, h.backendDown)
 	}
 	return r

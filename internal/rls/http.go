@@ -21,12 +21,14 @@ const maxJSONBody = 4 << 20
 
 // HTTPHandler returns the service's HTTP endpoints:
 //   - /healthcheck: liveness, for the probes that envoyproxy/ratelimit's
-//     users point at it: 200 OK while h says the process serves (a backend
-//     outage included), 503 with the reason otherwise;
+//     users point at it: 200 OK while h says the process serves (from the
+//     backend's first answer on, a later backend outage included), 503 with
+//     the reason otherwise;
 //   - /ready: readiness: 200 OK when h says the service can decide
 //     requests, 503 with the reason otherwise;
 //   - /json: POST a RateLimitRequest as JSON, get the RateLimitResponse as
-//     JSON, with status 429 when over limit;
+//     JSON, with status 429 when over limit (503 while no configuration is
+//     loaded);
 //   - /rlconfig: the loaded limits, as text, opening with where and when
 //     they were loaded when WithConfigStatus says so.
 //
@@ -194,10 +196,10 @@ func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
 	resp, err := s.ShouldRateLimit(r.Context(), &req)
 	if err != nil {
 		code := http.StatusInternalServerError
-		switch status.Code(err) {
-		case codes.InvalidArgument:
+		switch {
+		case status.Code(err) == codes.InvalidArgument:
 			code = http.StatusBadRequest
-		case codes.Unavailable:
+		case status.Code(err) == codes.Unavailable, errors.Is(err, ErrNoConfig):
 			code = http.StatusServiceUnavailable
 		}
 		httpError(w, code, status.Convert(err).Message())

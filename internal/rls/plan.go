@@ -73,7 +73,8 @@ type planLimit struct {
 	override bool
 }
 
-// newPlan matches every descriptor of req against cfg. Its only errors are
+// newPlan matches every descriptor of req against cfg, which must not be
+// nil. Its only errors are
 // InvalidArgument statuses: for limit overrides that no algorithm can
 // enforce, and for hits and overrides beyond opts.Bounds.
 func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*plan, error) {
@@ -88,7 +89,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 	for i := range p.descs {
 		p.descs[i].quota = opts.QuotaMode
 	}
-	if cfg == nil || !cfg.HasDomain(p.domain) {
+	if !cfg.HasDomain(p.domain) {
 		return p, nil
 	}
 

@@ -47,9 +47,9 @@ type Service struct {
 }
 
 // New returns a Service deciding with limiter under cfg, which may be nil
-// until a configuration is loaded (every descriptor is then unmatched). The
-// options whose zero value means the default (see Options) get it; an
-// invalid option is an error.
+// until a configuration is loaded (every valid request is then answered
+// ErrNoConfig). The options whose zero value means the default (see Options)
+// get it; an invalid option is an error.
 func New(limiter algorithms.Limiter, cfg *config.Config, opts Options) (*Service, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -82,15 +82,24 @@ func New(limiter algorithms.Limiter, cfg *config.Config, opts Options) (*Service
 const minSettle = time.Millisecond
 
 // SetConfig replaces the configuration that later requests are matched
-// against.
+// against; nil means none is loaded.
 func (s *Service) SetConfig(cfg *config.Config) { s.cfg.Store(cfg) }
+
+// ErrNoConfig is ShouldRateLimit's answer to every valid request while no
+// configuration is loaded: gRPC code Unknown with envoyproxy/ratelimit's
+// message, the error that project answers until its first configuration.
+// Envoy's rate limit filter then applies its failure mode
+// (failure_mode_deny), as it would with envoyproxy/ratelimit, instead of
+// taking every descriptor for unmatched and admitting the request.
+var ErrNoConfig = status.Error(codes.Unknown, "no rate limit configuration loaded")
 
 // Config returns the configuration in use, or nil when none is loaded.
 func (s *Service) Config() *config.Config { return s.cfg.Load() }
 
 // ShouldRateLimit decides whether the request's descriptors are within their
-// limits. Invalid requests get codes.InvalidArgument; a backend failure, or
-// an open circuit breaker, gets the configured FailureMode.
+// limits. Invalid requests get codes.InvalidArgument; valid ones, while no
+// configuration is loaded, ErrNoConfig; a backend failure, or an open
+// circuit breaker, gets the configured FailureMode.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := s.now()
 	handled := time.Now()
@@ -109,7 +118,11 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if err := validateRequest(req); err != nil {
 		return nil, err
 	}
-	p, err := newPlan(s.cfg.Load(), req, s.opts)
+	cfg := s.cfg.Load()
+	if cfg == nil {
+		return nil, ErrNoConfig
+	}
+	p, err := newPlan(cfg, req, s.opts)
 	if err != nil {
 		return nil, err
 	}

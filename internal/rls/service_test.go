@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -491,13 +493,41 @@ func TestUnlimitedRulesReplaceAndAreReplaced(t *testing.T) {
 	assert.EqualValues(t, 1, resp.GetStatuses()[1].GetCurrentLimit().GetRequestsPerUnit())
 }
 
-func TestWithoutConfigEverythingIsOK(t *testing.T) {
+// TestWithoutConfigTheAnswerIsAnError: until a configuration is loaded,
+// every valid request, a limit override too, is answered as
+// envoyproxy/ratelimit answers it before its first configuration (gRPC
+// Unknown, "no rate limit configuration loaded"), so that Envoy applies its
+// failure mode, and nothing is taken; /json says 503. An invalid request is
+// still InvalidArgument. Once limits are set, they decide.
+func TestWithoutConfigTheAnswerIsAnError(t *testing.T) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	svc := newService(t, mem, nil, DefaultOptions())
+	override := desc("fixed", "a")
+	override.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}
+	for _, req := range []*rlsv3.RateLimitRequest{request(desc("fixed", "a")), request(override), {Domain: "elsewhere", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("k", "v")}}} {
+		resp, err := svc.ShouldRateLimit(context.Background(), req)
+		assert.Nil(t, resp)
+		assert.Equal(t, codes.Unknown, status.Code(err), "%v", err)
+		assert.Equal(t, "no rate limit configuration loaded", status.Convert(err).Message())
+		assert.ErrorIs(t, err, ErrNoConfig)
+	}
+	_, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("fixed", "a")}})
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "the request's fault first: %v", err)
+
+	rec := httptest.NewRecorder()
+	svc.HTTPHandler(NewHealth()).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/json",
+		strings.NewReader(`{"domain":"test","descriptors":[{"entries":[{"key":"fixed","value":"a"}]}]}`)))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Contains(t, rec.Body.String(), "no rate limit configuration loaded")
+
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	require.NoError(t, err)
+	svc.SetConfig(cfg)
 	resp, err := svc.ShouldRateLimit(context.Background(), request(desc("fixed", "a")))
 	require.NoError(t, err)
 	assert.Equal(t, ok, resp.GetOverallCode())
+	assert.EqualValues(t, 2, resp.GetStatuses()[0].GetLimitRemaining(), "the first hit: the answers before took nothing")
 }
 
 // failingLimiter stands for a backend that fails, or hangs until its context

@@ -178,12 +178,13 @@ var compatVars = []compatVar{
 	{
 		theirs: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}, how: compatBuiltIn,
 		note: "with RLS_CONFIG_WATCH (on by default) the server starts without limits and waits for them, not ready; with limits from xDS it always starts, not ready until the first update. " +
+			"Until then every request gets envoyproxy/ratelimit's answer before its first configuration, gRPC Unknown \"no rate limit configuration loaded\", so that Envoy's failure mode decides, as there with true. " +
 			"With RLS_CONFIG_WATCH=false it starts only with its limits loaded, and true is ignored",
 		apply: applyForceStart,
 	},
 	{
 		theirs: []string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"}, how: compatBuiltIn,
-		note:  "readiness (/ready and grpc.health.v1) is never good without limits loaded. /healthcheck is liveness and answers OK without them, so a readiness probe that relied on it belongs on /ready",
+		note:  "readiness (/ready and grpc.health.v1) is never good without limits loaded. /healthcheck is liveness and answers OK without them (once Redis has answered), so a readiness probe that relied on it belongs on /ready",
 		apply: builtInIfSet("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"),
 	},
 	{
@@ -258,8 +259,9 @@ var compatVars = []compatVar{
 	{
 		theirs: []string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME"},
 		how:    compatBuiltIn,
-		note:   "the server starts without Redis and reconnects by itself; health follows a ping every RLS_BACKEND_HEALTH_INTERVAL",
-		apply:  builtInIfSet("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME"),
+		note: "the server starts without Redis and checks it every RLS_BACKEND_HEALTH_INTERVAL for as long as it takes; /healthcheck fails until Redis first answers, as there, where the HTTP port opens only then (with REDIS_STARTUP_MAX_ELAPSED_TIME 0, its default). " +
+			"After that readiness follows Redis and /healthcheck does not",
+		apply: builtInIfSet("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME"),
 	},
 	{
 		theirs: []string{"REDIS_TIMEOUT", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_POOL_ON_EMPTY_WAIT_DURATION"}, how: compatIgnored,

@@ -15,7 +15,9 @@ import (
 // writes, and tells the service's Health, so that readiness (grpc.health.v1
 // and /ready) turns NOT_SERVING while Redis is unreachable or refuses
 // writes, and SERVING again when it recovers, without a restart. Liveness
-// (/healthcheck) does not follow it.
+// (/healthcheck) waits for the backend's first answer, as
+// envoyproxy/ratelimit's waits for its first Redis PING, and does not follow
+// it after that.
 type backendWatch struct {
 	backend  backend
 	health   *rls.Health
@@ -23,7 +25,9 @@ type backendWatch struct {
 	timeout  time.Duration
 	log      *slog.Logger
 
-	down     bool // whether the last ping failed; used by run's goroutine only
+	// Used by run's goroutine only (and by check before it starts):
+	down     bool // whether the last check failed
+	answered bool // whether the backend has answered once
 	prepared bool // whether the backend was prepared since it last came up
 }
 
@@ -44,9 +48,19 @@ func (w *backendWatch) check(ctx context.Context) {
 		err = fmt.Errorf("backend unreachable: %w", err)
 	}
 	w.health.SetBackendError(err)
+	// A refusal is an answer too: Redis is there, and would answer PING.
+	wasAnswered := w.answered
+	if !wasAnswered && (err == nil || errors.Is(err, redisx.ErrWritesRefused)) {
+		w.answered = true
+		w.health.BackendAnswered()
+	}
 	switch {
-	case err != nil && !w.down:
+	case err != nil && !w.answered && !w.down:
+		w.log.Warn("backend has not answered yet: liveness (/healthcheck) and readiness fail until it does; requests get the failure mode", "err", err)
+	case err != nil && w.answered && (!w.down || !wasAnswered):
 		w.log.Warn("backend not ready: readiness is NOT_SERVING; requests get the failure mode", "err", err)
+	case err == nil && w.down && !wasAnswered:
+		w.log.Info("backend answered for the first time: liveness (/healthcheck) is OK")
 	case err == nil && w.down:
 		w.log.Info("backend ready again: readiness is SERVING")
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,16 +16,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
-// flakyBackend is a memory backend whose Ping fails while down is set, or
-// hangs until its context ends while hang is set.
+// flakyBackend is a memory backend whose Ping fails while down is set,
+// hangs until its context ends while hang is set, or answers with a refusal
+// of writes while refuse is set.
 type flakyBackend struct {
 	memoryBackend
-	down, hang atomic.Bool
-	pings      atomic.Int64
-	prepares   atomic.Int64
+	down, hang, refuse atomic.Bool
+	pings              atomic.Int64
+	prepares           atomic.Int64
 }
 
 func (b *flakyBackend) Prepare(context.Context) error {
@@ -39,6 +43,9 @@ func (b *flakyBackend) CheckWrites(ctx context.Context) error {
 	}
 	if b.down.Load() {
 		return errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+	}
+	if b.refuse.Load() {
+		return fmt.Errorf("%w: OOM command not allowed when used memory > 'maxmemory'", redisx.ErrWritesRefused)
 	}
 	return nil
 }
@@ -103,6 +110,51 @@ func TestBackendWatchFollowsTheBackend(t *testing.T) {
 	// Each change is logged once, not each failed ping.
 	assert.Equal(t, 2, bytes.Count([]byte(logs.String()), []byte("backend not ready")), logs.String())
 	assert.Equal(t, 2, bytes.Count([]byte(logs.String()), []byte("backend ready again")), logs.String())
+}
+
+// TestLivenessWaitsForTheBackend: a backend that is down when the watch
+// starts keeps liveness failing, with its error, and logs once; its first
+// answer makes the process live for good, even an answer that refuses
+// writes, which readiness still reports.
+func TestLivenessWaitsForTheBackend(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		mem := memory.New()
+		t.Cleanup(mem.Close)
+		b := &flakyBackend{memoryBackend: memoryBackend{mem}}
+		b.down.Store(true)
+		h := rls.NewHealth()
+		h.SetConfigLoaded(true)
+		var logs syncBuffer
+		w := &backendWatch{backend: b, health: h, interval: time.Hour, timeout: 20 * time.Millisecond,
+			log: slog.New(slog.NewTextHandler(&logs, nil))}
+
+		for range 3 {
+			w.check(context.Background())
+			live, why := h.Live()
+			require.False(t, live)
+			assert.Contains(t, why, "waiting for the backend's first answer: backend unreachable: dial tcp")
+		}
+		assert.Equal(t, 1, strings.Count(logs.String(), "backend has not answered yet"), logs.String())
+
+		b.down.Store(false)
+		b.refuse.Store(refuse)
+		w.check(context.Background())
+		live, _ := h.Live()
+		assert.True(t, live, "refuse=%v: the backend answered", refuse)
+		ready, why := h.Ready()
+		assert.Equal(t, !refuse, ready, why)
+		if refuse {
+			assert.Contains(t, why, "backend refuses writes: redisx: Redis refuses writes: OOM")
+		}
+
+		b.refuse.Store(false)
+		b.down.Store(true)
+		w.check(context.Background())
+		live, _ = h.Live()
+		assert.True(t, live, "refuse=%v: an outage after the first answer leaves liveness alone", refuse)
+		ready, _ = h.Ready()
+		assert.False(t, ready)
+	}
 }
 
 func TestRedisLogsGoToDebug(t *testing.T) {

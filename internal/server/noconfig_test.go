@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // healthOf returns the gRPC health of the server as a whole.
@@ -27,8 +28,10 @@ func healthOf(t *testing.T, s *started) healthpb.HealthCheckResponse_ServingStat
 
 // TestServerWaitsForConfiguration: a server whose RLS_CONFIG_PATH has
 // nothing to load yet (a path that does not exist, or an empty directory,
-// as when a volume is mounted late) starts, answers every descriptor as
-// unmatched, and is not ready; once files appear, it loads them and is.
+// as when a volume is mounted late) starts, answers every request with
+// envoyproxy/ratelimit's error before its first configuration, so that
+// Envoy's failure mode decides, and is not ready; once files appear, it
+// loads them and is.
 func TestServerWaitsForConfiguration(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -69,10 +72,9 @@ func TestServerWaitsForConfiguration(t *testing.T) {
 			code, _ = getBody(t, s.http+"/rlconfig")
 			assert.Equal(t, http.StatusServiceUnavailable, code)
 			for range 5 {
-				resp, err := s.client.ShouldRateLimit(ctx, reloadRequest("v"))
-				require.NoError(t, err)
-				assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.GetOverallCode())
-				assert.Nil(t, resp.GetStatuses()[0].GetCurrentLimit(), "unmatched")
+				_, err := s.client.ShouldRateLimit(ctx, reloadRequest("v"))
+				assert.Equal(t, codes.Unknown, status.Code(err), "%v", err)
+				assert.ErrorContains(t, err, "no rate limit configuration loaded")
 			}
 
 			appear()

@@ -32,13 +32,12 @@ func (s Settings) ConfigOptions() config.Options {
 // files. Without RLS_CONFIG_WATCH, the Watcher is nil and such a path is an
 // error.
 //
-// With limits from an xDS server, it returns an empty Config, which knows no
-// domain, for the service to answer with until the first update.
+// With limits from an xDS server, it returns no Config: there is none until
+// the first update.
 func loadConfig(ctx context.Context, s Settings, logger *slog.Logger) (*config.Watcher, *config.Config, error) {
 	opts := s.ConfigOptions()
 	if s.configFromXDS() {
-		cfg, err := config.Parse(nil, opts)
-		return nil, cfg, err
+		return nil, nil, nil
 	}
 	if !s.ConfigWatch {
 		ctx, cancel := context.WithTimeout(ctx, s.ConfigReadTimeout)
@@ -143,7 +142,7 @@ func (c *configState) applied(cfg *config.Config, version string, err error, now
 		attrs = append(attrs, "domains", len(cfg.Domains()), "files", len(cfg.Files()))
 		c.log.Info("reloaded rate limit configuration", attrs...)
 	case inForce == nil && errors.Is(err, config.ErrNoConfig):
-		c.log.Warn("no rate limit configuration yet: every descriptor is answered as unmatched, and readiness waits for files", append(attrs, "err", err)...)
+		c.log.Warn("no rate limit configuration yet: every request is answered with an error, so that Envoy's failure mode decides, and readiness waits for files", append(attrs, "err", err)...)
 	default:
 		var ce *config.Error
 		if errors.As(err, &ce) {

@@ -76,11 +76,11 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	}
 	switch {
 	case xdsClient != nil:
-		logger.Info("rate limit configuration comes from an xDS server; serving without limits, not ready, until its first update", "xds_server", s.XDSServerURL, "node_id", s.XDSNodeID)
+		logger.Info("rate limit configuration comes from an xDS server; until its first update every request is answered with an error, so that Envoy's failure mode decides, and the server is not ready", "xds_server", s.XDSServerURL, "node_id", s.XDSNodeID)
 	case cfg != nil:
 		logger.Info("loaded rate limit configuration", "path", s.ConfigPath, "domains", len(cfg.Domains()), "files", len(cfg.Files()), "watch", s.ConfigWatch)
 	default:
-		logger.Warn("no rate limit configuration yet: every descriptor is answered as unmatched, and readiness waits until files appear", "path", s.ConfigPath)
+		logger.Warn("no rate limit configuration yet: every request is answered with an error, so that Envoy's failure mode decides, and readiness waits until files appear", "path", s.ConfigPath)
 	}
 	grpcTLS, err := newGRPCTLS(s, logger, time.Now())
 	if err != nil {

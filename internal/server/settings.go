@@ -35,7 +35,7 @@ type Settings struct {
 
 	ConfigWatch        bool          `split_words:"true" default:"true" desc:"reload RLS_CONFIG_PATH when its files change; an invalid change is logged and the limits in force stay. A path with nothing to load yet is waited for, not ready"`
 	ConfigPollInterval time.Duration `split_words:"true" default:"10s" desc:"with RLS_CONFIG_WATCH, also re-read RLS_CONFIG_PATH this often, for volumes that send no change notifications; 0s turns it off"`
-	ConfigMergeDomains bool          `split_words:"true" default:"false" desc:"let several files configure one domain: their descriptors join one tree; a descriptor given twice stays an error"`
+	ConfigMergeDomains bool          `split_words:"true" default:"false" desc:"let several files, or xDS resources, configure one domain: their descriptors join one tree; a top-level descriptor given twice stays an error"`
 	ConfigDotFiles     bool          `split_words:"true" default:"false" desc:"also read files and directories of RLS_CONFIG_PATH whose names start with '.', which Kubernetes ConfigMap volumes use for a second copy of their files"`
 	WildcardPrecedence string        `split_words:"true" default:"first" desc:"which of several wildcard values of one key that match a value wins: first (in the order of the files) or most_specific (the most characters besides '*')"`
 
@@ -77,7 +77,7 @@ type Settings struct {
 
 	ResponseDynamicMetadata bool `split_words:"true" default:"false" desc:"answer with dynamic metadata: the request's domain, descriptors and hits, and the metadata of the rules that admitted it"`
 
-	BackendHealthInterval time.Duration `split_words:"true" default:"1s" desc:"how often the backend is checked for readiness (grpc.health.v1 and /ready): that it takes writes"`
+	BackendHealthInterval time.Duration `split_words:"true" default:"1s" desc:"how often the backend is checked for readiness (grpc.health.v1 and /ready): that it takes writes; /healthcheck waits for its first answer"`
 	BackendHealthTimeout  time.Duration `split_words:"true" default:"250ms" desc:"longest wait for one readiness check of the backend"`
 
 	// Redis is read from RLS_REDIS_*: RLS_REDIS_ADDRS, RLS_REDIS_MODE, ….

@@ -13,7 +13,9 @@ import (
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/xds/xdstest"
@@ -61,7 +63,7 @@ func egCheck(t *testing.T, s *started, rules []xdstest.Rule, req xdstest.HTTPReq
 	t.Helper()
 	resp, err := s.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
 		Domain:      egListener,
-		Descriptors: xdstest.Descriptors(egRoute, rules, req),
+		Descriptors: xdstest.Descriptors(t, egRoute, rules, req),
 	})
 	require.NoError(t, err)
 	return resp.GetOverallCode()
@@ -84,8 +86,8 @@ func ackOf(version string) func(xdstest.Request) bool {
 }
 
 // TestXDSServesEnvoyGatewayLimits: with limits from an xDS server, the server
-// serves at once, answering every descriptor as unmatched and reporting not
-// ready; takes the RateLimitConfig Envoy Gateway builds and enforces it;
+// serves at once, answering every request with envoyproxy/ratelimit's error
+// before its first configuration and reporting not ready; takes the RateLimitConfig Envoy Gateway builds and enforces it;
 // takes an update; NACKs an invalid one and keeps the limits in force; and
 // takes the limits of a restarted server.
 func TestXDSServesEnvoyGatewayLimits(t *testing.T) {
@@ -103,12 +105,15 @@ func TestXDSServesEnvoyGatewayLimits(t *testing.T) {
 	code, body = getBody(t, s.http+"/rlconfig")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, body, "waiting for xDS server "+xs.Addr()+" (node envoy-ratelimit)")
-	assert.Equal(t, 10, admits(t, s, egRules(3, 2), alice, 10), "no limits yet: every descriptor is unmatched")
+	_, err := s.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
+		Domain: egListener, Descriptors: xdstest.Descriptors(t, egRoute, egRules(3, 2), alice),
+	})
+	assert.Equal(t, codes.Unknown, status.Code(err), "no limits yet: Envoy's failure mode decides: %v", err)
 
 	// Envoy Gateway's first snapshot.
 	rules := egRules(3, 2)
 	xs.Set("envoy-ratelimit", "1", xdstest.Config(egListener, egRoute, rules...))
-	_, err := xs.WaitFor(xdsWait, ackOf("1"))
+	_, err = xs.WaitFor(xdsWait, ackOf("1"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return healthOf(t, s) == healthpb.HealthCheckResponse_SERVING }, xdsWait, tick)
 	code, body = getBody(t, s.http+"/rlconfig")

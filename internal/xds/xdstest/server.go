@@ -2,7 +2,9 @@
 // state-of-the-world server over a snapshot cache, as Envoy Gateway runs one
 // for envoyproxy/ratelimit, on a loopback port. It records every request
 // its clients send, so that a test can wait for an ACK or a NACK. It also
-// builds RateLimitConfig resources the way Envoy Gateway does.
+// builds what Envoy Gateway's translator builds from BackendTrafficPolicy
+// rules: the RateLimitConfig resources, and the rate limits of each route,
+// from which it computes the requests Envoy sends (gateway.go).
 package xdstest
 
 import (
