@@ -95,6 +95,8 @@ type Settings struct {
 
 	// What one request may ask, so that no client hurts the others (see
 	// rls.Bounds): beyond these a request gets InvalidArgument.
+	MaxDescriptors       int           `split_words:"true" default:"256" desc:"most descriptors one request may have; Envoy sends one per rate limit action that applies, Envoy Gateway at most one per rule of a policy (at most 256)"`
+	MaxEntries           int           `split_words:"true" default:"64" desc:"most entries one descriptor may have; no rule matches more than 64"`
 	AllowNegativeHits    bool          `split_words:"true" default:"false" desc:"let is_negative_hits give hits back where a descriptor does not set allow_negative_hits, and for overrides of descriptors that match no rule; elsewhere such hits are taken"`
 	MaxHits              uint64        `split_words:"true" default:"1000000000" desc:"most hits one descriptor may take or give back in one request"`
 	MaxLogHits           uint64        `split_words:"true" default:"100" desc:"most hits one descriptor may take from or give back to a sliding_window_log in one request (one log entry each)"`
@@ -301,6 +303,10 @@ func (s Settings) Validate() error {
 // validateBounds checks the bounds on what one request may ask.
 func (s Settings) validateBounds() error {
 	switch {
+	case s.MaxDescriptors < 1:
+		return fmt.Errorf("server: RLS_MAX_DESCRIPTORS must be at least 1, not %d", s.MaxDescriptors)
+	case s.MaxEntries < 1:
+		return fmt.Errorf("server: RLS_MAX_ENTRIES must be at least 1, not %d", s.MaxEntries)
 	case s.MaxHits < 1:
 		return fmt.Errorf("server: RLS_MAX_HITS must be at least 1, not %d", s.MaxHits)
 	case s.MaxLogHits < 1 || s.MaxLogHits > algorithms.MaxLogRequests:
@@ -340,6 +346,8 @@ func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
 
 		AllowNegativeHits: s.AllowNegativeHits,
 		Bounds: rls.Bounds{
+			MaxDescriptors:       s.MaxDescriptors,
+			MaxEntries:           s.MaxEntries,
 			MaxHits:              s.MaxHits,
 			MaxLogHits:           s.MaxLogHits,
 			MaxOverrideLogSize:   s.MaxOverrideLogSize,
