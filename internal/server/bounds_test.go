@@ -96,12 +96,13 @@ func TestHTTPHeaderSizeIsBounded(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
-// TestConnectionLimits: on either port, connections past the limit cost the
-// server no file descriptor, and a well-behaved client is answered once
-// the idle ones time out (for gRPC, connections that never finish their
-// handshake are closed after RLS_GRPC_READ_TIMEOUT).
+// TestConnectionLimits: on either port, connections past the limit (for
+// HTTP, and the connections reserved for the probes) cost the server no file
+// descriptor, and a well-behaved client is answered once the idle ones time
+// out (for gRPC, connections that never finish their handshake are closed
+// after RLS_GRPC_READ_TIMEOUT).
 func TestConnectionLimits(t *testing.T) {
-	const limit, idle = 8, 32
+	const limit, reserved, idle = 8, 4, 32
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -110,7 +111,7 @@ func TestConnectionLimits(t *testing.T) {
 	}{
 		{
 			name: "http",
-			env:  map[string]string{"RLS_HTTP_MAX_CONNECTIONS": fmt.Sprint(limit), "RLS_HTTP_READ_TIMEOUT": "200ms"},
+			env:  map[string]string{"RLS_HTTP_MAX_CONNECTIONS": fmt.Sprint(limit), "RLS_HTTP_PROBE_CONNECTIONS": fmt.Sprint(reserved), "RLS_HTTP_READ_TIMEOUT": "200ms"},
 			addr: func(s *started) string { return s.srv.HTTPAddr().String() },
 			call: func(t *testing.T, s *started) {
 				client := http.Client{Timeout: 10 * time.Second}
@@ -141,8 +142,9 @@ func TestConnectionLimits(t *testing.T) {
 			before := openFDs(t)
 			dialIdle(t, tc.addr(s), idle)
 			time.Sleep(100 * time.Millisecond) // the server accepts what it will
-			// The client's own sockets, and at most the limit on the server's side.
-			assert.LessOrEqual(t, openFDs(t)-before, idle+limit+4)
+			// The client's own sockets, and at most the limit and the
+			// reserved ones on the server's side.
+			assert.LessOrEqual(t, openFDs(t)-before, idle+limit+reserved+4)
 			tc.call(t, s)
 		})
 	}
@@ -341,6 +343,7 @@ func TestBoundSettingsErrorsNameTheVariable(t *testing.T) {
 		{"RLS_HTTP_IDLE_TIMEOUT", "0s"},
 		{"RLS_HTTP_MAX_HEADER_BYTES", "100"},
 		{"RLS_HTTP_MAX_CONNECTIONS", "0"},
+		{"RLS_HTTP_PROBE_CONNECTIONS", "-1"},
 		{"RLS_GRPC_MAX_CONNECTIONS", "0"},
 		{"RLS_GRPC_MAX_CONCURRENT_STREAMS", "0"},
 		{"RLS_GRPC_MAX_CALLS", "0"},

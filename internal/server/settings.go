@@ -135,11 +135,12 @@ type Settings struct {
 
 	// Bounds on what one client can hold (see docs/operations.md, "Bounds
 	// on clients").
-	HTTPReadTimeout    time.Duration `split_words:"true" default:"10s" desc:"longest time to read an HTTP request, headers and body; a slower client's connection is closed"`
-	HTTPWriteTimeout   time.Duration `split_words:"true" default:"10s" desc:"longest time to write an HTTP response, from the end of the request's headers"`
-	HTTPIdleTimeout    time.Duration `split_words:"true" default:"60s" desc:"how long an HTTP keep-alive connection may wait for its next request"`
-	HTTPMaxHeaderBytes int           `split_words:"true" default:"65536" desc:"largest HTTP request header, in bytes; larger requests get 431"`
-	HTTPMaxConnections int           `split_words:"true" default:"1024" desc:"most HTTP connections open at once; further ones wait in the kernel's backlog, refused once it is full, until one closes"`
+	HTTPReadTimeout      time.Duration `split_words:"true" default:"10s" desc:"longest time to read an HTTP request, headers and body; a slower client's connection is closed"`
+	HTTPWriteTimeout     time.Duration `split_words:"true" default:"10s" desc:"longest time to write an HTTP response, from the end of the request's headers"`
+	HTTPIdleTimeout      time.Duration `split_words:"true" default:"60s" desc:"how long an HTTP keep-alive connection may wait for its next request"`
+	HTTPMaxHeaderBytes   int           `split_words:"true" default:"65536" desc:"largest HTTP request header, in bytes; larger requests get 431"`
+	HTTPMaxConnections   int           `split_words:"true" default:"1024" desc:"most HTTP connections open at once, besides RLS_HTTP_PROBE_CONNECTIONS; further ones wait in the kernel's backlog, refused once it is full, until one closes"`
+	HTTPProbeConnections int           `split_words:"true" default:"16" desc:"HTTP connections kept for /healthcheck and /ready beyond RLS_HTTP_MAX_CONNECTIONS, so that the probes are answered while other clients hold all those: accepted only then, each serves one probe within 1s; other paths get 503. 0: none"`
 
 	GRPCMaxConnections       int           `split_words:"true" default:"4096" desc:"most gRPC connections open at once; further ones wait in the kernel's backlog, refused once it is full, until one closes"`
 	GRPCMaxConcurrentStreams uint32        `split_words:"true" default:"1024" desc:"most calls at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); Envoy opens another connection past it"`
@@ -414,6 +415,9 @@ func (s Settings) validateConnBounds() error {
 	}
 	if s.HTTPMaxConnections < 1 {
 		return fmt.Errorf("server: RLS_HTTP_MAX_CONNECTIONS must be at least 1, not %d", s.HTTPMaxConnections)
+	}
+	if s.HTTPProbeConnections < 0 {
+		return fmt.Errorf("server: RLS_HTTP_PROBE_CONNECTIONS must not be negative, not %d", s.HTTPProbeConnections)
 	}
 	if s.GRPCMaxConnections < 1 {
 		return fmt.Errorf("server: RLS_GRPC_MAX_CONNECTIONS must be at least 1, not %d", s.GRPCMaxConnections)
