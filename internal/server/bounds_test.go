@@ -354,6 +354,7 @@ func TestBoundSettingsErrorsNameTheVariable(t *testing.T) {
 		{"RLS_GRPC_MAX_CONNECTION_IDLE", "-1s"},
 		{"RLS_GRPC_MAX_CONNECTION_AGE", "-1s"},
 		{"RLS_CONFIG_READ_TIMEOUT", "0s"},
+		{"RLS_CONFIG_MAX_BYTES", "0"},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.key, tc.value)

@@ -131,6 +131,7 @@ type Settings struct {
 	TracingServiceInstanceID string `split_words:"true" desc:"service.instance.id of the traces, such as the pod's name; empty: none, or what OTEL_RESOURCE_ATTRIBUTES says"`
 	TracingSamplingRate      string `split_words:"true" desc:"share of the traces that start here to sample, in [0, 1], besides every trace the caller sampled; empty: as OTEL_TRACES_SAMPLER says (all, by default)"`
 
+	ConfigMaxBytes    int64         `split_words:"true" default:"33554432" desc:"most bytes the files of RLS_CONFIG_PATH may hold together (32 MiB); past that, loading or reloading them is an error naming the file, and the limits in force stay. A 10 MB file of 92 000 descriptors takes about 100 MB of heap to load, twice that to reload"`
 	ConfigReadTimeout time.Duration `split_words:"true" default:"10s" desc:"longest wait for the files of RLS_CONFIG_PATH to be read, at startup and at each reload; a read that hangs (a stuck volume) is an error naming the file, and the limits in force stay"`
 
 	// Bounds on what one client can hold (see docs/operations.md, "Bounds
@@ -258,6 +259,9 @@ func (s Settings) Validate() error {
 	}
 	if s.HTTPJson != "auto" && s.HTTPJson != "on" && s.HTTPJson != "off" {
 		return fmt.Errorf("server: RLS_HTTP_JSON %q is not auto, on or off", s.HTTPJson)
+	}
+	if s.ConfigMaxBytes < 1 {
+		return fmt.Errorf("server: RLS_CONFIG_MAX_BYTES must be at least 1, not %d", s.ConfigMaxBytes)
 	}
 	if s.ConfigReadTimeout <= 0 {
 		return fmt.Errorf("server: RLS_CONFIG_READ_TIMEOUT must be positive, not %s", s.ConfigReadTimeout)
