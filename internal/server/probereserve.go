@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -145,10 +147,18 @@ func markReserved(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
+// busyMessage is what a reserved connection answers to anything but the
+// probes.
+const busyMessage = "rls: all RLS_HTTP_MAX_CONNECTIONS connections are in use; the connections beyond them serve only /healthcheck and /ready\n"
+
 // probesOnly serves next the requests of connections that are not reserved
 // for the probes; on a reserved connection, it serves the probe paths and
-// answers anything else 503 Service Unavailable, and closes the connection
-// after the one answer.
+// closes the connection after the one answer. Anything else there is
+// answered 503 Service Unavailable and its connection closed at once,
+// without reading what else it sends: net/http would otherwise keep a
+// connection whose request body was left unread open for another 500ms,
+// and with it the reservation, so that clients past the cap could keep the
+// reserved connections from the probes.
 func probesOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Value(reservedKey{}) == nil {
@@ -160,8 +170,16 @@ func probesOnly(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if r.ProtoMajor == 1 {
+			if conn, buf, err := http.NewResponseController(w).Hijack(); err == nil {
+				defer conn.Close()
+				fmt.Fprintf(buf, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(busyMessage), busyMessage)
+				buf.Flush()
+				return
+			}
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		w.Write([]byte("rls: all RLS_HTTP_MAX_CONNECTIONS connections are in use; the connections beyond them serve only /healthcheck and /ready\n"))
+		io.WriteString(w, busyMessage)
 	})
 }

@@ -48,10 +48,12 @@ func slowJSON(t *testing.T, addr string) net.Conn {
 // TestProbesAnswerWhileSlowBodiesHoldTheConnections: slow /json bodies
 // holding every one of RLS_HTTP_MAX_CONNECTIONS leave /healthcheck and
 // /ready answering at once, on the connections reserved for them; /json
-// beyond the cap is refused at once, so the cap still bounds it.
+// beyond the cap is refused at once, so the cap still bounds it, and its
+// slow bodies hold the two reserved connections no longer than it takes to
+// refuse them.
 func TestProbesAnswerWhileSlowBodiesHoldTheConnections(t *testing.T) {
 	const maxConns, slow = 8, 20
-	s := start(t, map[string]string{"RLS_HTTP_MAX_CONNECTIONS": fmt.Sprint(maxConns)})
+	s := start(t, map[string]string{"RLS_HTTP_MAX_CONNECTIONS": fmt.Sprint(maxConns), "RLS_HTTP_PROBE_CONNECTIONS": "2"})
 	addr := s.srv.HTTPAddr().String()
 	conns := make([]net.Conn, slow)
 	for i := range conns {
