@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,33 +48,46 @@ func dialIdle(t *testing.T, addr string, n int) {
 	}
 }
 
-func TestHTTPSlowBodyIsCutOff(t *testing.T) {
-	s := start(t, map[string]string{"RLS_HTTP_READ_TIMEOUT": "300ms"})
-	c, err := net.Dial("tcp", s.srv.HTTPAddr().String())
+// slowJSON opens a connection that posts to /json a body of 1000 bytes it
+// sends one byte every interval, and returns it; it is closed when the test
+// ends.
+func slowJSON(t *testing.T, addr string, interval time.Duration) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
-	defer c.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		close(stop)
+		c.Close()
+		wg.Wait()
+	})
 	_, err = fmt.Fprint(c, "POST /json HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
 	require.NoError(t, err)
-	// One byte every 50ms: the body would take 50s.
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
+	wg.Go(func() {
 		for {
 			select {
 			case <-stop:
 				return
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(interval):
 				if _, err := c.Write([]byte(" ")); err != nil {
 					return
 				}
 			}
 		}
-	}()
+	})
+	return c
+}
+
+func TestHTTPSlowBodyIsCutOff(t *testing.T) {
+	s := start(t, map[string]string{"RLS_HTTP_READ_TIMEOUT": "300ms"})
+	// One byte every 50ms: the body would take 50s.
+	c := slowJSON(t, s.srv.HTTPAddr().String(), 50*time.Millisecond)
 	start := time.Now()
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
 	// Whatever the server answers, then the close, or a reset when it
 	// closed while the client still wrote.
-	_, err = io.ReadAll(c)
+	_, err := io.ReadAll(c)
 	if !errors.Is(err, syscall.ECONNRESET) {
 		require.NoError(t, err, "the server should close the connection, not wait for the body")
 	}

@@ -7,43 +7,12 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// slowJSON opens a connection that posts to /json a body it sends one byte
-// every 100ms, and returns it; it is closed when the test ends.
-func slowJSON(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		close(stop)
-		c.Close()
-		wg.Wait()
-	})
-	_, err = fmt.Fprint(c, "POST /json HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
-	require.NoError(t, err)
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-				if _, err := c.Write([]byte(" ")); err != nil {
-					return
-				}
-			}
-		}
-	})
-	return c
-}
 
 // TestProbesAnswerWhileSlowBodiesHoldTheConnections: slow /json bodies
 // holding every one of RLS_HTTP_MAX_CONNECTIONS leave /healthcheck and
@@ -57,7 +26,7 @@ func TestProbesAnswerWhileSlowBodiesHoldTheConnections(t *testing.T) {
 	addr := s.srv.HTTPAddr().String()
 	conns := make([]net.Conn, slow)
 	for i := range conns {
-		conns[i] = slowJSON(t, addr)
+		conns[i] = slowJSON(t, addr, 100*time.Millisecond)
 	}
 
 	// The connections past the cap are answered 503 at once, the others
