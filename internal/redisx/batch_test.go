@@ -2,7 +2,9 @@ package redisx
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +27,35 @@ func bigCall(name string, n int) []algorithms.Op {
 	return ops
 }
 
+// sentHook records the domains whose calls open a pipeline: the value of
+// the first command's key up to its first '|'.
+type sentHook struct {
+	pipelineCounter
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (h *sentHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if args := cmds[0].Args(); len(args) > 3 {
+			key := fmt.Sprint(args[3])
+			if _, rest, ok := strings.Cut(key, "{"); ok {
+				domain, _, _ := strings.Cut(rest, "|")
+				h.mu.Lock()
+				h.seen[domain] = true
+				h.mu.Unlock()
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *sentHook) sent(domain string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seen[domain]
+}
+
 // TestBigCallsDoNotHoldOthers: while two calls of 20 000 ops each are under
 // way on the two pipelines the Limiter keeps, another caller's calls of one
 // op are answered, one after the other, before either big call is: a big
@@ -33,6 +64,8 @@ func bigCall(name string, n int) []algorithms.Op {
 // it.
 func TestBigCallsDoNotHoldOthers(t *testing.T) {
 	client := redistest.Standalone(t).Client(t)
+	hook := &sentHook{seen: map[string]bool{}}
+	client.AddHook(hook)
 	lim, err := NewLimiter(client, WithCoalescing(2))
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
@@ -53,7 +86,8 @@ func TestBigCallsDoNotHoldOthers(t *testing.T) {
 			assert.Len(t, res, bigOps)
 		})
 	}
-	time.Sleep(20 * time.Millisecond) // both big calls are under way
+	require.Eventually(t, func() bool { return hook.sent("big0") && hook.sent("big1") }, 10*time.Second, time.Millisecond,
+		"both big calls are under way")
 	start := time.Now()
 	var slowest time.Duration
 	for range smallCalls {
