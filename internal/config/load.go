@@ -37,6 +37,10 @@ const DefaultReadTimeout = 10 * time.Second
 // Load gives up waiting for the files after DefaultReadTimeout; use
 // LoadContext to choose the bound.
 //
+// The files may hold opts.MaxBytes together (DefaultMaxBytes unless it
+// says otherwise); past that, Load fails with an *Error naming the file
+// that went past it, without parsing any.
+//
 // Every error Load returns is an *Error. A path that does not exist, and a
 // directory without files, are errors that wrap ErrNoConfig; the first also
 // wraps fs.ErrNotExist. Load is safe for concurrent use.
@@ -51,7 +55,7 @@ func Load(path string, opts Options) (*Config, error) {
 // file being read and wrapping ctx's error, and goes on in the background
 // until the operating system gives it up.
 func LoadContext(ctx context.Context, path string, opts Options) (*Config, error) {
-	s := startRead(path, opts.DotFiles).wait(ctx)
+	s := startRead(path, opts).wait(ctx)
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -83,12 +87,12 @@ type read struct {
 	current string // the file being read
 }
 
-// startRead starts scanning path.
-func startRead(path string, dotFiles bool) *read {
+// startRead starts scanning path as opts say.
+func startRead(path string, opts Options) *read {
 	r := &read{done: make(chan struct{}), current: path}
 	go func() {
 		defer close(r.done)
-		r.s = scan(path, dotFiles, r.reading)
+		r.s = scan(path, opts.DotFiles, opts.maxBytes(), r.reading)
 	}()
 	return r
 }
@@ -133,8 +137,9 @@ func (r *read) hungError(cause error) *Error {
 }
 
 // scan reads the files that Load parses, telling reading the name of each
-// before it is opened.
-func scan(path string, dotFiles bool, reading func(name string)) scanned {
+// before it is opened, and fails once they hold more than maxBytes.
+func scan(path string, dotFiles bool, maxBytes int64, reading func(name string)) scanned {
+	budget := &readBudget{max: maxBytes}
 	info, err := os.Stat(path)
 	if err != nil {
 		s := scanned{err: fileError(path, err)}
@@ -149,7 +154,7 @@ func scan(path string, dotFiles bool, reading func(name string)) scanned {
 	}
 	if !info.IsDir() {
 		s := scanned{dirs: []string{filepath.Dir(path)}, file: filepath.Base(path)}
-		data, err := readRegular(path, info, reading)
+		data, err := readRegular(path, info, budget, reading)
 		if err != nil {
 			s.err = err
 			return s
@@ -189,7 +194,7 @@ func scan(path string, dotFiles bool, reading func(name string)) scanned {
 			// A symlink to a directory, which is not entered.
 			return nil
 		}
-		data, err := readRegular(full, info, reading)
+		data, err := readRegular(full, info, budget, reading)
 		if err != nil {
 			if s.err == nil {
 				s.err = err
@@ -224,11 +229,24 @@ func existingAncestor(path string) string {
 	}
 }
 
+// readBudget counts the bytes of the files read, up to max.
+type readBudget struct {
+	max, read int64
+}
+
+// tooMuch returns the error for the file name, with which the files would
+// hold size bytes.
+func (b *readBudget) tooMuch(name string, size int64) *Error {
+	return &Error{File: name, Msg: fmt.Sprintf("cannot read: the limits files hold %d bytes up to this one, more than the %d they may hold (RLS_CONFIG_MAX_BYTES)", size, b.max)}
+}
+
 // readRegular reads the file name, which info describes, refusing any file
 // that is not a regular file: reading a named pipe waits for a writer that
 // may never come, and reading a device may never end. The file is checked
-// again once open, in case it was replaced in between.
-func readRegular(name string, info fs.FileInfo, reading func(string)) ([]byte, error) {
+// again once open, in case it was replaced in between. The bytes read are
+// taken from budget: a file that would exceed it is not read, and one that
+// grows past it while it is read is an error.
+func readRegular(name string, info fs.FileInfo, budget *readBudget, reading func(string)) ([]byte, error) {
 	if !info.Mode().IsRegular() {
 		return nil, notRegular(name, info)
 	}
@@ -244,10 +262,29 @@ func readRegular(name string, info fs.FileInfo, reading func(string)) ([]byte, e
 	if !info.Mode().IsRegular() {
 		return nil, notRegular(name, info)
 	}
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fileError(name, err)
+	left := budget.max - budget.read
+	if info.Size() > left {
+		return nil, budget.tooMuch(name, budget.read+info.Size())
 	}
+	// Room for the file as it is, and a byte to see it has not grown.
+	data := make([]byte, 0, info.Size()+1)
+	for {
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if int64(len(data)) > left {
+			return nil, budget.tooMuch(name, budget.read+int64(len(data)))
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fileError(name, err)
+		}
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+	}
+	budget.read += int64(len(data))
 	return data, nil
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -157,4 +158,28 @@ func TestLoadErrors(t *testing.T) {
 		assert.Equal(t, "domain", e.Field)
 		assert.Contains(t, e.Msg, "duplicate domain \"edge\"")
 	})
+}
+
+// TestLoadRefusesMoreThanMaxBytes: the files of a configuration may hold at
+// most Options.MaxBytes together; past that, loading is an error naming the
+// file that went past it, the sizes and the setting, and nothing is parsed.
+func TestLoadRefusesMoreThanMaxBytes(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", edgeYAML)
+	last := write(t, dir, "b.yaml", otherYAML)
+	both := int64(len(edgeYAML) + len(otherYAML))
+
+	c, err := Load(dir, Options{MaxBytes: both})
+	require.NoError(t, err)
+	assert.Len(t, c.Domains(), 2)
+
+	_, err = Load(dir, Options{MaxBytes: both - 1})
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, last, e.File)
+	assert.Equal(t, fmt.Sprintf("%s: cannot read: the limits files hold %d bytes up to this one, more than the %d they may hold (RLS_CONFIG_MAX_BYTES)", last, both, both-1), err.Error())
+
+	_, err = Load(last, Options{MaxBytes: 10})
+	assert.ErrorContains(t, err, fmt.Sprintf("hold %d bytes up to this one, more than the 10 they may hold (RLS_CONFIG_MAX_BYTES)", len(otherYAML)))
+	assert.Equal(t, int64(DefaultMaxBytes), Options{}.maxBytes())
 }

@@ -99,43 +99,28 @@ type fileParser struct {
 }
 
 // parse reads the file's one document into its domain: a new one, or with
-// merge the one an earlier file configured.
+// merge the one an earlier file configured. A file of the usual shape is
+// read in pieces (see cutPieces), others whole.
 func (p *fileParser) parse(data []byte) (*domain, error) {
+	if ps, ok := cutPieces(data); ok {
+		budget := p.budget
+		if d, err := p.parsePieces(ps); err == nil {
+			return d, nil
+		}
+		p.budget, p.rules, p.segments = budget, nil, p.segments[:0]
+	}
+	return p.parseWhole(data)
+}
+
+// parseWhole reads the file's one document as one YAML tree.
+func (p *fileParser) parseWhole(data []byte) (*domain, error) {
 	root, err := readDocument(p.file, data)
 	if err != nil {
 		return nil, err
 	}
-	rn, err := p.resolve(root, "")
+	d, fs, err := p.parseRoot(root)
 	if err != nil {
 		return nil, err
-	}
-	switch {
-	case isNull(rn):
-		return nil, p.errorf(root, "", "empty document: want a mapping with domain and descriptors")
-	case rn.Kind != yaml.MappingNode:
-		return nil, p.errorf(root, "", "want a mapping with domain and descriptors, got %s", describe(rn))
-	}
-	fs, err := p.mapping(root, "", rootFields)
-	if err != nil {
-		return nil, err
-	}
-	name, at, err := p.optionalString(fs, "", "domain")
-	if err != nil {
-		return nil, err
-	}
-	if name == "" {
-		if at == nil {
-			at = root
-		}
-		return nil, p.errorf(at, "domain", "config file cannot have empty domain")
-	}
-	p.domain = name
-	d := p.domains[name]
-	switch {
-	case d == nil:
-		d = &domain{name: name, file: p.file, line: at.Line, top: &level{}}
-	case !p.merge:
-		return nil, p.errorf(at, "domain", "duplicate domain %q (also in %s:%d)", name, d.file, d.line)
 	}
 	v, ok, err := p.get(fs, "", "descriptors")
 	if err != nil {
@@ -147,6 +132,44 @@ func (p *fileParser) parse(data []byte) (*domain, error) {
 		}
 	}
 	return d, nil
+}
+
+// parseRoot reads the document's root, whose node is root, and returns its
+// domain, new or (with merge) an earlier file's, and its fields.
+func (p *fileParser) parseRoot(root *yaml.Node) (*domain, fields, error) {
+	rn, err := p.resolve(root, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case isNull(rn):
+		return nil, nil, p.errorf(root, "", "empty document: want a mapping with domain and descriptors")
+	case rn.Kind != yaml.MappingNode:
+		return nil, nil, p.errorf(root, "", "want a mapping with domain and descriptors, got %s", describe(rn))
+	}
+	fs, err := p.mapping(root, "", rootFields)
+	if err != nil {
+		return nil, nil, err
+	}
+	name, at, err := p.optionalString(fs, "", "domain")
+	if err != nil {
+		return nil, nil, err
+	}
+	if name == "" {
+		if at == nil {
+			at = root
+		}
+		return nil, nil, p.errorf(at, "domain", "config file cannot have empty domain")
+	}
+	p.domain = name
+	d := p.domains[name]
+	switch {
+	case d == nil:
+		d = &domain{name: name, file: p.file, line: at.Line, top: &level{}}
+	case !p.merge:
+		return nil, nil, p.errorf(at, "domain", "duplicate domain %q (also in %s:%d)", name, d.file, d.line)
+	}
+	return d, fs, nil
 }
 
 // optionalString returns field name of fs as a string ("" when absent or

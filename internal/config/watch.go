@@ -144,7 +144,7 @@ func (w *Watcher) Check(ctx context.Context) (cfg *Config, changed bool, err err
 	defer w.mu.Unlock()
 	r := w.pending
 	if r == nil {
-		r = startRead(w.path, w.opts.DotFiles)
+		r = startRead(w.path, w.opts.Options)
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.opts.ReadTimeout)
 	defer cancel()

@@ -3,6 +3,8 @@ package redisx
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -152,4 +154,72 @@ func commandCalls(t *testing.T, info string) map[string]int {
 		}
 	}
 	return calls
+}
+
+// TestLogFootprintAsDocumented measures what a sliding_window_log keeps in
+// Redis for as many hits, and with the zset-max-listpack-entries, as each
+// row of the table in docs/redis.md says, and holds the table to it: the
+// encoding Redis chose, and the bytes of the limit's two keys (MEMORY
+// USAGE, every entry counted) within 5%. Up to zset-max-listpack-entries
+// entries (128 by default) a sorted set is one listpack; past it, a skip
+// list and a hash table, about four times larger per entry.
+func TestLogFootprintAsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "redis.md"))
+	require.NoError(t, err)
+	const header = "| hits in the log | `zset-max-listpack-entries` | encoding | bytes (`MEMORY USAGE`) | per hit |"
+	_, table, found := strings.Cut(string(doc), header+"\n")
+	require.True(t, found, "docs/redis.md has no table %q", header)
+	type row struct {
+		hits, maxEntries, bytes, perHit int64
+		encoding                        string
+	}
+	var rows []row
+	for _, line := range strings.Split(table, "\n")[1:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(strings.Trim(line, "| "), "|")
+		require.Len(t, cells, 5, line)
+		num := func(i int) int64 {
+			s := strings.TrimSpace(cells[i])
+			s, _, _ = strings.Cut(s, " (")
+			n, err := strconv.ParseInt(strings.ReplaceAll(s, " ", ""), 10, 64)
+			require.NoError(t, err, "%q in %q", cells[i], line)
+			return n
+		}
+		rows = append(rows, row{hits: num(0), maxEntries: num(1), encoding: strings.TrimSpace(cells[2]), bytes: num(3), perHit: num(4)})
+	}
+	require.NotEmpty(t, rows)
+
+	srv := redistest.Standalone(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	lim, err := NewLimiter(client)
+	require.NoError(t, err)
+	for i, r := range rows {
+		require.NoError(t, client.ConfigSet(ctx, "zset-max-listpack-entries", strconv.FormatInt(r.maxEntries, 10)).Err())
+		// One api_key value, as in TestFootprint, each row its own.
+		key := algorithms.Key{Domain: "edge", Entries: []algorithms.Entry{{Key: "api_key", Value: fmt.Sprintf("k-5f2a9c1e7b3d4a6%d", i)}}}
+		limit := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: uint64(r.hits), Window: time.Hour}
+		for left := uint64(r.hits); left > 0; {
+			hits := min(left, 100)
+			res, err := lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit, Hits: hits}})
+			require.NoError(t, err)
+			require.True(t, res[0].Allowed)
+			left -= hits
+		}
+		keys := lim.keys.keys(key, limit, unsharded)
+		var bytes int64
+		for _, k := range keys {
+			n, err := client.MemoryUsage(ctx, k, 0).Result()
+			require.NoError(t, err)
+			bytes += n
+		}
+		encoding, err := client.ObjectEncoding(ctx, keys[0]).Result()
+		require.NoError(t, err)
+		t.Logf("| %d | %d | %s | %d | %.0f |", r.hits, r.maxEntries, encoding, bytes, float64(bytes)/float64(r.hits))
+		assert.Equal(t, r.encoding, encoding, "%d hits, zset-max-listpack-entries %d", r.hits, r.maxEntries)
+		assert.InEpsilon(t, r.bytes, bytes, 0.05, "%d hits, zset-max-listpack-entries %d: docs/redis.md says %d bytes", r.hits, r.maxEntries, r.bytes)
+		assert.InDelta(t, float64(r.bytes)/float64(r.hits), float64(r.perHit), 0.5, "docs/redis.md's bytes per hit of %d hits", r.hits)
+	}
 }

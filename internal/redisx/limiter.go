@@ -161,14 +161,46 @@ func (l *Limiter) Close() {
 	}
 }
 
+// maxBatch bounds the calls of one Do that travel to Redis together. A
+// larger Do sends its calls in batches of maxBatch, one batch after the
+// other, each once the one before has been answered: the calls of other
+// requests queued meanwhile share the next pipeline with its next batch
+// instead of waiting behind all of it, and when its caller gives up, the
+// batches not yet sent never are. Envoy's requests, of a few descriptors,
+// travel whole.
+const maxBatch = 64
+
 // run sends calls, coalesced with other Do calls' when coalescing is on, in
-// b, which it fills; b may be nil. When it fails, what became of each call
-// is reported (see WithOutcomes): by the coalescer, after the pipeline of a
-// caller that gave up has ended.
+// batches of at most maxBatch calls (the first of them in b, which may be
+// nil). When it fails, what became of each call is reported (see
+// WithOutcomes): the calls of the batches answered before as applied, those
+// of the batches never sent as not applied, and those of the batch that
+// failed by the coalescer, after the pipeline of a caller that gave up has
+// ended.
 func (l *Limiter) run(ctx context.Context, calls []*scriptCall, b *batch) error {
 	for _, c := range calls {
 		c.ctx = ctx
 	}
+	for sent := 0; sent < len(calls); sent += maxBatch {
+		if sent > 0 {
+			b = nil
+		}
+		if err := l.runBatch(ctx, calls[sent:min(sent+maxBatch, len(calls))], b); err != nil {
+			if sent > 0 {
+				l.outcomes(outcomesOf(calls[:sent], time.Now()))
+			}
+			if rest := calls[min(sent+maxBatch, len(calls)):]; len(rest) > 0 {
+				l.outcomes(outcomesOf(rest, time.Now()))
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// runBatch sends one batch of calls, in b when coalescing (nil: a new
+// batch), and reports what became of them when it fails.
+func (l *Limiter) runBatch(ctx context.Context, calls []*scriptCall, b *batch) error {
 	if l.co != nil {
 		if b == nil {
 			b = new(batch)

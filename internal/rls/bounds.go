@@ -4,19 +4,27 @@ import (
 	"fmt"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/config"
 )
 
 // Bounds limit what one request may ask of the backend, so that no client
 // can slow the scripts, grow the keys or keep them long for everyone else:
-// the hits of a descriptor, and the numbers and keys of the limit overrides
-// that requests bring. A request beyond a bound is refused with
+// its descriptors and their entries, the hits of a descriptor, and the
+// numbers and keys of the limit overrides that requests bring. A request beyond a bound is refused with
 // InvalidArgument and a message naming the bound, before anything is
 // counted. A zero field means its default (DefaultBounds).
 type Bounds struct {
+	// MaxDescriptors is the most descriptors one request may have: each is
+	// matched, and each of its limits is a script call to the backend.
+	MaxDescriptors int
+	// MaxEntries is the most entries one descriptor may have. No rule
+	// matches more than config.MaxDepth.
+	MaxEntries int
 	// MaxHits is the most hits one descriptor may take or give back: its
 	// hits_addend, or the request's. Envoy itself sends at most 10^9.
 	MaxHits uint64
@@ -44,6 +52,8 @@ type Bounds struct {
 
 // The default Bounds.
 const (
+	DefaultMaxDescriptors       = 256
+	DefaultMaxEntries           = config.MaxDepth
 	DefaultMaxHits              = 1_000_000_000
 	DefaultMaxLogHits           = 100
 	DefaultMaxOverrideLogSize   = 1000
@@ -53,6 +63,9 @@ const (
 )
 
 // DefaultBounds returns the bounds a Service applies unless told otherwise:
+// 256 descriptors per request (Envoy sends one per rate limit action that
+// applies, a handful; Envoy Gateway at most one per rule of a policy, which
+// has at most 256), 64 entries per descriptor (the most a rule can match),
 // 10^9 hits per descriptor, and 100 for a sliding_window_log (a script that
 // adds 1 000 entries held Redis for 3 to 5 ms on a busy 2-core machine, and
 // one of 100 000 for a quarter to half a second); overrides of at most 1 000
@@ -61,6 +74,8 @@ const (
 // unmatched descriptors with at most 16 entries and a 1 024-byte identity.
 func DefaultBounds() Bounds {
 	return Bounds{
+		MaxDescriptors:       DefaultMaxDescriptors,
+		MaxEntries:           DefaultMaxEntries,
 		MaxHits:              DefaultMaxHits,
 		MaxLogHits:           DefaultMaxLogHits,
 		MaxOverrideLogSize:   DefaultMaxOverrideLogSize,
@@ -74,6 +89,8 @@ func DefaultBounds() Bounds {
 func (b Bounds) withDefaults() Bounds {
 	d := DefaultBounds()
 	return Bounds{
+		MaxDescriptors:       orDefault(b.MaxDescriptors, d.MaxDescriptors),
+		MaxEntries:           orDefault(b.MaxEntries, d.MaxEntries),
 		MaxHits:              orDefault(b.MaxHits, d.MaxHits),
 		MaxLogHits:           orDefault(b.MaxLogHits, d.MaxLogHits),
 		MaxOverrideLogSize:   orDefault(b.MaxOverrideLogSize, d.MaxOverrideLogSize),
@@ -85,6 +102,9 @@ func (b Bounds) withDefaults() Bounds {
 
 // validate reports a bound that is negative.
 func (b Bounds) validate() error {
+	if b.MaxDescriptors < 0 || b.MaxEntries < 0 {
+		return fmt.Errorf("rls: negative bound in MaxDescriptors %d or MaxEntries %d", b.MaxDescriptors, b.MaxEntries)
+	}
 	if b.MaxOverrideLifetime < 0 || b.MaxUnmatchedEntries < 0 || b.MaxUnmatchedKeyBytes < 0 {
 		return fmt.Errorf("rls: negative bound in MaxOverrideLifetime %s, MaxUnmatchedEntries %d or MaxUnmatchedKeyBytes %d",
 			b.MaxOverrideLifetime, b.MaxUnmatchedEntries, b.MaxUnmatchedKeyBytes)
@@ -99,6 +119,25 @@ func orDefault[T comparable](v, def T) T {
 		return def
 	}
 	return v
+}
+
+// checkSize refuses a request with more descriptors, or a descriptor with
+// more entries, than the bounds allow.
+func (b *Bounds) checkSize(req *rlsv3.RateLimitRequest) error {
+	descs := req.GetDescriptors()
+	if n := len(descs); n > b.MaxDescriptors {
+		return status.Errorf(codes.InvalidArgument,
+			"rls: the request has %d descriptors, more than the %d one request may have (RLS_MAX_DESCRIPTORS): send them in several requests",
+			n, b.MaxDescriptors)
+	}
+	for i, d := range descs {
+		if n := len(d.GetEntries()); n > b.MaxEntries {
+			return status.Errorf(codes.InvalidArgument,
+				"rls: descriptors[%d] has %d entries, more than the %d one descriptor may have (RLS_MAX_ENTRIES): send fewer; no configured rule matches more than %d",
+				i, n, b.MaxEntries, config.MaxDepth)
+		}
+	}
+	return nil
 }
 
 // checkHits refuses the hits of descriptor i, taken from or given back to

@@ -189,6 +189,10 @@ func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req rlsv3.RateLimitRequest
+	if err := loneSurrogate(body); err != nil {
+		httpError(w, http.StatusBadRequest, "rls: request is not a RateLimitRequest in JSON: "+err.Error())
+		return
+	}
 	if err := protojson.Unmarshal(body, &req); err != nil {
 		httpError(w, http.StatusBadRequest, "rls: request is not a RateLimitRequest in JSON: "+err.Error())
 		return

@@ -115,7 +115,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 // shouldRateLimit answers req, which arrived at arrived and whose handler
 // started at handled (on the wall clock that context deadlines use).
 func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest, arrived, handled time.Time) (*rlsv3.RateLimitResponse, error) {
-	if err := validateRequest(req); err != nil {
+	if err := validateRequest(req, &s.opts.Bounds); err != nil {
 		return nil, err
 	}
 	cfg := s.cfg.Load()
@@ -329,13 +329,17 @@ func (s *Service) failed(ctx context.Context, p *plan, err error) (*rlsv3.RateLi
 	}
 }
 
-// validateRequest rejects what no configuration could make sense of.
-func validateRequest(req *rlsv3.RateLimitRequest) error {
+// validateRequest rejects what no configuration could make sense of, and
+// requests larger than b allows.
+func validateRequest(req *rlsv3.RateLimitRequest, b *Bounds) error {
 	if req.GetDomain() == "" {
 		return status.Error(codes.InvalidArgument, "rls: domain must not be empty")
 	}
 	if len(req.GetDescriptors()) == 0 {
 		return status.Error(codes.InvalidArgument, "rls: request has no descriptors")
+	}
+	if err := b.checkSize(req); err != nil {
+		return err
 	}
 	for i, d := range req.GetDescriptors() {
 		if len(d.GetEntries()) == 0 {

@@ -589,11 +589,14 @@ func TestHostileInput(t *testing.T) {
 		other := big[:len(big)-1] + "w"
 		assert.Equal(t, ok, f.call(t, request(desc("fixed", other))).GetOverallCode())
 	})
-	t.Run("10000 descriptors", func(t *testing.T) {
+	t.Run("10000 descriptors, where RLS_MAX_DESCRIPTORS allows them", func(t *testing.T) {
 		descs := make([]*ratelimitv3.RateLimitDescriptor, 10_000)
 		for i := range descs {
 			descs[i] = desc("counter", strings.Repeat("k", i%7)+string(rune('a'+i%26)))
 		}
+		_, err := f.svc.ShouldRateLimit(context.Background(), request(descs...))
+		assert.Equal(t, codes.InvalidArgument, status.Code(err), "past the default bound")
+		f := newFixture(t, func(o *Options) { o.Bounds.MaxDescriptors = 10_000 })
 		resp := f.call(t, request(descs...))
 		assert.Equal(t, ok, resp.GetOverallCode())
 		assert.Len(t, resp.GetStatuses(), 10_000)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,33 +48,46 @@ func dialIdle(t *testing.T, addr string, n int) {
 	}
 }
 
-func TestHTTPSlowBodyIsCutOff(t *testing.T) {
-	s := start(t, map[string]string{"RLS_HTTP_READ_TIMEOUT": "300ms"})
-	c, err := net.Dial("tcp", s.srv.HTTPAddr().String())
+// slowJSON opens a connection that posts to /json a body of 1000 bytes it
+// sends one byte every interval, and returns it; it is closed when the test
+// ends.
+func slowJSON(t *testing.T, addr string, interval time.Duration) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
-	defer c.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		close(stop)
+		c.Close()
+		wg.Wait()
+	})
 	_, err = fmt.Fprint(c, "POST /json HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
 	require.NoError(t, err)
-	// One byte every 50ms: the body would take 50s.
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
+	wg.Go(func() {
 		for {
 			select {
 			case <-stop:
 				return
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(interval):
 				if _, err := c.Write([]byte(" ")); err != nil {
 					return
 				}
 			}
 		}
-	}()
+	})
+	return c
+}
+
+func TestHTTPSlowBodyIsCutOff(t *testing.T) {
+	s := start(t, map[string]string{"RLS_HTTP_READ_TIMEOUT": "300ms"})
+	// One byte every 50ms: the body would take 50s.
+	c := slowJSON(t, s.srv.HTTPAddr().String(), 50*time.Millisecond)
 	start := time.Now()
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
 	// Whatever the server answers, then the close, or a reset when it
 	// closed while the client still wrote.
-	_, err = io.ReadAll(c)
+	_, err := io.ReadAll(c)
 	if !errors.Is(err, syscall.ECONNRESET) {
 		require.NoError(t, err, "the server should close the connection, not wait for the body")
 	}
@@ -96,12 +110,13 @@ func TestHTTPHeaderSizeIsBounded(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
-// TestConnectionLimits: on either port, connections past the limit cost the
-// server no file descriptor, and a well-behaved client is answered once
-// the idle ones time out (for gRPC, connections that never finish their
-// handshake are closed after RLS_GRPC_READ_TIMEOUT).
+// TestConnectionLimits: on either port, connections past the limit (for
+// HTTP, and the connections reserved for the probes) cost the server no file
+// descriptor, and a well-behaved client is answered once the idle ones time
+// out (for gRPC, connections that never finish their handshake are closed
+// after RLS_GRPC_READ_TIMEOUT).
 func TestConnectionLimits(t *testing.T) {
-	const limit, idle = 8, 32
+	const limit, reserved, idle = 8, 4, 32
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -110,7 +125,7 @@ func TestConnectionLimits(t *testing.T) {
 	}{
 		{
 			name: "http",
-			env:  map[string]string{"RLS_HTTP_MAX_CONNECTIONS": fmt.Sprint(limit), "RLS_HTTP_READ_TIMEOUT": "200ms"},
+			env:  map[string]string{"RLS_HTTP_MAX_CONNECTIONS": fmt.Sprint(limit), "RLS_HTTP_PROBE_CONNECTIONS": fmt.Sprint(reserved), "RLS_HTTP_READ_TIMEOUT": "200ms"},
 			addr: func(s *started) string { return s.srv.HTTPAddr().String() },
 			call: func(t *testing.T, s *started) {
 				client := http.Client{Timeout: 10 * time.Second}
@@ -141,8 +156,9 @@ func TestConnectionLimits(t *testing.T) {
 			before := openFDs(t)
 			dialIdle(t, tc.addr(s), idle)
 			time.Sleep(100 * time.Millisecond) // the server accepts what it will
-			// The client's own sockets, and at most the limit on the server's side.
-			assert.LessOrEqual(t, openFDs(t)-before, idle+limit+4)
+			// The client's own sockets, and at most the limit and the
+			// reserved ones on the server's side.
+			assert.LessOrEqual(t, openFDs(t)-before, idle+limit+reserved+4)
 			tc.call(t, s)
 		})
 	}
@@ -341,6 +357,7 @@ func TestBoundSettingsErrorsNameTheVariable(t *testing.T) {
 		{"RLS_HTTP_IDLE_TIMEOUT", "0s"},
 		{"RLS_HTTP_MAX_HEADER_BYTES", "100"},
 		{"RLS_HTTP_MAX_CONNECTIONS", "0"},
+		{"RLS_HTTP_PROBE_CONNECTIONS", "-1"},
 		{"RLS_GRPC_MAX_CONNECTIONS", "0"},
 		{"RLS_GRPC_MAX_CONCURRENT_STREAMS", "0"},
 		{"RLS_GRPC_MAX_CALLS", "0"},
@@ -351,6 +368,7 @@ func TestBoundSettingsErrorsNameTheVariable(t *testing.T) {
 		{"RLS_GRPC_MAX_CONNECTION_IDLE", "-1s"},
 		{"RLS_GRPC_MAX_CONNECTION_AGE", "-1s"},
 		{"RLS_CONFIG_READ_TIMEOUT", "0s"},
+		{"RLS_CONFIG_MAX_BYTES", "0"},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.key, tc.value)

@@ -74,13 +74,19 @@ func TestHostileInputOverGRPC(t *testing.T) {
 		for i := range 10_000 {
 			req.Descriptors = append(req.Descriptors, entries("remote_address", "198.51.100."+string(rune('a'+i%26))))
 		}
+		_, err := call(req)
+		require.Equal(t, codes.InvalidArgument, status.Code(err))
+		assert.Contains(t, status.Convert(err).Message(), "the request has 10000 descriptors, more than the 256 one request may have (RLS_MAX_DESCRIPTORS)")
+
+		req.Descriptors = req.Descriptors[:256]
 		resp, err := call(req)
 		require.NoError(t, err)
-		require.Len(t, resp.GetStatuses(), 10_000)
-		// 50 a second per address: 26 addresses get ~385 hits each, so the
-		// request is over the limit, with one status per descriptor, in order.
-		assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.GetOverallCode())
-		assert.EqualValues(t, 50, resp.GetStatuses()[9_999].GetCurrentLimit().GetRequestsPerUnit())
+		require.Len(t, resp.GetStatuses(), 256)
+		// 50 a second per address: 26 addresses get ~10 hits each, so the
+		// request is within the limits, with one status per descriptor, in
+		// order.
+		assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.GetOverallCode())
+		assert.EqualValues(t, 50, resp.GetStatuses()[255].GetCurrentLimit().GetRequestsPerUnit())
 	})
 
 	t.Run("hits_addend 1000000000", func(t *testing.T) {
@@ -148,8 +154,10 @@ func TestHostileRequestsAreBounded(t *testing.T) {
 			"longer than the 1488h0m0s a limit override may (RLS_MAX_OVERRIDE_LIFETIME): ask for a shorter window, or configure the limit in a rule"},
 		{"5000 hits of a log", edge(withHits(entries("path", "/login", "remote_address", "198.51.100.66"), 5000)),
 			"descriptors[0] asks for 5000 hits of a sliding_window_log, more than the 100 it may take or give back at once (RLS_MAX_LOG_HITS)"},
-		{"an override of an unmatched descriptor with 20000 entries", edge(override(many(20_000, "v"), 10, typev3.RateLimitUnit_SECOND, 1)),
-			"descriptors[0] matches no rule and has 20000 entries, more than the 16 a limit override of an unmatched descriptor may count under (RLS_MAX_UNMATCHED_ENTRIES): send fewer entries, or configure a rule for them"},
+		{"an override of an unmatched descriptor with 20 entries", edge(override(many(20, "v"), 10, typev3.RateLimitUnit_SECOND, 1)),
+			"descriptors[0] matches no rule and has 20 entries, more than the 16 a limit override of an unmatched descriptor may count under (RLS_MAX_UNMATCHED_ENTRIES): send fewer entries, or configure a rule for them"},
+		{"a descriptor with 20000 entries", edge(many(20_000, "v")),
+			"descriptors[0] has 20000 entries, more than the 64 one descriptor may have (RLS_MAX_ENTRIES): send fewer; no configured rule matches more than 64"},
 		{"an override of an unmatched descriptor with 16 entries of 250 bytes", edge(override(many(16, strings.Repeat("x", 250)), 10, typev3.RateLimitUnit_SECOND, 1)),
 			"(RLS_MAX_UNMATCHED_KEY_BYTES): send shorter entries, or configure a rule for them"},
 	} {

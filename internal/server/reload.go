@@ -22,6 +22,7 @@ func (s Settings) ConfigOptions() config.Options {
 		WildcardPrecedence: wildcards,
 		DotFiles:           s.ConfigDotFiles,
 		AllowNegativeHits:  s.AllowNegativeHits,
+		MaxBytes:           s.ConfigMaxBytes,
 	}
 }
 

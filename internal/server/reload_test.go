@@ -287,3 +287,29 @@ func TestRLConfigShowsNoAbsolutePaths(t *testing.T) {
 	assert.Contains(t, body, "from "+dir+" (1 file)")
 	assert.Contains(t, body, "("+filepath.Join(dir, "limits.yaml")+":1)")
 }
+
+// TestConfigMaxBytes: files holding more than RLS_CONFIG_MAX_BYTES are not
+// loaded at the start, and not reloaded later, with an error that names
+// the setting; the limits in force stay.
+func TestConfigMaxBytes(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, writeFile(filepath.Join(dir, "a.yaml"), reloadYAML(3)))
+	limit := fmt.Sprint(len(reloadYAML(3)) + 10)
+
+	t.Setenv("RLS_CONFIG_PATH", dir)
+	t.Setenv("RLS_CONFIG_MAX_BYTES", fmt.Sprint(len(reloadYAML(3))-1))
+	settings, err := LoadSettings()
+	require.NoError(t, err)
+	_, err = New(context.Background(), settings, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.ErrorContains(t, err, "a.yaml: cannot read: the limits files hold 117 bytes up to this one, more than the 116 they may hold (RLS_CONFIG_MAX_BYTES)")
+
+	s := start(t, map[string]string{"RLS_CONFIG_PATH": dir, "RLS_CONFIG_MAX_BYTES": limit})
+	reloads := &outcomes{}
+	s.srv.OnConfigReload(reloads.add)
+	require.NoError(t, writeFile(filepath.Join(dir, "b.yaml"), "domain: other\n"))
+	require.Eventually(t, func() bool { return len(reloads.all()) == 1 }, 2*time.Second, tick)
+	assert.ErrorContains(t, reloads.all()[0], "b.yaml: cannot read: the limits files hold 131 bytes up to this one, more than the 127 they may hold (RLS_CONFIG_MAX_BYTES)")
+	rpu, err := limitOf(context.Background(), s.client, "v")
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, rpu, "the limits in force stay")
+}

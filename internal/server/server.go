@@ -172,7 +172,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	}
 	srv.grpcServe = boundedListener(srv.grpcLis, s.GRPCMaxConnections)
 	if srv.httpLis != nil {
-		srv.httpServe = boundedListener(srv.httpLis, s.HTTPMaxConnections)
+		srv.httpServe = newReservingListener(srv.httpLis, s.HTTPMaxConnections, s.HTTPProbeConnections)
 	}
 
 	grpcOpts := append(GRPCServerOptions(), s.grpcBoundOptions()...)
@@ -190,10 +190,12 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	mux.Handle("/metrics", srv.metrics.Handler())
 	var handler http.Handler = mux
 	if httpTLS.mutual() {
-		handler = requireClientCert(mux)
+		handler = requireClientCert(handler)
 	}
+	handler = probesOnly(handler)
 	srv.http = &http.Server{
 		Handler:        handler,
+		ConnContext:    markReserved,
 		ReadTimeout:    s.HTTPReadTimeout,
 		WriteTimeout:   s.HTTPWriteTimeout,
 		IdleTimeout:    s.HTTPIdleTimeout,

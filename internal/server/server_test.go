@@ -209,6 +209,8 @@ func TestSettingsErrorsNameTheVariable(t *testing.T) {
 		{"RLS_SHADOW_MODE", "perhaps", "RLS_SHADOW_MODE"},
 		{"RLS_LOG_LEVEL", "loud", "RLS_LOG_LEVEL"},
 		{"RLS_ALLOW_NEGATIVE_HITS", "sometimes", "RLS_ALLOW_NEGATIVE_HITS"},
+		{"RLS_MAX_DESCRIPTORS", "0", "RLS_MAX_DESCRIPTORS"},
+		{"RLS_MAX_ENTRIES", "-1", "RLS_MAX_ENTRIES"},
 		{"RLS_MAX_HITS", "0", "RLS_MAX_HITS"},
 		{"RLS_MAX_HITS", "-1", "RLS_MAX_HITS"},
 		{"RLS_MAX_LOG_HITS", "100001", "RLS_MAX_LOG_HITS"},

@@ -98,6 +98,8 @@ type Settings struct {
 
 	// What one request may ask, so that no client hurts the others (see
 	// rls.Bounds): beyond these a request gets InvalidArgument.
+	MaxDescriptors       int           `split_words:"true" default:"256" desc:"most descriptors one request may have; Envoy sends one per rate limit action that applies, Envoy Gateway at most one per rule of a policy (at most 256)"`
+	MaxEntries           int           `split_words:"true" default:"64" desc:"most entries one descriptor may have; no rule matches more than 64"`
 	AllowNegativeHits    bool          `split_words:"true" default:"false" desc:"let is_negative_hits give hits back where a descriptor does not set allow_negative_hits, and for overrides of descriptors that match no rule; elsewhere such hits are taken"`
 	MaxHits              uint64        `split_words:"true" default:"1000000000" desc:"most hits one descriptor may take or give back in one request"`
 	MaxLogHits           uint64        `split_words:"true" default:"100" desc:"most hits one descriptor may take from or give back to a sliding_window_log in one request (one log entry each)"`
@@ -132,15 +134,17 @@ type Settings struct {
 	TracingServiceInstanceID string `split_words:"true" desc:"service.instance.id of the traces, such as the pod's name; empty: none, or what OTEL_RESOURCE_ATTRIBUTES says"`
 	TracingSamplingRate      string `split_words:"true" desc:"share of the traces that start here to sample, in [0, 1], besides every trace the caller sampled; empty: as OTEL_TRACES_SAMPLER says (all, by default)"`
 
+	ConfigMaxBytes    int64         `split_words:"true" default:"33554432" desc:"most bytes the files of RLS_CONFIG_PATH may hold together (32 MiB); past that, loading or reloading them is an error naming the file, and the limits in force stay. A 10 MB file of 92 000 descriptors takes about 100 MB of heap to load, twice that to reload"`
 	ConfigReadTimeout time.Duration `split_words:"true" default:"10s" desc:"longest wait for the files of RLS_CONFIG_PATH to be read, at startup and at each reload; a read that hangs (a stuck volume) is an error naming the file, and the limits in force stay"`
 
 	// Bounds on what one client can hold (see docs/operations.md, "Bounds
 	// on clients").
-	HTTPReadTimeout    time.Duration `split_words:"true" default:"10s" desc:"longest time to read an HTTP request, headers and body; a slower client's connection is closed"`
-	HTTPWriteTimeout   time.Duration `split_words:"true" default:"10s" desc:"longest time to write an HTTP response, from the end of the request's headers"`
-	HTTPIdleTimeout    time.Duration `split_words:"true" default:"60s" desc:"how long an HTTP keep-alive connection may wait for its next request"`
-	HTTPMaxHeaderBytes int           `split_words:"true" default:"65536" desc:"largest HTTP request header, in bytes; larger requests get 431"`
-	HTTPMaxConnections int           `split_words:"true" default:"1024" desc:"most HTTP connections open at once; further ones wait in the kernel's backlog, refused once it is full, until one closes"`
+	HTTPReadTimeout      time.Duration `split_words:"true" default:"10s" desc:"longest time to read an HTTP request, headers and body; a slower client's connection is closed"`
+	HTTPWriteTimeout     time.Duration `split_words:"true" default:"10s" desc:"longest time to write an HTTP response, from the end of the request's headers"`
+	HTTPIdleTimeout      time.Duration `split_words:"true" default:"60s" desc:"how long an HTTP keep-alive connection may wait for its next request"`
+	HTTPMaxHeaderBytes   int           `split_words:"true" default:"65536" desc:"largest HTTP request header, in bytes; larger requests get 431"`
+	HTTPMaxConnections   int           `split_words:"true" default:"1024" desc:"most HTTP connections open at once, besides RLS_HTTP_PROBE_CONNECTIONS; further ones wait in the kernel's backlog, refused once it is full, until one closes"`
+	HTTPProbeConnections int           `split_words:"true" default:"16" desc:"HTTP connections kept for /healthcheck and /ready beyond RLS_HTTP_MAX_CONNECTIONS, so that the probes are answered while other clients hold all those: accepted only then, each serves one probe within 1s; other paths get 503. 0: none"`
 
 	GRPCMaxConnections       int           `split_words:"true" default:"4096" desc:"most gRPC connections open at once; further ones wait in the kernel's backlog, refused once it is full, until one closes"`
 	GRPCMaxConcurrentStreams uint32        `split_words:"true" default:"1024" desc:"most calls at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); Envoy opens another connection past it"`
@@ -259,6 +263,9 @@ func (s Settings) Validate() error {
 	if s.HTTPJson != "auto" && s.HTTPJson != "on" && s.HTTPJson != "off" {
 		return fmt.Errorf("server: RLS_HTTP_JSON %q is not auto, on or off", s.HTTPJson)
 	}
+	if s.ConfigMaxBytes < 1 {
+		return fmt.Errorf("server: RLS_CONFIG_MAX_BYTES must be at least 1, not %d", s.ConfigMaxBytes)
+	}
 	if s.ConfigReadTimeout <= 0 {
 		return fmt.Errorf("server: RLS_CONFIG_READ_TIMEOUT must be positive, not %s", s.ConfigReadTimeout)
 	}
@@ -304,6 +311,10 @@ func (s Settings) Validate() error {
 // validateBounds checks the bounds on what one request may ask.
 func (s Settings) validateBounds() error {
 	switch {
+	case s.MaxDescriptors < 1:
+		return fmt.Errorf("server: RLS_MAX_DESCRIPTORS must be at least 1, not %d", s.MaxDescriptors)
+	case s.MaxEntries < 1:
+		return fmt.Errorf("server: RLS_MAX_ENTRIES must be at least 1, not %d", s.MaxEntries)
 	case s.MaxHits < 1:
 		return fmt.Errorf("server: RLS_MAX_HITS must be at least 1, not %d", s.MaxHits)
 	case s.MaxLogHits < 1 || s.MaxLogHits > algorithms.MaxLogRequests:
@@ -343,6 +354,8 @@ func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
 
 		AllowNegativeHits: s.AllowNegativeHits,
 		Bounds: rls.Bounds{
+			MaxDescriptors:       s.MaxDescriptors,
+			MaxEntries:           s.MaxEntries,
 			MaxHits:              s.MaxHits,
 			MaxLogHits:           s.MaxLogHits,
 			MaxOverrideLogSize:   s.MaxOverrideLogSize,
@@ -409,6 +422,9 @@ func (s Settings) validateConnBounds() error {
 	}
 	if s.HTTPMaxConnections < 1 {
 		return fmt.Errorf("server: RLS_HTTP_MAX_CONNECTIONS must be at least 1, not %d", s.HTTPMaxConnections)
+	}
+	if s.HTTPProbeConnections < 0 {
+		return fmt.Errorf("server: RLS_HTTP_PROBE_CONNECTIONS must not be negative, not %d", s.HTTPProbeConnections)
 	}
 	if s.GRPCMaxConnections < 1 {
 		return fmt.Errorf("server: RLS_GRPC_MAX_CONNECTIONS must be at least 1, not %d", s.GRPCMaxConnections)
