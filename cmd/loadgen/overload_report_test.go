@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -151,4 +152,15 @@ func TestOverloadKeepsTheRedisCostSection(t *testing.T) {
 	assert.Contains(t, string(b), rediscostSectionBegin+"\n## Redis cost\nfigures\n"+rediscostSectionEnd)
 	assert.NotContains(t, string(b), "old overload")
 	assert.Equal(t, 1, strings.Count(string(b), overloadBegin))
+}
+
+func TestOverloadDeadlines(t *testing.T) {
+	got, err := parseDeadlines("20ms, 1s,none")
+	require.NoError(t, err)
+	assert.Equal(t, []time.Duration{20 * time.Millisecond, time.Second, 0}, got)
+	assert.Equal(t, []string{"20ms", "1s", "none"}, []string{deadlineText(got[0]), deadlineText(got[1]), deadlineText(got[2])})
+	for _, bad := range []string{"0s", "soon", "", "20ms,-1s"} {
+		_, err := parseDeadlines(bad)
+		assert.ErrorContains(t, err, "-deadlines", "%q", bad)
+	}
 }
