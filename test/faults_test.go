@@ -35,7 +35,11 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 1000000, algorithm: fixed_window}
 `
 
-// The server's defaults, which the fault tests run with.
+// The settings the fault tests run with: the server's defaults, but for a
+// budget that RLS_BACKEND_TIMEOUT_MAX caps at 10ms, below Envoy's 20ms, so
+// that how soon the failure mode answers is measured against it while the
+// test's callers allow seconds (a hung server then fails the test, rather
+// than the caller's deadline hiding it).
 const (
 	backendTimeout  = 10 * time.Millisecond
 	breakerFailures = 20
@@ -61,18 +65,19 @@ const (
 var failureModes = []string{"error", "allow", "deny"}
 
 // faultServers starts one server per failure mode on the Redis that env
-// names, with the default timeout and breaker, each with a key prefix of its
-// own.
+// names, with budgets capped at backendTimeout and the default breaker, each
+// with a key prefix of its own.
 func faultServers(t *testing.T, env map[string]string) map[string]*serverProcess {
 	t.Helper()
 	dir := writeConfig(t, faultLimits)
 	servers := make(map[string]*serverProcess)
 	for _, mode := range failureModes {
 		vars := map[string]string{
-			"RLS_CONFIG_PATH":  dir,
-			"RLS_BACKEND":      "redis",
-			"RLS_FAILURE_MODE": mode,
-			"RLS_KEY_PREFIX":   fmt.Sprintf("faults-%s-%d:", mode, rand.Uint64()),
+			"RLS_CONFIG_PATH":         dir,
+			"RLS_BACKEND":             "redis",
+			"RLS_FAILURE_MODE":        mode,
+			"RLS_BACKEND_TIMEOUT_MAX": backendTimeout.String(),
+			"RLS_KEY_PREFIX":          fmt.Sprintf("faults-%s-%d:", mode, rand.Uint64()),
 		}
 		for k, v := range env {
 			vars[k] = v

@@ -20,16 +20,19 @@ import (
 
 // TestOnlyAdmittedAnswersKeepHits stalls Redis for 300ms with DEBUG SLEEP
 // while callers with a 50ms deadline ask the server (failure mode error,
-// default settings) to take from one limit. Their takes reach Redis and run
-// when it wakes up, long after their callers were answered UNAVAILABLE; the
-// server keeps reading those answers and gives the admitted hits back. Once
-// it has, the limit holds exactly the hits of the answers that said OK.
+// default settings but for a reserve of 25ms, which a loaded test machine
+// cannot eat on the answer's way back) to take from one limit. Their takes
+// reach Redis and run when it wakes up, long after their callers were
+// answered UNAVAILABLE; the server keeps reading those answers and gives
+// the admitted hits back. Once it has, the limit holds exactly the hits of
+// the answers that said OK.
 func TestOnlyAdmittedAnswersKeepHits(t *testing.T) {
 	redis := redistest.Standalone(t)
 	srv := startServer(t, map[string]string{
-		"RLS_CONFIG_PATH": writeConfig(t, faultLimits),
-		"RLS_BACKEND":     "redis",
-		"RLS_REDIS_ADDRS": redis.Addr(),
+		"RLS_CONFIG_PATH":      writeConfig(t, faultLimits),
+		"RLS_BACKEND":          "redis",
+		"RLS_REDIS_ADDRS":      redis.Addr(),
+		"RLS_DEADLINE_RESERVE": "25ms",
 	})
 	tenant := fmt.Sprintf("stall-%d", rand.Uint64())
 	ask := func(hits uint64, timeout time.Duration) (*rlsv3.RateLimitResponse, error) {

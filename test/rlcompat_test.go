@@ -74,9 +74,9 @@ func rlRuntimeRoot(t *testing.T, writable bool) string {
 // names, which their tests read from the in-process stats store: on
 // /metrics of the HTTP port, where the tests read them, and on
 // PROMETHEUS_ADDR, a port the kernel picks. RLS_BACKEND_TIMEOUT gives each
-// Redis call seconds rather than the default 10ms, because this machine is
-// shared with compilers: what is under test is what the server answers,
-// not how fast (their REDIS_TIMEOUT is not read, see docs/migrating.md).
+// request without a deadline seconds rather than the default 1s, because
+// this machine is shared with compilers: what is under test is what the
+// server answers, not how fast.
 func rlDefaultEnv(root, redisURL, perSecondURL string) map[string]string {
 	return map[string]string{
 		"USE_STATSD":                  "false",

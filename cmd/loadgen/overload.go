@@ -30,17 +30,21 @@ import (
 
 // The overload benchmark (`loadgen overload`) runs ratewarden as a busy or
 // CPU-throttled host would: busy loops compete for the CPUs with several
-// server replicas, a Redis Cluster and the callers, every call carries an
-// Envoy-like deadline, and the servers run with their default settings. It
-// measures, for the server built from the module and for one built from an
-// earlier commit, a closed loop of callers (what the servers decide at most:
-// their capacity) and an open loop that offers a multiple of that capacity
-// at a constant rate, and checks:
+// server replicas, a Redis Cluster and the callers, and the servers run
+// with their default settings. It measures, for the server built from the
+// module, for one built from an earlier commit, and for no-op services
+// beside them (the ceiling of any service on the machine), a closed loop of
+// callers for each of several deadlines (Envoy's 20ms, a caller that allows
+// a second, one that sends none) and an open loop that offers a multiple of
+// the capacity at a constant rate with the first deadline, and checks:
 //
-//   - every call is answered before its deadline: a decision, or the
-//     failure mode's answer (UNAVAILABLE by default) when the server sheds
-//     it; no call times out in the caller and none fails otherwise;
-//   - every exactness limit, offered far more than its L, admits exactly L;
+//   - with a deadline of a second or more, or none, every call is answered
+//     with a decision, and every exactness limit, offered far more than its
+//     L, admits exactly L;
+//   - with a shorter deadline, the share of calls not answered before it
+//     is at most the no-op services' in the same pass plus lateSlack, any
+//     other answer is a decision or the failure mode's (UNAVAILABLE by
+//     default), and no exactness limit admits more than L;
 //   - in the open loop, the decisions answered within their deadline per
 //     second (goodput) stay at or above a share of the capacity.
 
@@ -54,11 +58,12 @@ type overloadConfig struct {
 	Spinners int    `json:"spinners"`
 	Conns    int    `json:"conns_per_replica"`
 	Keys     int    `json:"keys"`
-	// Deadline is every call's deadline, as Envoy's filter timeout.
-	Deadline time.Duration `json:"-"`
-	Warmup   time.Duration `json:"-"`
-	Closed   time.Duration `json:"-"`
-	Open     time.Duration `json:"-"`
+	// Deadlines are the deadlines of the closed loops, one loop each, 0
+	// for a caller that sends none; the open loop runs with the first.
+	Deadlines []time.Duration `json:"-"`
+	Warmup    time.Duration   `json:"-"`
+	Closed    time.Duration   `json:"-"`
+	Open      time.Duration   `json:"-"`
 	// Overload is the open loop's rate as a multiple of the capacity.
 	Overload float64 `json:"overload"`
 	// Goodput is the share of the capacity the open loop's goodput must keep.
@@ -71,7 +76,8 @@ type overloadConfig struct {
 	// Passes is how many rounds each build runs, in the order passOrder
 	// gives.
 	Passes int `json:"passes"`
-	// Ceiling runs the open loop against no-op services too (ceilingLoop).
+	// Ceiling runs the loops against no-op services too, as a build of
+	// every pass (noopBuild).
 	Ceiling bool `json:"ceiling"`
 	// Metrics logs the servers' own counters after each round.
 	Metrics bool `json:"-"`
@@ -79,10 +85,10 @@ type overloadConfig struct {
 	// experiments; the benchmark proper sets none.
 	Env map[string]string `json:"env,omitempty"`
 
-	DeadlineText string `json:"deadline"`
-	WarmupText   string `json:"warmup"`
-	ClosedText   string `json:"closed"`
-	OpenText     string `json:"open"`
+	DeadlinesText []string `json:"deadlines"`
+	WarmupText    string   `json:"warmup"`
+	ClosedText    string   `json:"closed"`
+	OpenText      string   `json:"open"`
 }
 
 // exactValuePrefix starts the values of exactness limits: a wildcard rule
@@ -99,13 +105,13 @@ func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error
 	var cfg overloadConfig
 	fs.StringVar(&cfg.Root, "root", ".", "the ratewarden module to build the server from")
 	fs.StringVar(&cfg.Out, "out", "", "directory whose BENCHMARKS.md and docs/overload.json to write (default: -root)")
-	fs.StringVar(&cfg.Baseline, "baseline", "76db7e9", "commit of -root's repository to build the 'before' server from; empty skips it")
+	fs.StringVar(&cfg.Baseline, "baseline", "f6d78ac", "commit of -root's repository to build the 'before' server from; empty skips it")
 	fs.IntVar(&cfg.Callers, "callers", 128, "callers of the closed loop, each with one call in flight")
 	fs.IntVar(&cfg.Replicas, "replicas", 2, "server replicas, all on one Redis Cluster of 3 masters and 3 replicas")
 	fs.IntVar(&cfg.Spinners, "spinners", 2, "busy loops competing for the CPUs (processes spinning on one CPU each)")
 	fs.IntVar(&cfg.Conns, "conns", 2, "gRPC connections to each replica")
 	fs.IntVar(&cfg.Keys, "keys", 1000, "live descriptor values per algorithm")
-	fs.DurationVar(&cfg.Deadline, "deadline", 20*time.Millisecond, "deadline of every call (Envoy's default filter timeout)")
+	deadlines := fs.String("deadlines", "20ms,1s,none", "comma list of the closed loops' deadlines (none: the caller sends no deadline); the open loop runs with the first")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "how long the closed loop sends before measuring")
 	fs.DurationVar(&cfg.Closed, "closed", 10*time.Second, "how long the closed loop measures")
 	fs.DurationVar(&cfg.Open, "open", 10*time.Second, "how long the open loop measures")
@@ -114,8 +120,8 @@ func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error
 	fs.IntVar(&cfg.ExactLimit, "exact-limit", 20, "L of every exactness limit")
 	fs.IntVar(&cfg.ExactKeys, "exact-keys", 4, "exactness limits per algorithm and phase")
 	fs.Float64Var(&cfg.ExactShare, "exact-share", 0.1, "share of the calls for exactness limits")
-	fs.IntVar(&cfg.Passes, "passes", 2, "rounds of each build, in the order after, before, before, after, … so that the machine's drift and the order fall on both")
-	fs.BoolVar(&cfg.Ceiling, "ceiling", true, "also run the open loop against no-op RateLimitServices: what the machine answers in time at that rate when answering costs nothing")
+	fs.IntVar(&cfg.Passes, "passes", 3, "rounds of each build, in the order after, before, no-op, no-op, before, after, … so that the machine's drift and the order fall on all")
+	fs.BoolVar(&cfg.Ceiling, "ceiling", true, "also run the loops against no-op RateLimitServices in every pass: what the machine answers in time when answering costs nothing")
 	fs.BoolVar(&cfg.Metrics, "metrics", false, "log the servers' ratewarden_* samples after each round")
 	env := fs.String("env", "", "comma list of NAME=VALUE settings for the servers, beyond the defaults (for experiments)")
 	if err := parseFlags(fs, args); err != nil {
@@ -123,6 +129,10 @@ func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error
 	}
 	if cfg.Out == "" {
 		cfg.Out = cfg.Root
+	}
+	var err error
+	if cfg.Deadlines, err = parseDeadlines(*deadlines); err != nil {
+		return err
 	}
 	for kv := range strings.SplitSeq(*env, ",") {
 		if kv = strings.TrimSpace(kv); kv == "" {
@@ -140,12 +150,15 @@ func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error
 	switch {
 	case cfg.Callers < 1 || cfg.Replicas < 1 || cfg.Conns < 1 || cfg.Keys < 1 || cfg.Passes < 1 || cfg.Spinners < 0:
 		return errors.New("loadgen: overload: -callers, -replicas, -conns, -keys and -passes must be positive, -spinners not negative")
-	case cfg.Deadline <= 0 || cfg.Closed <= 0 || cfg.Open <= 0 || cfg.Warmup < 0:
-		return errors.New("loadgen: overload: -deadline, -closed and -open must be positive, -warmup not negative")
+	case cfg.Closed <= 0 || cfg.Open <= 0 || cfg.Warmup < 0:
+		return errors.New("loadgen: overload: -closed and -open must be positive, -warmup not negative")
 	case cfg.Overload <= 0 || cfg.Goodput <= 0 || cfg.ExactLimit < 1 || cfg.ExactKeys < 1 || !(cfg.ExactShare > 0 && cfg.ExactShare < 1):
 		return errors.New("loadgen: overload: -overload, -goodput, -exact-limit and -exact-keys must be positive, -exact-share in (0, 1)")
 	}
-	cfg.DeadlineText, cfg.WarmupText, cfg.ClosedText, cfg.OpenText = cfg.Deadline.String(), cfg.Warmup.String(), cfg.Closed.String(), cfg.Open.String()
+	for _, d := range cfg.Deadlines {
+		cfg.DeadlinesText = append(cfg.DeadlinesText, deadlineText(d))
+	}
+	cfg.WarmupText, cfg.ClosedText, cfg.OpenText = cfg.Warmup.String(), cfg.Closed.String(), cfg.Open.String()
 
 	report, err := runOverload(ctx, cfg, stderr)
 	if err != nil {
@@ -153,6 +166,33 @@ func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error
 	}
 	report.Command = reproduceCommand(fs, "overload")
 	return writeOverloadFiles(cfg.Out, report, stderr)
+}
+
+// parseDeadlines parses the -deadlines flag: a comma list of durations,
+// and none for a caller that sends no deadline (0).
+func parseDeadlines(list string) ([]time.Duration, error) {
+	var out []time.Duration
+	for item := range strings.SplitSeq(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "none" {
+			out = append(out, 0)
+			continue
+		}
+		d, err := time.ParseDuration(item)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("loadgen: overload: -deadlines: %q is neither a positive duration nor none", item)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// deadlineText names a deadline of -deadlines: its duration, or none.
+func deadlineText(d time.Duration) string {
+	if d == 0 {
+		return "none"
+	}
+	return d.String()
 }
 
 // overloadReport is what one overload run measured: docs/overload.json, from
@@ -164,22 +204,20 @@ type overloadReport struct {
 	Config   overloadConfig   `json:"config"`
 	Machine  machine          `json:"machine"`
 	Variants []*overloadRound `json:"variants"`
-	// Ceiling is the open loop against no-op services, and CeilingClosed
-	// the closed loop against them (see ceilingLoop).
-	Ceiling       *phaseResult `json:"ceiling,omitempty"`
-	CeilingClosed *phaseResult `json:"ceiling_closed,omitempty"`
 }
 
-// overloadRound is what one server build did: its closed loop and its open
-// loop.
+// overloadRound is what one build did in one pass: a closed loop per
+// deadline, and its open loop.
 type overloadRound struct {
-	// Name is "after" (the module) or "before" (the baseline commit), and
-	// Pass counts the build's rounds from 1.
-	Name   string       `json:"name"`
-	Commit string       `json:"commit"`
-	Pass   int          `json:"pass,omitempty"`
-	Closed *phaseResult `json:"closed"`
-	Open   *phaseResult `json:"open"`
+	// Name is "after" (the module), "before" (the baseline commit) or
+	// noopName (the no-op services), and Pass counts the build's rounds
+	// from 1.
+	Name   string `json:"name"`
+	Commit string `json:"commit,omitempty"`
+	Pass   int    `json:"pass,omitempty"`
+	// Closed holds the closed loops, in the order of the run's deadlines.
+	Closed []*phaseResult `json:"closed"`
+	Open   *phaseResult   `json:"open"`
 	// Servers sums the ratewarden_* counters of the replicas, over both
 	// loops, by sample name.
 	Servers map[string]float64 `json:"servers,omitempty"`
@@ -196,7 +234,9 @@ func (v *overloadRound) label() string {
 
 // phaseResult is what one phase of calls measured.
 type phaseResult struct {
-	Seconds float64 `json:"seconds"`
+	// Deadline is the calls' deadline (see deadlineText).
+	Deadline string  `json:"deadline"`
+	Seconds  float64 `json:"seconds"`
 	// Rate is the open loop's target rate; 0 for the closed loop.
 	Rate float64 `json:"target_rate,omitempty"`
 	// Calls counts every call sent while measuring; Decisions the calls
@@ -262,8 +302,6 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 		return nil, fmt.Errorf("loadgen: %w", err)
 	}
 
-	// noAddrFile marks a build from before RLS_ADDR_FILE, which cannot
-	// name the ports it is bound to (see proc.ServerConfig.NoAddrFile).
 	type build = overloadBuild
 	builds := []build{{name: "after", bin: filepath.Join(dir, "server-after")}}
 	fmt.Fprintf(log, "loadgen: overload: building %s\n", filepath.Join(cfg.Root, "cmd/server"))
@@ -285,6 +323,9 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 			return nil, err
 		}
 		builds = append(builds, b)
+	}
+	if cfg.Ceiling {
+		builds = append(builds, build{name: noopName, bin: self, noop: true})
 	}
 	limitsPath := filepath.Join(dir, "limits.yaml")
 	if err := writeOverloadLimits(limitsPath, cfg.ExactLimit); err != nil {
@@ -325,7 +366,12 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 		if err := flushMasters(ctx, cluster.Nodes()); err != nil {
 			return nil, err
 		}
-		servers, err := startReplicas(ctx, dir, b.bin, b.noAddrFile, limitsPath, cluster, cfg.Replicas, cfg.Env)
+		var servers []*proc.Server
+		if b.noop {
+			servers, err = startNoops(ctx, dir, self, cfg.Replicas)
+		} else {
+			servers, err = startReplicas(ctx, dir, b.bin, b.noAddrFile, limitsPath, cluster, cfg.Replicas, cfg.Env)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -348,7 +394,10 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 					c.Close()
 				}
 			}()
-			procs := redisProcs(cluster.Nodes())
+			var procs []cpuProc
+			if !b.noop {
+				procs = redisProcs(cluster.Nodes())
+			}
 			for _, s := range servers {
 				procs = append(procs, cpuProc{name: cpuServer, pid: s.Pid()})
 			}
@@ -356,22 +405,29 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 				procs = append(procs, cpuProc{name: cpuSpinners, pid: sp.Pid()})
 			}
 			cpu := newCPUMeter(procs...)
-			fmt.Fprintf(log, "loadgen: overload: %s: closed loop, %d callers on %d replicas, %s deadline\n", round.label(), cfg.Callers, len(servers), cfg.Deadline)
-			if round.Closed, err = closedLoop(ctx, cfg, conns, newRunID(), cpu); err != nil {
-				return err
-			}
-			fmt.Fprintf(log, "loadgen: overload: %s: %s\n", round.label(), round.Closed.summary())
-			if capacity == 0 {
-				// The newer build's first closed loop sets the open
-				// loops' rate for every pass.
-				capacity = float64(round.Closed.Decisions) / round.Closed.Seconds
+			for i, deadline := range cfg.Deadlines {
+				fmt.Fprintf(log, "loadgen: overload: %s: closed loop, %d callers on %d replicas, deadline %s\n", round.label(), cfg.Callers, len(servers), deadlineText(deadline))
+				closed, err := closedLoop(ctx, cfg, deadline, conns, newRunID(), cpu)
+				if err != nil {
+					return err
+				}
+				round.Closed = append(round.Closed, closed)
+				fmt.Fprintf(log, "loadgen: overload: %s: %s\n", round.label(), closed.summary())
+				if capacity == 0 && i == 0 && !b.noop {
+					// The newer build's first closed loop sets the open
+					// loops' rate for every pass.
+					capacity = float64(closed.Decisions) / closed.Seconds
+				}
 			}
 			rate := cfg.Overload * capacity
-			fmt.Fprintf(log, "loadgen: overload: %s: open loop at %.0f calls/s (%.1f× %.0f/s)\n", round.label(), rate, cfg.Overload, capacity)
-			if round.Open, err = openLoop(ctx, cfg, conns, newRunID(), rate, cpu); err != nil {
+			fmt.Fprintf(log, "loadgen: overload: %s: open loop at %.0f calls/s (%.1f× %.0f/s), deadline %s\n", round.label(), rate, cfg.Overload, capacity, deadlineText(cfg.Deadlines[0]))
+			if round.Open, err = openLoop(ctx, cfg, cfg.Deadlines[0], conns, newRunID(), rate, cpu); err != nil {
 				return err
 			}
 			fmt.Fprintf(log, "loadgen: overload: %s: %s\n", round.label(), round.Open.summary())
+			if b.noop {
+				return nil
+			}
 			round.Servers = map[string]float64{}
 			for i, s := range servers {
 				samples, err := serverSamples(s.Addrs[addrfile.HTTP])
@@ -392,80 +448,49 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 			return nil, fmt.Errorf("loadgen: overload: %s: %w", b.name, err)
 		}
 	}
-	if cfg.Ceiling && capacity > 0 {
-		rate := cfg.Overload * capacity
-		fmt.Fprintf(log, "loadgen: overload: ceiling: closed loop of %d callers, then open loop at %.0f calls/s, on %d no-op services\n", cfg.Callers, rate, cfg.Replicas)
-		if report.CeilingClosed, report.Ceiling, err = ceilingLoop(ctx, cfg, dir, self, rate, spinners); err != nil {
-			return nil, fmt.Errorf("loadgen: overload: ceiling: %w", err)
-		}
-		fmt.Fprintf(log, "loadgen: overload: ceiling: closed: %s\n", report.CeilingClosed.summary())
-		fmt.Fprintf(log, "loadgen: overload: ceiling: open: %s\n", report.Ceiling.summary())
-	}
 	report.Took = time.Since(begin).Round(time.Second).String()
 	report.Machine.LoadAfter = loadAverage()
 	return report, nil
 }
 
-// ceilingLoop runs the closed loop, then the open loop at rate, against
-// cfg.Replicas no-op RateLimitServices (`loadgen noop`, separate processes
-// as the servers are), beside the same busy loops: what the machine answers
-// in time when answering costs nothing but the gRPC call itself, the
-// ceiling of any rate limit service's there.
-func ceilingLoop(ctx context.Context, cfg overloadConfig, dir, self string, rate float64, spinners []*proc.Process) (closed, open *phaseResult, err error) {
-	var servers []*proc.Server
-	defer func() {
-		for _, s := range servers {
-			s.Close()
-		}
-	}()
-	var addrs []string
-	procs := []cpuProc{}
-	for i := range cfg.Replicas {
+// noopName names the no-op services' rounds.
+const noopName = "no-op"
+
+// startNoops starts n no-op RateLimitServices (`loadgen noop`, separate
+// processes as the servers are): what the machine answers in time when
+// answering costs nothing but the gRPC call itself, the ceiling of any rate
+// limit service's there.
+func startNoops(ctx context.Context, dir, self string, n int) ([]*proc.Server, error) {
+	var out []*proc.Server
+	for i := range n {
 		s, err := startServing(ctx, proc.ServerConfig{
 			Name: fmt.Sprintf("no-op service %d", i), Bin: self, Dir: dir,
 			Args: []string{"noop", "-addr", "127.0.0.1:0"},
 		})
 		if err != nil {
-			return nil, nil, err
+			for _, s := range out {
+				s.Close()
+			}
+			return nil, err
 		}
-		servers = append(servers, s)
-		addrs = append(addrs, s.Addrs[addrfile.GRPC])
-		procs = append(procs, cpuProc{name: cpuServer, pid: s.Pid()})
+		out = append(out, s)
 	}
-	for _, sp := range spinners {
-		procs = append(procs, cpuProc{name: cpuSpinners, pid: sp.Pid()})
-	}
-	conns, err := dialAll(addrs, cfg.Conns)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	cpu := newCPUMeter(procs...)
-	if closed, err = closedLoop(ctx, cfg, conns, newRunID(), cpu); err != nil {
-		return nil, nil, err
-	}
-	if open, err = openLoop(ctx, cfg, conns, newRunID(), rate, cpu); err != nil {
-		return nil, nil, err
-	}
-	return closed, open, nil
+	return out, nil
 }
 
-// overloadBuild is one server build of an overload run; noAddrFile marks a
-// build from before RLS_ADDR_FILE, which cannot name the ports it is bound
-// to (see proc.ServerConfig.NoAddrFile).
+// overloadBuild is one server build of an overload run, or the no-op
+// services (noop); noAddrFile marks a build from before RLS_ADDR_FILE,
+// which cannot name the ports it is bound to (see
+// proc.ServerConfig.NoAddrFile).
 type overloadBuild struct {
 	name, commit, bin string
-	noAddrFile        bool
+	noAddrFile, noop  bool
 	pass              int
 }
 
 // passOrder returns the rounds to run: each build passes times, the newer
-// first, in the order A B B A A B … with two builds, so that neither gains
-// from running first or last on a machine whose speed drifts.
+// first, in the order A B C C B A A B C … with three builds, so that none
+// gains from running first or last on a machine whose speed drifts.
 func passOrder(builds []overloadBuild, passes int) []overloadBuild {
 	var out []overloadBuild
 	for p := range passes {
@@ -665,10 +690,24 @@ func newPhaseTally(deadline time.Duration, exact int) *phaseTally {
 	}
 }
 
-// call sends one request with the phase's deadline counted from at, and
-// counts its outcome.
+// noDeadlineWatchdog is how long a call without a deadline is waited for
+// before the load generator gives up on it (cancelled, an error): the server
+// answers it within its RLS_BACKEND_TIMEOUT.
+const noDeadlineWatchdog = 30 * time.Second
+
+// call sends one request with the phase's deadline counted from at, or with
+// none, and counts its outcome.
 func (p *phaseTally) call(ctx context.Context, client rlsv3.RateLimitServiceClient, req *rlsv3.RateLimitRequest, exact int, at time.Time) {
-	callCtx, cancel := context.WithDeadline(ctx, at.Add(p.deadline))
+	var callCtx context.Context
+	var cancel context.CancelFunc
+	if p.deadline > 0 {
+		callCtx, cancel = context.WithDeadline(ctx, at.Add(p.deadline))
+	} else {
+		// Cancelled, not a deadline: gRPC sends no grpc-timeout.
+		callCtx, cancel = context.WithCancel(ctx)
+		stop := time.AfterFunc(noDeadlineWatchdog, cancel)
+		defer stop.Stop()
+	}
 	resp, err := client.ShouldRateLimit(callCtx, req)
 	cancel()
 	elapsed := time.Since(at)
@@ -700,7 +739,7 @@ func (p *phaseTally) call(ctx context.Context, client rlsv3.RateLimitServiceClie
 		return
 	}
 	p.decided.Record(elapsed)
-	if elapsed <= p.deadline {
+	if p.deadline == 0 || elapsed <= p.deadline {
 		p.intime.Add(1)
 	}
 }
@@ -717,7 +756,8 @@ func (p *phaseTally) failed(code string, err error) {
 // result returns what the tally counted over seconds of measuring.
 func (p *phaseTally) result(seconds float64, traffic *overloadTraffic) *phaseResult {
 	r := &phaseResult{
-		Seconds: seconds, Calls: p.calls.Load(), Allowed: p.allowed.Load(), Denied: p.denied.Load(),
+		Deadline: deadlineText(p.deadline),
+		Seconds:  seconds, Calls: p.calls.Load(), Allowed: p.allowed.Load(), Denied: p.denied.Load(),
 		P50: micros(p.all.Quantile(0.5)), P99: micros(p.all.Quantile(0.99)), Max: micros(p.all.Max()),
 		Decided50: micros(p.decided.Quantile(0.5)), Decided99: micros(p.decided.Quantile(0.99)),
 	}
@@ -752,11 +792,12 @@ func overloadRequest(alg int, value string) *rlsv3.RateLimitRequest {
 	}
 }
 
-// closedLoop runs cfg.Callers callers, each sending its next call as soon as
-// the last is answered, and measures for cfg.Closed after cfg.Warmup.
-func closedLoop(ctx context.Context, cfg overloadConfig, conns []*grpc.ClientConn, runID string, cpu *cpuMeter) (*phaseResult, error) {
+// closedLoop runs cfg.Callers callers, each sending its next call with
+// deadline (0: none) as soon as the last is answered, and measures for
+// cfg.Closed after cfg.Warmup.
+func closedLoop(ctx context.Context, cfg overloadConfig, deadline time.Duration, conns []*grpc.ClientConn, runID string, cpu *cpuMeter) (*phaseResult, error) {
 	traffic := newOverloadTraffic(cfg, runID)
-	tally := newPhaseTally(cfg.Deadline, len(algorithms.Algorithms)*cfg.ExactKeys)
+	tally := newPhaseTally(deadline, len(algorithms.Algorithms)*cfg.ExactKeys)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	for i := range cfg.Callers {
@@ -800,10 +841,11 @@ func closedLoop(ctx context.Context, cfg overloadConfig, conns []*grpc.ClientCon
 }
 
 // openLoop sends calls at a constant rate, whatever becomes of them, for
-// cfg.Open: each call is due at its slot, and its deadline runs from then.
-func openLoop(ctx context.Context, cfg overloadConfig, conns []*grpc.ClientConn, runID string, rate float64, cpu *cpuMeter) (*phaseResult, error) {
+// cfg.Open: each call is due at its slot, and its deadline (0: none) runs
+// from then.
+func openLoop(ctx context.Context, cfg overloadConfig, deadline time.Duration, conns []*grpc.ClientConn, runID string, rate float64, cpu *cpuMeter) (*phaseResult, error) {
 	traffic := newOverloadTraffic(cfg, runID)
-	tally := newPhaseTally(cfg.Deadline, len(algorithms.Algorithms)*cfg.ExactKeys)
+	tally := newPhaseTally(deadline, len(algorithms.Algorithms)*cfg.ExactKeys)
 	clients := make([]rlsv3.RateLimitServiceClient, len(conns))
 	for i, c := range conns {
 		clients[i] = rlsv3.NewRateLimitServiceClient(c)
@@ -861,12 +903,12 @@ func openLoop(ctx context.Context, cfg overloadConfig, conns []*grpc.ClientConn,
 // summary is a phase's progress line.
 func (r *phaseResult) summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d calls, %d decisions (%.0f/s), goodput %.0f/s, p50 %s p99 %s", r.Calls, r.Decisions,
-		float64(r.Decisions)/r.Seconds, r.Goodput, fmtMicros(r.P50), fmtMicros(r.P99))
+	fmt.Fprintf(&b, "%d calls, %d decisions (%.0f/s), goodput %.0f/s, p50 %s p99 %s max %s", r.Calls, r.Decisions,
+		float64(r.Decisions)/r.Seconds, r.Goodput, fmtMicros(r.P50), fmtMicros(r.P99), fmtMicros(r.Max))
 	for code, n := range r.Codes {
 		fmt.Fprintf(&b, ", %s %d", code, n)
 	}
-	fmt.Fprintf(&b, ", %d of %d limits admitted exactly L", r.exactLimits(), len(r.Exact))
+	fmt.Fprintf(&b, ", %d of %d limits admitted exactly L, %d more", r.exactLimits(), len(r.Exact), r.aboveL())
 	return b.String()
 }
 

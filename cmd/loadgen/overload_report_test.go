@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// sampleOverloadReport is an overload run of two builds.
+// sampleOverloadReport is an overload run of two builds and the no-op
+// services, one pass, with deadlines of 20ms and none.
 func sampleOverloadReport() *overloadReport {
 	exact := func(admitted ...uint64) []exactCount {
 		var out []exactCount
@@ -23,57 +25,72 @@ func sampleOverloadReport() *overloadReport {
 	}
 	return &overloadReport{
 		Date: "2026-11-23 22:00 UTC", Took: "2m", Command: "go run ./cmd/loadgen overload",
-		Config: overloadConfig{Callers: 128, Replicas: 2, Spinners: 2, Overload: 4, Goodput: 0.8,
-			ExactLimit: 20, ExactKeys: 1, ExactShare: 0.1, DeadlineText: "20ms", WarmupText: "1s", ClosedText: "10s", OpenText: "10s"},
+		Config: overloadConfig{Callers: 128, Replicas: 2, Spinners: 2, Overload: 4, Goodput: 0.8, Passes: 1,
+			ExactLimit: 20, ExactKeys: 1, ExactShare: 0.1, DeadlinesText: []string{"20ms", "none"}, WarmupText: "1s", ClosedText: "10s", OpenText: "10s"},
 		Machine: machine{CPU: "test CPU", CPUs: 2, LoadBefore: "1 1 1", LoadAfter: "9 9 9"},
 		Variants: []*overloadRound{
-			{Name: "after", Commit: "abc", Servers: map[string]float64{`ratewarden_requests_shed_total{reason="deadline"}`: 1234, `ratewarden_backend_inflight_limit`: 40},
-				Closed: &phaseResult{Seconds: 10, Calls: 30000, Decisions: 20000, Allowed: 19000, Denied: 1000,
-					Goodput: 1900, Codes: map[string]uint64{"Unavailable": 10000}, ExactLimit: 20, Exact: exact(20, 20, 20, 20)},
-				Open: &phaseResult{Seconds: 10, Rate: 8000, Calls: 80000, Decisions: 17000, Allowed: 17000, Goodput: 1700,
-					Codes: map[string]uint64{"Unavailable": 60000, "DeadlineExceeded": 3000}, ExactLimit: 20, Exact: exact(20, 19, 20, 20)}},
-			{Name: "before", Commit: "76db7e9", Closed: &phaseResult{Seconds: 10, Calls: 50000, Decisions: 50, Allowed: 50, Goodput: 5,
-				Codes: map[string]uint64{"Unavailable": 49950}, ExactLimit: 20, Exact: exact(0, 0, 0, 0)}},
+			{Name: "after", Commit: "abc", Pass: 1, Servers: map[string]float64{`ratewarden_requests_shed_total{reason="deadline"}`: 1234, `ratewarden_backend_inflight_limit`: 40},
+				Closed: []*phaseResult{
+					{Deadline: "20ms", Seconds: 10, Calls: 30000, Decisions: 20000, Allowed: 19000, Denied: 1000,
+						Goodput: 1900, Codes: map[string]uint64{"Unavailable": 7000, "DeadlineExceeded": 3000}, ExactLimit: 20, Exact: exact(20, 19, 20, 20)},
+					{Deadline: "none", Seconds: 10, Calls: 25000, Decisions: 25000, Allowed: 24000, Denied: 1000, P99: 250_000, Max: 400_000,
+						Goodput: 2500, ExactLimit: 20, Exact: exact(20, 20, 20, 20), Cores: map[string]float64{cpuLoadgen: 0.4, cpuServer: 0.6, cpuRedis: 0.3, cpuSpinners: 0.7}},
+				},
+				Open: &phaseResult{Deadline: "20ms", Seconds: 10, Rate: 8000, Calls: 80000, Decisions: 17000, Allowed: 17000, Goodput: 1700,
+					Codes: map[string]uint64{"Unavailable": 60000, "DeadlineExceeded": 3000}, ExactLimit: 20, Exact: exact(20, 19, 20, 21)}},
+			{Name: "before", Commit: "76db7e9", Pass: 1, Closed: []*phaseResult{
+				{Deadline: "20ms", Seconds: 10, Calls: 50000, Decisions: 50, Allowed: 50, Goodput: 5,
+					Codes: map[string]uint64{"Unavailable": 49950}, ExactLimit: 20, Exact: exact(0, 0, 0, 0)},
+				{Deadline: "none", Seconds: 10, Calls: 40000, Decisions: 30000, Allowed: 30000, Goodput: 3000,
+					Codes: map[string]uint64{"Unavailable": 10000}, ExactLimit: 20, Exact: exact(20, 18, 20, 20)},
+			}},
+			{Name: noopName, Pass: 1, Closed: []*phaseResult{
+				{Deadline: "20ms", Seconds: 10, Calls: 60000, Decisions: 59000, Allowed: 59000, Goodput: 5900,
+					Codes: map[string]uint64{"DeadlineExceeded": 1000}, Cores: map[string]float64{cpuLoadgen: 0.6, cpuServer: 0.7, cpuSpinners: 0.7}},
+				{Deadline: "none", Seconds: 10, Calls: 70000, Decisions: 70000, Allowed: 70000, Goodput: 7000},
+			}, Open: &phaseResult{Deadline: "20ms", Seconds: 10, Rate: 8000, Calls: 80000, Decisions: 50000, Allowed: 50000, Goodput: 4000,
+				Codes: map[string]uint64{"DeadlineExceeded": 30000}, Cores: map[string]float64{cpuLoadgen: 0.5, cpuServer: 0.75, cpuSpinners: 0.5}}},
 		},
-		Ceiling: &phaseResult{Seconds: 10, Rate: 8000, Calls: 80000, Decisions: 50000, Allowed: 50000, Goodput: 4000,
-			Codes: map[string]uint64{"DeadlineExceeded": 30000}, Cores: map[string]float64{cpuLoadgen: 0.5, cpuServer: 0.75, cpuSpinners: 0.5}},
-		CeilingClosed: &phaseResult{Seconds: 10, Calls: 60000, Decisions: 59000, Allowed: 59000, Goodput: 5900,
-			Codes: map[string]uint64{"DeadlineExceeded": 1000}, Cores: map[string]float64{cpuLoadgen: 0.6, cpuServer: 0.7, cpuSpinners: 0.7}},
 	}
 }
 
-// sampleTwoPassReport is an overload run of two builds, two passes each.
-func sampleTwoPassReport() *overloadReport {
+// sampleThreePassReport is the sample run with three passes of the newer
+// build's closed loops.
+func sampleThreePassReport() *overloadReport {
 	r := sampleOverloadReport()
-	r.Config.Passes = 2
-	after, before := r.Variants[0], r.Variants[1]
-	after.Pass, before.Pass = 1, 1
-	before.Open = &phaseResult{Seconds: 10, Rate: 8000, Calls: 80000, Decisions: 1000, Goodput: 100}
-	before2, after2 := *before, *after
-	before2.Pass, after2.Pass = 2, 2
-	closed := *after.Closed
-	closed.Decisions, closed.Codes = 10000, map[string]uint64{"DeadlineExceeded": 3000}
-	after2.Closed = &closed
-	r.Variants = append(r.Variants, &before2, &after2)
+	r.Config.Passes = 3
+	for pass := 2; pass <= 3; pass++ {
+		after := *r.Variants[0]
+		after.Pass = pass
+		closed := *after.Closed[1]
+		closed.Decisions, closed.Codes = closed.Calls-uint64(pass-2), nil
+		if pass == 3 {
+			closed.Codes = map[string]uint64{"Unavailable": 1}
+		}
+		after.Closed = []*phaseResult{after.Closed[0], &closed}
+		noop := *r.Variants[2]
+		noop.Pass = pass
+		r.Variants = append(r.Variants, &after, &noop)
+	}
 	return r
 }
 
 func TestOverloadPasses(t *testing.T) {
-	order := passOrder([]overloadBuild{{name: "after"}, {name: "before"}}, 3)
+	order := passOrder([]overloadBuild{{name: "after"}, {name: "before"}, {name: noopName}}, 3)
 	var got []string
 	for _, b := range order {
 		got = append(got, fmt.Sprintf("%s %d", b.name, b.pass))
 	}
-	assert.Equal(t, []string{"after 1", "before 1", "before 2", "after 2", "after 3", "before 3"}, got)
+	assert.Equal(t, []string{"after 1", "before 1", "no-op 1", "no-op 2", "before 2", "after 2", "after 3", "before 3", "no-op 3"}, got)
 
 	var md strings.Builder
-	sampleTwoPassReport().writeMarkdown(&md, "")
+	sampleThreePassReport().writeMarkdown(&md, "")
 	out := md.String()
 	assert.NotContains(t, out, "%!", "no formatting mistakes")
-	assert.Contains(t, out, "| after, pass 2 (abc) | closed, 128 callers | 30 000 | 10 000 | 1 000 |")
-	assert.Contains(t, out, "| after | 1 500 | 5% | 1 700 | 7 of 8 |", "means of 2 000 and 1 000 decided a second, of 0% and 10% late")
-	assert.Contains(t, out, "| before | 5 | 0% | 100 | 0 of 4 |")
-	assert.Contains(t, out, "| after ÷ before | 300.00× | +5.0 points | 17.00× | |")
+	assert.Contains(t, out, "| after, pass 3 (abc) | none | closed, 128 callers | 25 000 | 24 999 |")
+	assert.Contains(t, out, "| none | after | 100.0% | 0.0% | 0.0% | 2 500 | 250.00ms | 400.00ms | 4 of 4 | 0 | in 2 of 3 passes |",
+		"medians of three passes; the pass with a failure answer misses the goal")
+	assert.Contains(t, out, "| none | no-op | 100.0% | 0.0% | 0.0% | 7 000 |")
 }
 
 func TestOverloadSection(t *testing.T) {
@@ -86,23 +103,28 @@ func TestOverloadSection(t *testing.T) {
 	md := string(b)
 	assert.True(t, strings.HasPrefix(md, "# Benchmarks\n\nThe rest.\n\n"+overloadBegin), "appended after what was there")
 	assert.NotContains(t, md, "%!", "no formatting mistakes")
-	assert.Contains(t, md, "| after (abc) | closed, 128 callers | 30 000 | 20 000 | 2 000 | 1 900 | 95% | Unavailable 10 000 |")
-	assert.Contains(t, md, "| 4 of 4 | held |")
-	assert.Contains(t, md, "**missed**: 3000 calls not answered in time, 1 of 4 limits not exact")
-	assert.Contains(t, md, "| before | closed | 0 (100) | 0 (100) | 0 (100) | 0 (100) |")
-	assert.Contains(t, md, "| after | – | – | – | 1 234 / – | 40 | – / – / – |")
-	assert.Contains(t, md, "| no-op | open, 8 000/s | 80 000 | 4 000 | 50% | 200% | DeadlineExceeded 30 000 |",
-		"the ceiling: 4 000 of the 8 000 calls a second answered in time, twice the capacity")
-	assert.Contains(t, md, "| no-op | closed, 128 callers | 60 000 | 5 900 | 98% | 295% | DeadlineExceeded 1 000 |",
-		"the closed loop's ceiling: 1 000 of 60 000 calls not answered in time even when answering costs nothing")
-	assert.Contains(t, md, "| no-op (ceiling) | open | 0.50 | 0.75 | – | 0.50 |")
-	assert.Contains(t, md, "| no-op (ceiling) | closed | 0.60 | 0.70 | – | 0.70 |")
+	assert.Contains(t, md, "| after, pass 1 (abc) | 20ms | closed, 128 callers | 30 000 | 20 000 | 2 000 | 95% | DeadlineExceeded 3 000, Unavailable 7 000 |")
+	assert.Contains(t, md, "| 3 of 4 | 0 | **missed**: 10.0% not answered in time, more than the no-op's 1.7% + 5 points |",
+		"3 000 of 30 000 late against the no-op's 1 000 of 60 000; 19 of L = 20 is under, not above")
+	assert.Contains(t, md, "| after, pass 1 (abc) | none | closed, 128 callers | 25 000 | 25 000 | 2 500 | 125% | none | 0µs | 250.00ms | 400.00ms | 4 of 4 | 0 | met |")
+	assert.Contains(t, md, "| 20ms | open, 8 000/s | 80 000 | 17 000 | 1 700 | 85% |", "the open loop's goodput: 1 700 of a capacity of 2 000")
+	assert.Contains(t, md, "| 2 of 4 | 1 | **missed**: 1 of 4 limits above L |", "21 of L = 20")
+	assert.Contains(t, md, "| before, pass 1 (76db7e9) | none | closed, 128 callers | 40 000 | 30 000 |")
+	assert.Contains(t, md, "**missed**: 10000 calls not answered with a decision, 1 of 4 limits not exact |")
+	assert.Contains(t, md, "| none | before | 75.0% | 0.0% | 25.0% | 3 000 |")
+	assert.Contains(t, md, "| 20ms | no-op | 98.3% | 1.7% | 0.0% | 5 900 |")
+	assert.Contains(t, md, "| before, pass 1 | none | closed | 20 (100) | 18 (100) | 20 (100) | 20 (100) |")
+	assert.Contains(t, md, "| after, pass 1 | – | – | – | 1 234 / – | 40 |")
+	assert.NotContains(t, md, "| no-op, pass 1 | – |", "no server counters of the no-op services")
+	assert.Contains(t, md, "| no-op, pass 1 | 20ms | open | 0.50 | 0.75 | – | 0.50 |")
+	assert.Contains(t, md, "| after, pass 1 | none | closed | 0.40 | 0.60 | 0.30 | 0.70 |")
+	assert.Contains(t, md, "20ms and none (`none`: no `grpc-timeout` at all)")
 
 	// A new run replaces the section and keeps its analysis; a bench run
 	// keeps the section.
 	edited := strings.Replace(md, overloadAnalysisBegin+"\n", overloadAnalysisBegin+"\nWhy it went so.\n", 1)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, reportMDPath), []byte(edited), 0o644))
-	r.Variants[0].Closed.Calls = 31000
+	r.Variants[0].Closed[0].Calls = 31000
 	require.NoError(t, writeOverloadFiles(dir, r, io.Discard))
 	b, err = os.ReadFile(filepath.Join(dir, reportMDPath))
 	require.NoError(t, err)
@@ -130,4 +152,15 @@ func TestOverloadKeepsTheRedisCostSection(t *testing.T) {
 	assert.Contains(t, string(b), rediscostSectionBegin+"\n## Redis cost\nfigures\n"+rediscostSectionEnd)
 	assert.NotContains(t, string(b), "old overload")
 	assert.Equal(t, 1, strings.Count(string(b), overloadBegin))
+}
+
+func TestOverloadDeadlines(t *testing.T) {
+	got, err := parseDeadlines("20ms, 1s,none")
+	require.NoError(t, err)
+	assert.Equal(t, []time.Duration{20 * time.Millisecond, time.Second, 0}, got)
+	assert.Equal(t, []string{"20ms", "1s", "none"}, []string{deadlineText(got[0]), deadlineText(got[1]), deadlineText(got[2])})
+	for _, bad := range []string{"0s", "soon", "", "20ms,-1s"} {
+		_, err := parseDeadlines(bad)
+		assert.ErrorContains(t, err, "-deadlines", "%q", bad)
+	}
 }

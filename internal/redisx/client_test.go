@@ -170,6 +170,17 @@ func TestNewClientHonoursDeadline(t *testing.T) {
 	assert.Less(t, elapsed, 3*time.Second)
 	t.Logf("no deadline, ReadTimeout 100ms: answered after %v: %v", elapsed.Round(time.Millisecond), err)
 
+	// Within a longer deadline too: ReadTimeout bounds each wait for a
+	// reply (see DefaultReadTimeout).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	begin = time.Now()
+	err = short.Ping(ctx).Err()
+	elapsed = time.Since(begin)
+	cancel()
+	require.Error(t, err)
+	assert.Less(t, elapsed, 3*time.Second)
+	t.Logf("10s deadline, ReadTimeout 100ms: answered after %v: %v", elapsed.Round(time.Millisecond), err)
+
 	s.Resume()
 	assert.NoError(t, c.Ping(context.Background()).Err(), "the client recovers")
 }

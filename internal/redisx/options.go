@@ -25,13 +25,23 @@ const (
 
 // Defaults for the Options fields whose zero value means "the default".
 //
-// ratewarden answers Envoy within a backend budget of about 10ms, which the
-// caller carries as the context's deadline; the client always honours that
-// deadline, for dialing, writing, reading and waiting between retries, so
-// no setting here can stretch a request past it. The timeouts below only
-// bound commands that run without a deadline (health checks, background
-// connections) and keep a stalled server from holding a connection for
-// go-redis's default of five seconds.
+// Each request carries its budget (its caller's deadline less a reserve,
+// often Envoy's 20ms) as the context's deadline; the client always honours
+// that deadline, for dialing, writing, reading and waiting between
+// retries, so no setting here can stretch a request past it. Within a
+// longer budget, the timeouts below still bound each step: one dial, one
+// write, and one wait for a pipeline's replies, which every request in
+// that pipeline shares. A Redis that has not answered a pipeline within
+// DefaultReadTimeout is stalled, not busy (a script runs in microseconds),
+// and the requests behind it wait on the same connection; so a budget of
+// seconds fails after the read timeout when Redis stalls, and the read
+// timeout is what to raise for budgets that must outlast such a stall. The
+// same timeouts bound the commands that run without a deadline (health
+// checks, background connections) and keep a stalled server from holding
+// a connection for go-redis's default of five seconds. The pool's wait
+// for a connection is bounded by the budget and by go-redis's PoolTimeout
+// (the read timeout plus a second); the pipelines in flight are far fewer
+// than the pool's connections, so requests do not wait for one.
 const (
 	// DefaultDialTimeout bounds establishing one connection.
 	DefaultDialTimeout = time.Second

@@ -2,6 +2,8 @@ package rls
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -11,7 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
@@ -109,8 +113,9 @@ func TestRefundSharesTheTakesDeadline(t *testing.T) {
 }
 
 // TestCallerDeadlineLessReserve checks the deadline a request gets: the
-// backend timeout after arrival, or the caller's deadline less the reserve
-// when that comes first; and none without a backend timeout.
+// caller's deadline less the reserve, sooner or later than the backend
+// timeout; the backend timeout after arrival for a caller without one; and
+// none without a backend timeout.
 func TestCallerDeadlineLessReserve(t *testing.T) {
 	opts := DefaultOptions()
 	opts.BackendTimeout = 10 * time.Millisecond
@@ -137,7 +142,7 @@ func TestCallerDeadlineLessReserve(t *testing.T) {
 	ctx, cancel, _ = svc.withDeadline(far, arrival, arrival)
 	d, _ = ctx.Deadline()
 	cancel()
-	assert.Equal(t, arrival.Add(10*time.Millisecond), d, "a caller deadline later than the backend timeout")
+	assert.Equal(t, arrival.Add(time.Second-3*time.Millisecond), d, "a caller deadline later than the backend timeout, less the reserve")
 
 	opts.BackendTimeout = 0
 	svc = newService(t, failingLimiter{}, nil, opts)
@@ -183,4 +188,212 @@ func TestArrivalFromTheContext(t *testing.T) {
 	assert.Equal(t, early, arrival(WithArrival(context.Background(), early), handled))
 	assert.Equal(t, handled, arrival(context.Background(), handled))
 	assert.Equal(t, handled, arrival(WithArrival(context.Background(), handled.Add(time.Second)), handled))
+}
+
+// delayLimiter answers through inner after delay, as a backend on a busy
+// host does, unless the call's context ends first; it records the deadline
+// of every call.
+type delayLimiter struct {
+	inner algorithms.Limiter
+	delay time.Duration
+
+	mu        sync.Mutex
+	deadlines []time.Time
+}
+
+func (l *delayLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	d, _ := ctx.Deadline()
+	l.mu.Lock()
+	l.deadlines = append(l.deadlines, d)
+	l.mu.Unlock()
+	timer := time.NewTimer(l.delay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return l.inner.Do(ctx, ops)
+}
+
+// lastDeadline returns the deadline of the latest call.
+func (l *delayLimiter) lastDeadline(t *testing.T) time.Time {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.NotEmpty(t, l.deadlines, "the backend was called")
+	return l.deadlines[len(l.deadlines)-1]
+}
+
+// newDelayService returns a service with opts over a memory backend that
+// answers each call after delay, and that backend.
+func newDelayService(t *testing.T, delay time.Duration, opts Options) (*Service, *delayLimiter) {
+	t.Helper()
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	require.NoError(t, err)
+	mem := memory.New()
+	t.Cleanup(mem.Close)
+	lim := &delayLimiter{inner: mem, delay: delay}
+	return newService(t, lim, cfg, opts), lim
+}
+
+// decided reports whether resp is a decision of the backend, not the
+// failure mode's answer: its limited status carries the time until reset.
+func decided(resp *rlsv3.RateLimitResponse) bool {
+	return len(resp.GetStatuses()) > 0 && resp.GetStatuses()[0].GetDurationUntilReset() != nil
+}
+
+// TestLongDeadlineIsTheBudget has callers that allow 2s ask a backend that
+// answers in 50ms, with a backend timeout of 10ms: the caller's deadline,
+// not the backend timeout, is the budget, so each gets a decision, and the
+// circuit breaker, which 20 failures would open, stays closed.
+func TestLongDeadlineIsTheBudget(t *testing.T) {
+	opts := DefaultOptions()
+	opts.BackendTimeout = 10 * time.Millisecond
+	svc, lim := newDelayService(t, 50*time.Millisecond, opts)
+
+	var wg sync.WaitGroup
+	for i := range 2 * DefaultBreakerFailures {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			resp, err := svc.ShouldRateLimit(ctx, request(desc("counter", fmt.Sprint(i))))
+			if assert.NoError(t, err, "a decision, not the failure mode") {
+				assert.True(t, decided(resp), "decided by the backend")
+				assert.Equal(t, ok, resp.GetOverallCode())
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, BreakerClosed, svc.breaker.current(), "slow answers are no failures")
+	d := lim.lastDeadline(t)
+	assert.Greater(t, time.Until(d), time.Second, "the backend got the caller's time, less the reserve")
+}
+
+// TestNoDeadlineGetsTheBackendTimeout has a caller that sends no deadline:
+// its budget is BackendTimeout from its arrival, by default long enough for
+// a backend that answers in 50ms to decide, and with a short one the
+// failure mode's answer comes when it ends.
+func TestNoDeadlineGetsTheBackendTimeout(t *testing.T) {
+	opts := DefaultOptions()
+	require.Equal(t, DefaultBackendTimeout, opts.BackendTimeout)
+	svc, lim := newDelayService(t, 50*time.Millisecond, opts)
+	before := time.Now()
+	resp, err := svc.ShouldRateLimit(context.Background(), request(desc("counter", "a")))
+	after := time.Now()
+	require.NoError(t, err, "a decision with the default budget")
+	assert.True(t, decided(resp))
+	d := lim.lastDeadline(t)
+	assert.False(t, d.Before(before.Add(DefaultBackendTimeout)), "BackendTimeout after arrival")
+	assert.False(t, d.After(after.Add(DefaultBackendTimeout)), "…set at arrival")
+
+	opts.BackendTimeout = 20 * time.Millisecond
+	svc, lim = newDelayService(t, 50*time.Millisecond, opts)
+	before = time.Now()
+	_, err = svc.ShouldRateLimit(context.Background(), request(desc("counter", "a")))
+	assert.Equal(t, codes.Unavailable, status.Code(err), "the failure mode's answer once the budget ends")
+	d = lim.lastDeadline(t)
+	assert.False(t, d.Before(before.Add(20*time.Millisecond)))
+	assert.Less(t, d.Sub(before), 40*time.Millisecond)
+}
+
+// TestBackendTimeoutMaxCapsEveryBudget sets BackendTimeoutMax to 30ms: a
+// caller that allows 2s and one that sends no deadline both get 30ms from
+// their arrival, and the failure mode's answer from a backend that takes
+// 50ms.
+func TestBackendTimeoutMaxCapsEveryBudget(t *testing.T) {
+	opts := DefaultOptions()
+	opts.BackendTimeoutMax = 30 * time.Millisecond
+	svc, lim := newDelayService(t, 50*time.Millisecond, opts)
+	for name, timeout := range map[string]time.Duration{"2s deadline": 2 * time.Second, "no deadline": 0} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			before := time.Now()
+			_, err := svc.ShouldRateLimit(ctx, request(desc("counter", name)))
+			elapsed := time.Since(before)
+			assert.Equal(t, codes.Unavailable, status.Code(err), "the failure mode's answer at the cap")
+			d := lim.lastDeadline(t)
+			assert.False(t, d.Before(before.Add(30*time.Millisecond)), "the cap after arrival")
+			assert.Less(t, d.Sub(before), 50*time.Millisecond, "…not the caller's time")
+			assert.Less(t, elapsed, time.Second)
+		})
+	}
+
+	_, err := New(nil, nil, Options{BackendTimeoutMax: -time.Second})
+	assert.ErrorContains(t, err, "BackendTimeoutMax")
+}
+
+// TestShortDeadlineBesideLongOnes has callers that allow 2s fill the only
+// slot of a backend that answers in 50ms: they get decisions, while a
+// caller that allows 20ms, shorter than the backend's latency, is shed with
+// the failure mode's answer before its deadline and takes nothing; one that
+// gets a slot but not an answer in time gets it at its deadline less the
+// reserve.
+func TestShortDeadlineBesideLongOnes(t *testing.T) {
+	rec := &recorder{}
+	opts := DefaultOptions()
+	opts.MaxInflight = 1
+	// A reserve that a loaded test machine cannot eat.
+	opts.DeadlineReserve = 8 * time.Millisecond
+	opts.Observer = rec
+	svc, lim := newDelayService(t, 50*time.Millisecond, opts)
+	long := func(value string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		resp, err := svc.ShouldRateLimit(ctx, request(desc("fixed", value)))
+		if err == nil && !decided(resp) {
+			err = errors.New("not decided")
+		}
+		return err
+	}
+	short := func(value string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		_, err := svc.ShouldRateLimit(ctx, request(desc("fixed", value)))
+		assert.NoError(t, ctx.Err(), "answered before the caller's deadline")
+		return err
+	}
+
+	// Alone, the short caller gets a slot, and the failure mode's answer
+	// at its deadline less the reserve.
+	before := time.Now()
+	assert.Equal(t, codes.Unavailable, status.Code(short("s")))
+	d := lim.lastDeadline(t)
+	assert.False(t, d.Before(before.Add(12*time.Millisecond)), "20ms less the 8ms reserve")
+	assert.Less(t, d.Sub(before), 20*time.Millisecond)
+	require.NoError(t, long("warm"), "the backend's latency is known")
+
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() { assert.NoError(t, long(fmt.Sprint("l", i))) })
+	}
+	require.Eventually(t, func() bool {
+		svc.gate.mu.Lock()
+		defer svc.gate.mu.Unlock()
+		return svc.gate.inflight == 1 && svc.gate.queued == 2
+	}, time.Second, time.Millisecond)
+	lim.mu.Lock()
+	calls := len(lim.deadlines)
+	lim.mu.Unlock()
+	assert.Equal(t, codes.Unavailable, status.Code(short("x")), "shed")
+	wg.Wait()
+	rec.mu.Lock()
+	assert.Equal(t, []ShedReason{ShedDeadline}, rec.shed)
+	rec.mu.Unlock()
+	lim.mu.Lock()
+	assert.Len(t, lim.deadlines, calls+2, "the shed request never reached the backend")
+	lim.mu.Unlock()
+	assert.Equal(t, BreakerClosed, svc.breaker.current())
+
+	res, err := lim.inner.Do(context.Background(), []algorithms.Op{{
+		Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "fixed", Value: "x"}}},
+		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Window: time.Minute},
+	}})
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, res[0].Remaining, "the shed request took nothing")
 }

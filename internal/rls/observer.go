@@ -109,8 +109,9 @@ type BackendError uint8
 const (
 	// BackendOK is a call that succeeded.
 	BackendOK BackendError = iota
-	// BackendTimeout is a call that did not finish within the backend
-	// timeout (or the caller's deadline).
+	// BackendTimeout is a call that did not finish within its request's
+	// budget (see Options.BackendTimeout), or within the backend's own
+	// timeout for one reply.
 	BackendTimeout
 	// BackendUnavailable is a call that found no backend to talk to: the
 	// connection was refused, reset or closed.

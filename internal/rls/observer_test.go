@@ -537,6 +537,7 @@ func TestBreakerStaysClosedOnALoadedHost(t *testing.T) {
 	lim := &hangingLimiter{inner: mem}
 	opts := DefaultOptions()
 	opts.BackendTimeout = 200 * time.Millisecond
+	opts.BackendGrace = 200 * time.Millisecond
 	opts.BreakerFailures = 5
 	svc := newService(t, lim, nil, opts)
 	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(observedLimits)}}, config.Options{})
@@ -569,9 +570,9 @@ func TestBreakerStaysClosedOnALoadedHost(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// Judged a backend timeout after they happened, when the next call
+	// Judged the backend's grace after they happened, when the next call
 	// comes: refused.
-	time.Sleep(opts.BackendTimeout)
+	time.Sleep(opts.BackendGrace)
 	_, err = svc.ShouldRateLimit(context.Background(), request(desc("login", "fast")))
 	assert.Equal(t, codes.Unavailable, status.Code(err))
 	assert.Equal(t, BreakerOpen, svc.breaker.current(), "timeouts with no answer at all")

@@ -93,22 +93,29 @@ type Options struct {
 	AllowNegativeHits bool
 	// Bounds limit what one request may ask; zero fields mean the defaults.
 	Bounds Bounds
-	// FailureMode applies when the backend fails or exceeds BackendTimeout.
+	// FailureMode applies when the backend fails, or does not answer
+	// within a request's budget.
 	FailureMode FailureMode
-	// BackendTimeout bounds the backend calls of one request together: its
-	// take and the refund of a denied request share one deadline, set when
-	// the request arrives. 0 sets no deadline of the service's own (for a
-	// backend that never waits).
+	// BackendTimeout is the budget of a request whose caller sent no
+	// deadline: its backend calls (its take and the refund of a denied
+	// request) share one deadline, BackendTimeout after the request
+	// arrived. A caller that sends a deadline gets that deadline less the
+	// reserve (see DeadlineReserve), longer or shorter than BackendTimeout.
+	// 0 sets no deadline of the service's own (for a backend that never
+	// waits): no budget, no cap, no shedding.
 	BackendTimeout time.Duration
+	// BackendTimeoutMax, when positive, caps the budget of every request,
+	// whatever deadline its caller sent: its backend calls end at the
+	// latest BackendTimeoutMax after it arrived. 0 caps nothing.
+	BackendTimeoutMax time.Duration
 	// DeadlineReserve is the least time kept, of a caller's own gRPC
 	// deadline, for the answer to reach it: a request's backend calls end
-	// by the caller's deadline less the reserve when that comes before
-	// BackendTimeout does, so that the failure mode's answer, not the
-	// caller's timeout, decides. The reserve is the longer of
-	// DeadlineReserve and the time the request waited between arriving
-	// (see WithArrival) and its handler running; a decision reached with
-	// less than it left gets the failure mode's answer, and its admitted
-	// hits are given back.
+	// by the caller's deadline less the reserve, so that the failure
+	// mode's answer, not the caller's timeout, decides. The reserve is the
+	// longer of DeadlineReserve and the time the request waited between
+	// arriving (see WithArrival) and its handler running; a decision
+	// reached with less than it left gets the failure mode's answer, and
+	// its admitted hits are given back.
 	DeadlineReserve time.Duration
 	// BreakerFailures is how many consecutive backend failures open the
 	// circuit breaker, which then answers with the FailureMode at once,
@@ -122,7 +129,8 @@ type Options struct {
 	// calls whose callers gave up (for Redis, its read timeout), and
 	// reports them (Settle). The breaker judges a timeout that long after
 	// it happened: one that the backend answered by then, or after which it
-	// answered another call, is no failure. 0 means BackendTimeout.
+	// answered another call, is no failure. It is no budget: a call's own
+	// length does not enter it. 0 means DefaultBackendGrace.
 	BackendGrace time.Duration
 	// BreakerProbes is how many probe calls a half-open breaker lets
 	// through at once, and how many of them must fail to open it again; 0
@@ -134,7 +142,7 @@ type Options struct {
 	// at once; 0 adapts the limit to what the backend answers in time (see
 	// gate). Requests beyond it wait, and are shed with the failure mode's
 	// answer when they could no longer be answered before their deadline.
-	// Without a BackendTimeout nothing is limited.
+	// Without a BackendTimeout (no deadlines) nothing is limited.
 	MaxInflight int
 	// GiveBackQueue bounds the refunds waiting to be given back to the
 	// backend, and the charges waiting to be recorded (see Service.Settle);
@@ -159,9 +167,10 @@ type Options struct {
 }
 
 // DefaultOptions returns the options the service runs with when nothing is
-// configured: sliding window counter, refunds on, failure mode error, 10 ms
-// backend timeout per request (less a 2ms reserve of a shorter caller
-// deadline), a circuit breaker that opens for 1s after 20 consecutive
+// configured: sliding window counter, refunds on, failure mode error, a
+// budget per request of the caller's deadline less a 2ms reserve, or
+// DefaultBackendTimeout for a caller that sends none, with no cap; a
+// circuit breaker that opens for 1s after 20 consecutive
 // failures and probes with 3 calls at once, a near-limit ratio of 0.8, no
 // give-backs by unmatched descriptors, and DefaultBounds.
 func DefaultOptions() Options {
@@ -169,7 +178,7 @@ func DefaultOptions() Options {
 		DefaultAlgorithm: algorithms.SlidingWindowCounter,
 		RefundOnDeny:     true,
 		FailureMode:      FailError,
-		BackendTimeout:   10 * time.Millisecond,
+		BackendTimeout:   DefaultBackendTimeout,
 		DeadlineReserve:  DefaultDeadlineReserve,
 		BreakerFailures:  DefaultBreakerFailures,
 		BreakerProbes:    DefaultBreakerProbes,
@@ -194,6 +203,15 @@ const (
 	DefaultBreakerProbes = 3
 	// DefaultBreakerCooldown is what a zero BreakerCooldown means.
 	DefaultBreakerCooldown = time.Second
+	// DefaultBackendTimeout is the BackendTimeout of DefaultOptions: the
+	// budget of a caller that sends no deadline. Long enough that such a
+	// caller is answered with a decision on a host too busy to answer within
+	// Envoy's 20ms (docs/operations.md, "Overload"), short enough that a
+	// Redis that hangs holds it for no longer than the breaker's cool-down.
+	DefaultBackendTimeout = time.Second
+	// DefaultBackendGrace is what a zero BackendGrace means: as long as
+	// the server's Redis client keeps reading a reply by default.
+	DefaultBackendGrace = 500 * time.Millisecond
 	// DefaultDeadlineReserve is the DeadlineReserve of DefaultOptions: time
 	// for a gRPC answer to be written, cross a local network and be read.
 	DefaultDeadlineReserve = 2 * time.Millisecond
@@ -215,9 +233,9 @@ func (o Options) validate() error {
 		return fmt.Errorf("rls: FailureMode %s is no failure mode", o.FailureMode)
 	case math.IsNaN(o.NearLimitRatio) || o.NearLimitRatio < 0 || o.NearLimitRatio > 1:
 		return fmt.Errorf("rls: NearLimitRatio %v is not in (0, 1]", o.NearLimitRatio)
-	case o.BackendTimeout < 0, o.DeadlineReserve < 0, o.BackendGrace < 0, o.BreakerCooldown < 0, o.GiveBackTimeout < 0:
-		return fmt.Errorf("rls: negative duration in BackendTimeout %s, DeadlineReserve %s, BackendGrace %s, BreakerCooldown %s or GiveBackTimeout %s",
-			o.BackendTimeout, o.DeadlineReserve, o.BackendGrace, o.BreakerCooldown, o.GiveBackTimeout)
+	case o.BackendTimeout < 0, o.BackendTimeoutMax < 0, o.DeadlineReserve < 0, o.BackendGrace < 0, o.BreakerCooldown < 0, o.GiveBackTimeout < 0:
+		return fmt.Errorf("rls: negative duration in BackendTimeout %s, BackendTimeoutMax %s, DeadlineReserve %s, BackendGrace %s, BreakerCooldown %s or GiveBackTimeout %s",
+			o.BackendTimeout, o.BackendTimeoutMax, o.DeadlineReserve, o.BackendGrace, o.BreakerCooldown, o.GiveBackTimeout)
 	case o.BreakerFailures < 0, o.BreakerProbes < 0, o.GiveBackQueue < 0, o.MaxInflight < 0:
 		return fmt.Errorf("rls: negative count in BreakerFailures %d, BreakerProbes %d, GiveBackQueue %d or MaxInflight %d",
 			o.BreakerFailures, o.BreakerProbes, o.GiveBackQueue, o.MaxInflight)
@@ -238,6 +256,7 @@ func (o Options) withDefaults() Options {
 	o.DefaultAlgorithm = orDefault(o.DefaultAlgorithm, d.DefaultAlgorithm)
 	o.NearLimitRatio = orDefault(o.NearLimitRatio, d.NearLimitRatio)
 	o.BreakerCooldown = orDefault(o.BreakerCooldown, DefaultBreakerCooldown)
+	o.BackendGrace = orDefault(o.BackendGrace, DefaultBackendGrace)
 	o.BreakerProbes = orDefault(o.BreakerProbes, DefaultBreakerProbes)
 	o.GiveBackQueue = orDefault(o.GiveBackQueue, DefaultGiveBackQueue)
 	o.GiveBackTimeout = orDefault(o.GiveBackTimeout, DefaultGiveBackTimeout)

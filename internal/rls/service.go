@@ -63,11 +63,7 @@ func New(limiter algorithms.Limiter, cfg *config.Config, opts Options) (*Service
 		now:          time.Now,
 		nearLimitPPM: uint64(math.Round(opts.NearLimitRatio * ppm)),
 	}
-	settle := opts.BackendGrace
-	if settle <= 0 {
-		settle = max(opts.BackendTimeout, minSettle)
-	}
-	s.breaker = newBreaker(opts.BreakerFailures, opts.BreakerProbes, opts.BreakerCooldown, settle, s.breakerChanged)
+	s.breaker = newBreaker(opts.BreakerFailures, opts.BreakerProbes, opts.BreakerCooldown, opts.BackendGrace, s.breakerChanged)
 	if opts.BackendTimeout > 0 {
 		s.gate = newGate(opts.MaxInflight, s.observer.ObserveInflightLimit)
 	}
@@ -75,11 +71,6 @@ func New(limiter algorithms.Limiter, cfg *config.Config, opts Options) (*Service
 	s.cfg.Store(cfg)
 	return s, nil
 }
-
-// minSettle is the least time a timeout waits to be judged by the breaker
-// (see breaker) without a BackendGrace: the backend timeout, or this without
-// one.
-const minSettle = time.Millisecond
 
 // SetConfig replaces the configuration that later requests are matched
 // against; nil means none is loaded.
@@ -173,16 +164,19 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 // withDeadline returns ctx bounded by the deadline of a request that
 // arrived at arrived and whose handler started at handled: every backend
 // call the request makes (the take, a second shard's, the refund of a
-// denied request) must end by it. It is the earlier of arrived +
-// BackendTimeout and the caller's own deadline less the reserve, the time
-// kept for the answer to travel back: DeadlineReserve, or the time the
-// request waited between arriving and its handler starting when that is
-// longer, since on a busy host the answer waits for the CPU on its way out
-// as the request did on its way in. So the failure mode's answer, not the
-// caller's timeout, reaches a caller that gave ratewarden less time than
-// BackendTimeout (Envoy sends its filter timeout, 20ms by default, as the
-// gRPC deadline). Without a BackendTimeout (the memory backend, which never
-// waits) ctx is returned as it is, with no reserve.
+// denied request) must end by it. The request's budget is its caller's:
+// the caller's own deadline less the reserve, the time kept for the answer
+// to travel back, however far off that deadline is; BackendTimeout after
+// arrival for a caller that sent none; and in either case no later than
+// BackendTimeoutMax after arrival when that is set. The reserve is
+// DeadlineReserve, or the time the request waited between arriving and its
+// handler starting when that is longer, since on a busy host the answer
+// waits for the CPU on its way out as the request did on its way in. So a
+// caller that allows seconds is answered with a decision by a backend that
+// takes longer than Envoy's 20ms, and the failure mode's answer, not the
+// caller's timeout, reaches one that allows less than the backend takes.
+// Without a BackendTimeout (the memory backend, which never waits) ctx is
+// returned as it is, with no reserve.
 func (s *Service) withDeadline(ctx context.Context, arrived, handled time.Time) (context.Context, context.CancelFunc, time.Duration) {
 	reserve := max(s.opts.DeadlineReserve, handled.Sub(arrived))
 	if s.opts.BackendTimeout <= 0 {
@@ -190,9 +184,10 @@ func (s *Service) withDeadline(ctx context.Context, arrived, handled time.Time) 
 	}
 	deadline := arrived.Add(s.opts.BackendTimeout)
 	if d, ok := ctx.Deadline(); ok {
-		if d = d.Add(-reserve); d.Before(deadline) {
-			deadline = d
-		}
+		deadline = d.Add(-reserve)
+	}
+	if limit := s.opts.BackendTimeoutMax; limit > 0 && arrived.Add(limit).Before(deadline) {
+		deadline = arrived.Add(limit)
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	return ctx, cancel, reserve

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/redisx"
@@ -264,9 +265,14 @@ var compatVars = []compatVar{
 		apply: builtInIfSet("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME"),
 	},
 	{
-		theirs: []string{"REDIS_TIMEOUT", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_POOL_ON_EMPTY_WAIT_DURATION"}, how: compatIgnored,
-		note:  "RLS_BACKEND_TIMEOUT bounds every request's wait, for a connection too",
-		apply: ignoreIfSet("REDIS_TIMEOUT", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_POOL_ON_EMPTY_WAIT_DURATION"),
+		theirs: []string{"REDIS_TIMEOUT"}, ours: []string{"RLS_BACKEND_TIMEOUT_MAX"}, how: compatDiffers,
+		note:  "theirs bounds each Redis connection and command; here it caps each request's whole budget for Redis, which is otherwise its caller's gRPC deadline less RLS_DEADLINE_RESERVE",
+		apply: applyDuration("REDIS_TIMEOUT", "RLS_BACKEND_TIMEOUT_MAX", func(s *Settings, d time.Duration) { s.BackendTimeoutMax = d }),
+	},
+	{
+		theirs: []string{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_POOL_ON_EMPTY_WAIT_DURATION"}, how: compatIgnored,
+		note:  "a request waits for a connection within its own budget, as for Redis",
+		apply: ignoreIfSet("REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_POOL_ON_EMPTY_WAIT_DURATION"),
 	},
 	{
 		theirs: []string{"REDIS_PERSECOND", "REDIS_PERSECOND_*"}, how: compatIgnored,
@@ -581,6 +587,21 @@ func applyInt(theirs, ours string, assign func(*Settings, int)) func(*compatCont
 			return fmt.Errorf("%s %q is not a whole number", theirs, v)
 		}
 		c.setFrom([]string{theirs}, ours, v, func() { assign(c.s, n) })
+		return nil
+	}
+}
+
+func applyDuration(theirs, ours string, assign func(*Settings, time.Duration)) func(*compatContext) error {
+	return func(c *compatContext) error {
+		v, ok := c.get(theirs)
+		if !ok {
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("%s %q is not a duration such as 50ms or 2s", theirs, v)
+		}
+		c.setFrom([]string{theirs}, ours, v, func() { assign(c.s, d) })
 		return nil
 	}
 }

@@ -320,7 +320,8 @@ func TestCompatEnvVariables(t *testing.T) {
 		{name: "REDIS_POOL_SIZE", env: map[string]string{"REDIS_POOL_SIZE": "20"}, want: func(s *Settings) { s.Redis.PoolSize = 20 }},
 		{name: "pipelining", env: map[string]string{"REDIS_PIPELINE_WINDOW": "150us", "REDIS_PIPELINE_LIMIT": "8"}, builtIn: []string{"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT"}},
 		{name: "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", env: map[string]string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true"}, builtIn: []string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"}},
-		{name: "REDIS_TIMEOUT", env: map[string]string{"REDIS_TIMEOUT": "1s"}, ignored: []string{"REDIS_TIMEOUT"}},
+		{name: "REDIS_TIMEOUT", env: map[string]string{"REDIS_TIMEOUT": "1s"}, want: func(s *Settings) { s.BackendTimeoutMax = time.Second }},
+		{name: "REDIS_POOL_ON_EMPTY_BEHAVIOR", env: map[string]string{"REDIS_POOL_ON_EMPTY_BEHAVIOR": "WAIT"}, ignored: []string{"REDIS_POOL_ON_EMPTY_BEHAVIOR"}},
 		{name: "REDIS_PERSECOND", env: map[string]string{"REDIS_PERSECOND": "true", "REDIS_PERSECOND_URL": "r2:6379"}, ignored: []string{"REDIS_PERSECOND", "REDIS_PERSECOND_URL"}},
 		{name: "CACHE_KEY_PREFIX", env: map[string]string{"CACHE_KEY_PREFIX": "rl_"}, want: func(s *Settings) { s.KeyPrefix = "rl_" }},
 		{name: "EXPIRATION_JITTER_MAX_SECONDS", env: map[string]string{"EXPIRATION_JITTER_MAX_SECONDS": "300"}, ignored: []string{"EXPIRATION_JITTER_MAX_SECONDS"}},
@@ -456,6 +457,11 @@ func TestCompatEnvErrorsNameTheirVariables(t *testing.T) {
 	t.Setenv("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "Grpc-Timeout:1s")
 	_, err = LoadSettings()
 	assert.ErrorContains(t, err, "RLS_XDS_HEADERS from CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS")
+
+	t.Setenv("CONFIG_TYPE", "FILE")
+	t.Setenv("REDIS_TIMEOUT", "soon")
+	_, err = LoadSettings()
+	assert.ErrorContains(t, err, `REDIS_TIMEOUT "soon" is not a duration`)
 }
 
 func TestCompatEnvCanBeTurnedOff(t *testing.T) {

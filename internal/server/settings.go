@@ -67,7 +67,7 @@ type Settings struct {
 	Backend          Backend              `split_words:"true" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
 	DefaultAlgorithm algorithms.Algorithm `split_words:"true" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
 	FailureMode      rls.FailureMode      `split_words:"true" default:"error" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
-	BackendTimeout   time.Duration        `split_words:"true" default:"10ms" desc:"longest wait for the backend per request: its take and the refund of a denied request share one deadline, set when the request arrives"`
+	BackendTimeout   time.Duration        `split_words:"true" default:"1s" desc:"budget for the backend of a request whose caller sends no gRPC deadline, from its arrival: its take and the refund of a denied request share it; a caller's own deadline, less RLS_DEADLINE_RESERVE, is its request's budget however long or short"`
 	BreakerFailures  int                  `split_words:"true" default:"20" desc:"consecutive backend failures that open the circuit breaker: requests then get the failure mode at once, without calling the backend; 0 disables it"`
 	BreakerCooldown  time.Duration        `split_words:"true" default:"1s" desc:"how long the open circuit breaker waits before letting probe calls through; the first success closes the breaker"`
 	NearLimitRatio   float64              `split_words:"true" default:"0.8" desc:"share of a limit's capacity, in (0, 1], at or above which admitted hits count as near_limit in the metrics"`
@@ -165,11 +165,12 @@ type Settings struct {
 	RlconfigShowPaths   bool   `split_words:"true" default:"false" desc:"show the full paths of the limits files in /rlconfig; by default it names them relative to RLS_CONFIG_PATH"`
 
 	// Overload: deadlines and shedding (docs/operations.md#overload).
-	BreakerProbes   int           `split_words:"true" default:"3" desc:"probe calls the half-open circuit breaker lets through at once; the first success closes it, and as many failures open it for another RLS_BREAKER_COOLDOWN"`
-	DeadlineReserve time.Duration `split_words:"true" default:"2ms" desc:"least time kept of a caller's gRPC deadline for the answer to reach it: backend calls end by the caller's deadline less this (or less the time the request waited in the server before its handler ran, when longer), when that comes before RLS_BACKEND_TIMEOUT; a decision with less left gets the failure mode's answer and its hits are given back"`
-	MaxInflight     int           `split_words:"true" default:"0" desc:"requests with backend calls under way at once; more wait, and get the failure mode's answer at once when they could not be answered before their deadline; 0 adapts the limit to what the backend answers in time"`
-	GiveBackQueue   int           `split_words:"true" default:"10000" desc:"most hits waiting to be given back to Redis after a failed call (a take answered with the failure mode error or deny, a failed refund), or to be recorded (a charge that missed Redis); more are dropped"`
-	GiveBackTimeout time.Duration `split_words:"true" default:"10s" desc:"how long hits may wait to be given back to (or charges recorded in) Redis before they are dropped"`
+	BreakerProbes     int           `split_words:"true" default:"3" desc:"probe calls the half-open circuit breaker lets through at once; the first success closes it, and as many failures open it for another RLS_BREAKER_COOLDOWN"`
+	DeadlineReserve   time.Duration `split_words:"true" default:"2ms" desc:"least time kept of a caller's gRPC deadline for the answer to reach it: backend calls end by the caller's deadline less this (or less the time the request waited in the server before its handler ran, when longer); a decision with less left gets the failure mode's answer and its hits are given back"`
+	BackendTimeoutMax time.Duration `split_words:"true" default:"0s" desc:"cap on every request's budget for the backend, from its arrival, whatever deadline its caller sent (and on RLS_BACKEND_TIMEOUT); 0s caps nothing"`
+	MaxInflight       int           `split_words:"true" default:"0" desc:"requests with backend calls under way at once; more wait, and get the failure mode's answer at once when they could not be answered before their deadline; 0 adapts the limit to what the backend answers in time"`
+	GiveBackQueue     int           `split_words:"true" default:"10000" desc:"most hits waiting to be given back to Redis after a failed call (a take answered with the failure mode error or deny, a failed refund), or to be recorded (a charge that missed Redis); more are dropped"`
+	GiveBackTimeout   time.Duration `split_words:"true" default:"10s" desc:"how long hits may wait to be given back to (or charges recorded in) Redis before they are dropped"`
 
 	// CompatEnv reads envoyproxy/ratelimit's variables where no RLS_ one is
 	// set (compatenv.go).
@@ -293,6 +294,9 @@ func (s Settings) Validate() error {
 	if s.DeadlineReserve < 0 {
 		return fmt.Errorf("server: RLS_DEADLINE_RESERVE must not be negative, not %s", s.DeadlineReserve)
 	}
+	if s.BackendTimeoutMax < 0 {
+		return fmt.Errorf("server: RLS_BACKEND_TIMEOUT_MAX must not be negative, not %s", s.BackendTimeoutMax)
+	}
 	if (s.GRPCTlsCertFile == "") != (s.GRPCTlsKeyFile == "") {
 		return fmt.Errorf("server: RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE go together: set both or neither")
 	}
@@ -342,6 +346,7 @@ func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
 		ResponseDynamicMetadata: s.ResponseDynamicMetadata,
 		FailureMode:             s.FailureMode,
 		BackendTimeout:          s.BackendTimeout,
+		BackendTimeoutMax:       s.BackendTimeoutMax,
 		DeadlineReserve:         s.DeadlineReserve,
 		MaxInflight:             s.MaxInflight,
 		GiveBackQueue:           s.GiveBackQueue,
