@@ -3,6 +3,10 @@
 // them (every error an *Error with file, line and field), builds the matching
 // tree, and matches request descriptors to rules (Config.Match).
 //
+// A Source delivers the limits to the server: the files at a path, watched
+// for changes (Watcher); the resources of an xDS server (xds.Client, with
+// FromRateLimitConfigs); or a Config that never changes (Static).
+//
 // # Format
 //
 // The format is a superset of envoyproxy/ratelimit's: every file that project

@@ -67,7 +67,7 @@ func TestLoadGivesUpOnAHungRead(t *testing.T) {
 func TestWatcherSurvivesAHungRead(t *testing.T) {
 	dir := t.TempDir()
 	path := write(t, dir, "limits.yaml", limitsYAML("edge", 1))
-	w, cfg, err := NewWatcher(context.Background(), path, WatchOptions{ReadTimeout: 100 * time.Millisecond, PollInterval: -1})
+	w, cfg, err := newWatcher(path, WatchOptions{ReadTimeout: 100 * time.Millisecond, PollInterval: -1})
 	require.NoError(t, err)
 	require.Equal(t, []string{"edge=1"}, limits(cfg))
 
@@ -92,7 +92,7 @@ func TestWatcherSurvivesAHungRead(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.Run(ctx, func(*Config, error) {})
+		w.Run(ctx, func(Update) {})
 	}()
 	time.Sleep(200 * time.Millisecond) // Run's first check is under way
 	cancel()

@@ -58,8 +58,8 @@ type WatchOptions struct {
 	ReadTimeout time.Duration
 	// WaitForFiles makes a path with nothing to load (one that does not
 	// exist yet, or an empty directory, as when a volume is mounted late)
-	// no error for NewWatcher: it returns the Watcher and a nil Config, and
-	// Run reports the Config once files appear.
+	// no error for Load: it returns a nil Config, and Run reports the
+	// Config once files appear.
 	WaitForFiles bool
 }
 
@@ -79,17 +79,18 @@ func (o WatchOptions) withDefaults() WatchOptions {
 	return o
 }
 
-// Watcher keeps the configuration at a path current. NewWatcher loads it;
-// Check reloads it when the content of its files has changed; Run calls
-// Check whenever the file system reports a change, and periodically.
+// Watcher keeps the configuration at a path current: it is the Source of
+// limits read from files. Load loads it; Check reloads it when the content
+// of its files has changed; Run calls Check whenever the file system
+// reports a change, and periodically.
 //
-// It reads the same files as Load: a file, or a directory's files and its
-// subdirectories', which it watches too. That covers editors that write a
-// new file and rename it over the old one, files rewritten in place, files
-// and subdirectories added or removed, Kubernetes ConfigMap volumes, whose
-// update atomically swaps the ..data link that the visible files point
-// through, and a path that does not exist yet (its nearest existing parent
-// is watched until it does).
+// It reads the same files as LoadContext: a file, or a directory's files
+// and its subdirectories', which it watches too. That covers editors that
+// write a new file and rename it over the old one, files rewritten in
+// place, files and subdirectories added or removed, Kubernetes ConfigMap
+// volumes, whose update atomically swaps the ..data link that the visible
+// files point through, and a path that does not exist yet (its nearest
+// existing parent is watched until it does).
 //
 // A change is the content of the files, with their names, differing from
 // what the last Check read: touching a file, or writing the same bytes
@@ -108,28 +109,37 @@ type Watcher struct {
 	afterCheck func() // called after each of Run's checks; for tests
 }
 
-// NewWatcher loads the configuration at path as LoadContext does, waiting
-// for the files until ctx ends or for the options' ReadTimeout, and returns
-// it with a Watcher that reloads it from there. Its errors are Load's,
-// except that with opts.WaitForFiles a path with nothing to load (an error
-// wrapping ErrNoConfig) returns the Watcher with a nil Config.
-func NewWatcher(ctx context.Context, path string, opts WatchOptions) (*Watcher, *Config, error) {
-	w := &Watcher{path: path, opts: opts.withDefaults()}
-	cfg, _, err := w.Check(ctx)
-	if err != nil {
-		if opts.WaitForFiles && errors.Is(err, ErrNoConfig) {
-			return w, nil, nil
-		}
-		return nil, nil, err
-	}
-	return w, cfg, nil
+// NewWatcher returns a Watcher of the configuration at path. It reads
+// nothing: Load does.
+func NewWatcher(path string, opts WatchOptions) *Watcher {
+	return &Watcher{path: path, opts: opts.withDefaults()}
 }
 
 // Path returns the path the Watcher reads.
 func (w *Watcher) Path() string { return w.path }
 
+// Origin returns the path, as where the limits come from.
+func (w *Watcher) Origin() Origin { return Origin{Name: w.path} }
+
+// Load loads the configuration at path as LoadContext does, waiting for the
+// files until ctx ends or for the options' ReadTimeout, and returns it.
+// Its errors are LoadContext's, except that with opts.WaitForFiles a path
+// with nothing to load (an error wrapping ErrNoConfig) returns a nil Config
+// and no error. Load is the first Check: Run reports only what changes
+// after it.
+func (w *Watcher) Load(ctx context.Context) (*Config, error) {
+	cfg, _, err := w.Check(ctx)
+	if err != nil {
+		if w.opts.WaitForFiles && errors.Is(err, ErrNoConfig) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return cfg, nil
+}
+
 // Check reads the files at the path. When what it reads is what the last
-// Check (or NewWatcher) read, it reports changed false, and nothing else.
+// Check (or Load) read, it reports changed false, and nothing else.
 // Otherwise it reports changed true and either the new Config or the error,
 // an *Error as Load's, that keeps it from loading. A content that failed to
 // load is not reported again until it changes.
@@ -201,16 +211,16 @@ func fingerprint(files []File) [sha256.Size]byte {
 	return sum
 }
 
-// Run watches the path until ctx ends, calling onChange with the result of
+// Run watches the path until ctx ends, calling apply with the result of
 // every Check that found a change: the new Config, or the error that keeps
 // the files from loading. It checks once at the start (for changes made
-// since NewWatcher), after every burst of file system notifications about
-// the path once it has been quiet for the debounce (or at the latest five
-// debounces after the burst began), and every poll interval. onChange is
+// since Load), after every burst of file system notifications about the
+// path once it has been quiet for the debounce (or at the latest five
+// debounces after the burst began), and every poll interval. apply is
 // called from Run's goroutine only, one call at a time; Run returns when ctx
 // ends, not in the middle of a call, and without waiting for a read that
 // hangs.
-func (w *Watcher) Run(ctx context.Context, onChange func(*Config, error)) {
+func (w *Watcher) Run(ctx context.Context, apply func(Update)) {
 	n := w.notifier()
 	defer n.close()
 	check := func() {
@@ -227,7 +237,7 @@ func (w *Watcher) Run(ctx context.Context, onChange func(*Config, error)) {
 			w.watching = n.watching()
 			w.mu.Unlock()
 			if changed {
-				onChange(cfg, err)
+				apply(Update{Config: cfg, Err: err})
 			}
 			if !added {
 				break
@@ -243,7 +253,7 @@ func (w *Watcher) Run(ctx context.Context, onChange func(*Config, error)) {
 		defer t.Stop()
 		poll = t.C
 	}
-	// The first check, for changes made since NewWatcher, waits for quiet
+	// The first check, for changes made since Load, waits for quiet
 	// like any other: the files may be in the middle of being written.
 	quiet := time.NewTimer(w.opts.Debounce)
 	defer quiet.Stop()

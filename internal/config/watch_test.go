@@ -58,10 +58,10 @@ func (r *reports) watching(dir string) bool {
 	return slices.Contains(r.w.watching, filepath.Clean(dir))
 }
 
-func (r *reports) add(cfg *Config, err error) {
+func (r *reports) add(u Update) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.got = append(r.got, report{cfg, err})
+	r.got = append(r.got, report{u.Config, u.Err})
 }
 
 func (r *reports) all() []report {
@@ -91,13 +91,20 @@ func limits(c *Config) []string {
 	return out
 }
 
+// newWatcher returns a Watcher of path and what its Load returned.
+func newWatcher(path string, opts WatchOptions) (*Watcher, *Config, error) {
+	w := NewWatcher(path, opts)
+	cfg, err := w.Load(context.Background())
+	return w, cfg, err
+}
+
 // watch runs a Watcher on path until the test ends, and checks that Run
 // then returns. It returns once Run has made its first check, so that what
 // the test changes next can only be seen through notifications or polls,
 // with the number of checks Run has made so far.
 func watch(t *testing.T, path string, opts WatchOptions) (*reports, *Config, *atomic.Int64) {
 	t.Helper()
-	w, cfg, err := NewWatcher(context.Background(), path, opts)
+	w, cfg, err := newWatcher(path, opts)
 	require.NoError(t, err)
 	checks := new(atomic.Int64)
 	w.afterCheck = func() { checks.Add(1) }
@@ -117,7 +124,7 @@ func watch(t *testing.T, path string, opts WatchOptions) (*reports, *Config, *at
 		}
 	})
 	require.Eventually(t, func() bool { return checks.Load() > 0 }, within, tick, "Run's first check")
-	require.Empty(t, r.all(), "nothing changed since NewWatcher")
+	require.Empty(t, r.all(), "nothing changed since Load")
 	return r, cfg, checks
 }
 
@@ -347,7 +354,7 @@ func TestWatcherPollsWhatNotificationsMiss(t *testing.T) {
 func TestWatcherCheck(t *testing.T) {
 	dir := t.TempDir()
 	path := write(t, dir, "limits.yaml", limitsYAML("edge", 1))
-	w, cfg, err := NewWatcher(context.Background(), path, WatchOptions{})
+	w, cfg, err := newWatcher(path, WatchOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, path, w.Path())
 	assert.Equal(t, []string{"edge=1"}, limits(cfg))
@@ -395,7 +402,7 @@ func TestWatcherFileRenamedIsAChange(t *testing.T) {
 	// Names are part of the content: the rules and errors quote them.
 	dir := t.TempDir()
 	a := write(t, dir, "a.yaml", limitsYAML("edge", 1))
-	w, _, err := NewWatcher(context.Background(), dir, WatchOptions{})
+	w, _, err := newWatcher(dir, WatchOptions{})
 	require.NoError(t, err)
 	b := filepath.Join(dir, "b.yaml")
 	require.NoError(t, os.Rename(a, b))
@@ -405,9 +412,9 @@ func TestWatcherFileRenamedIsAChange(t *testing.T) {
 	assert.Equal(t, []string{b}, cfg.Files())
 }
 
-func TestNewWatcherFailsAsLoad(t *testing.T) {
+func TestWatcherLoadFailsAsLoad(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing.yaml")
-	_, _, err := NewWatcher(context.Background(), path, WatchOptions{})
+	_, _, err := newWatcher(path, WatchOptions{})
 	var e *Error
 	require.True(t, errors.As(err, &e), "%v", err)
 	assert.Equal(t, path, e.File)

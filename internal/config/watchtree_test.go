@@ -1,7 +1,6 @@
 package config
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -47,7 +46,7 @@ func TestWatcherSubdirectories(t *testing.T) {
 func TestWatcherWaitsForFiles(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "config", "limits")
-	_, _, err := NewWatcher(context.Background(), dir, WatchOptions{})
+	_, _, err := newWatcher(dir, WatchOptions{})
 	require.ErrorIs(t, err, ErrNoConfig)
 
 	opts := notifyOnly

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -187,7 +188,8 @@ func TestConfigReloadFailureKeepsTheLimitsInForce(t *testing.T) {
 
 func TestConfigWatchOff(t *testing.T) {
 	s := start(t, map[string]string{"RLS_CONFIG_WATCH": "false"})
-	assert.Nil(t, s.srv.watcher)
+	_, watching := s.srv.config.source.(*config.Watcher)
+	assert.False(t, watching)
 	_, body := getBody(t, s.http+"/rlconfig")
 	assert.Regexp(t, `^loaded: \S+ from \.\./\.\./config \(2 files\)\n\n`, body)
 }
@@ -203,7 +205,7 @@ func TestConfigStateReloaded(t *testing.T) {
 	svc, err := rls.New(memory.New(), first, rls.Options{})
 	require.NoError(t, err)
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	c := newConfigState(svc, path, first, t0, logger)
+	c := newConfigState(svc, config.NewStatic(config.Origin{Name: path}, first), first, t0, logger)
 	reloads := &outcomes{}
 	c.onReload(reloads.add)
 	assert.Equal(t, rls.ConfigStatus{Config: first, Source: path, LoadedAt: t0}, c.Status())
@@ -213,7 +215,7 @@ func TestConfigStateReloaded(t *testing.T) {
 	_, loadErr := config.Load(path, config.Options{})
 	require.Error(t, loadErr)
 	t1 := t0.Add(time.Minute)
-	c.reloaded(nil, loadErr, t1)
+	c.apply(config.Update{Err: loadErr}, t1)
 	assert.Same(t, first, svc.Config())
 	assert.Equal(t, rls.ConfigStatus{Config: first, Source: path, LoadedAt: t0, LastError: loadErr, LastErrorAt: t1}, c.Status())
 	var entry map[string]any
@@ -230,12 +232,84 @@ func TestConfigStateReloaded(t *testing.T) {
 	require.NoError(t, err)
 	t2 := t1.Add(time.Minute)
 	logs.Reset()
-	c.reloaded(second, nil, t2)
+	c.apply(config.Update{Config: second}, t2)
 	assert.Same(t, second, svc.Config())
 	assert.Equal(t, rls.ConfigStatus{Config: second, Source: path, LoadedAt: t2}, c.Status())
 	assert.Contains(t, logs.String(), `"level":"INFO"`)
 
 	assert.Equal(t, []error{loadErr, nil}, reloads.all())
+}
+
+// sentSource is a config.Source whose updates a test sends: a source the
+// server does not know, which the config state follows all the same.
+type sentSource struct {
+	origin  config.Origin
+	updates chan config.Update
+}
+
+func (s *sentSource) Origin() config.Origin { return s.origin }
+
+func (s *sentSource) Load(context.Context) (*config.Config, error) { return nil, nil }
+
+// send hands u to Run, failing the test when Run does not take it.
+func (s *sentSource) send(t *testing.T, u config.Update) {
+	t.Helper()
+	select {
+	case s.updates <- u:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the source is not run")
+	}
+}
+
+func (s *sentSource) Run(ctx context.Context, apply func(config.Update)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u := <-s.updates:
+			apply(u)
+		}
+	}
+}
+
+// TestConfigStateFollowsAnySource: the config state takes what its source
+// delivers, whatever the source: where the limits come from, each new
+// Config with its version, each error, and it stops with the source.
+func TestConfigStateFollowsAnySource(t *testing.T) {
+	src := &sentSource{origin: config.Origin{Name: "a test's source", Resources: true}, updates: make(chan config.Update)}
+	svc, err := rls.New(memory.New(), nil, rls.Options{})
+	require.NoError(t, err)
+	c := newConfigState(svc, src, nil, time.Now(), slog.New(slog.DiscardHandler))
+	assert.Equal(t, rls.ConfigStatus{Source: "a test's source", Resources: true}, c.Status())
+	reloads := &outcomes{}
+	c.onReload(reloads.add)
+	stop := c.follow(context.Background())
+
+	first, err := config.Parse([]config.File{{Name: "first", Data: []byte(reloadYAML(4))}}, config.Options{})
+	require.NoError(t, err)
+	src.send(t, config.Update{Config: first, Version: "7"})
+	require.Eventually(t, func() bool { return len(reloads.all()) == 1 }, 2*time.Second, tick)
+	assert.Same(t, first, svc.Config())
+	st := c.Status()
+	assert.Same(t, first, st.Config)
+	assert.Equal(t, "7", st.Version)
+	assert.False(t, st.LoadedAt.IsZero())
+
+	bad := errors.New("version 8 is bad")
+	src.send(t, config.Update{Version: "8", Err: bad})
+	require.Eventually(t, func() bool { return len(reloads.all()) == 2 }, 2*time.Second, tick)
+	assert.Same(t, first, svc.Config(), "the limits in force stay")
+	st = c.Status()
+	assert.Equal(t, "7", st.Version)
+	assert.Equal(t, bad, st.LastError)
+
+	stop()
+	select {
+	case src.updates <- config.Update{Config: first}:
+		t.Fatal("the source still runs after stop")
+	default:
+	}
+	assert.Equal(t, []error{nil, bad}, reloads.all())
 }
 
 func TestReloadSettings(t *testing.T) {

@@ -21,11 +21,9 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/tracing"
-	"github.com/ratewarden/ratewarden/internal/xds"
 )
 
 // Server is a running ratewarden: its listeners are bound by New, and Serve
@@ -37,9 +35,7 @@ type Server struct {
 	service *rls.Service
 	health  *rls.Health
 	backend backend
-	config  *configState
-	watcher *config.Watcher // nil without RLS_CONFIG_WATCH
-	xds     *xds.Client     // nil unless RLS_CONFIG_SOURCE=xds
+	config  *configState // the limits in force, and their source
 	metrics *metrics.Metrics
 	tracer  *tracing.Tracer // nil without RLS_TRACING
 	// backendWatch keeps health in step with the backend's reachability.
@@ -66,21 +62,19 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	if s.compat != nil {
 		s.compat.log(logger)
 	}
-	watcher, cfg, err := loadConfig(ctx, s, logger)
+	m := metrics.New(metrics.WithNames(s.metricsNames()))
+	source, err := newConfigSource(ctx, s, logger, m.Registry())
 	if err != nil {
 		return nil, err
 	}
-	xdsClient, err := newXDSClient(s, logger, time.Now())
+	cfg, err := source.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case xdsClient != nil:
-		logger.Info("rate limit configuration comes from an xDS server; until its first update every request is answered with an error, so that Envoy's failure mode decides, and the server is not ready", "xds_server", s.XDSServerURL, "node_id", s.XDSNodeID)
-	case cfg != nil:
-		logger.Info("loaded rate limit configuration", "path", s.ConfigPath, "domains", len(cfg.Domains()), "files", len(cfg.Files()), "watch", s.ConfigWatch)
-	default:
-		logger.Warn("no rate limit configuration yet: every request is answered with an error, so that Envoy's failure mode decides, and readiness waits until files appear", "path", s.ConfigPath)
+	if cfg != nil {
+		logger.Info("loaded rate limit configuration", "path", source.Origin().Name, "domains", len(cfg.Domains()), "files", len(cfg.Files()), "watch", s.ConfigWatch)
+	} else {
+		logger.Warn("no rate limit configuration yet: every request is answered with an error, so that Envoy's failure mode decides, and the server is not ready until the first arrives", "path", source.Origin().Name)
 	}
 	grpcTLS, err := newGRPCTLS(s, logger, time.Now())
 	if err != nil {
@@ -99,9 +93,8 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	srv := &Server{settings: s, log: logger, backend: b, health: rls.NewHealth(), watcher: watcher, xds: xdsClient}
-	srv.metrics = metrics.New(metrics.WithNames(s.metricsNames()))
-	if cfg != nil && xdsClient == nil {
+	srv := &Server{settings: s, log: logger, backend: b, health: rls.NewHealth(), metrics: m}
+	if cfg != nil {
 		srv.metrics.ObserveConfigLoaded()
 	}
 	opts := s.ServiceOptions(logger)
@@ -138,15 +131,11 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	b.SettleWith(srv.service)
-	srv.config = newConfigState(srv.service, s.ConfigPath, cfg, time.Now(), logger)
-	if srv.xds != nil {
-		srv.config = newXDSConfigState(srv.service, xdsSource(s), logger)
-		srv.watchXDS()
-	}
+	srv.config = newConfigState(srv.service, source, cfg, time.Now(), logger)
 	srv.OnConfigReload(srv.metrics.ObserveConfigReload)
 	// Ready once limits are in force: at the start, or after the first
-	// reload or xDS update that brought some.
-	srv.health.SetConfigLoaded(srv.xds == nil && cfg != nil)
+	// update of the source that brought some.
+	srv.health.SetConfigLoaded(cfg != nil)
 	srv.OnConfigReload(func(error) { srv.health.SetConfigLoaded(srv.config.Status().Config != nil) })
 	srv.backendWatch = &backendWatch{backend: b, health: srv.health, interval: s.BackendHealthInterval, timeout: s.BackendHealthTimeout, log: logger}
 	srv.backendWatch.check(ctx)
@@ -249,10 +238,8 @@ func (srv *Server) Serve(ctx context.Context) error {
 		srv.shutdown()
 		return err
 	}
-	stopWatching := srv.watchConfig(ctx)
-	defer stopWatching()
-	stopXDS := srv.subscribeXDS(ctx)
-	defer stopXDS()
+	stopConfig := srv.config.follow(ctx)
+	defer stopConfig()
 	stopBackendWatch := srv.backendWatch.start()
 
 	var err error

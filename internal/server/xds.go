@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -99,19 +98,10 @@ func parseNodeMetadata(s string) (map[string]string, error) {
 	return m, nil
 }
 
-// xdsSource is the source of the limits described by the settings, as
-// /rlconfig and the log name it.
-func xdsSource(s Settings) string {
-	return fmt.Sprintf("xDS server %s (node %s)", s.XDSServerURL, s.XDSNodeID)
-}
-
-// newXDSClient returns the xDS client the settings ask for, or nil when the
-// limits come from files. The TLS files are read now, so that a missing or
-// invalid one stops the server with the variable that names it.
+// newXDSClient returns the xDS client the RLS_XDS_* settings ask for. The
+// TLS files are read now, so that a missing or invalid one stops the server
+// with the variable that names it.
 func newXDSClient(s Settings, logger *slog.Logger, now time.Time) (*xds.Client, error) {
-	if !s.configFromXDS() {
-		return nil, nil
-	}
 	tlsConfig, err := newXDSTLS(s, logger, now)
 	if err != nil {
 		return nil, err
@@ -175,41 +165,16 @@ func newXDSTLS(s Settings, logger *slog.Logger, now time.Time) (func() (*tls.Con
 	}, nil
 }
 
-// watchXDS registers what follows the xDS client: the health turns ready
-// with the first configuration accepted, and a gauge tells whether the
-// client is connected.
-func (srv *Server) watchXDS() {
-	srv.config.onReload(func(err error) {
-		if err == nil {
-			srv.health.SetConfigLoaded(true)
-		}
-	})
-	srv.metrics.Registry().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+// xdsConnected is the gauge that tells whether c is connected to the xDS
+// server.
+func xdsConnected(c *xds.Client) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ratewarden_xds_connected",
 		Help: "1 while the stream to the xDS management server is open and has answered, else 0.",
 	}, func() float64 {
-		if srv.xds.Connected() {
+		if c.Connected() {
 			return 1
 		}
 		return 0
-	}))
-}
-
-// subscribeXDS takes the limits from the xDS server until ctx ends or the
-// returned function is called; that function returns once no update is
-// being applied any more. Every update goes the way of a reload of files.
-func (srv *Server) subscribeXDS(ctx context.Context) (stop func()) {
-	if srv.xds == nil {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.xds.Run(ctx, func(u xds.Update) { srv.config.applied(u.Config, u.Version, u.Err, time.Now()) })
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
+	})
 }

@@ -4,7 +4,8 @@
 // RateLimitConfig resource (type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig)
 // over the AggregatedDiscoveryService stream.
 //
-// Client keeps the subscription: every response is converted with
+// Client is the config.Source of limits served this way. It keeps the
+// subscription: every response is converted with
 // config.FromRateLimitConfigs and handed over, then acknowledged (ACK); a
 // response that does not convert is handed over as an error and rejected
 // (NACK) with the error in error_detail, so the limits in force stay. A
@@ -72,18 +73,8 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Update is the outcome of one response of the server.
-type Update struct {
-	// Config is the new configuration; nil when Err is set.
-	Config *config.Config
-	// Version is the response's version_info.
-	Version string
-	// Err says why the response was rejected; nil when it was accepted.
-	Err error
-}
-
-// Client keeps a subscription to RateLimitConfig resources. Run runs it;
-// Connected may be called concurrently with it.
+// Client keeps a subscription to RateLimitConfig resources: it is a
+// config.Source. Run runs it; Connected may be called concurrently with it.
 type Client struct {
 	opts      Options
 	log       *slog.Logger
@@ -120,9 +111,22 @@ func New(opts Options) (*Client, error) {
 	return &Client{opts: opts, log: log.With("xds_server", opts.ServerURL), node: node}, nil
 }
 
+// Client is a config.Source.
+var _ config.Source = (*Client)(nil)
+
 // Connected reports whether a stream to the server is open and has
 // answered.
 func (c *Client) Connected() bool { return c.connected.Load() }
+
+// Origin names the server and the node the limits come from:
+// "xDS server host:port (node id)".
+func (c *Client) Origin() config.Origin {
+	return config.Origin{Name: fmt.Sprintf("xDS server %s (node %s)", c.opts.ServerURL, c.opts.NodeID), Resources: true}
+}
+
+// Load returns no Config: the limits come with the server's first
+// response, through Run.
+func (c *Client) Load(context.Context) (*config.Config, error) { return nil, nil }
 
 // subscription is what a Client remembers across streams.
 type subscription struct {
@@ -136,7 +140,7 @@ type subscription struct {
 // response, one call at a time, before the response is acknowledged or
 // rejected. A failed connection or stream is logged and opened again after
 // a backoff, which starts over once a stream has answered.
-func (c *Client) Run(ctx context.Context, apply func(Update)) {
+func (c *Client) Run(ctx context.Context, apply func(config.Update)) {
 	var sub subscription
 	failures := 0
 	for {
@@ -159,7 +163,7 @@ func (c *Client) Run(ctx context.Context, apply func(Update)) {
 
 // stream connects, opens one stream and serves it until it fails. It
 // reports whether the server answered on it.
-func (c *Client) stream(ctx context.Context, sub *subscription, apply func(Update)) (answered bool, err error) {
+func (c *Client) stream(ctx context.Context, sub *subscription, apply func(config.Update)) (answered bool, err error) {
 	creds := insecure.NewCredentials()
 	if c.opts.TLS != nil {
 		tc, err := c.opts.TLS()
@@ -229,12 +233,12 @@ func (c *Client) recvError(st discoveryv3.AggregatedDiscoveryService_StreamAggre
 
 // handle converts resp, hands the outcome to apply and returns the ACK or
 // NACK to send.
-func (c *Client) handle(resp *discoveryv3.DiscoveryResponse, sub *subscription, apply func(Update)) *discoveryv3.DiscoveryRequest {
+func (c *Client) handle(resp *discoveryv3.DiscoveryResponse, sub *subscription, apply func(config.Update)) *discoveryv3.DiscoveryRequest {
 	version := resp.GetVersionInfo()
 	cfg, err := c.convert(resp)
 	if err != nil {
 		sub.rejections++
-		apply(Update{Version: version, Err: err})
+		apply(config.Update{Version: version, Err: err})
 		c.log.Debug("xds: rejected a response", "version", version, "err", err)
 		return &discoveryv3.DiscoveryRequest{
 			TypeUrl:       TypeURL,
@@ -244,7 +248,7 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse, sub *subscription, 
 		}
 	}
 	sub.rejections = 0
-	apply(Update{Config: cfg, Version: version})
+	apply(config.Update{Config: cfg, Version: version})
 	sub.accepted = version
 	c.log.Debug("xds: accepted a response", "version", version, "resources", len(resp.GetResources()))
 	return &discoveryv3.DiscoveryRequest{TypeUrl: TypeURL, VersionInfo: version, ResponseNonce: resp.GetNonce()}

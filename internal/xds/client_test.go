@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/xds"
 	"github.com/ratewarden/ratewarden/internal/xds/xdstest"
@@ -36,7 +37,7 @@ func limitsOf(domain, key string, n uint32) *rlsconfv3.RateLimitConfig {
 // running is a Client running against a test server.
 type running struct {
 	client  *xds.Client
-	updates chan xds.Update
+	updates chan config.Update
 }
 
 // run starts a client with opts (ServerURL, NodeID and Backoff filled in
@@ -57,12 +58,12 @@ func run(t *testing.T, srv *xdstest.Server, opts xds.Options) *running {
 	}
 	c, err := xds.New(opts)
 	require.NoError(t, err)
-	r := &running{client: c, updates: make(chan xds.Update, 1000)}
+	r := &running{client: c, updates: make(chan config.Update, 1000)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.Run(ctx, func(u xds.Update) { r.updates <- u })
+		c.Run(ctx, func(u config.Update) { r.updates <- u })
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -72,19 +73,19 @@ func run(t *testing.T, srv *xdstest.Server, opts xds.Options) *running {
 }
 
 // next returns the next update.
-func (r *running) next(t *testing.T) xds.Update {
+func (r *running) next(t *testing.T) config.Update {
 	t.Helper()
 	select {
 	case u := <-r.updates:
 		return u
 	case <-time.After(wait):
 		t.Fatal("no update from the client")
-		return xds.Update{}
+		return config.Update{}
 	}
 }
 
 // limitOf returns the limit of the rule that matches key=v in domain.
-func limitOf(t *testing.T, u xds.Update, domain, key string) uint64 {
+func limitOf(t *testing.T, u config.Update, domain, key string) uint64 {
 	t.Helper()
 	require.NoError(t, u.Err)
 	m, ok := u.Config.Match(domain, []algorithms.Entry{{Key: key, Value: "v"}})
@@ -176,6 +177,17 @@ func TestClientSubscribes(t *testing.T) {
 	u = r.next(t)
 	assert.Equal(t, "4", u.Version)
 	assert.Equal(t, []string{"d"}, u.Config.Domains())
+}
+
+// TestClientIsASource: as a config.Source, a Client names the server and
+// the node, and has no limits before the server's first response.
+func TestClientIsASource(t *testing.T) {
+	c, err := xds.New(xds.Options{ServerURL: "envoy-gateway:18001", NodeID: "envoy-ratelimit", Backoff: testBackoff, MaxMessageBytes: 1 << 20})
+	require.NoError(t, err)
+	assert.Equal(t, config.Origin{Name: "xDS server envoy-gateway:18001 (node envoy-ratelimit)", Resources: true}, c.Origin())
+	cfg, err := c.Load(context.Background())
+	assert.NoError(t, err)
+	assert.Nil(t, cfg)
 }
 
 // TestClientRejectsInvalidResources: an invalid snapshot is NACKed with the

@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratewarden/ratewarden/internal/config"
+)
+
+// newConfigSource returns the Source of limits the settings choose; it is
+// the one place that chooses. With RLS_CONFIG_SOURCE=xds, an xDS server
+// (RLS_XDS_*), whose metrics go to reg. Otherwise the files at
+// RLS_CONFIG_PATH: with RLS_CONFIG_WATCH a Watcher that reloads them when
+// they change, and for which a path with nothing to load yet is no error;
+// without it, the files read now, waiting for them until ctx ends or for
+// RLS_CONFIG_READ_TIMEOUT, and a path with nothing to load is an error.
+func newConfigSource(ctx context.Context, s Settings, logger *slog.Logger, reg prometheus.Registerer) (config.Source, error) {
+	opts := s.ConfigOptions()
+	switch {
+	case s.configFromXDS():
+		c, err := newXDSClient(s, logger, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		reg.MustRegister(xdsConnected(c))
+		return c, nil
+	case s.ConfigWatch:
+		poll := s.ConfigPollInterval
+		if poll == 0 {
+			poll = -1 // the setting's 0 turns polling off; WatchOptions' means the default
+		}
+		return config.NewWatcher(s.ConfigPath, config.WatchOptions{
+			Options:      opts,
+			PollInterval: poll,
+			ReadTimeout:  s.ConfigReadTimeout,
+			Logger:       logger,
+			WaitForFiles: true,
+		}), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.ConfigReadTimeout)
+	defer cancel()
+	cfg, err := config.LoadContext(ctx, s.ConfigPath, opts)
+	if errors.Is(err, config.ErrNoConfig) {
+		return nil, fmt.Errorf("server: RLS_CONFIG_PATH: nothing to load, and without RLS_CONFIG_WATCH nothing would be: %w", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return config.NewStatic(config.Origin{Name: s.ConfigPath}, cfg), nil
+}
