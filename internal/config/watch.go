@@ -83,7 +83,7 @@ func (o WatchOptions) withDefaults() WatchOptions {
 // Check reloads it when the content of its files has changed; Run calls
 // Check whenever the file system reports a change, and periodically.
 //
-// It reads the same files as Load: a file, or a directory's files and its
+// It reads the same files as LoadContext: a file, or a directory's files and its
 // subdirectories', which it watches too. That covers editors that write a
 // new file and rename it over the old one, files rewritten in place, files
 // and subdirectories added or removed, Kubernetes ConfigMap volumes, whose
@@ -110,7 +110,7 @@ type Watcher struct {
 
 // NewWatcher loads the configuration at path as LoadContext does, waiting
 // for the files until ctx ends or for the options' ReadTimeout, and returns
-// it with a Watcher that reloads it from there. Its errors are Load's,
+// it with a Watcher that reloads it from there. Its errors are LoadContext's,
 // except that with opts.WaitForFiles a path with nothing to load (an error
 // wrapping ErrNoConfig) returns the Watcher with a nil Config.
 func NewWatcher(ctx context.Context, path string, opts WatchOptions) (*Watcher, *Config, error) {
@@ -131,7 +131,7 @@ func (w *Watcher) Path() string { return w.path }
 // Check reads the files at the path. When what it reads is what the last
 // Check (or NewWatcher) read, it reports changed false, and nothing else.
 // Otherwise it reports changed true and either the new Config or the error,
-// an *Error as Load's, that keeps it from loading. A content that failed to
+// an *Error as LoadContext's, that keeps it from loading. A content that failed to
 // load is not reported again until it changes.
 //
 // Check waits for the files until ctx ends or for the ReadTimeout, and a
