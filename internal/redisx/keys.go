@@ -38,8 +38,9 @@ func newKeySpace(prefix string) (keySpace, error) {
 
 // appendKeys appends to dst the number of keys, then the keys of the state
 // of the limit of identity id in shard (Unsharded, or a shard number ≥ 0),
-// one per suffix: a script's numkeys and KEYS. The keys are built in one
-// string, of which each is a part.
+// one per suffix: a script's numkeys and KEYS. The keys are parts of one
+// string: the last key alone when each suffix starts with the one before
+// (as the log's "" and ":seq" do), else all the keys one after the other.
 func (s keySpace) appendKeys(dst []any, id string, shard int, suffixes []string) []any {
 	var digits [20]byte
 	var tagShard []byte
@@ -47,13 +48,21 @@ func (s keySpace) appendKeys(dst []any, id string, shard int, suffixes []string)
 		tagShard = strconv.AppendInt(append(digits[:0], '#'), int64(shard), 10)
 	}
 	base := len(s.prefix) + 1 + len(id) + len(tagShard) + 1
-	var b strings.Builder
+	nested := true
+	for i := 1; i < len(suffixes); i++ {
+		nested = nested && strings.HasPrefix(suffixes[i], suffixes[i-1])
+	}
+	written := suffixes
+	if nested {
+		written = suffixes[len(suffixes)-1:]
+	}
 	size := 0
-	for _, suffix := range suffixes {
+	for _, suffix := range written {
 		size += base + len(suffix)
 	}
+	var b strings.Builder
 	b.Grow(size)
-	for _, suffix := range suffixes {
+	for _, suffix := range written {
 		b.WriteString(s.prefix)
 		b.WriteByte('{')
 		b.WriteString(id)
@@ -66,7 +75,9 @@ func (s keySpace) appendKeys(dst []any, id string, shard int, suffixes []string)
 	for _, suffix := range suffixes {
 		n := base + len(suffix)
 		dst = append(dst, all[:n])
-		all = all[n:]
+		if !nested {
+			all = all[n:]
+		}
 	}
 	return dst
 }

@@ -42,6 +42,25 @@ func TestKeysLayout(t *testing.T) {
 	}, keysOf(ks, k, log, Unsharded))
 }
 
+// TestAppendKeys: one key per suffix, whether each suffix starts with the
+// one before (so that one string holds every key) or not.
+func TestAppendKeys(t *testing.T) {
+	ks, err := newKeySpace("rl:")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		shard    int
+		suffixes []string
+		want     []any
+	}{
+		{Unsharded, []string{""}, []any{1, "rl:{id}"}},
+		{Unsharded, []string{"", ":seq"}, []any{2, "rl:{id}", "rl:{id}:seq"}},
+		{12, []string{"", ":a", ":ab"}, []any{3, "rl:{id#12}", "rl:{id#12}:a", "rl:{id#12}:ab"}},
+		{0, []string{":b", "", ":a"}, []any{3, "rl:{id#0}:b", "rl:{id#0}", "rl:{id#0}:a"}},
+	} {
+		assert.Equal(t, tc.want, ks.appendKeys(nil, "id", tc.shard, tc.suffixes), "%v", tc.suffixes)
+	}
+}
+
 // keysOf returns the KEYS that the encoder writes for a script call of
 // limit l on k in shard, under the prefix of s.
 func keysOf(s keySpace, k algorithms.Key, l algorithms.Limit, shard int) []string {

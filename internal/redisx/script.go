@@ -62,11 +62,10 @@ type scriptCall struct {
 	eval  bool
 }
 
-// maxArgv is the length of the argv that a scriptCall holds without
-// allocating: EVALSHA, the digest and the number of keys, two keys (as many
-// as the log takes), and the 11 ARGV of a calendar fixed window. A longer
-// argv is allocated.
-const maxArgv = 3 + 2 + 11
+// maxArgv is the length of the longest argv that a scriptCall holds without
+// allocating: the log's, with two keys and ten ARGV, and a calendar fixed
+// window's, with one key and ARGV[11]. A longer one is allocated.
+const maxArgv = 3 + 2 + 10
 
 // waiting reports whether the call's caller still waits for its answer.
 func (c *scriptCall) waiting() bool { return c.ctx == nil || c.ctx.Err() == nil }
