@@ -1,5 +1,7 @@
 // Package lua holds ratewarden's Redis scripts, one per rate limit algorithm,
-// embedded into the binary.
+// embedded into the binary. The table of algorithms (algorithms.Spec) names
+// each algorithm's script and the keys it takes, and redisx.Encoder encodes
+// every call of one.
 //
 // Every script (prelude.lua's helpers, then its own file) follows
 // internal/algorithms/doc.go exactly, bit for bit with
@@ -47,22 +49,15 @@ import (
 //go:embed *.lua
 var files embed.FS
 
-// The names of the scripts, one per algorithm, as Source takes them.
-const (
-	FixedWindow          = "fixed_window.lua"
-	SlidingWindowLog     = "sliding_window_log.lua"
-	SlidingWindowCounter = "sliding_window_counter.lua"
-	TokenBucket          = "token_bucket.lua"
-)
-
 // prelude is the file of helpers every script starts with.
 const prelude = "prelude.lua"
 
 //go:embed prelude.lua
 var preludeSource string
 
-// Source returns the text of the named script, with the helpers of
-// prelude.lua in front of it, ready for EVAL. It is safe for concurrent use.
+// Source returns the text of the named script, such as "token_bucket.lua",
+// with the helpers of prelude.lua in front of it, ready for EVAL. It is safe
+// for concurrent use.
 func Source(name string) (string, error) {
 	if name == prelude {
 		return "", fmt.Errorf("lua: %s is not a script", name)

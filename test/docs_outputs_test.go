@@ -548,7 +548,7 @@ func checkConfigError(s *docSession, lines []string) error {
 	if err := breakConfig(dir, lines[0]); err != nil {
 		return err
 	}
-	_, err := config.Load(dir, config.Options{})
+	_, err := config.LoadContext(context.Background(), dir, config.Options{})
 	if err == nil {
 		return errors.New("the configuration loads without error")
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/redisx"
-	"github.com/ratewarden/ratewarden/lua"
 )
 
 // modeEvalsha names runs of raw script calls.
@@ -64,28 +63,21 @@ func runEvalsha(ctx context.Context, p evalshaParams) (*result, error) {
 		return nil, fmt.Errorf("loadgen: -redis: %w", err)
 	}
 	defer client.Close()
-	keys := make([]string, p.Keys)
-	for i := range keys {
-		keys[i] = "loadgen:{" + p.RunID + "." + strconv.Itoa(i) + "}"
-	}
 	calls := make([]callFunc, p.Concurrency)
 	if p.Script == scriptPeer {
+		keys := runKeys(p.RunID, p.Keys)
 		for i := range calls {
 			rng := rand.New(rand.NewPCG(p.Seed, uint64(i)))
 			calls[i] = peerCaller(client, keys, p.Pipeline, rng)
 		}
 	} else {
-		src, args, err := evalshaScript(p.Script)
+		commands, err := evalshaCommands(ctx, client, p.Script, p.RunID, p.Keys)
 		if err != nil {
-			return nil, err
-		}
-		script := redis.NewScript(src)
-		if err := loadScript(ctx, client, script); err != nil {
 			return nil, err
 		}
 		for i := range calls {
 			rng := rand.New(rand.NewPCG(p.Seed, uint64(i)))
-			calls[i] = evalshaCaller(client, script, scriptKeys(p.Script, keys), args, p.Pipeline, rng)
+			calls[i] = evalshaCaller(client, commands, p.Pipeline, rng)
 		}
 	}
 	r, err := measure(ctx, p.phases, calls)
@@ -96,32 +88,57 @@ func runEvalsha(ctx context.Context, p evalshaParams) (*result, error) {
 	return r, nil
 }
 
-// evalshaScript returns the source of the named script and the arguments of
-// a call.
-func evalshaScript(name string) (string, []any, error) {
+// runKeys returns the keys of the run's calls of the empty script and of
+// the peer's commands, one per limit.
+func runKeys(runID string, keys int) []string {
+	out := make([]string, keys)
+	for i := range out {
+		out[i] = "loadgen:{" + runID + "." + strconv.Itoa(i) + "}"
+	}
+	return out
+}
+
+// evalshaCommands returns the EVALSHA command of the named script for each
+// of the run's keys limits, once the script is cached on every master, so
+// that no call falls back to EVAL. For the empty script it is `return 1` on
+// the limit's key; for an algorithm, the command that the Redis limiter
+// sends (redisx.Encoder) to take 1 hit at Redis TIME from a live limit of
+// `loadgen limits`, which no run reaches.
+func evalshaCommands(ctx context.Context, client redis.UniversalClient, name, runID string, keys int) ([][]any, error) {
+	commands := make([][]any, keys)
 	if name == scriptTrivial {
-		return "return 1", nil, nil
+		script := redis.NewScript("return 1")
+		if err := loadScript(ctx, client, script); err != nil {
+			return nil, err
+		}
+		for i, key := range runKeys(runID, keys) {
+			commands[i] = []any{"evalsha", script.Hash(), 1, key}
+		}
+		return commands, nil
 	}
 	alg, err := algorithms.ParseAlgorithm(name)
 	if err != nil {
-		return "", nil, fmt.Errorf("loadgen: -script %q is not %s, %s or an algorithm", name, scriptTrivial, scriptPeer)
+		return nil, fmt.Errorf("loadgen: -script %q is not %s, %s or an algorithm", name, scriptTrivial, scriptPeer)
 	}
-	src, err := lua.Source(name + ".lua")
+	enc, err := redisx.NewEncoder(redisx.DefaultKeyPrefix, 0)
 	if err != nil {
-		return "", nil, fmt.Errorf("loadgen: %w", err)
+		return nil, fmt.Errorf("loadgen: %w", err)
 	}
-	// take 1 hit at Redis TIME from a limit no run reaches: 10^9 a day, or
-	// the log's largest, 10^5 a day (see lua.go for the arguments).
-	l := algorithms.Limit{Algorithm: alg, Requests: 1_000_000_000, Window: 24 * time.Hour}
-	if alg == algorithms.SlidingWindowLog {
-		l.Requests = algorithms.MaxLogRequests
+	if err := enc.LoadScripts(ctx, client); err != nil {
+		return nil, fmt.Errorf("loadgen: SCRIPT LOAD: %w", err)
 	}
-	burst := ""
-	if alg == algorithms.TokenBucket {
-		burst = strconv.FormatUint(l.Capacity(), 10)
+	limit := algorithms.Limit{Algorithm: alg, Requests: liveLimit(alg), Window: 24 * time.Hour}
+	for i, value := range newKeySpace(runID, keys, false).live {
+		op := algorithms.Op{
+			Key:   algorithms.Key{Domain: defaultDomain, Entries: []algorithms.Entry{{Key: alg.String(), Value: value}}},
+			Limit: limit,
+			Hits:  1,
+		}
+		if commands[i], err = enc.Command(&op, redisx.Unsharded, ""); err != nil {
+			return nil, fmt.Errorf("loadgen: %w", err)
+		}
 	}
-	return src, []any{"take", "", strconv.FormatUint(l.Requests, 10), strconv.FormatInt(l.WindowMicros(), 10), "1", "", "",
-		burst, "0", strconv.FormatUint(l.MaxDebt(), 10)}, nil
+	return commands, nil
 }
 
 // peerCaller returns a worker's call as envoyproxy/ratelimit's fixed window
@@ -161,26 +178,13 @@ func loadScript(ctx context.Context, client redis.UniversalClient, script *redis
 	return nil
 }
 
-// scriptKeys returns the KEYS of each of keys' calls of the named script:
-// the key, and for the sliding window log its sequence counter too.
-func scriptKeys(name string, keys []string) [][]string {
-	per := make([][]string, len(keys))
-	for i, k := range keys {
-		per[i] = []string{k}
-		if name == algorithms.SlidingWindowLog.String() {
-			per[i] = append(per[i], k+":seq")
-		}
-	}
-	return per
-}
-
-// evalshaCaller returns a worker's call: pipeline EVALSHAs on random keys in
-// one round trip. A reply whose first element is 0 (a denial) counts as
-// denied, any other as admitted.
-func evalshaCaller(client redis.UniversalClient, script *redis.Script, keys [][]string, args []any, pipeline int, rng *rand.Rand) callFunc {
+// evalshaCaller returns a worker's call: pipeline of commands, drawn at
+// random, in one round trip. A reply whose first element is 0 (a denial)
+// counts as denied, any other as admitted.
+func evalshaCaller(client redis.UniversalClient, commands [][]any, pipeline int, rng *rand.Rand) callFunc {
 	if pipeline == 1 {
 		return func(ctx context.Context) (int, int, error) {
-			v, err := script.EvalSha(ctx, client, keys[rng.IntN(len(keys))], args...).Result()
+			v, err := client.Do(ctx, commands[rng.IntN(len(commands))]...).Result()
 			if err != nil {
 				return 0, 0, fmt.Errorf("loadgen: EVALSHA: %w", err)
 			}
@@ -194,7 +198,7 @@ func evalshaCaller(client redis.UniversalClient, script *redis.Script, keys [][]
 	return func(ctx context.Context) (int, int, error) {
 		pipe := client.Pipeline()
 		for i := range cmds {
-			cmds[i] = script.EvalSha(ctx, pipe, keys[rng.IntN(len(keys))], args...)
+			cmds[i] = pipe.Do(ctx, commands[rng.IntN(len(commands))]...)
 		}
 		_, err := pipe.Exec(ctx)
 		if err != nil {

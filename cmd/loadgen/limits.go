@@ -24,10 +24,10 @@ const (
 )
 
 // liveLimit returns the requests per day of the live rule of alg: as many as
-// a limit may hold, so that no run reaches it (a sliding window log keeps an
-// entry per hit, so its range is the smallest).
+// a limit may hold, so that no run reaches it (an algorithm that keeps an
+// entry per hit, the log, has the smallest range).
 func liveLimit(alg algorithms.Algorithm) uint64 {
-	if alg == algorithms.SlidingWindowLog {
+	if alg.Spec().EntryPerHit {
 		return algorithms.MaxLogRequests
 	}
 	return 1_000_000_000

@@ -41,3 +41,22 @@ func charged(c, e, n uint64, l Limit) (uint64, uint64) {
 	after := c + min(n, most-c)
 	return after, e + excess(after, max(c, L))
 }
+
+// windowDebt is Limit.MaxDebt of the algorithms whose debt later windows pay
+// off at L each: min(MaxRequests, L·⌊MaxWindow/W⌋), with W the longest of a
+// calendar limit's windows, so that every debt is paid off within MaxWindow;
+// 0 for a limit of 0, which pays nothing off.
+func windowDebt(l Limit) uint64 {
+	if l.Window <= 0 || l.Requests == 0 {
+		return 0
+	}
+	longest := l.Window
+	if l.Calendar {
+		longest = l.windows().longest()
+	}
+	windows := uint64(MaxWindow / longest)
+	if windows >= ceilDiv(MaxRequests, l.Requests) {
+		return MaxRequests
+	}
+	return l.Requests * windows
+}

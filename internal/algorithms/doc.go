@@ -1,6 +1,9 @@
 // Package algorithms holds ratewarden's four rate limit algorithms as pure Go
-// over explicit state and an explicit clock, and an in-memory Limiter built on
-// them.
+// over explicit state and an explicit clock, and the Limiter interface that
+// the backends (internal/memory, internal/redisx) implement with them. The
+// table of algorithms (Spec, in algorithm.go) says, per algorithm, its name,
+// state, script and keys, and how refunds and charges apply: the rest of
+// ratewarden asks the table, never which algorithm a limit has.
 //
 // The code here is the reference: every Lua script under lua/ must give, for
 // any sequence of operations and times, the same decision, remaining and

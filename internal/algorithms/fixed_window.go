@@ -163,3 +163,7 @@ func (s *FixedWindowState) remaining(l Limit) uint64 {
 	}
 	return l.Requests - s.count
 }
+
+// fixedWindowLifetime is Limit.Lifetime of a fixed_window: W, or the longest
+// of its months or years for a calendar one.
+func fixedWindowLifetime(l Limit) time.Duration { return l.windows().longest() }

@@ -7,69 +7,6 @@ import (
 	"time"
 )
 
-// Algorithm names one of the four rate limit algorithms. The zero value is not
-// a valid algorithm; configuration fills in the default.
-type Algorithm uint8
-
-// The algorithms, in the order the documentation lists them.
-const (
-	FixedWindow Algorithm = iota + 1
-	SlidingWindowLog
-	SlidingWindowCounter
-	TokenBucket
-)
-
-// Algorithms lists every valid Algorithm.
-var Algorithms = []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter, TokenBucket}
-
-var algorithmNames = [...]string{
-	FixedWindow:          "fixed_window",
-	SlidingWindowLog:     "sliding_window_log",
-	SlidingWindowCounter: "sliding_window_counter",
-	TokenBucket:          "token_bucket",
-}
-
-// String returns the name used in configuration files, such as "token_bucket".
-func (a Algorithm) String() string {
-	if a.Valid() {
-		return algorithmNames[a]
-	}
-	return fmt.Sprintf("Algorithm(%d)", uint8(a))
-}
-
-// MarshalText returns the algorithm's configuration name.
-func (a Algorithm) MarshalText() ([]byte, error) {
-	if !a.Valid() {
-		return nil, fmt.Errorf("algorithms: no such algorithm %d", uint8(a))
-	}
-	return []byte(a.String()), nil
-}
-
-// UnmarshalText sets a to the algorithm of the configuration name text, as
-// ParseAlgorithm reads it: the one parser of algorithm names for the limits
-// files and the settings.
-func (a *Algorithm) UnmarshalText(text []byte) error {
-	v, err := ParseAlgorithm(string(text))
-	if err != nil {
-		return err
-	}
-	*a = v
-	return nil
-}
-
-// Valid reports whether a is one of the four algorithms.
-func (a Algorithm) Valid() bool { return a >= FixedWindow && a <= TokenBucket }
-
-// ParseAlgorithm returns the Algorithm with the given configuration name.
-func ParseAlgorithm(name string) (Algorithm, error) {
-	for _, a := range Algorithms {
-		if algorithmNames[a] == name {
-			return a, nil
-		}
-	}
-	return 0, fmt.Errorf("algorithms: unknown algorithm %q (want fixed_window, sliding_window_log, sliding_window_counter or token_bucket)", name)
-}
-
 // Ranges of the numbers a Limit may hold. They keep every intermediate value
 // of the maths below 2^53, so the Lua scripts compute exactly what Go does.
 const (
@@ -110,7 +47,7 @@ type Limit struct {
 // Capacity returns the most hits one request can ever be granted: the burst of
 // a token bucket, the limit otherwise.
 func (l Limit) Capacity() uint64 {
-	if l.Algorithm == TokenBucket && l.Burst != 0 {
+	if l.Algorithm.spec().Burst && l.Burst != 0 {
 		return l.Burst
 	}
 	return l.Requests
@@ -122,43 +59,26 @@ func (l Limit) Capacity() uint64 {
 // calendar one) and a sliding window log, 2W for a sliding
 // window counter (its previous window still weighs), and for a token bucket
 // the time it takes to refill from empty, W·⌈B/L⌉ at most. It assumes a clock
-// that does not go back; l must satisfy Validate.
+// that does not go back; l must satisfy Validate. Each algorithm's row of
+// the table of algorithms says how; it is 0 for an invalid algorithm.
 func (l Limit) Lifetime() time.Duration {
-	switch l.Algorithm {
-	case FixedWindow:
-		return l.windows().longest()
-	case SlidingWindowCounter:
-		return 2 * l.Window
-	case TokenBucket:
-		if b := bucketBurst(l); b > l.Requests {
-			// Validate keeps this within MaxWindow.
-			return time.Duration(ceilDiv(b, l.Requests)) * l.Window
-		}
+	if life := l.Algorithm.spec().lifetime; life != nil {
+		return life(l)
 	}
-	return l.Window
+	return 0
 }
 
 // MaxDebt returns D, the most hits a charge may leave recorded beyond L: L
 // for a sliding window log, which stores one entry per hit, and
 // min(MaxRequests, L·⌊MaxWindow/W⌋) for the other algorithms, so that every
 // debt is paid off within MaxWindow and every number stays below 2^53. A
-// limit of 0 pays nothing off, so it takes no debt.
+// limit of 0 pays nothing off, so it takes no debt. Each algorithm's row of
+// the table of algorithms says how; it is 0 for an invalid algorithm.
 func (l Limit) MaxDebt() uint64 {
-	if l.Algorithm == SlidingWindowLog {
-		return l.Requests
+	if debt := l.Algorithm.spec().maxDebt; debt != nil {
+		return debt(l)
 	}
-	if l.Window <= 0 || l.Requests == 0 {
-		return 0
-	}
-	longest := l.Window
-	if l.Calendar {
-		longest = l.windows().longest()
-	}
-	windows := uint64(MaxWindow / longest)
-	if windows >= ceilDiv(MaxRequests, l.Requests) {
-		return MaxRequests
-	}
-	return l.Requests * windows
+	return 0
 }
 
 // WindowMicros returns W in microseconds.
@@ -170,6 +90,7 @@ func (l Limit) SliceMicros() int64 { return l.Window.Microseconds() / SlicesPerW
 // Validate reports whether l is within the ranges the algorithms support. Its
 // errors wrap ErrInvalidLimit and name the offending field.
 func (l Limit) Validate() error {
+	spec := l.Algorithm.spec()
 	switch {
 	case !l.Algorithm.Valid():
 		return fmt.Errorf("%w: unknown algorithm %d", ErrInvalidLimit, l.Algorithm)
@@ -179,18 +100,18 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: window %s is not a whole number of seconds", ErrInvalidLimit, l.Window)
 	case l.Requests > MaxRequests:
 		return fmt.Errorf("%w: requests_per_unit %d exceeds %d", ErrInvalidLimit, l.Requests, uint64(MaxRequests))
-	case l.Algorithm == SlidingWindowLog && l.Requests > MaxLogRequests:
-		return fmt.Errorf("%w: requests_per_unit %d exceeds %d, the most a sliding_window_log keeps (use sliding_window_counter or token_bucket)", ErrInvalidLimit, l.Requests, MaxLogRequests)
-	case l.Burst != 0 && l.Algorithm != TokenBucket:
-		return fmt.Errorf("%w: burst applies only to token_bucket, not %s", ErrInvalidLimit, l.Algorithm)
+	case spec.EntryPerHit && l.Requests > MaxLogRequests:
+		return fmt.Errorf("%w: requests_per_unit %d exceeds %d, the most a %s keeps (use sliding_window_counter or token_bucket)", ErrInvalidLimit, l.Requests, MaxLogRequests, l.Algorithm)
+	case l.Burst != 0 && !spec.Burst:
+		return fmt.Errorf("%w: burst applies only to %s, not %s", ErrInvalidLimit, Names(func(s Spec) bool { return s.Burst }), l.Algorithm)
 	case l.Burst > MaxRequests:
 		return fmt.Errorf("%w: burst %d exceeds %d", ErrInvalidLimit, l.Burst, uint64(MaxRequests))
-	case l.Algorithm == TokenBucket && l.Requests == 0 && l.Burst != 0:
-		return fmt.Errorf("%w: a token_bucket with requests_per_unit 0 never refills, so its burst must be 0", ErrInvalidLimit)
-	case l.Algorithm == TokenBucket && l.Burst*uint64(l.Window/time.Second) > l.Requests*uint64(MaxWindow/time.Second):
-		return fmt.Errorf("%w: a token_bucket with burst %d takes longer than %s to refill at %d per %s", ErrInvalidLimit, l.Burst, MaxWindow, l.Requests, l.Window)
-	case l.Calendar && l.Algorithm != FixedWindow:
-		return fmt.Errorf("%w: calendar windows apply only to fixed_window, not %s", ErrInvalidLimit, l.Algorithm)
+	case spec.Burst && l.Requests == 0 && l.Burst != 0:
+		return fmt.Errorf("%w: a %s with requests_per_unit 0 never refills, so its burst must be 0", ErrInvalidLimit, l.Algorithm)
+	case spec.Burst && l.Burst*uint64(l.Window/time.Second) > l.Requests*uint64(MaxWindow/time.Second):
+		return fmt.Errorf("%w: a %s with burst %d takes longer than %s to refill at %d per %s", ErrInvalidLimit, l.Algorithm, l.Burst, MaxWindow, l.Requests, l.Window)
+	case l.Calendar && !spec.Calendar:
+		return fmt.Errorf("%w: calendar windows apply only to %s, not %s", ErrInvalidLimit, Names(func(s Spec) bool { return s.Calendar }), l.Algorithm)
 	case l.Calendar && l.Window != calendarDay && l.Window != calendarWeek && l.Window != calendarMonth && l.Window != calendarYear:
 		return fmt.Errorf("%w: calendar windows are a day, a week, a month or a year, not %s", ErrInvalidLimit, l.Window)
 	}

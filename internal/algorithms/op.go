@@ -68,6 +68,14 @@ func (op *Op) Identity() string {
 	return Identity(op.Key, op.Limit)
 }
 
+// IdempotentRefund reports whether applying refund op twice gives back no
+// more than applying it once: a refund by the receipt of a take whose
+// algorithm gives back exactly the receipt's entries (Spec.ExactRefund), and
+// nothing once they are gone.
+func (op *Op) IdempotentRefund() bool {
+	return op.Limit.Algorithm.spec().ExactRefund && op.Receipt.Seq != 0
+}
+
 // Receipt records what an admitted Take consumed.
 type Receipt struct {
 	// At is the time of the decision, in microseconds since the Unix epoch.

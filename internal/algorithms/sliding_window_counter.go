@@ -214,3 +214,7 @@ func (s *SlidingWindowCounterState) remaining(L, weight uint64) uint64 {
 	}
 	return L - used
 }
+
+// counterLifetime is Limit.Lifetime of a sliding_window_counter: 2W, since
+// its previous window still weighs.
+func counterLifetime(l Limit) time.Duration { return 2 * l.Window }

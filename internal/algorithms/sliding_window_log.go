@@ -209,3 +209,11 @@ func (s *SlidingWindowLogState) removeRange(ts int64, first, n uint64) {
 	}
 	s.runs = slices.Delete(s.runs, kept, j)
 }
+
+// logLifetime is Limit.Lifetime of a sliding_window_log: W, after which its
+// newest entry has left the window.
+func logLifetime(l Limit) time.Duration { return l.Window }
+
+// logDebt is Limit.MaxDebt of a sliding_window_log: L, since it keeps one
+// entry per hit and never holds more than 2L of them.
+func logDebt(l Limit) uint64 { return l.Requests }

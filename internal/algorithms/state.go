@@ -37,15 +37,8 @@ type State interface {
 // NewState returns a new, empty state for algorithm a, or nil when a is not
 // a valid Algorithm.
 func NewState(a Algorithm) State {
-	switch a {
-	case FixedWindow:
-		return new(FixedWindowState)
-	case SlidingWindowLog:
-		return new(SlidingWindowLogState)
-	case SlidingWindowCounter:
-		return new(SlidingWindowCounterState)
-	case TokenBucket:
-		return new(TokenBucketState)
+	if !a.Valid() {
+		return nil
 	}
-	return nil
+	return specs[a].newState()
 }

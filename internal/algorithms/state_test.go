@@ -217,19 +217,3 @@ func TestLifetime(t *testing.T) {
 		assert.Equal(t, tc.want, tc.l.Lifetime(), "%+v", tc.l)
 	}
 }
-
-// TestAlgorithmText: the names the limits files and the settings use read
-// and write back the same, and an unknown one is refused with the names.
-func TestAlgorithmText(t *testing.T) {
-	for _, a := range algorithms.Algorithms {
-		text, err := a.MarshalText()
-		require.NoError(t, err)
-		var back algorithms.Algorithm
-		require.NoError(t, back.UnmarshalText(text))
-		assert.Equal(t, a, back)
-	}
-	var a algorithms.Algorithm
-	assert.ErrorContains(t, a.UnmarshalText([]byte("leaky")), "want fixed_window, sliding_window_log, sliding_window_counter or token_bucket")
-	_, err := algorithms.Algorithm(9).MarshalText()
-	assert.Error(t, err)
-}

@@ -188,3 +188,13 @@ func (s *TokenBucketState) until(x uint64, q, now int64) int64 {
 	}
 	return base + int64(x)*q
 }
+
+// bucketLifetime is Limit.Lifetime of a token_bucket: the time it takes to
+// refill from empty, W·⌈B/L⌉ at most, and W when B ≤ L.
+func bucketLifetime(l Limit) time.Duration {
+	if b := bucketBurst(l); b > l.Requests {
+		// Validate keeps this within MaxWindow.
+		return time.Duration(ceilDiv(b, l.Requests)) * l.Window
+	}
+	return l.Window
+}

@@ -7,7 +7,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
-// Options holds the settings that apply to every file, and how Load finds
+// Options holds the settings that apply to every file, and how LoadContext finds
 // the files. The zero value is ready to use, and reads files as
 // envoyproxy/ratelimit does with RUNTIME_IGNOREDOTFILES set.
 type Options struct {
@@ -23,19 +23,19 @@ type Options struct {
 	// WildcardPrecedence chooses among several wildcard values of one key
 	// that match a request's value. Zero means FirstWildcard.
 	WildcardPrecedence WildcardPrecedence
-	// DotFiles makes Load read the files and directories whose names start
+	// DotFiles makes LoadContext read the files and directories whose names start
 	// with '.', which it skips otherwise. Kubernetes ConfigMap volumes keep a
 	// second copy of their files under such a directory (..data).
 	DotFiles bool
 	// AllowNegativeHits is the allow_negative_hits of descriptors that do
 	// not set it: whether their rules let is_negative_hits give hits back.
 	AllowNegativeHits bool
-	// MaxBytes is the most bytes the files Load reads may hold together;
-	// past that, Load fails before parsing any. Zero means DefaultMaxBytes.
+	// MaxBytes is the most bytes the files LoadContext reads may hold together;
+	// past that, LoadContext fails before parsing any. Zero means DefaultMaxBytes.
 	MaxBytes int64
 }
 
-// DefaultMaxBytes is the most bytes of limits files Load reads unless
+// DefaultMaxBytes is the most bytes of limits files LoadContext reads unless
 // Options.MaxBytes says otherwise: 32 MiB. A file of 10 MB with 92 000
 // descriptors in block style took the heap to 93 MB at the start and 172 MB
 // on a reload, when the limits in force and the new ones are both held; a

@@ -6,11 +6,11 @@ import (
 )
 
 // Error is a configuration error: what is wrong, and where. Every error that
-// Parse and Load report about a file is an *Error; find it with errors.As.
+// Parse and LoadContext report about a file is an *Error; find it with errors.As.
 // It prints as "file:line: field: message", leaving out the line when it is
 // unknown (0) and the field when the error concerns the whole file.
 type Error struct {
-	// File is the name of the file, as given to Parse or found by Load, or
+	// File is the name of the file, as given to Parse or found by LoadContext, or
 	// the resource, as FromRateLimitConfigs names it.
 	File string
 	// Line is the 1-based line of the offending YAML node, 0 when unknown.

@@ -13,47 +13,39 @@ import (
 	"time"
 )
 
-// ErrNoConfig is wrapped by the error of Load, and of a Watcher's Check,
+// ErrNoConfig is wrapped by the error of LoadContext, and of a Watcher's Check,
 // when the path holds nothing to load: it does not exist, or it is a
 // directory without files. errors.Is(err, fs.ErrNotExist) tells the first
 // case apart.
 var ErrNoConfig = errors.New("config: no configuration files")
 
-// DefaultReadTimeout bounds how long Load, and a Watcher whose options set
-// no ReadTimeout, wait for the files to be read.
+// DefaultReadTimeout bounds how long a Watcher whose options set no
+// ReadTimeout waits for the files to be read.
 const DefaultReadTimeout = 10 * time.Second
 
-// Load reads the configuration at path and parses it with Parse. path is a
-// file, or a directory whose files are all read, in its subdirectories too,
-// as envoyproxy/ratelimit reads its runtime directory: every file, whatever
-// its name ends with, in lexical order of its path. Names starting with '.'
-// are skipped, files and directories, unless opts.DotFiles (Kubernetes
-// ConfigMap volumes keep their real files under such names, ..data and
+// LoadContext reads the configuration at path and parses it with Parse,
+// waiting for the files only until ctx ends. path is a file, or a directory
+// whose files are all read, in its subdirectories too, as
+// envoyproxy/ratelimit reads its runtime directory: every file, whatever its
+// name ends with, in lexical order of its path. Names starting with '.' are
+// skipped, files and directories, unless opts.DotFiles (Kubernetes ConfigMap
+// volumes keep their real files under such names, ..data and
 // ..2026_01_01_…, and expose them through symlinks). Symlinks to files are
 // followed, symlinks to directories are not. A file to be read that is not a
 // regular file (a named pipe, a device or a socket, whose reads may never
 // end) is an error naming it.
 //
-// Load gives up waiting for the files after DefaultReadTimeout; use
-// LoadContext to choose the bound.
+// A read that hangs (a stuck network volume) fails when ctx ends, with an
+// *Error naming the file being read and wrapping ctx's error, and goes on
+// in the background until the operating system gives it up.
 //
 // The files may hold opts.MaxBytes together (DefaultMaxBytes unless it
-// says otherwise); past that, Load fails with an *Error naming the file
-// that went past it, without parsing any.
+// says otherwise); past that, LoadContext fails with an *Error naming the
+// file that went past it, without parsing any.
 //
-// Every error Load returns is an *Error. A path that does not exist, and a
-// directory without files, are errors that wrap ErrNoConfig; the first also
-// wraps fs.ErrNotExist. Load is safe for concurrent use.
-func Load(path string, opts Options) (*Config, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultReadTimeout)
-	defer cancel()
-	return LoadContext(ctx, path, opts)
-}
-
-// LoadContext is Load that waits for the files only until ctx ends: a read
-// that hangs (a stuck network volume) then fails with an *Error naming the
-// file being read and wrapping ctx's error, and goes on in the background
-// until the operating system gives it up.
+// Every error LoadContext returns is an *Error. A path that does not exist,
+// and a directory without files, are errors that wrap ErrNoConfig; the
+// first also wraps fs.ErrNotExist. LoadContext is safe for concurrent use.
 func LoadContext(ctx context.Context, path string, opts Options) (*Config, error) {
 	s := startRead(path, opts).wait(ctx)
 	if s.err != nil {
@@ -136,7 +128,7 @@ func (r *read) hungError(cause error) *Error {
 	return &Error{File: r.current, Msg: "cannot read: " + why + " (a hung volume?)", Err: cause}
 }
 
-// scan reads the files that Load parses, telling reading the name of each
+// scan reads the files that LoadContext parses, telling reading the name of each
 // before it is opened, and fails once they hold more than maxBytes.
 func scan(path string, dotFiles bool, maxBytes int64, reading func(name string)) scanned {
 	budget := &readBudget{max: maxBytes}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +14,14 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
+
+// load reads and parses the configuration at path as the server's loader
+// does, waiting for the files at most DefaultReadTimeout.
+func load(path string, opts Options) (*Config, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultReadTimeout)
+	defer cancel()
+	return LoadContext(ctx, path, opts)
+}
 
 // write creates the file dir/name holding data.
 func write(t *testing.T, dir, name, data string) string {
@@ -30,7 +39,7 @@ const (
 func TestLoadFile(t *testing.T) {
 	dir := t.TempDir()
 	path := write(t, dir, "limits.conf", edgeYAML) // a named file loads whatever its extension
-	c, err := Load(path, Options{DefaultAlgorithm: algorithms.FixedWindow})
+	c, err := load(path, Options{DefaultAlgorithm: algorithms.FixedWindow})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"edge"}, c.Domains())
 	assert.Equal(t, []string{path}, c.Files())
@@ -56,7 +65,7 @@ func TestLoadDirectory(t *testing.T) {
 	write(t, filepath.Join(dir, ".git"), "config.yaml", "domain: git\n")
 	require.NoError(t, os.Symlink("team", filepath.Join(dir, "linked")))
 
-	c, err := Load(dir, Options{})
+	c, err := load(dir, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"deep", "edge", "noext", "other"}, c.Domains())
 	assert.Equal(t, []string{
@@ -66,7 +75,7 @@ func TestLoadDirectory(t *testing.T) {
 		filepath.Join(sub, "deep.conf"),
 	}, c.Files())
 
-	c, err = Load(dir, Options{DotFiles: true})
+	c, err = load(dir, Options{DotFiles: true})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"deep", "edge", "git", "hidden", "noext", "other"}, c.Domains())
 }
@@ -83,7 +92,7 @@ func TestLoadKubernetesConfigMap(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join("..data", "edge.yaml"), filepath.Join(dir, "edge.yaml")))
 	require.NoError(t, os.Symlink(filepath.Join("..data", "other.yml"), filepath.Join(dir, "other.yml")))
 
-	c, err := Load(dir, Options{})
+	c, err := load(dir, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"edge", "other"}, c.Domains())
 	assert.Equal(t, []string{filepath.Join(dir, "edge.yaml"), filepath.Join(dir, "other.yml")}, c.Files())
@@ -95,7 +104,7 @@ func TestLoadKubernetesConfigMap(t *testing.T) {
 func TestLoadErrors(t *testing.T) {
 	t.Run("missing path", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "nope")
-		_, err := Load(path, Options{})
+		_, err := load(path, Options{})
 		var e *Error
 		require.True(t, errors.As(err, &e), "%v", err)
 		assert.Equal(t, path, e.File)
@@ -108,7 +117,7 @@ func TestLoadErrors(t *testing.T) {
 		dir := t.TempDir()
 		write(t, dir, ".x.yaml", "domain: x\n")
 		require.NoError(t, os.Mkdir(filepath.Join(dir, "empty"), 0o755))
-		_, err := Load(dir, Options{})
+		_, err := load(dir, Options{})
 		var e *Error
 		require.True(t, errors.As(err, &e), "%v", err)
 		assert.Equal(t, &Error{File: dir, Msg: "no configuration files in directory", Err: ErrNoConfig}, e)
@@ -118,7 +127,7 @@ func TestLoadErrors(t *testing.T) {
 		dir := t.TempDir()
 		write(t, dir, "a.yaml", edgeYAML)
 		notes := write(t, dir, "notes.txt", "not: [yaml")
-		_, err := Load(dir, Options{})
+		_, err := load(dir, Options{})
 		var e *Error
 		require.True(t, errors.As(err, &e), "%v", err)
 		assert.Equal(t, notes, e.File)
@@ -129,7 +138,7 @@ func TestLoadErrors(t *testing.T) {
 		write(t, dir, "a.yaml", edgeYAML)
 		link := filepath.Join(dir, "gone.yaml")
 		require.NoError(t, os.Symlink(filepath.Join(dir, "..data", "gone.yaml"), link))
-		_, err := Load(dir, Options{})
+		_, err := load(dir, Options{})
 		var e *Error
 		require.True(t, errors.As(err, &e), "%v", err)
 		assert.Equal(t, link, e.File)
@@ -139,7 +148,7 @@ func TestLoadErrors(t *testing.T) {
 		dir := t.TempDir()
 		write(t, dir, "a.yaml", edgeYAML)
 		bad := write(t, dir, "b.yaml", "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n")
-		_, err := Load(dir, Options{})
+		_, err := load(dir, Options{})
 		var e *Error
 		require.True(t, errors.As(err, &e), "%v", err)
 		assert.Equal(t, bad, e.File)
@@ -150,7 +159,7 @@ func TestLoadErrors(t *testing.T) {
 		dir := t.TempDir()
 		write(t, dir, "a.yaml", edgeYAML)
 		second := write(t, dir, "b.yaml", "# again\n"+edgeYAML)
-		_, err := Load(dir, Options{})
+		_, err := load(dir, Options{})
 		var e *Error
 		require.True(t, errors.As(err, &e), "%v", err)
 		assert.Equal(t, second, e.File)
@@ -169,17 +178,17 @@ func TestLoadRefusesMoreThanMaxBytes(t *testing.T) {
 	last := write(t, dir, "b.yaml", otherYAML)
 	both := int64(len(edgeYAML) + len(otherYAML))
 
-	c, err := Load(dir, Options{MaxBytes: both})
+	c, err := load(dir, Options{MaxBytes: both})
 	require.NoError(t, err)
 	assert.Len(t, c.Domains(), 2)
 
-	_, err = Load(dir, Options{MaxBytes: both - 1})
+	_, err = load(dir, Options{MaxBytes: both - 1})
 	var e *Error
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, last, e.File)
 	assert.Equal(t, fmt.Sprintf("%s: cannot read: the limits files hold %d bytes up to this one, more than the %d they may hold (RLS_CONFIG_MAX_BYTES)", last, both, both-1), err.Error())
 
-	_, err = Load(last, Options{MaxBytes: 10})
+	_, err = load(last, Options{MaxBytes: 10})
 	assert.ErrorContains(t, err, fmt.Sprintf("hold %d bytes up to this one, more than the 10 they may hold (RLS_CONFIG_MAX_BYTES)", len(otherYAML)))
 	assert.Equal(t, int64(DefaultMaxBytes), Options{}.maxBytes())
 }

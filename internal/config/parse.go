@@ -632,12 +632,13 @@ func (p *fileParser) limit(fs fields, at *yaml.Node, path string, def algorithms
 	if algAt != nil {
 		if alg, err = algorithms.ParseAlgorithm(algName); err != nil {
 			e := p.errorf(algAt, joinPath(path, "algorithm"),
-				"unknown algorithm %q (want fixed_window, sliding_window_log, sliding_window_counter or token_bucket)", algName)
+				"unknown algorithm %q (want %s)", algName, algorithms.Names(nil))
 			e.Err = err
 			return l, e
 		}
-		if calendar && alg != algorithms.FixedWindow {
-			return l, p.errorf(calendarAt, joinPath(path, "calendar"), "calendar windows apply only to fixed_window, not %s", alg)
+		if calendar && !alg.Spec().Calendar {
+			return l, p.errorf(calendarAt, joinPath(path, "calendar"), "calendar windows apply only to %s, not %s",
+				algorithms.Names(func(s algorithms.Spec) bool { return s.Calendar }), alg)
 		}
 	}
 
@@ -646,8 +647,9 @@ func (p *fileParser) limit(fs fields, at *yaml.Node, path string, def algorithms
 	if v, ok, err := p.get(fs, path, "burst"); err != nil {
 		return l, err
 	} else if ok {
-		if alg != algorithms.TokenBucket {
-			return l, p.errorf(v.at, v.path, "burst applies only to token_bucket, not %s", alg)
+		if !alg.Spec().Burst {
+			return l, p.errorf(v.at, v.path, "burst applies only to %s, not %s",
+				algorithms.Names(func(s algorithms.Spec) bool { return s.Burst }), alg)
 		}
 		if burst, err = p.uint(v, 1, algorithms.MaxRequests); err != nil {
 			return l, err

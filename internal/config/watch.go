@@ -141,7 +141,7 @@ func (w *Watcher) Load(ctx context.Context) (*Config, error) {
 // Check reads the files at the path. When what it reads is what the last
 // Check (or Load) read, it reports changed false, and nothing else.
 // Otherwise it reports changed true and either the new Config or the error,
-// an *Error as Load's, that keeps it from loading. A content that failed to
+// an *Error as LoadContext's, that keeps it from loading. A content that failed to
 // load is not reported again until it changes.
 //
 // Check waits for the files until ctx ends or for the ReadTimeout, and a

@@ -2,6 +2,7 @@ package envoymodel_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -44,7 +45,7 @@ func frontProxy(t *testing.T) envoymodel.HTTPListener {
 // exampleLimits loads the example limits in config/.
 func exampleLimits(t *testing.T) *config.Config {
 	t.Helper()
-	c, err := config.Load(repoFile("config"), config.Options{})
+	c, err := config.LoadContext(context.Background(), repoFile("config"), config.Options{})
 	require.NoError(t, err)
 	return c
 }

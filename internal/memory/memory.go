@@ -180,19 +180,6 @@ func take(st algorithms.State, op *algorithms.Op, now time.Time) algorithms.Resu
 	return st.Take(op.Limit, now, op.Hits)
 }
 
-// Len returns the number of states held, counting expired ones that have not
-// been dropped yet.
-func (m *Limiter) Len() int {
-	n := 0
-	for i := range m.shards {
-		sh := &m.shards[i]
-		sh.mu.Lock()
-		n += len(sh.entries)
-		sh.mu.Unlock()
-	}
-	return n
-}
-
 // Close stops the background sweep and waits for it to return. Do keeps
 // working afterwards; expired states are then dropped only when touched.
 // Close may be called more than once.

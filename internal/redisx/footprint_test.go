@@ -80,7 +80,7 @@ func TestFootprint(t *testing.T) {
 			}
 		}
 
-		keys := lim.keys.keys(key, limit, unsharded)
+		keys := keysOf(lim.enc.keys, key, limit, Unsharded)
 		bytes := func() int64 {
 			var total int64
 			for _, k := range keys {
@@ -208,7 +208,7 @@ func TestLogFootprintAsDocumented(t *testing.T) {
 			require.True(t, res[0].Allowed)
 			left -= hits
 		}
-		keys := lim.keys.keys(key, limit, unsharded)
+		keys := keysOf(lim.enc.keys, key, limit, Unsharded)
 		var bytes int64
 		for _, k := range keys {
 			n, err := client.MemoryUsage(ctx, k, 0).Result()

@@ -4,32 +4,25 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
 // DefaultKeyPrefix is the prefix of every key a Limiter writes unless
 // WithKeyPrefix says otherwise.
 const DefaultKeyPrefix = "ratewarden:"
 
-// unsharded is the shard number of a limit that is not split.
-const unsharded = -1
-
-// seqSuffix ends the key of a sliding window log's sequence counter.
-const seqSuffix = ":seq"
-
 // keySpace builds the Redis keys of every limit under one prefix:
 //
 //	<prefix>{<identity>}<suffix>          a limit that is not split
 //	<prefix>{<identity>#<shard>}<suffix>  shard i of a split limit
 //
-// where identity is algorithms.Identity of the limit. The hash tag holds the
-// identity and the shard, so all keys of one limit (and shard) live in one
-// Redis Cluster slot, and different shards of a hot limit spread over the
-// cluster. The mapping is injective: the prefix holds no brace and the
-// identity holds none, so the first '{' and the first '}' delimit the tag; an
-// identity always ends in ":<window seconds>", so a trailing "#<digits>" can
-// only be a shard.
+// where identity is algorithms.Identity of the limit and the suffixes are
+// those its algorithm's script takes (algorithms.Spec.Keys). The hash tag
+// holds the identity and the shard, so all keys of one limit (and shard)
+// live in one Redis Cluster slot, and different shards of a hot limit spread
+// over the cluster. The mapping is injective: the prefix holds no brace and
+// the identity holds none, so the first '{' and the first '}' delimit the
+// tag; an identity always ends in ":<window seconds>", so a trailing
+// "#<digits>" can only be a shard.
 type keySpace struct {
 	prefix string
 }
@@ -43,41 +36,48 @@ func newKeySpace(prefix string) (keySpace, error) {
 	return keySpace{prefix: prefix}, nil
 }
 
-// tag returns the hash tag of the state that l keeps for k in shard
-// (unsharded, or a shard number ≥ 0), braces included.
-func (s keySpace) tag(k algorithms.Key, l algorithms.Limit, shard int) string {
-	return strings.TrimPrefix(s.state(algorithms.Identity(k, l), shard, ""), s.prefix)
-}
-
-// state returns the key of the state of the limit of identity id in shard,
-// followed by suffix, built in one allocation.
-func (s keySpace) state(id string, shard int, suffix string) string {
+// appendKeys appends to dst the number of keys, then the keys of the state
+// of the limit of identity id in shard (Unsharded, or a shard number ≥ 0),
+// one per suffix: a script's numkeys and KEYS. The keys are parts of one
+// string: the last key alone when each suffix starts with the one before
+// (as the log's "" and ":seq" do), else all the keys one after the other.
+func (s keySpace) appendKeys(dst []any, id string, shard int, suffixes []string) []any {
+	var digits [20]byte
+	var tagShard []byte
+	if shard != Unsharded {
+		tagShard = strconv.AppendInt(append(digits[:0], '#'), int64(shard), 10)
+	}
+	base := len(s.prefix) + 1 + len(id) + len(tagShard) + 1
+	nested := true
+	for i := 1; i < len(suffixes); i++ {
+		nested = nested && strings.HasPrefix(suffixes[i], suffixes[i-1])
+	}
+	written := suffixes
+	if nested {
+		written = suffixes[len(suffixes)-1:]
+	}
+	size := 0
+	for _, suffix := range written {
+		size += base + len(suffix)
+	}
 	var b strings.Builder
-	b.Grow(len(s.prefix) + len(id) + 16 + len(suffix))
-	b.WriteString(s.prefix)
-	b.WriteByte('{')
-	b.WriteString(id)
-	if shard != unsharded {
-		var digits [20]byte
-		b.WriteByte('#')
-		b.Write(strconv.AppendInt(digits[:0], int64(shard), 10))
+	b.Grow(size)
+	for _, suffix := range written {
+		b.WriteString(s.prefix)
+		b.WriteByte('{')
+		b.WriteString(id)
+		b.Write(tagShard)
+		b.WriteByte('}')
+		b.WriteString(suffix)
 	}
-	b.WriteByte('}')
-	b.WriteString(suffix)
-	return b.String()
-}
-
-// keys returns the KEYS of l's script for k in shard: the state key, and for
-// a sliding window log also its sequence counter.
-func (s keySpace) keys(k algorithms.Key, l algorithms.Limit, shard int) []string {
-	return s.scriptKeys(algorithms.Identity(k, l), l.Algorithm, shard)
-}
-
-// scriptKeys is keys for the limit of identity id and algorithm a.
-func (s keySpace) scriptKeys(id string, a algorithms.Algorithm, shard int) []string {
-	base := s.state(id, shard, "")
-	if a == algorithms.SlidingWindowLog {
-		return []string{base, base + seqSuffix}
+	all := b.String()
+	dst = append(dst, len(suffixes))
+	for _, suffix := range suffixes {
+		n := base + len(suffix)
+		dst = append(dst, all[:n])
+		if !nested {
+			all = all[n:]
+		}
 	}
-	return []string{base}
+	return dst
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,12 +34,42 @@ func TestKeysLayout(t *testing.T) {
 	fw := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Minute}
 	log := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Window: time.Hour}
 
-	assert.Equal(t, []string{"rl:{edge|api_key=a%7Bb%7D#1|fixed_window:60}"}, ks.keys(k, fw, unsharded))
-	assert.Equal(t, []string{"rl:{edge|api_key=a%7Bb%7D#1|fixed_window:60#3}"}, ks.keys(k, fw, 3))
+	assert.Equal(t, []string{"rl:{edge|api_key=a%7Bb%7D#1|fixed_window:60}"}, keysOf(ks, k, fw, Unsharded))
+	assert.Equal(t, []string{"rl:{edge|api_key=a%7Bb%7D#1|fixed_window:60#3}"}, keysOf(ks, k, fw, 3))
 	assert.Equal(t, []string{
 		"rl:{edge|api_key=a%7Bb%7D#1|sliding_window_log:3600}",
 		"rl:{edge|api_key=a%7Bb%7D#1|sliding_window_log:3600}:seq",
-	}, ks.keys(k, log, unsharded))
+	}, keysOf(ks, k, log, Unsharded))
+}
+
+// TestAppendKeys: one key per suffix, whether each suffix starts with the
+// one before (so that one string holds every key) or not.
+func TestAppendKeys(t *testing.T) {
+	ks, err := newKeySpace("rl:")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		shard    int
+		suffixes []string
+		want     []any
+	}{
+		{Unsharded, []string{""}, []any{1, "rl:{id}"}},
+		{Unsharded, []string{"", ":seq"}, []any{2, "rl:{id}", "rl:{id}:seq"}},
+		{12, []string{"", ":a", ":ab"}, []any{3, "rl:{id#12}", "rl:{id#12}:a", "rl:{id#12}:ab"}},
+		{0, []string{":b", "", ":a"}, []any{3, "rl:{id#0}:b", "rl:{id#0}", "rl:{id#0}:a"}},
+	} {
+		assert.Equal(t, tc.want, ks.appendKeys(nil, "id", tc.shard, tc.suffixes), "%v", tc.suffixes)
+	}
+}
+
+// keysOf returns the KEYS that the encoder writes for a script call of
+// limit l on k in shard, under the prefix of s.
+func keysOf(s keySpace, k algorithms.Key, l algorithms.Limit, shard int) []string {
+	args := s.appendKeys(nil, algorithms.Identity(k, l), shard, l.Algorithm.Spec().Keys)
+	keys := make([]string, args[0].(int))
+	for i := range keys {
+		keys[i] = args[1+i].(string)
+	}
+	return keys
 }
 
 // keyInput is everything a key is built from.
@@ -77,7 +108,7 @@ func randomKeyInput(r *rand.Rand) keyInput {
 			Requests:  r.Uint64N(3),
 			Window:    time.Duration(1+r.IntN(3)) * time.Second,
 		},
-		shard: unsharded,
+		shard: Unsharded,
 	}
 	if r.IntN(2) == 0 {
 		in.shard = r.IntN(12)
@@ -103,7 +134,7 @@ func TestKeysInjective(t *testing.T) {
 		ks, err := newKeySpace(in.prefix)
 		require.NoError(t, err)
 		want := in.canonical()
-		for _, key := range ks.keys(in.key, in.limit, in.shard) {
+		for _, key := range keysOf(ks, in.key, in.limit, in.shard) {
 			if got, ok := owner[key]; ok {
 				require.Equal(t, got, want, "two inputs share key %q", key)
 			}
@@ -119,8 +150,12 @@ func TestKeysHashTag(t *testing.T) {
 		in := randomKeyInput(r)
 		ks, err := newKeySpace(in.prefix)
 		require.NoError(t, err)
-		tag := ks.tag(in.key, in.limit, in.shard)
-		for _, key := range ks.keys(in.key, in.limit, in.shard) {
+		tag := "{" + algorithms.Identity(in.key, in.limit)
+		if in.shard != Unsharded {
+			tag += "#" + strconv.Itoa(in.shard)
+		}
+		tag += "}"
+		for _, key := range keysOf(ks, in.key, in.limit, in.shard) {
 			// Redis hashes the text between the first '{' and the first '}'
 			// after it.
 			open := strings.IndexByte(key, '{')
@@ -142,7 +177,7 @@ func TestKeysShareOneClusterSlot(t *testing.T) {
 		in.limit.Algorithm = algorithms.SlidingWindowLog // the one with two keys
 		ks, err := newKeySpace(in.prefix)
 		require.NoError(t, err)
-		keys := ks.keys(in.key, in.limit, in.shard)
+		keys := keysOf(ks, in.key, in.limit, in.shard)
 		require.Len(t, keys, 2)
 		first, err := cluster.KeySlot(ctx, keys[0])
 		require.NoError(t, err)
@@ -160,7 +195,7 @@ func TestKeysShareOneClusterSlot(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1000, Window: time.Second}
 	shardSlots := map[int]bool{}
 	for shard := range 16 {
-		slot, err := cluster.KeySlot(ctx, ks.keys(k, l, shard)[0])
+		slot, err := cluster.KeySlot(ctx, keysOf(ks, k, l, shard)[0])
 		require.NoError(t, err)
 		shardSlots[slot] = true
 	}

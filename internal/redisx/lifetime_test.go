@@ -39,7 +39,7 @@ func TestKeysLiveNoLongerThanTheLifetime(t *testing.T) {
 					op := algorithms.Op{Key: key, Limit: l, Hits: rng.Uint64N(l.Capacity() + 1), Refund: rng.IntN(5) == 0}
 					_, err := lim.Do(ctx, []algorithms.Op{op})
 					require.NoError(t, err)
-					for _, k := range lim.keys.keys(key, l, unsharded) {
+					for _, k := range keysOf(lim.enc.keys, key, l, Unsharded) {
 						ttl, err := client.PTTL(ctx, k).Result()
 						require.NoError(t, err)
 						require.LessOrEqual(t, ttl, l.Lifetime()+time.Millisecond, "%s after step %d of %+v", k, step, l)
@@ -90,7 +90,7 @@ func TestKeysOutliveTheirState(t *testing.T) {
 		t.Run(a.String(), func(t *testing.T) {
 			l := algorithms.Limit{Algorithm: a, Requests: 5, Window: time.Second}
 			key := algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: "outlive"}}}
-			k := lim.keys.keys(key, l, unsharded)[0]
+			k := keysOf(lim.enc.keys, key, l, Unsharded)[0]
 			kept := 0
 			for step := range 60 {
 				time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/lua"
 )
 
 // Limiter applies rate limit operations to state kept in Redis, each Op as one
@@ -22,14 +21,11 @@ import (
 // standalone server, Sentinel and Redis Cluster alike. It implements
 // algorithms.Limiter and is safe for concurrent use.
 type Limiter struct {
-	client  redis.UniversalClient
-	keys    keySpace
-	clock   func() time.Time
-	intN    func(n int) int
-	slack   any // milliseconds every key is kept past its state's expiry, as ARGV[9]
-	args    argCache
-	scripts [algorithms.TokenBucket + 1]*script
-	co      *coalescer // nil without coalescing
+	client redis.UniversalClient
+	enc    *Encoder
+	clock  func() time.Time
+	intN   func(n int) int
+	co     *coalescer
 	// outcomes receives what became of the ops of failed Do calls; it is
 	// never nil.
 	outcomes func([]algorithms.Outcome)
@@ -59,9 +55,9 @@ type limiterOptions struct {
 const DefaultCoalescingWorkers = 1
 
 // WithCoalescing makes concurrent Do calls share pipelines: up to workers
-// pipelines are in flight at once, each carrying the calls that were waiting
-// when it left. 0 sends every Do in a pipeline of its own. The default is
-// DefaultCoalescingWorkers per CPU, and at least 2.
+// pipelines, at least 1, are in flight at once, each carrying the calls that
+// were waiting when it left. The default is DefaultCoalescingWorkers per
+// CPU, and at least 2.
 func WithCoalescing(workers int) Option {
 	return func(o *limiterOptions) { o.workers = workers }
 }
@@ -119,47 +115,33 @@ func NewLimiter(client redis.UniversalClient, opts ...Option) (*Limiter, error) 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	keys, err := newKeySpace(o.prefix)
+	var slack time.Duration
+	if o.clock != nil {
+		slack = clockSlack
+	}
+	enc, err := NewEncoder(o.prefix, slack)
 	if err != nil {
 		return nil, err
 	}
-	if o.intN == nil {
+	switch {
+	case o.intN == nil:
 		return nil, errors.New("redisx: nil random source")
-	}
-	if o.grace < 0 {
+	case o.grace < 0:
 		return nil, errors.New("redisx: negative grace")
+	case o.workers < 1:
+		return nil, fmt.Errorf("redisx: coalescing needs at least 1 pipeline in flight, not %d", o.workers)
 	}
-	l := &Limiter{client: client, keys: keys, clock: o.clock, intN: o.intN, slack: "0", outcomes: o.outcomes}
+	l := &Limiter{client: client, enc: enc, clock: o.clock, intN: o.intN, outcomes: o.outcomes}
 	if l.outcomes == nil {
 		l.outcomes = func([]algorithms.Outcome) {}
 	}
-	if o.clock != nil {
-		l.slack = strconv.FormatInt(clockSlack.Milliseconds(), 10)
-	}
-	names := [...]string{
-		algorithms.FixedWindow:          lua.FixedWindow,
-		algorithms.SlidingWindowLog:     lua.SlidingWindowLog,
-		algorithms.SlidingWindowCounter: lua.SlidingWindowCounter,
-		algorithms.TokenBucket:          lua.TokenBucket,
-	}
-	for _, a := range algorithms.Algorithms {
-		if l.scripts[a], err = loadScript(names[a]); err != nil {
-			return nil, err
-		}
-	}
-	if o.workers > 0 {
-		l.co = newCoalescer(client, o.workers, o.grace, l.outcomes)
-	}
+	l.co = newCoalescer(client, o.workers, o.grace, l.outcomes)
 	return l, nil
 }
 
 // Close stops the Limiter's coalescing workers; Do then fails. It does not
 // close the client.
-func (l *Limiter) Close() {
-	if l.co != nil {
-		l.co.close()
-	}
-}
+func (l *Limiter) Close() { l.co.close() }
 
 // maxBatch bounds the calls of one Do that travel to Redis together. A
 // larger Do sends its calls in batches of maxBatch, one batch after the
@@ -170,8 +152,7 @@ func (l *Limiter) Close() {
 // travel whole.
 const maxBatch = 64
 
-// run sends calls, coalesced with other Do calls' when coalescing is on, in
-// batches of at most maxBatch calls (the first of them in b, which may be
+// run sends calls, coalesced with other Do calls', in batches of at most maxBatch calls (the first of them in b, which may be
 // nil). When it fails, what became of each call is reported (see
 // WithOutcomes): the calls of the batches answered before as applied, those
 // of the batches never sent as not applied, and those of the batch that
@@ -198,20 +179,13 @@ func (l *Limiter) run(ctx context.Context, calls []*scriptCall, b *batch) error 
 	return nil
 }
 
-// runBatch sends one batch of calls, in b when coalescing (nil: a new
-// batch), and reports what became of them when it fails.
+// runBatch sends one batch of calls in b (nil: a new batch); the
+// coalescer reports what became of them when it fails.
 func (l *Limiter) runBatch(ctx context.Context, calls []*scriptCall, b *batch) error {
-	if l.co != nil {
-		if b == nil {
-			b = new(batch)
-		}
-		return l.co.run(ctx, calls, b)
+	if b == nil {
+		b = new(batch)
 	}
-	err := runScripts(ctx, l.client, calls)
-	if err != nil {
-		l.outcomes(outcomesOf(calls, time.Now()))
-	}
-	return err
+	return l.co.run(ctx, calls, b)
 }
 
 // Do applies ops, each atomically on its own limit's state, and returns one
@@ -329,13 +303,13 @@ func (l *Limiter) now() string {
 	return strconv.FormatInt(l.clock().UnixMicro(), 10)
 }
 
-// pickShard returns the shard op goes to first: unsharded when its limit is
+// pickShard returns the shard op goes to first: Unsharded when its limit is
 // not split, the receipt's shard for a refund that has one, and a random
 // shard otherwise.
 func (l *Limiter) pickShard(op *algorithms.Op) int {
 	n := shardCount(op)
 	if n <= 1 {
-		return unsharded
+		return Unsharded
 	}
 	if op.Refund && op.Receipt != (algorithms.Receipt{}) && int(op.Receipt.Shard) < n {
 		return int(op.Receipt.Shard)
@@ -359,7 +333,7 @@ func shardCount(op *algorithms.Op) int {
 // ⌊L/n⌋, plus one for the first L mod n shards, so the shares sum to L; the
 // same for the burst of a token bucket.
 func shardLimit(l algorithms.Limit, n, i int) algorithms.Limit {
-	if i == unsharded {
+	if i == Unsharded {
 		return l
 	}
 	share := func(v uint64) uint64 {
@@ -371,7 +345,7 @@ func shardLimit(l algorithms.Limit, n, i int) algorithms.Limit {
 	}
 	burst := l.Capacity()
 	l.Requests = share(l.Requests)
-	if l.Algorithm == algorithms.TokenBucket {
+	if l.Algorithm.Spec().Burst {
 		l.Burst = share(burst)
 	}
 	return l
@@ -387,52 +361,8 @@ type oneOp struct {
 
 // call builds the script run of op on shard at now in c, and returns c.
 func (l *Limiter) call(c *scriptCall, op *algorithms.Op, shard int, now any) *scriptCall {
-	lim := shardLimit(op.Limit, shardCount(op), shard)
-	capacity := lim.Capacity()
-	debt := lim.MaxDebt()
-	hits := op.Hits
-	var mode any = "take" // constants: boxed without allocating
-	switch {
-	case op.Refund:
-		mode = "refund"
-		// No state holds more than 4·MaxRequests hits (a sliding window
-		// counter's two windows of up to L + D recorded hits each, a count
-		// or a bucket in debt holding less), so giving back more gives back
-		// everything; the bound keeps the number exact in Lua.
-		hits = min(hits, 4*algorithms.MaxRequests+1)
-	case op.Charge:
-		mode = "record"
-		if op.Debt {
-			mode = "charge"
-		}
-		// A charge records at most capacity + D, and is over the limit
-		// whatever it asks beyond that.
-		hits = min(hits, capacity+debt+1)
-	default:
-		// Asking for more than the capacity is denied whatever the excess.
-		hits = min(hits, capacity+1)
-	}
-	var at, seq any = "", ""
-	if op.Refund && (op.Receipt.At != 0 || op.Receipt.Seq != 0) {
-		at = strconv.FormatInt(op.Receipt.At, 10)
-		seq = strconv.FormatUint(op.Receipt.Seq, 10)
-	}
-	la := l.args.get(lim)
-	s := l.scripts[lim.Algorithm]
-	*c = scriptCall{op: *op, shard: shard, script: s}
-	c.argv = append(c.buf[:0], "evalsha", s.shaArg)
-	if lim.Algorithm == algorithms.SlidingWindowLog {
-		// One string holds both keys: the state's is a prefix of the
-		// sequence counter's.
-		seqKey := l.keys.state(op.Identity(), shard, seqSuffix)
-		c.argv = append(c.argv, 2, seqKey[:len(seqKey)-len(seqSuffix)], seqKey)
-	} else {
-		c.argv = append(c.argv, 1, l.keys.state(op.Identity(), shard, ""))
-	}
-	c.argv = append(c.argv, mode, now, la.requests, la.window, hitsArg(hits), at, seq, la.capacity, l.slack, la.debt)
-	if la.calendar != "" {
-		c.argv = append(c.argv, la.calendar)
-	}
+	*c = scriptCall{op: *op, shard: shard, script: l.enc.script(op.Limit.Algorithm)}
+	c.argv = l.enc.appendCommand(c.buf[:0], op, shard, now)
 	return c
 }
 
@@ -458,7 +388,7 @@ func (r reply) result(op *algorithms.Op, shard int) algorithms.Result {
 	}
 	if r.allowed && !op.Refund && !op.Charge {
 		res.Receipt = algorithms.Receipt{At: r.at, Seq: r.seq}
-		if shard != unsharded {
+		if shard != Unsharded {
 			res.Receipt.Shard = uint32(shard)
 		}
 	}

@@ -145,9 +145,9 @@ func TestLimiterKeysExpire(t *testing.T) {
 							found := false
 							for shard := range max(int(shards), 1) {
 								if shards <= 1 {
-									shard = unsharded
+									shard = Unsharded
 								}
-								for _, key := range ks.keys(k, l, shard) {
+								for _, key := range keysOf(ks, k, l, shard) {
 									ttl, err := client.PTTL(ctx, key).Result()
 									require.NoError(t, err)
 									if ttl == -2 {
@@ -257,7 +257,7 @@ func TestLimiterShards(t *testing.T) {
 			ks, err := newKeySpace(prefix)
 			require.NoError(t, err)
 			for shard, want := range []int64{1, 0, 0, 0} {
-				n, err := client.Exists(ctx, ks.keys(k, l, shard)...).Result()
+				n, err := client.Exists(ctx, keysOf(ks, k, l, shard)...).Result()
 				require.NoError(t, err)
 				assert.Equal(t, want, n, "shard %d", shard)
 			}
@@ -336,7 +336,7 @@ func TestShardLimitsSumToTheLimit(t *testing.T) {
 		require.GreaterOrEqual(t, n, 1)
 		require.LessOrEqual(t, n, max(int(op.Shards), 1))
 		if n == 1 {
-			require.Equal(t, l, shardLimit(l, n, unsharded))
+			require.Equal(t, l, shardLimit(l, n, Unsharded))
 			continue
 		}
 		var requests, burst uint64
@@ -365,6 +365,8 @@ func TestNewLimiterRejects(t *testing.T) {
 	assert.Error(t, err)
 	_, err = NewLimiter(client, WithRandom(nil))
 	assert.Error(t, err)
+	_, err = NewLimiter(client, WithCoalescing(0))
+	assert.ErrorContains(t, err, "at least 1 pipeline")
 }
 
 func TestLimiterErrors(t *testing.T) {
@@ -409,7 +411,7 @@ func TestLimiterErrors(t *testing.T) {
 			// decision.
 			ks, err := newKeySpace(prefix)
 			require.NoError(t, err)
-			key := ks.keys(op.Key, op.Limit, unsharded)[0]
+			key := keysOf(ks, op.Key, op.Limit, Unsharded)[0]
 			require.NoError(t, client.Set(ctx, key, "not a hash", time.Minute).Err())
 			_, err = lim.Do(ctx, []algorithms.Op{op})
 			var redisErr redis.Error
@@ -452,8 +454,9 @@ func TestDecodeReply(t *testing.T) {
 // integers, read as the scripts' own replies are: each is an error.
 func TestScriptReplyOfTheWrongType(t *testing.T) {
 	client := redistest.SharedStandalone(t).Client(t)
-	lim, err := NewLimiter(client, WithKeyPrefix(testPrefix(t)), WithCoalescing(0))
+	lim, err := NewLimiter(client, WithKeyPrefix(testPrefix(t)))
 	require.NoError(t, err)
+	t.Cleanup(lim.Close)
 	op := algorithms.Op{Key: algorithms.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Minute}, Hits: 1}
 	for name, src := range map[string]string{
 		"not an array": "return 'OK'",
@@ -463,9 +466,9 @@ func TestScriptReplyOfTheWrongType(t *testing.T) {
 	} {
 		bad := &script{name: "bad", src: src, sha: strings.Repeat("0", 40)}
 		bad.shaArg = bad.sha
-		call := lim.call(new(scriptCall), &op, unsharded, "")
+		call := lim.call(new(scriptCall), &op, Unsharded, "")
 		call.script, call.argv[1] = bad, bad.shaArg
-		err := runScripts(context.Background(), client, []*scriptCall{call})
+		err := lim.run(context.Background(), []*scriptCall{call}, nil)
 		if err == nil {
 			_, err = call.result()
 		}
@@ -475,6 +478,6 @@ func TestScriptReplyOfTheWrongType(t *testing.T) {
 
 func TestResultCapsTheReset(t *testing.T) {
 	op := algorithms.Op{Hits: 1}
-	r := reply{allowed: true, reset: 1<<63 - 1}.result(&op, unsharded)
+	r := reply{allowed: true, reset: 1<<63 - 1}.result(&op, Unsharded)
 	assert.Equal(t, time.Duration(maxResetMicros)*time.Microsecond, r.ResetAfter)
 }

@@ -24,17 +24,22 @@ type script struct {
 	sha  string
 	// shaArg is sha boxed once, as EVALSHA's argument.
 	shaArg any
+	// keys are the suffixes of the keys it takes (algorithms.Spec.Keys).
+	keys []string
 }
 
-// loadScript reads the embedded script called name.
-func loadScript(name string) (*script, error) {
-	src, err := lua.Source(name)
+// loadScript reads the embedded script of the algorithm that spec describes.
+func loadScript(spec algorithms.Spec) (*script, error) {
+	src, err := lua.Source(spec.Script)
 	if err != nil {
-		return nil, fmt.Errorf("redisx: %w", err)
+		return nil, fmt.Errorf("redisx: %s: %w", spec.Name, err)
+	}
+	if len(spec.Keys) == 0 {
+		return nil, fmt.Errorf("redisx: %s: the script takes no keys", spec.Name)
 	}
 	sum := sha1.Sum([]byte(src))
 	sha := hex.EncodeToString(sum[:])
-	return &script{name: name, src: src, sha: sha, shaArg: sha}, nil
+	return &script{name: spec.Script, src: src, sha: sha, shaArg: sha, keys: spec.Keys}, nil
 }
 
 // scriptCall is one run of a script: its keys and arguments, and once run,
@@ -57,8 +62,9 @@ type scriptCall struct {
 	eval  bool
 }
 
-// maxArgv is the length of the longest argv: the log's, with two keys, and a
-// calendar fixed window's, with ARGV[11].
+// maxArgv is the length of the longest argv that a scriptCall holds without
+// allocating: the log's, with two keys and ten ARGV, and a calendar fixed
+// window's, with one key and ARGV[11]. A longer one is allocated.
 const maxArgv = 3 + 2 + 10
 
 // waiting reports whether the call's caller still waits for its answer.
@@ -123,23 +129,14 @@ func (c *scriptCall) command(ctx context.Context) *redis.IntSliceCmd {
 // command, although the command may have run: for a script that takes hits,
 // that counts them twice. With NoRetry it still follows MOVED and ASK
 // redirects and redials a cluster node it could not reach, which never
-// re-run anything; runScripts sends again only what certainly did not run.
+// re-run anything; execScripts sends again only what certainly did not run.
 type sentOnce struct{ *redis.IntSliceCmd }
 
 // NoRetry tells go-redis not to send the command again.
 func (sentOnce) NoRetry() bool { return true }
 
-// runScripts runs every call in one pipelined round trip with EVALSHA (a
-// cluster client splits the pipeline per node), and returns an error
-// wrapping the first failure of any call, or nil when every call has a
-// reply. See execScripts for what is sent again.
-func runScripts(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) error {
-	execScripts(ctx, client, calls, clientRetries(client))
-	return callsError(calls)
-}
-
-// execScripts runs calls in one pipeline and leaves each call's outcome in
-// its command. A call is sent again, in a further pipeline of such calls,
+// execScripts runs calls in one pipeline with EVALSHA (a cluster client
+// splits it per node) and leaves each call's outcome in its command. A call is sent again, in a further pipeline of such calls,
 // only when its failure proves that it did not run: a node that lacked the
 // script (NOSCRIPT: sent again once, with EVAL, which also caches it there),
 // and up to retries times a connection that could not be had (a refused or
@@ -244,28 +241,8 @@ func isNoScript(err error) bool {
 	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
 
-// Prepare loads every script into the script cache of every node Redis has:
-// the server, or each master and replica of a cluster (so that a replica
-// promoted by a failover has them too). It also opens a connection to each.
-// Run it when the backend becomes reachable, so that the first decisions do
-// not pay for connecting and for sending the scripts' text.
-func (l *Limiter) Prepare(ctx context.Context) error {
-	load := func(ctx context.Context, c redis.Scripter) error {
-		for _, s := range l.scripts[algorithms.FixedWindow:] {
-			sha, err := c.ScriptLoad(ctx, s.src).Result()
-			if err != nil {
-				return fmt.Errorf("redisx: load %s: %w", s.name, err)
-			}
-			if sha != s.sha {
-				return fmt.Errorf("redisx: load %s: server digest %s, want %s", s.name, sha, s.sha)
-			}
-		}
-		return nil
-	}
-	if cluster, ok := l.client.(*redis.ClusterClient); ok {
-		return cluster.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
-			return load(ctx, node)
-		})
-	}
-	return load(ctx, l.client)
-}
+// Prepare loads every script into the script cache of every node Redis has
+// (see Encoder.LoadScripts), and opens a connection to each. Run it when the
+// backend becomes reachable, so that the first decisions do not pay for
+// connecting and for sending the scripts' text.
+func (l *Limiter) Prepare(ctx context.Context) error { return l.enc.LoadScripts(ctx, l.client) }

@@ -119,7 +119,8 @@ func TestPrepareLoadsEveryScriptEverywhere(t *testing.T) {
 			flushScripts(t, masters)
 			require.NoError(t, lim.Prepare(ctx))
 			for _, m := range masters {
-				for _, s := range lim.scripts[algorithms.FixedWindow:] {
+				for _, a := range algorithms.Algorithms {
+					s := lim.enc.script(a)
 					exists, err := m.ScriptExists(ctx, s.sha).Result()
 					require.NoError(t, err)
 					require.Equal(t, []bool{true}, exists, "%s on %s", s.name, m.Options().Addr)

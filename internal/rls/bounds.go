@@ -148,10 +148,10 @@ func (b *Bounds) checkHits(i int, hits uint64, l algorithms.Limit) error {
 		return status.Errorf(codes.InvalidArgument,
 			"rls: descriptors[%d] asks for %d hits, more than the %d one descriptor may take or give back (RLS_MAX_HITS): send them in several requests",
 			i, hits, b.MaxHits)
-	case l.Algorithm == algorithms.SlidingWindowLog && hits > b.MaxLogHits:
+	case l.Algorithm.Spec().EntryPerHit && hits > b.MaxLogHits:
 		return status.Errorf(codes.InvalidArgument,
-			"rls: descriptors[%d] asks for %d hits of a sliding_window_log, more than the %d it may take or give back at once (RLS_MAX_LOG_HITS), since the log keeps one entry per hit: send fewer, or limit it with a token_bucket or sliding_window_counter",
-			i, hits, b.MaxLogHits)
+			"rls: descriptors[%d] asks for %d hits of a %s, more than the %d it may take or give back at once (RLS_MAX_LOG_HITS), since the log keeps one entry per hit: send fewer, or limit it with a token_bucket or sliding_window_counter",
+			i, hits, l.Algorithm, b.MaxLogHits)
 	}
 	return nil
 }
@@ -159,10 +159,10 @@ func (b *Bounds) checkHits(i int, hits uint64, l algorithms.Limit) error {
 // checkOverride refuses the limit override l of descriptor i when its state
 // would be too large or live too long.
 func (b *Bounds) checkOverride(i int, l algorithms.Limit) error {
-	if l.Algorithm == algorithms.SlidingWindowLog && l.Requests > b.MaxOverrideLogSize {
+	if l.Algorithm.Spec().EntryPerHit && l.Requests > b.MaxOverrideLogSize {
 		return status.Errorf(codes.InvalidArgument,
-			"rls: descriptors[%d].limit.requests_per_unit %d is more than the %d entries a limit override may give a sliding_window_log (RLS_MAX_OVERRIDE_LOG_SIZE): ask for fewer, or configure the limit in a rule",
-			i, l.Requests, b.MaxOverrideLogSize)
+			"rls: descriptors[%d].limit.requests_per_unit %d is more than the %d entries a limit override may give a %s (RLS_MAX_OVERRIDE_LOG_SIZE): ask for fewer, or configure the limit in a rule",
+			i, l.Requests, b.MaxOverrideLogSize, l.Algorithm)
 	}
 	if life := l.Lifetime(); life > b.MaxOverrideLifetime {
 		return status.Errorf(codes.InvalidArgument,

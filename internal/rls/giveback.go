@@ -106,7 +106,7 @@ func (s *Service) Settle(outcomes []algorithms.Outcome) {
 			switch {
 			case o.Fate == algorithms.Applied:
 				s.giveBacks.ran(op)
-			case o.Fate == algorithms.NotApplied, idempotentRefund(op):
+			case o.Fate == algorithms.NotApplied, op.IdempotentRefund():
 				s.giveBacks.add(op, now)
 			default:
 				s.giveBacks.forget(op)
@@ -132,13 +132,6 @@ func (s *Service) deferCharges(ops []algorithms.Op, now time.Time) {
 			s.giveBacks.add(op, now)
 		}
 	}
-}
-
-// idempotentRefund reports whether running refund op twice gives back no
-// more than running it once: a sliding window log's refund by receipt
-// removes the receipt's entries, and nothing once they are gone.
-func idempotentRefund(op algorithms.Op) bool {
-	return op.Limit.Algorithm == algorithms.SlidingWindowLog && op.Receipt.Seq != 0
 }
 
 // The give-back queue's fixed choices.

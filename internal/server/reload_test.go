@@ -198,7 +198,7 @@ func TestConfigStateReloaded(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.yaml")
 	require.NoError(t, writeFile(path, reloadYAML(3)))
-	first, err := config.Load(path, config.Options{})
+	first, err := config.LoadContext(context.Background(), path, config.Options{})
 	require.NoError(t, err)
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
@@ -212,7 +212,7 @@ func TestConfigStateReloaded(t *testing.T) {
 
 	// A failure keeps the configuration and is logged with its place.
 	require.NoError(t, writeFile(path, "domain: reload\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: -1}\n"))
-	_, loadErr := config.Load(path, config.Options{})
+	_, loadErr := config.LoadContext(context.Background(), path, config.Options{})
 	require.Error(t, loadErr)
 	t1 := t0.Add(time.Minute)
 	c.apply(config.Update{Err: loadErr}, t1)
@@ -228,7 +228,7 @@ func TestConfigStateReloaded(t *testing.T) {
 
 	// A success replaces it, and clears the error.
 	require.NoError(t, writeFile(path, reloadYAML(9)))
-	second, err := config.Load(path, config.Options{})
+	second, err := config.LoadContext(context.Background(), path, config.Options{})
 	require.NoError(t, err)
 	t2 := t1.Add(time.Minute)
 	logs.Reset()

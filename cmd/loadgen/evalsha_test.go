@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/redisx"
+)
+
+// TestEvalshaCallsAreTheLimiters: an evalsha run calls an algorithm's
+// script as the Redis limiter does, on the state the server keeps for the
+// same descriptor of `loadgen limits`: after one call, the limiter finds the
+// hit taken. On a cluster, the log's two keys share a slot.
+func TestEvalshaCallsAreTheLimiters(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range []struct {
+		name   string
+		client func(t *testing.T) redis.UniversalClient
+	}{
+		{"standalone", func(t *testing.T) redis.UniversalClient { return redistest.Standalone(t).Client(t) }},
+		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.NewCluster(t).Client(t) }},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			client := b.client(t)
+			lim, err := redisx.NewLimiter(client)
+			require.NoError(t, err)
+			t.Cleanup(lim.Close)
+			for _, alg := range algorithms.Algorithms {
+				const runID, keys = "evalsha-test", 3
+				commands, err := evalshaCommands(ctx, client, alg.String(), runID, keys)
+				require.NoError(t, err)
+				require.Len(t, commands, keys)
+				reply, err := client.Do(ctx, commands[1]...).Result()
+				require.NoError(t, err, "%s", alg)
+				require.True(t, admitted(reply), "%s: %v", alg, reply)
+
+				value := newKeySpace(runID, keys, false).live[1]
+				check := algorithms.Op{
+					Key:   algorithms.Key{Domain: defaultDomain, Entries: []algorithms.Entry{{Key: alg.String(), Value: value}}},
+					Limit: algorithms.Limit{Algorithm: alg, Requests: liveLimit(alg), Window: 24 * time.Hour},
+				}
+				res, err := lim.Do(ctx, []algorithms.Op{check})
+				require.NoError(t, err)
+				require.Equal(t, liveLimit(alg)-1, res[0].Remaining, "%s: the limiter sees the hit of the evalsha call", alg)
+			}
+		})
+	}
+}

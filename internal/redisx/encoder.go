@@ -1,0 +1,141 @@
+package redisx
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+)
+
+// Unsharded is the shard of a limit that is not split.
+const Unsharded = -1
+
+// Encoder encodes the script call that applies an Op to its limit's state:
+// the EVALSHA command of the script of the limit's algorithm, with the KEYS
+// of the state (of one shard, for a split limit) and the ARGV that the lua
+// package lists. It is the one encoder of a script call: the Limiter, its
+// tests and the load generator all use it. The table of algorithms
+// (algorithms.Spec) says which script and which keys each algorithm takes.
+// An Encoder is safe for concurrent use.
+type Encoder struct {
+	keys keySpace
+	// slack is ARGV[9], how long every key is kept past its state's
+	// expiry, in milliseconds.
+	slack any
+	args  argCache
+	// scripts holds the script of each algorithm, by Algorithm.
+	scripts []*script
+}
+
+// NewEncoder returns the Encoder of keys that start with prefix, which must
+// not contain '{' or '}'; every key is kept slack longer than its state needs
+// (ARGV[9]). It reads the embedded scripts, and does not contact Redis.
+func NewEncoder(prefix string, slack time.Duration) (*Encoder, error) {
+	keys, err := newKeySpace(prefix)
+	if err != nil {
+		return nil, err
+	}
+	if slack < 0 {
+		return nil, fmt.Errorf("redisx: negative key slack %s", slack)
+	}
+	e := &Encoder{keys: keys, slack: strconv.FormatInt(slack.Milliseconds(), 10)}
+	e.scripts = make([]*script, len(algorithms.Algorithms)+1)
+	for _, a := range algorithms.Algorithms {
+		if e.scripts[a], err = loadScript(a.Spec()); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// Command returns the EVALSHA command that applies op at now, in
+// microseconds since the Unix epoch or "" for the Redis server's TIME, to
+// the given shard of its limit (Unsharded for a limit that is not split):
+// "evalsha", the script's digest, the number of keys, the KEYS and the
+// ARGV. It fails when op's limit is invalid (algorithms.ErrInvalidLimit).
+func (e *Encoder) Command(op *algorithms.Op, shard int, now string) ([]any, error) {
+	if err := op.Limit.Validate(); err != nil {
+		return nil, fmt.Errorf("redisx: %w", err)
+	}
+	return e.appendCommand(make([]any, 0, maxArgv), op, shard, now), nil
+}
+
+// LoadScripts loads the script of every algorithm into the script cache of
+// every node that client reaches: the server, or each master and replica of
+// a cluster (so that a replica promoted by a failover has them too), so
+// that its commands run without falling back to EVAL.
+func (e *Encoder) LoadScripts(ctx context.Context, client redis.UniversalClient) error {
+	load := func(ctx context.Context, c redis.Scripter) error {
+		for _, s := range e.scripts {
+			if s == nil {
+				continue
+			}
+			sha, err := c.ScriptLoad(ctx, s.src).Result()
+			if err != nil {
+				return fmt.Errorf("redisx: load %s: %w", s.name, err)
+			}
+			if sha != s.sha {
+				return fmt.Errorf("redisx: load %s: server digest %s, want %s", s.name, sha, s.sha)
+			}
+		}
+		return nil
+	}
+	if cluster, ok := client.(*redis.ClusterClient); ok {
+		return cluster.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+			return load(ctx, node)
+		})
+	}
+	return load(ctx, client)
+}
+
+// script returns the script of algorithm a, which must be valid.
+func (e *Encoder) script(a algorithms.Algorithm) *script { return e.scripts[a] }
+
+// appendCommand is Command, appended to dst, for an op whose limit is
+// valid, with now boxed once by the caller for all the calls of a Do. It
+// boxes what it must once per limit (argCache), and builds the keys in one
+// string.
+func (e *Encoder) appendCommand(dst []any, op *algorithms.Op, shard int, now any) []any {
+	lim := shardLimit(op.Limit, shardCount(op), shard)
+	capacity := lim.Capacity()
+	hits := op.Hits
+	var mode any = "take" // constants: boxed without allocating
+	switch {
+	case op.Refund:
+		mode = "refund"
+		// No state holds more than 4·MaxRequests hits (a sliding window
+		// counter's two windows of up to L + D recorded hits each, a count
+		// or a bucket in debt holding less), so giving back more gives back
+		// everything; the bound keeps the number exact in Lua.
+		hits = min(hits, 4*algorithms.MaxRequests+1)
+	case op.Charge:
+		mode = "record"
+		if op.Debt {
+			mode = "charge"
+		}
+		// A charge records at most capacity + D, and is over the limit
+		// whatever it asks beyond that.
+		hits = min(hits, capacity+lim.MaxDebt()+1)
+	default:
+		// Asking for more than the capacity is denied whatever the excess.
+		hits = min(hits, capacity+1)
+	}
+	var at, seq any = "", ""
+	if op.Refund && (op.Receipt.At != 0 || op.Receipt.Seq != 0) {
+		at = strconv.FormatInt(op.Receipt.At, 10)
+		seq = strconv.FormatUint(op.Receipt.Seq, 10)
+	}
+	la := e.args.get(lim)
+	s := e.script(lim.Algorithm)
+	dst = append(dst, "evalsha", s.shaArg)
+	dst = e.keys.appendKeys(dst, op.Identity(), shard, s.keys)
+	dst = append(dst, mode, now, la.requests, la.window, hitsArg(hits), at, seq, la.capacity, e.slack, la.debt)
+	if la.calendar != "" {
+		dst = append(dst, la.calendar)
+	}
+	return dst
+}

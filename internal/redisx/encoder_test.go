@@ -1,0 +1,135 @@
+package redisx
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/lua"
+)
+
+// digest returns the SHA-1 digest of algorithm a's script, as EVALSHA names it.
+func digest(t *testing.T, a algorithms.Algorithm) string {
+	t.Helper()
+	src, err := lua.Source(a.Spec().Script)
+	require.NoError(t, err)
+	sum := sha1.Sum([]byte(src))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestEncoderCommand pins the commands of ops of every kind to the layout
+// that lua.go documents: the script of the limit's algorithm, its keys (the
+// log's two), and ARGV[1] to ARGV[11], a shard's share of a split limit.
+func TestEncoderCommand(t *testing.T) {
+	enc, err := NewEncoder("rl:", 0)
+	require.NoError(t, err)
+	key := algorithms.Key{Domain: "edge", Entries: []algorithms.Entry{{Key: "api_key", Value: "a"}}}
+	const now = "1790000000000000"
+	for _, tc := range []struct {
+		name  string
+		op    algorithms.Op
+		shard int
+		want  []any
+	}{
+		{
+			name: "take",
+			op:   algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 100, Window: time.Minute}, Hits: 2},
+			// D = 100 · ⌊3650 days / 1 minute⌋.
+			shard: Unsharded,
+			want: []any{"evalsha", digest(t, algorithms.FixedWindow), 1, "rl:{edge|api_key=a|fixed_window:60}",
+				"take", now, "100", "60000000", "2", "", "", "100", "0", "525600000"},
+		},
+		{
+			name:  "take of more than the limit",
+			op:    algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Requests: 100, Window: time.Minute}, Hits: 1_000_000},
+			shard: Unsharded,
+			want: []any{"evalsha", digest(t, algorithms.SlidingWindowCounter), 1, "rl:{edge|api_key=a|sliding_window_counter:60}",
+				"take", now, "100", "60000000", "101", "", "", "100", "0", "525600000"},
+		},
+		{
+			name: "refund by receipt to a shard of a log",
+			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Window: time.Hour}, Hits: 1, Shards: 4,
+				Refund: true, Receipt: algorithms.Receipt{At: 1789999999000000, Seq: 7, Shard: 3}},
+			// Shard 3 of 4 holds ⌊10/4⌋ = 2; the log's D is its L.
+			shard: 3,
+			want: []any{"evalsha", digest(t, algorithms.SlidingWindowLog), 2,
+				"rl:{edge|api_key=a|sliding_window_log:3600#3}", "rl:{edge|api_key=a|sliding_window_log:3600#3}:seq",
+				"refund", now, "2", "3600000000", "1", "1789999999000000", "7", "2", "0", "2"},
+		},
+		{
+			name: "charge with a debt",
+			op:   algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Burst: 20, Window: time.Second}, Hits: 1000, Charge: true, Debt: true},
+			// D = 10 · ⌊3650 days / 1 second⌋.
+			shard: Unsharded,
+			want: []any{"evalsha", digest(t, algorithms.TokenBucket), 1, "rl:{edge|api_key=a|token_bucket:1}",
+				"charge", now, "10", "1000000", "1000", "", "", "20", "0", "3153600000"},
+		},
+		{
+			name: "record in a calendar month",
+			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: 30 * 24 * time.Hour, Calendar: true},
+				Hits: 7, Charge: true},
+			// D = 5 · ⌊3650 days / 31 days⌋, the longest month.
+			shard: Unsharded,
+			want: []any{"evalsha", digest(t, algorithms.FixedWindow), 1, "rl:{edge|api_key=a|fixed_window:2592000:calendar}",
+				"record", now, "5", "2592000000000", "7", "", "", "5", "0", "585", "month"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := enc.Command(&tc.op, tc.shard, now)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			assert.LessOrEqual(t, len(got), maxArgv, "a scriptCall holds it without allocating")
+		})
+	}
+}
+
+// TestEncoderSlackAndServerTime: the slack is ARGV[9] in milliseconds, and
+// an empty now asks the script for Redis TIME.
+func TestEncoderSlackAndServerTime(t *testing.T) {
+	enc, err := NewEncoder(DefaultKeyPrefix, clockSlack)
+	require.NoError(t, err)
+	op := algorithms.Op{Key: algorithms.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1, Window: time.Second}, Hits: 1}
+	got, err := enc.Command(&op, Unsharded, "")
+	require.NoError(t, err)
+	assert.Equal(t, "ratewarden:{d|token_bucket:1}", got[3])
+	assert.Equal(t, "", got[5], "ARGV[2]")
+	assert.Equal(t, "86400000", got[12], "ARGV[9]")
+}
+
+// TestEncoderRejects: a prefix that would break the hash tag, a negative
+// slack, and an op whose limit is invalid.
+func TestEncoderRejects(t *testing.T) {
+	_, err := NewEncoder("a{b", 0)
+	assert.ErrorContains(t, err, "must not contain")
+	_, err = NewEncoder("rl:", -time.Second)
+	assert.ErrorContains(t, err, "negative")
+	enc, err := NewEncoder("rl:", 0)
+	require.NoError(t, err)
+	for _, l := range []algorithms.Limit{
+		{Requests: 1, Window: time.Second},
+		{Algorithm: algorithms.FixedWindow, Requests: 1, Window: 1500 * time.Millisecond},
+		{Algorithm: algorithms.FixedWindow, Requests: 1, Burst: 2, Window: time.Second},
+	} {
+		_, err := enc.Command(&algorithms.Op{Limit: l, Hits: 1}, Unsharded, "")
+		assert.ErrorIs(t, err, algorithms.ErrInvalidLimit, "%+v", l)
+	}
+}
+
+// TestEncoderHasEveryScript: the encoder holds the script of every
+// algorithm of the table, with the keys the table gives it.
+func TestEncoderHasEveryScript(t *testing.T) {
+	enc, err := NewEncoder("rl:", 0)
+	require.NoError(t, err)
+	for _, a := range algorithms.Algorithms {
+		s := enc.script(a)
+		require.NotNil(t, s, "%s", a)
+		assert.Equal(t, a.Spec().Script, s.name)
+		assert.Equal(t, digest(t, a), s.sha)
+		assert.Equal(t, a.Spec().Keys, s.keys)
+	}
+}
