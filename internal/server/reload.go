@@ -72,7 +72,7 @@ type configState struct {
 	log     *slog.Logger
 
 	mu     sync.Mutex
-	status rls.ConfigStatus
+	status ConfigStatus
 	hooks  []func(error)
 }
 
@@ -82,7 +82,7 @@ func newConfigState(service *rls.Service, source string, cfg *config.Config, now
 	return &configState{
 		service: service,
 		log:     logger,
-		status:  rls.ConfigStatus{Config: cfg, Source: source, LoadedAt: now},
+		status:  ConfigStatus{Config: cfg, Source: source, LoadedAt: now},
 	}
 }
 
@@ -92,13 +92,13 @@ func newXDSConfigState(service *rls.Service, source string, logger *slog.Logger)
 	return &configState{
 		service: service,
 		log:     logger,
-		status:  rls.ConfigStatus{Source: source, Resources: true},
+		status:  ConfigStatus{Source: source, Resources: true},
 	}
 }
 
 // Status returns the configuration in force, when it was loaded and how the
 // last reload went.
-func (c *configState) Status() rls.ConfigStatus {
+func (c *configState) Status() ConfigStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.status
