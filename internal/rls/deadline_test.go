@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
@@ -239,6 +241,40 @@ func newDelayService(t *testing.T, delay time.Duration, opts Options) (*Service,
 // failure mode's answer: its limited status carries the time until reset.
 func decided(resp *rlsv3.RateLimitResponse) bool {
 	return len(resp.GetStatuses()) > 0 && resp.GetStatuses()[0].GetDurationUntilReset() != nil
+}
+
+// TestLongDeadlineIsTheBudget has callers that allow 2s ask a backend that
+// answers in 50ms, with a backend timeout of 10ms: the caller's deadline,
+// not the backend timeout, is the budget, so each gets a decision, and the
+// circuit breaker, which 20 failures would open, stays closed.
+func TestLongDeadlineIsTheBudget(t *testing.T) {
+	opts := DefaultOptions()
+	opts.BackendTimeout = 10 * time.Millisecond
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	require.NoError(t, err)
+	mem := memory.New()
+	t.Cleanup(mem.Close)
+	lim := &delayLimiter{inner: mem, delay: 50 * time.Millisecond}
+	b, err := breaker.New(lim, breaker.Options{Failures: breaker.DefaultFailures})
+	require.NoError(t, err)
+	svc := newService(t, b, cfg, opts)
+
+	var wg sync.WaitGroup
+	for i := range 2 * breaker.DefaultFailures {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			resp, err := svc.ShouldRateLimit(ctx, request(desc("counter", fmt.Sprint(i))))
+			if assert.NoError(t, err, "a decision, not the failure mode") {
+				assert.True(t, decided(resp), "decided by the backend")
+				assert.Equal(t, ok, resp.GetOverallCode())
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, breaker.Closed, b.State(), "slow answers are no failures")
+	d := lim.lastDeadline(t)
+	assert.Greater(t, time.Until(d), time.Second, "the backend got the caller's time, less the reserve")
 }
 
 // TestNoDeadlineGetsTheBackendTimeout has a caller that sends no deadline:

@@ -33,8 +33,6 @@ domain: test
 descriptors:
   - key: login
     rate_limit: {unit: minute, requests_per_unit: 5, algorithm: sliding_window_log, name: logins}
-  - key: counter
-    rate_limit: {unit: minute, unit_multiplier: 5, requests_per_unit: 100}
 `
 
 func desc(k, v string) *ratelimitv3.RateLimitDescriptor {
@@ -44,8 +42,6 @@ func desc(k, v string) *ratelimitv3.RateLimitDescriptor {
 func request(descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
 	return &rlsv3.RateLimitRequest{Domain: "test", Descriptors: descs}
 }
-
-const ok = rlsv3.RateLimitResponse_OK
 
 // recorder is an Observer that keeps everything it is told.
 type recorder struct {
@@ -301,79 +297,6 @@ func TestBreakerStaysClosedOnALoadedHost(t *testing.T) {
 	_, err = svc.ShouldRateLimit(context.Background(), request(desc("login", "fast")))
 	assert.Equal(t, codes.Unavailable, status.Code(err))
 	assert.Equal(t, Open, b.State(), "timeouts with no answer at all")
-}
-
-// delayLimiter answers through inner after delay, as a backend on a busy
-// host does, unless the call's context ends first; it records the deadline
-// of every call.
-type delayLimiter struct {
-	inner algorithms.Limiter
-	delay time.Duration
-
-	mu        sync.Mutex
-	deadlines []time.Time
-}
-
-func (l *delayLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	d, _ := ctx.Deadline()
-	l.mu.Lock()
-	l.deadlines = append(l.deadlines, d)
-	l.mu.Unlock()
-	timer := time.NewTimer(l.delay)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return l.inner.Do(ctx, ops)
-}
-
-// lastDeadline returns the deadline of the latest call.
-func (l *delayLimiter) lastDeadline(t *testing.T) time.Time {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	require.NotEmpty(t, l.deadlines, "the backend was called")
-	return l.deadlines[len(l.deadlines)-1]
-}
-
-// decided reports whether resp is a decision of the backend, not the
-// failure mode's answer: its limited status carries the time until reset.
-func decided(resp *rlsv3.RateLimitResponse) bool {
-	return len(resp.GetStatuses()) > 0 && resp.GetStatuses()[0].GetDurationUntilReset() != nil
-}
-
-// TestLongDeadlineIsTheBudget has callers that allow 2s ask a backend that
-// answers in 50ms, with a backend timeout of 10ms: the caller's deadline,
-// not the backend timeout, is the budget, so each gets a decision, and the
-// circuit breaker, which 20 failures would open, stays closed.
-func TestLongDeadlineIsTheBudget(t *testing.T) {
-	mem := memory.New()
-	t.Cleanup(mem.Close)
-	lim := &delayLimiter{inner: mem, delay: 50 * time.Millisecond}
-	b, err := New(lim, Options{Failures: DefaultFailures})
-	require.NoError(t, err)
-	opts := rls.DefaultOptions()
-	opts.BackendTimeout = 10 * time.Millisecond
-	svc := newService(t, b, opts)
-
-	var wg sync.WaitGroup
-	for i := range 2 * DefaultFailures {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			resp, err := svc.ShouldRateLimit(ctx, request(desc("counter", fmt.Sprint(i))))
-			if assert.NoError(t, err, "a decision, not the failure mode") {
-				assert.True(t, decided(resp), "decided by the backend")
-				assert.Equal(t, ok, resp.GetOverallCode())
-			}
-		})
-	}
-	wg.Wait()
-	assert.Equal(t, Closed, b.State(), "slow answers are no failures")
-	d := lim.lastDeadline(t)
-	assert.Greater(t, time.Until(d), time.Second, "the backend got the caller's time, less the reserve")
 }
 
 // TestNewRefusesInvalidOptions: New refuses a negative option, naming it.
