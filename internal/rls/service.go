@@ -9,15 +9,12 @@ import (
 	"errors"
 	"log/slog"
 	"math"
-	"strconv"
 	"sync/atomic"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
@@ -201,6 +198,52 @@ func tooLate(caller context.Context, reserve time.Duration, now time.Time) error
 	return nil
 }
 
+// observeDecisions tells the observer what each limit of p decided.
+func (s *Service) observeDecisions(p *plan, results []algorithms.Result) {
+	if _, nop := s.observer.(nopObserver); nop {
+		return
+	}
+	for i, r := range results {
+		op := &p.ops[i]
+		if op.Refund {
+			continue
+		}
+		l := p.limits[i]
+		d := LimitDecision{
+			Domain:     p.domain,
+			Descriptor: p.descs[l.desc].metricKey,
+			Limit:      l.limit.Name,
+			Algorithm:  op.Limit.Algorithm,
+			Window:     op.Limit.Window,
+			Override:   l.override,
+			Hits:       op.Hits,
+			Charge:     op.Charge,
+		}
+		if r.Allowed {
+			d.NearLimit = s.nearLimit(op.Limit.Capacity(), r.Remaining)
+		} else {
+			d.OverLimit = true
+			d.Shadowed = l.shadow
+		}
+		s.observer.ObserveLimit(d)
+	}
+}
+
+// nearLimit reports whether a limit of capacity with remaining left is used
+// at or above the near-limit ratio, in exact integer arithmetic.
+func (s *Service) nearLimit(capacity, remaining uint64) bool {
+	used := uint64(0)
+	if remaining < capacity {
+		used = capacity - remaining
+	}
+	// capacity ≤ 2^32 and the ratio ≤ 10^6 parts per million, so neither
+	// product overflows.
+	return used*ppm >= s.nearLimitPPM*capacity
+}
+
+// ppm is one million, the denominator of the near-limit ratio.
+const ppm = 1_000_000
+
 // refund gives back what the admitted takes of a denied request consumed,
 // and replaces their results with the state after the refund. Charges are
 // usage already spent: they stay. It runs within ctx, the take's own
@@ -305,21 +348,4 @@ func validateRequest(req *rlsv3.RateLimitRequest, b *Bounds) error {
 		}
 	}
 	return nil
-}
-
-// retryAfterHeader returns the Retry-After header for a wait: whole seconds,
-// rounded up, so a client that honours it is admitted.
-func retryAfterHeader(wait time.Duration) *corev3.HeaderValue {
-	secs := int64(math.Ceil(wait.Seconds()))
-	if secs < 1 {
-		secs = 1
-	}
-	return &corev3.HeaderValue{Key: "retry-after", Value: strconv.FormatInt(secs, 10)}
-}
-
-func durationProto(d time.Duration) *durationpb.Duration {
-	if d < 0 {
-		d = 0
-	}
-	return durationpb.New(d)
 }
