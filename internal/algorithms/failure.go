@@ -65,10 +65,13 @@ func (f Failure) String() string {
 // deadline, FailureUnavailable for a connection that failed, and
 // FailureOther for the rest.
 func Classify(ctx context.Context, err error) Failure {
+	if err == nil {
+		// Before netErr, which escapes: a call that succeeded allocates
+		// nothing.
+		return FailureNone
+	}
 	var netErr net.Error
 	switch {
-	case err == nil:
-		return FailureNone
 	case errors.Is(err, ErrCircuitOpen):
 		return FailureCircuitOpen
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
