@@ -90,12 +90,9 @@ const (
 // algorithms.ErrNotSent; it tells its Observer the duration and the
 // kind of failure of every call. It is safe for concurrent use.
 type Limiter struct {
-	next     algorithms.Limiter
-	breaker  *breaker // nil when disabled
-	now      func() time.Time
-	observer Observer
-	log      *slog.Logger
-	opts     Options
+	next    algorithms.Limiter
+	breaker *breaker // nil when disabled
+	opts    Options  // with the defaults in place
 }
 
 // New returns a Limiter with a breaker as opts say in front of next. A
@@ -119,7 +116,7 @@ func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Limiter{next: next, now: opts.Now, observer: opts.Observer, log: opts.Logger, opts: opts}
+	l := &Limiter{next: next, opts: opts}
 	l.breaker = newBreaker(opts.Failures, opts.Probes, opts.Cooldown, opts.Grace, l.changed)
 	return l, nil
 }
@@ -130,10 +127,10 @@ func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
 // the backend's health. The answers the backend reads after the call failed
 // (algorithms.OutcomesOf) count as answers: the backend was answering.
 func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	start := l.now()
+	start := l.opts.Now()
 	ticket, ok := l.breaker.allow(start)
 	if !ok {
-		l.observer.ObserveBackend(Call{Failure: algorithms.FailureCircuitOpen})
+		l.opts.Observer.ObserveBackend(Call{Failure: algorithms.FailureCircuitOpen})
 		return nil, algorithms.NotSent(algorithms.ErrCircuitOpen)
 	}
 	results, err := l.next.Do(ctx, ops)
@@ -141,7 +138,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	if err != nil {
 		algorithms.OutcomesOf(err).Follow(l.answered)
 	}
-	end := l.now()
+	end := l.opts.Now()
 	kind := algorithms.Classify(ctx, err)
 	switch {
 	case kind == algorithms.FailureNone:
@@ -151,7 +148,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	default:
 		l.breaker.failure(ticket, end, kind == algorithms.FailureTimeout)
 	}
-	l.observer.ObserveBackend(Call{Duration: end.Sub(start), Failure: kind})
+	l.opts.Observer.ObserveBackend(Call{Duration: end.Sub(start), Failure: kind})
 	return results, err
 }
 
@@ -174,16 +171,16 @@ func (l *Limiter) answered(outcomes []algorithms.Outcome) {
 func (l *Limiter) changed(from, to State) {
 	switch {
 	case to == Open && from == Closed:
-		l.log.Warn("backend circuit breaker opened: answering with the failure mode without calling the backend",
+		l.opts.Logger.Warn("backend circuit breaker opened: answering with the failure mode without calling the backend",
 			"failures", l.opts.Failures, "cooldown", l.opts.Cooldown)
 	case to == Open:
-		l.log.Debug("backend circuit breaker probes failed; open again", "probes", l.opts.Probes, "cooldown", l.opts.Cooldown)
+		l.opts.Logger.Debug("backend circuit breaker probes failed; open again", "probes", l.opts.Probes, "cooldown", l.opts.Cooldown)
 	case to == HalfOpen:
-		l.log.Debug("backend circuit breaker half-open: probing the backend")
+		l.opts.Logger.Debug("backend circuit breaker half-open: probing the backend")
 	case to == Closed:
-		l.log.Info("backend circuit breaker closed: the backend answers again")
+		l.opts.Logger.Info("backend circuit breaker closed: the backend answers again")
 	}
-	l.observer.ObserveBreaker(to)
+	l.opts.Observer.ObserveBreaker(to)
 }
 
 // orDefault returns v, or def when v is the zero value.
