@@ -1,5 +1,6 @@
 // Package metrics exposes ratewarden's Prometheus metrics: it implements
-// rls.Observer over a registry of its own (never the global default one)
+// rls.Observer and the observers of the request path's layers (breaker,
+// admission, giveback) over a registry of its own (never the global default one)
 // and serves it in the Prometheus text format. Its own metric names start
 // with ratewarden_; on request it also exports envoyproxy/ratelimit's names
 // (ratelimit_service_*), beside or instead of its own. docs/operations.md
@@ -15,6 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/layers/admission"
+	"github.com/ratewarden/ratewarden/internal/layers/breaker"
+	"github.com/ratewarden/ratewarden/internal/layers/giveback"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
@@ -30,8 +35,8 @@ var LatencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.
 var ruleLabels = []string{"domain", "descriptor", "limit", "algorithm", "window"}
 
 // Metrics holds ratewarden's metrics in a registry of its own. It implements
-// rls.Observer. It is safe for concurrent use; the zero value is not usable,
-// use New.
+// rls.Observer, breaker.Observer, admission.Observer and giveback.Observer.
+// It is safe for concurrent use; the zero value is not usable, use New.
 type Metrics struct {
 	registry *prometheus.Registry
 
@@ -70,7 +75,12 @@ type Option func(*Metrics)
 // NamesRatewarden.
 func WithNames(n Names) Option { return func(m *Metrics) { m.names = n } }
 
-var _ rls.Observer = (*Metrics)(nil)
+var (
+	_ rls.Observer       = (*Metrics)(nil)
+	_ breaker.Observer   = (*Metrics)(nil)
+	_ admission.Observer = (*Metrics)(nil)
+	_ giveback.Observer  = (*Metrics)(nil)
+)
 
 // New returns Metrics registered in a new registry, together with the Go
 // runtime and process collectors.
@@ -172,14 +182,14 @@ func New(opts ...Option) *Metrics {
 	)
 
 	// Series whose absence would read as "no data" rather than zero.
-	for _, kind := range rls.BackendErrors {
+	for _, kind := range algorithms.Failures {
 		m.backendErrors.WithLabelValues(kind.String())
 	}
-	m.ObserveBreaker(rls.BreakerClosed)
-	for _, r := range rls.ShedReasons {
+	m.ObserveBreaker(breaker.Closed)
+	for _, r := range admission.ShedReasons {
 		m.shed.WithLabelValues(r.String())
 	}
-	for _, r := range rls.GiveBackResults {
+	for _, r := range giveback.Results {
 		m.giveBacks.WithLabelValues(r.String())
 		m.deferredCharges.WithLabelValues(deferredChargeLabel(r))
 	}
@@ -249,33 +259,33 @@ func (m *Metrics) ObserveLimit(d rls.LimitDecision) {
 
 // ObserveBackend records a backend call's latency and, when it failed, its
 // kind of error. A call abandoned by its caller is no backend error.
-func (m *Metrics) ObserveBackend(c rls.BackendCall) {
-	if c.Error != rls.BackendCircuitOpen {
+func (m *Metrics) ObserveBackend(c breaker.Call) {
+	if c.Failure != algorithms.FailureCircuitOpen {
 		m.backendDuration.Observe(c.Duration.Seconds())
 	}
-	switch c.Error {
-	case rls.BackendOK, rls.BackendCanceled:
+	switch c.Failure {
+	case algorithms.FailureNone, algorithms.FailureCanceled:
 	default:
-		m.backendErrors.WithLabelValues(c.Error.String()).Inc()
+		m.backendErrors.WithLabelValues(c.Failure.String()).Inc()
 	}
 }
 
 // ObserveBreaker records the circuit breaker's new state.
-func (m *Metrics) ObserveBreaker(s rls.BreakerState) {
-	for _, st := range rls.BreakerStates {
+func (m *Metrics) ObserveBreaker(s breaker.State) {
+	for _, st := range breaker.States {
 		v := 0.0
 		if st == s {
 			v = 1
 		}
 		m.breakerState.WithLabelValues(st.String()).Set(v)
 	}
-	if s == rls.BreakerOpen {
+	if s == breaker.Open {
 		m.breakerOpened.Inc()
 	}
 }
 
 // ObserveShed counts a request shed before it reached the backend.
-func (m *Metrics) ObserveShed(r rls.ShedReason) { m.shed.WithLabelValues(r.String()).Inc() }
+func (m *Metrics) ObserveShed(r admission.ShedReason) { m.shed.WithLabelValues(r.String()).Inc() }
 
 // ObserveInflightLimit records the limit of requests with backend calls
 // under way.
@@ -283,20 +293,20 @@ func (m *Metrics) ObserveInflightLimit(n int) { m.inflightLimit.Set(float64(n)) 
 
 // ObserveGiveBack counts n ops owed back to the backend by what became of
 // them.
-func (m *Metrics) ObserveGiveBack(r rls.GiveBackResult, n int) {
+func (m *Metrics) ObserveGiveBack(r giveback.Result, n int) {
 	m.giveBacks.WithLabelValues(r.String()).Add(float64(n))
 }
 
 // ObserveDeferredCharge counts n charges recorded after their request, or
 // dropped, or left uncertain.
-func (m *Metrics) ObserveDeferredCharge(r rls.GiveBackResult, n int) {
+func (m *Metrics) ObserveDeferredCharge(r giveback.Result, n int) {
 	m.deferredCharges.WithLabelValues(deferredChargeLabel(r)).Add(float64(n))
 }
 
 // deferredChargeLabel names what became of a deferred charge: "recorded",
 // "dropped" or "uncertain".
-func deferredChargeLabel(r rls.GiveBackResult) string {
-	if r == rls.GivenBack {
+func deferredChargeLabel(r giveback.Result) string {
+	if r == giveback.GivenBack {
 		return "recorded"
 	}
 	return r.String()

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/promtext"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
@@ -115,15 +116,15 @@ func TestRequestAndBackendMetrics(t *testing.T) {
 	m.ObserveRequest(rls.RequestOutcome{Duration: 300 * time.Microsecond, Code: rlsv3.RateLimitResponse_OK, GRPCCode: codes.OK})
 	m.ObserveRequest(rls.RequestOutcome{Duration: 4 * time.Millisecond, Code: rlsv3.RateLimitResponse_OVER_LIMIT, GRPCCode: codes.OK})
 	m.ObserveRequest(rls.RequestOutcome{Duration: 12 * time.Millisecond, Code: rlsv3.RateLimitResponse_UNKNOWN, GRPCCode: codes.Unavailable})
-	m.ObserveBackend(rls.BackendCall{Duration: 200 * time.Microsecond})
-	m.ObserveBackend(rls.BackendCall{Duration: 10 * time.Millisecond, Error: rls.BackendTimeout})
-	m.ObserveBackend(rls.BackendCall{Duration: time.Millisecond, Error: rls.BackendUnavailable})
-	m.ObserveBackend(rls.BackendCall{Error: rls.BackendCircuitOpen})
-	m.ObserveBackend(rls.BackendCall{Error: rls.BackendCircuitOpen})
-	m.ObserveBackend(rls.BackendCall{Duration: time.Millisecond, Error: rls.BackendCanceled})
-	m.ObserveBreaker(rls.BreakerOpen)
-	m.ObserveBreaker(rls.BreakerHalfOpen)
-	m.ObserveBreaker(rls.BreakerOpen)
+	m.ObserveBackend(breaker.Call{Duration: 200 * time.Microsecond})
+	m.ObserveBackend(breaker.Call{Duration: 10 * time.Millisecond, Failure: algorithms.FailureTimeout})
+	m.ObserveBackend(breaker.Call{Duration: time.Millisecond, Failure: algorithms.FailureUnavailable})
+	m.ObserveBackend(breaker.Call{Failure: algorithms.FailureCircuitOpen})
+	m.ObserveBackend(breaker.Call{Failure: algorithms.FailureCircuitOpen})
+	m.ObserveBackend(breaker.Call{Duration: time.Millisecond, Failure: algorithms.FailureCanceled})
+	m.ObserveBreaker(breaker.Open)
+	m.ObserveBreaker(breaker.HalfOpen)
+	m.ObserveBreaker(breaker.Open)
 
 	got = scrape(t, m)
 	for series, want := range map[string]float64{

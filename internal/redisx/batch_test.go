@@ -132,7 +132,7 @@ func (c *cancelAfter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 func TestBigCallFailsWithinBounds(t *testing.T) {
 	client := redistest.Standalone(t).Client(t)
 	var log outcomeLog
-	lim, err := NewLimiter(client, WithCoalescing(2), WithOutcomes(log.report))
+	lim, err := NewLimiter(client, WithCoalescing(2))
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
 	require.NoError(t, lim.Prepare(context.Background()))
@@ -143,6 +143,7 @@ func TestBigCallFailsWithinBounds(t *testing.T) {
 	client.AddHook(&cancelAfter{n: batches, cancel: cancel})
 	_, err = lim.Do(ctx, bigCall("big", n))
 	require.ErrorIs(t, err, context.Canceled)
+	algorithms.OutcomesOf(err).Follow(log.report)
 
 	fates := map[algorithms.Fate]int{}
 	require.Eventually(t, func() bool {

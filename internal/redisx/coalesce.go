@@ -24,13 +24,12 @@ import (
 // caller that gave up is known and reported. A batch whose caller is gone
 // before it is sent is not sent at all. It is safe for concurrent use.
 type coalescer struct {
-	client   redis.UniversalClient
-	retries  int // see execScripts
-	grace    time.Duration
-	outcomes func([]algorithms.Outcome)
-	queue    chan *batch
-	stop     chan struct{}
-	done     chan struct{}
+	client  redis.UniversalClient
+	retries int // see execScripts
+	grace   time.Duration
+	queue   chan *batch
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // errClosed is returned by a closed Limiter.
@@ -44,7 +43,9 @@ const maxCoalesced = 256
 type batch struct {
 	ctx   context.Context
 	calls []*scriptCall
-	err   chan error
+	// outcomes receives what became of the calls when they fail.
+	outcomes *algorithms.Outcomes
+	err      chan error
 	// state is batchWaiting until the worker delivers the outcome
 	// (batchDelivered) or the caller stops waiting (batchAbandoned),
 	// whichever comes first.
@@ -59,15 +60,14 @@ const (
 )
 
 // newCoalescer starts workers goroutines sending calls through client.
-func newCoalescer(client redis.UniversalClient, workers int, grace time.Duration, outcomes func([]algorithms.Outcome)) *coalescer {
+func newCoalescer(client redis.UniversalClient, workers int, grace time.Duration) *coalescer {
 	c := &coalescer{
-		client:   client,
-		retries:  clientRetries(client),
-		grace:    grace,
-		outcomes: outcomes,
-		queue:    make(chan *batch, 4*maxCoalesced),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		client:  client,
+		retries: clientRetries(client),
+		grace:   grace,
+		queue:   make(chan *batch, 4*maxCoalesced),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	finished := make(chan struct{}, workers)
 	for range workers {
@@ -93,11 +93,11 @@ var errChans = sync.Pool{New: func() any { return make(chan error, 1) }}
 // run sends calls in a pipeline shared with whatever else is waiting, using
 // b, a new batch, and returns their first failure. It returns ctx's error as
 // soon as ctx ends; calls already sent are then still waited for, and what
-// became of them is reported once known. When it returns an error, what
-// became of each call is reported, but after the coalescer was closed:
-// nothing is sent then.
-func (c *coalescer) run(ctx context.Context, calls []*scriptCall, b *batch) error {
-	b.ctx, b.calls = ctx, calls
+// became of them is reported to out once known. When it returns an error,
+// what became of each call is reported to out, but after the coalescer was
+// closed: nothing is sent then.
+func (c *coalescer) run(ctx context.Context, calls []*scriptCall, b *batch, out *algorithms.Outcomes) error {
+	b.ctx, b.calls, b.outcomes = ctx, calls, out
 	b.err = errChans.Get().(chan error)
 	// Whichever way run returns, b.err is empty and no worker will send on
 	// it: a worker sends once, and only to a batch whose caller still waits
@@ -136,7 +136,7 @@ func (c *coalescer) run(ctx context.Context, calls []*scriptCall, b *batch) erro
 
 // unsent reports the calls of b, which were never sent, and returns err.
 func (c *coalescer) unsent(b *batch, err error) error {
-	c.outcomes(outcomesOf(b.calls, time.Now()))
+	b.outcomes.Report(outcomesOf(b.calls, time.Now()))
 	return err
 }
 
@@ -144,7 +144,7 @@ func (c *coalescer) unsent(b *batch, err error) error {
 // the calls when it is a failure.
 func (c *coalescer) delivered(b *batch, err error) error {
 	if err != nil {
-		c.outcomes(outcomesOf(b.calls, time.Now()))
+		b.outcomes.Report(outcomesOf(b.calls, time.Now()))
 	}
 	return err
 }
@@ -156,7 +156,7 @@ func (c *coalescer) deliver(b *batch, err error) {
 		b.err <- err
 		return
 	}
-	c.outcomes(outcomesOf(b.calls, time.Now()))
+	b.outcomes.Report(outcomesOf(b.calls, time.Now()))
 }
 
 // work sends batches until the coalescer closes.

@@ -26,9 +26,6 @@ type Limiter struct {
 	clock  func() time.Time
 	intN   func(n int) int
 	co     *coalescer
-	// outcomes receives what became of the ops of failed Do calls; it is
-	// never nil.
-	outcomes func([]algorithms.Outcome)
 }
 
 // clockSlack is how much longer keys live when the Limiter's clock is not the
@@ -39,12 +36,11 @@ const clockSlack = 24 * time.Hour
 type Option func(*limiterOptions)
 
 type limiterOptions struct {
-	prefix   string
-	clock    func() time.Time
-	intN     func(n int) int
-	workers  int
-	outcomes func([]algorithms.Outcome)
-	grace    time.Duration
+	prefix  string
+	clock   func() time.Time
+	intN    func(n int) int
+	workers int
+	grace   time.Duration
 }
 
 // DefaultCoalescingWorkers is how many pipelines per CPU a Limiter keeps in
@@ -62,19 +58,9 @@ func WithCoalescing(workers int) Option {
 	return func(o *limiterOptions) { o.workers = workers }
 }
 
-// WithOutcomes makes the Limiter report, for every Do call that returned an
-// error, what became of each of its ops (see algorithms.Outcome): at once for
-// those that certainly did not run or whose answers are in, and for the ops
-// of a call whose caller gave up while its pipeline was under way, once that
-// pipeline's answers arrive or it fails. report is called from the
-// Limiter's goroutines and must be quick.
-func WithOutcomes(report func([]algorithms.Outcome)) Option {
-	return func(o *limiterOptions) { o.outcomes = report }
-}
-
 // WithGrace sets how long a coalesced pipeline keeps waiting for its answers
 // after the latest deadline of its callers, so that the Limiter learns what
-// became of the ops of callers that gave up (WithOutcomes). Each read is
+// became of the ops of callers that gave up (see Limiter.Do). Each read is
 // still bounded by the client's read timeout. The default is
 // DefaultReadTimeout; 0 waits no longer than the callers.
 func WithGrace(d time.Duration) Option {
@@ -131,11 +117,8 @@ func NewLimiter(client redis.UniversalClient, opts ...Option) (*Limiter, error) 
 	case o.workers < 1:
 		return nil, fmt.Errorf("redisx: coalescing needs at least 1 pipeline in flight, not %d", o.workers)
 	}
-	l := &Limiter{client: client, enc: enc, clock: o.clock, intN: o.intN, outcomes: o.outcomes}
-	if l.outcomes == nil {
-		l.outcomes = func([]algorithms.Outcome) {}
-	}
-	l.co = newCoalescer(client, o.workers, o.grace, l.outcomes)
+	l := &Limiter{client: client, enc: enc, clock: o.clock, intN: o.intN}
+	l.co = newCoalescer(client, o.workers, o.grace)
 	return l, nil
 }
 
@@ -153,12 +136,11 @@ func (l *Limiter) Close() { l.co.close() }
 const maxBatch = 64
 
 // run sends calls, coalesced with other Do calls', in batches of at most maxBatch calls (the first of them in b, which may be
-// nil). When it fails, what became of each call is reported (see
-// WithOutcomes): the calls of the batches answered before as applied, those
-// of the batches never sent as not applied, and those of the batch that
-// failed by the coalescer, after the pipeline of a caller that gave up has
-// ended.
-func (l *Limiter) run(ctx context.Context, calls []*scriptCall, b *batch) error {
+// nil). When it fails, what became of each call is reported to out: the
+// calls of the batches answered before as applied, those of the batches
+// never sent as not applied, and those of the batch that failed by the
+// coalescer, after the pipeline of a caller that gave up has ended.
+func (l *Limiter) run(ctx context.Context, calls []*scriptCall, b *batch, out *algorithms.Outcomes) error {
 	for _, c := range calls {
 		c.ctx = ctx
 	}
@@ -166,12 +148,12 @@ func (l *Limiter) run(ctx context.Context, calls []*scriptCall, b *batch) error 
 		if sent > 0 {
 			b = nil
 		}
-		if err := l.runBatch(ctx, calls[sent:min(sent+maxBatch, len(calls))], b); err != nil {
+		if err := l.runBatch(ctx, calls[sent:min(sent+maxBatch, len(calls))], b, out); err != nil {
 			if sent > 0 {
-				l.outcomes(outcomesOf(calls[:sent], time.Now()))
+				out.Report(outcomesOf(calls[:sent], time.Now()))
 			}
 			if rest := calls[min(sent+maxBatch, len(calls)):]; len(rest) > 0 {
-				l.outcomes(outcomesOf(rest, time.Now()))
+				out.Report(outcomesOf(rest, time.Now()))
 			}
 			return err
 		}
@@ -180,12 +162,12 @@ func (l *Limiter) run(ctx context.Context, calls []*scriptCall, b *batch) error 
 }
 
 // runBatch sends one batch of calls in b (nil: a new batch); the
-// coalescer reports what became of them when it fails.
-func (l *Limiter) runBatch(ctx context.Context, calls []*scriptCall, b *batch) error {
+// coalescer reports what became of them to out when it fails.
+func (l *Limiter) runBatch(ctx context.Context, calls []*scriptCall, b *batch, out *algorithms.Outcomes) error {
 	if b == nil {
 		b = new(batch)
 	}
-	return l.co.run(ctx, calls, b)
+	return l.co.run(ctx, calls, b, out)
 }
 
 // Do applies ops, each atomically on its own limit's state, and returns one
@@ -203,10 +185,15 @@ func (l *Limiter) runBatch(ctx context.Context, calls []*scriptCall, b *batch) e
 //
 // Do returns an error wrapping algorithms.ErrInvalidLimit when an Op's limit
 // is invalid, and an error wrapping the Redis or context error when Redis
-// could not decide. A script is never sent twice once it may have run (see
-// execScripts): scripts missing from a node's cache are loaded and run again,
-// and a script that certainly did not run is sent again as the client's
-// MaxRetries allow; nothing else is retried.
+// could not decide. Such an error carries what became of each op
+// (algorithms.OutcomesOf): reported at once for the ops that certainly did
+// not run and those whose answers are in, and for the ops of a call whose
+// caller gave up while its pipeline was under way, once that pipeline's
+// answers arrive (see WithGrace) or it fails, from the Limiter's goroutine.
+// A script is never sent twice once it may have run (see execScripts):
+// scripts missing from a node's cache are loaded and run again, and a script
+// that certainly did not run is sent again as the client's MaxRetries allow;
+// nothing else is retried.
 func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	for i := range ops {
 		if err := ops[i].Limit.Validate(); err != nil {
@@ -219,12 +206,14 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		results []algorithms.Result
 		calls   []*scriptCall
 		b       *batch
+		out     *algorithms.Outcomes
 	)
 	if len(ops) == 1 {
 		one := new(oneOp)
-		results, calls, b = one.result[:], one.calls[:], &one.batch
+		results, calls, b, out = one.result[:], one.calls[:], &one.batch, &one.outcomes
 		calls[0] = &one.call
 	} else {
+		out = new(algorithms.Outcomes)
 		results = make([]algorithms.Result, len(ops))
 		calls = make([]*scriptCall, len(ops))
 		store := make([]scriptCall, len(ops))
@@ -236,16 +225,16 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	for i := range ops {
 		l.call(calls[i], &ops[i], l.pickShard(&ops[i]), now)
 	}
-	if err := l.run(ctx, calls, b); err != nil {
-		return nil, err
+	if err := l.run(ctx, calls, b, out); err != nil {
+		return nil, algorithms.Unsettled(err, out)
 	}
 
 	var again []int
 	for i, c := range calls {
 		r, err := c.result()
 		if err != nil {
-			l.outcomes(outcomesOf(calls, time.Now()))
-			return nil, err
+			out.Report(outcomesOf(calls, time.Now()))
+			return nil, algorithms.Unsettled(err, out)
 		}
 		results[i] = r
 		// A charge is recorded wherever it lands, so it tries no other
@@ -269,7 +258,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		}
 		calls = append(calls, l.call(new(scriptCall), &ops[i], other, now))
 	}
-	err := l.run(ctx, calls, nil)
+	err := l.run(ctx, calls, nil, out)
 	if err == nil {
 		for k, c := range calls {
 			var r algorithms.Result
@@ -288,8 +277,8 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		for i := range ops {
 			applied[i] = algorithms.Outcome{Op: ops[i], Fate: algorithms.Applied, Result: results[i], At: at}
 		}
-		l.outcomes(applied)
-		return nil, err
+		out.Report(applied)
+		return nil, algorithms.Unsettled(err, out)
 	}
 	return results, nil
 }
@@ -353,10 +342,11 @@ func shardLimit(l algorithms.Limit, n, i int) algorithms.Limit {
 
 // oneOp is what Do allocates for a request of one op.
 type oneOp struct {
-	result [1]algorithms.Result
-	calls  [1]*scriptCall
-	call   scriptCall
-	batch  batch
+	result   [1]algorithms.Result
+	calls    [1]*scriptCall
+	call     scriptCall
+	batch    batch
+	outcomes algorithms.Outcomes
 }
 
 // call builds the script run of op on shard at now in c, and returns c.

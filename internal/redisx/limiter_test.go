@@ -468,7 +468,7 @@ func TestScriptReplyOfTheWrongType(t *testing.T) {
 		bad.shaArg = bad.sha
 		call := lim.call(new(scriptCall), &op, Unsharded, "")
 		call.script, call.argv[1] = bad, bad.shaArg
-		err := lim.run(context.Background(), []*scriptCall{call}, nil)
+		err := lim.run(context.Background(), []*scriptCall{call}, nil, new(algorithms.Outcomes))
 		if err == nil {
 			_, err = call.result()
 		}

@@ -51,7 +51,7 @@ func TestOutcomesOfCallersThatGaveUp(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { client.Close() })
 	var log outcomeLog
-	lim, err := NewLimiter(client, WithKeyPrefix(testPrefix(t)), WithCoalescing(1), WithOutcomes(log.report))
+	lim, err := NewLimiter(client, WithKeyPrefix(testPrefix(t)), WithCoalescing(1))
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
 	ctx := context.Background()
@@ -78,6 +78,7 @@ func TestOutcomesOfCallersThatGaveUp(t *testing.T) {
 			defer cancel()
 			_, err := lim.Do(ctx, ops[i:i+1])
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			algorithms.OutcomesOf(err).Follow(log.report)
 		})
 		// One at a time into the queue, so that the first is sent alone.
 		time.Sleep(2 * time.Millisecond)

@@ -158,7 +158,7 @@ func TestObserveCharges(t *testing.T) {
 	f.call(t, request(hits(desc("tokens", "dave"), 60)))
 	f.call(t, request(hits(desc("tokens", "dave"), 60)))
 	f.call(t, request(hits(desc("user", "dave"), 1)))
-	_, limits, _, _ := rec.take()
+	_, limits, _ := rec.take()
 	require.Len(t, limits, 3)
 	assert.True(t, limits[0].Charge)
 	assert.False(t, limits[0].OverLimit, "60 of 100")

@@ -2,7 +2,6 @@ package rls
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
@@ -250,10 +250,17 @@ func decided(resp *rlsv3.RateLimitResponse) bool {
 func TestLongDeadlineIsTheBudget(t *testing.T) {
 	opts := DefaultOptions()
 	opts.BackendTimeout = 10 * time.Millisecond
-	svc, lim := newDelayService(t, 50*time.Millisecond, opts)
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	require.NoError(t, err)
+	mem := memory.New()
+	t.Cleanup(mem.Close)
+	lim := &delayLimiter{inner: mem, delay: 50 * time.Millisecond}
+	b, err := breaker.New(lim, breaker.Options{Failures: breaker.DefaultFailures})
+	require.NoError(t, err)
+	svc := newService(t, b, cfg, opts)
 
 	var wg sync.WaitGroup
-	for i := range 2 * DefaultBreakerFailures {
+	for i := range 2 * breaker.DefaultFailures {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
@@ -265,7 +272,7 @@ func TestLongDeadlineIsTheBudget(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	assert.Equal(t, BreakerClosed, svc.breaker.current(), "slow answers are no failures")
+	assert.Equal(t, breaker.Closed, b.State(), "slow answers are no failures")
 	d := lim.lastDeadline(t)
 	assert.Greater(t, time.Until(d), time.Second, "the backend got the caller's time, less the reserve")
 }
@@ -326,74 +333,4 @@ func TestBackendTimeoutMaxCapsEveryBudget(t *testing.T) {
 
 	_, err := New(nil, nil, Options{BackendTimeoutMax: -time.Second})
 	assert.ErrorContains(t, err, "BackendTimeoutMax")
-}
-
-// TestShortDeadlineBesideLongOnes has callers that allow 2s fill the only
-// slot of a backend that answers in 50ms: they get decisions, while a
-// caller that allows 20ms, shorter than the backend's latency, is shed with
-// the failure mode's answer before its deadline and takes nothing; one that
-// gets a slot but not an answer in time gets it at its deadline less the
-// reserve.
-func TestShortDeadlineBesideLongOnes(t *testing.T) {
-	rec := &recorder{}
-	opts := DefaultOptions()
-	opts.MaxInflight = 1
-	// A reserve that a loaded test machine cannot eat.
-	opts.DeadlineReserve = 8 * time.Millisecond
-	opts.Observer = rec
-	svc, lim := newDelayService(t, 50*time.Millisecond, opts)
-	long := func(value string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		resp, err := svc.ShouldRateLimit(ctx, request(desc("fixed", value)))
-		if err == nil && !decided(resp) {
-			err = errors.New("not decided")
-		}
-		return err
-	}
-	short := func(value string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		defer cancel()
-		_, err := svc.ShouldRateLimit(ctx, request(desc("fixed", value)))
-		assert.NoError(t, ctx.Err(), "answered before the caller's deadline")
-		return err
-	}
-
-	// Alone, the short caller gets a slot, and the failure mode's answer
-	// at its deadline less the reserve.
-	before := time.Now()
-	assert.Equal(t, codes.Unavailable, status.Code(short("s")))
-	d := lim.lastDeadline(t)
-	assert.False(t, d.Before(before.Add(12*time.Millisecond)), "20ms less the 8ms reserve")
-	assert.Less(t, d.Sub(before), 20*time.Millisecond)
-	require.NoError(t, long("warm"), "the backend's latency is known")
-
-	var wg sync.WaitGroup
-	for i := range 3 {
-		wg.Go(func() { assert.NoError(t, long(fmt.Sprint("l", i))) })
-	}
-	require.Eventually(t, func() bool {
-		svc.gate.mu.Lock()
-		defer svc.gate.mu.Unlock()
-		return svc.gate.inflight == 1 && svc.gate.queued == 2
-	}, time.Second, time.Millisecond)
-	lim.mu.Lock()
-	calls := len(lim.deadlines)
-	lim.mu.Unlock()
-	assert.Equal(t, codes.Unavailable, status.Code(short("x")), "shed")
-	wg.Wait()
-	rec.mu.Lock()
-	assert.Equal(t, []ShedReason{ShedDeadline}, rec.shed)
-	rec.mu.Unlock()
-	lim.mu.Lock()
-	assert.Len(t, lim.deadlines, calls+2, "the shed request never reached the backend")
-	lim.mu.Unlock()
-	assert.Equal(t, BreakerClosed, svc.breaker.current())
-
-	res, err := lim.inner.Do(context.Background(), []algorithms.Op{{
-		Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "fixed", Value: "x"}}},
-		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Window: time.Minute},
-	}})
-	require.NoError(t, err)
-	assert.EqualValues(t, 3, res[0].Remaining, "the shed request took nothing")
 }

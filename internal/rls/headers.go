@@ -3,6 +3,7 @@ package rls
 import (
 	"math"
 	"strconv"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -62,4 +63,14 @@ func (h *LimitHeaders) add(resp *rlsv3.RateLimitResponse) {
 		&corev3.HeaderValue{Key: h.Remaining, Value: strconv.FormatUint(uint64(chosen.GetLimitRemaining()), 10)},
 		&corev3.HeaderValue{Key: h.Reset, Value: strconv.FormatInt(reset, 10)},
 	)
+}
+
+// retryAfterHeader returns the Retry-After header for a wait: whole seconds,
+// rounded up, so a client that honours it is admitted.
+func retryAfterHeader(wait time.Duration) *corev3.HeaderValue {
+	secs := int64(math.Ceil(wait.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	return &corev3.HeaderValue{Key: "retry-after", Value: strconv.FormatInt(secs, 10)}
 }

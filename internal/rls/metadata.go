@@ -18,14 +18,15 @@ import (
 //	  "metadata": {...}
 //	}
 //
-// A descriptor's limit (its override, in protobuf text) and hitsAddend
-// appear when the request sets them, and the request's hitsAddend when it
-// is not 0. metadata merges the metadata of the rules whose descriptors were
-// not over their limit, in request order: where two rules give one key, the
-// first wins, unless both give a mapping, which merge the same way. It is
-// left out when no such rule has metadata.
-func (p *plan) responseMetadata(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) *structpb.Struct {
-	descs := p.req.GetDescriptors()
+// for req. A descriptor's limit (its override, in protobuf text) and
+// hitsAddend appear when the request sets them, and the request's
+// hitsAddend when it is not 0. metadata merges rules, the metadata of the
+// rules whose descriptors were not over their limit, in request order
+// (plan.admittedMetadata): where two rules give one key, the first wins,
+// unless both give a mapping, which merge the same way. It is left out when
+// no such rule has metadata.
+func responseMetadata(req *rlsv3.RateLimitRequest, rules []*structpb.Struct) *structpb.Struct {
+	descs := req.GetDescriptors()
 	list := make([]*structpb.Value, len(descs))
 	for i, d := range descs {
 		entries := make([]*structpb.Value, len(d.GetEntries()))
@@ -42,22 +43,18 @@ func (p *plan) responseMetadata(statuses []*rlsv3.RateLimitResponse_DescriptorSt
 		list[i] = structpb.NewStructValue(&structpb.Struct{Fields: fields})
 	}
 	out := &structpb.Struct{Fields: map[string]*structpb.Value{
-		"domain":      structpb.NewStringValue(p.domain),
+		"domain":      structpb.NewStringValue(req.GetDomain()),
 		"descriptors": structpb.NewListValue(&structpb.ListValue{Values: list}),
 	}}
-	if h := p.req.GetHitsAddend(); h != 0 {
+	if h := req.GetHitsAddend(); h != 0 {
 		out.Fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
 	}
 	var merged *structpb.Struct
-	for i, d := range p.descs {
-		if d.unlimited != nil || d.n == 0 || d.rule == nil || d.rule.Metadata == nil ||
-			statuses[i].GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
-			continue
-		}
+	for _, md := range rules {
 		if merged == nil {
 			merged = &structpb.Struct{Fields: make(map[string]*structpb.Value)}
 		}
-		mergeStruct(merged, d.rule.Metadata)
+		mergeStruct(merged, md)
 	}
 	if len(merged.GetFields()) > 0 {
 		out.Fields["metadata"] = structpb.NewStructValue(merged)

@@ -1,11 +1,6 @@
 package rls
 
 import (
-	"context"
-	"errors"
-	"io"
-	"net"
-	"syscall"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -14,10 +9,11 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
-// Observer is told what the Service decides and how its backend behaves, for
-// metrics. The Service calls it on every request, so implementations MUST be
-// safe for concurrent use and should be quick: a map lookup and an atomic
-// add, not I/O.
+// Observer is told what the Service decides, for metrics. The Service calls
+// it on every request, so implementations MUST be safe for concurrent use
+// and should be quick: a map lookup and an atomic add, not I/O. The layers
+// of the request path (internal/layers/...) have observers of their own,
+// for the backend's calls, the breaker, shedding and give-backs.
 type Observer interface {
 	// ObserveRequest is called once per ShouldRateLimit call, valid or not.
 	ObserveRequest(RequestOutcome)
@@ -26,24 +22,6 @@ type Observer interface {
 	// (is_negative_hits), unlimited rules and descriptors that matched no
 	// rule are not observed, nor are limits the backend could not decide.
 	ObserveLimit(LimitDecision)
-	// ObserveBackend is called once per backend call, including the calls
-	// the circuit breaker refused.
-	ObserveBackend(BackendCall)
-	// ObserveBreaker is called when the circuit breaker changes state.
-	ObserveBreaker(BreakerState)
-	// ObserveShed is called once per request shed before it reached the
-	// backend (see ErrShed).
-	ObserveShed(ShedReason)
-	// ObserveInflightLimit is called with the limit of requests with
-	// backend calls under way, at start and whenever it changes.
-	ObserveInflightLimit(int)
-	// ObserveGiveBack is called with n ops that the service gave back to
-	// the backend, dropped, or could not tell had run (see Service.Settle).
-	ObserveGiveBack(result GiveBackResult, n int)
-	// ObserveDeferredCharge is called with n charges that could not be
-	// recorded with their request and that the service recorded later
-	// (GivenBack), dropped, or could not tell had run (see Service.Settle).
-	ObserveDeferredCharge(result GiveBackResult, n int)
 }
 
 // RequestOutcome is how one ShouldRateLimit call ended.
@@ -93,144 +71,8 @@ type LimitDecision struct {
 	NearLimit bool
 }
 
-// BackendCall is one call to the backend.
-type BackendCall struct {
-	// Duration is how long the call took; 0 when the circuit breaker refused
-	// it.
-	Duration time.Duration
-	// Error classifies the call's failure; BackendOK when it succeeded.
-	Error BackendError
-}
-
-// BackendError classifies why a backend call failed.
-type BackendError uint8
-
-// The backend error kinds.
-const (
-	// BackendOK is a call that succeeded.
-	BackendOK BackendError = iota
-	// BackendTimeout is a call that did not finish within its request's
-	// budget (see Options.BackendTimeout), or within the backend's own
-	// timeout for one reply.
-	BackendTimeout
-	// BackendUnavailable is a call that found no backend to talk to: the
-	// connection was refused, reset or closed.
-	BackendUnavailable
-	// BackendCircuitOpen is a call the circuit breaker refused without
-	// trying.
-	BackendCircuitOpen
-	// BackendOther is any other failure, such as an error reply.
-	BackendOther
-	// BackendCanceled is a call abandoned because the caller went away. It
-	// says nothing about the backend, so it is not counted as a failure.
-	BackendCanceled
-)
-
-// BackendErrors lists every BackendError that is a failure, for metrics that
-// want to show each kind from the start.
-var BackendErrors = []BackendError{BackendTimeout, BackendUnavailable, BackendCircuitOpen, BackendOther}
-
-// String returns the kind's label: "ok", "timeout", "unavailable",
-// "circuit_open", "other" or "canceled".
-func (e BackendError) String() string {
-	switch e {
-	case BackendOK:
-		return "ok"
-	case BackendTimeout:
-		return "timeout"
-	case BackendUnavailable:
-		return "unavailable"
-	case BackendCircuitOpen:
-		return "circuit_open"
-	case BackendOther:
-		return "other"
-	case BackendCanceled:
-		return "canceled"
-	}
-	return "unknown"
-}
-
-// classifyBackendError returns the kind of err, an error returned by a
-// Limiter called with ctx.
-func classifyBackendError(ctx context.Context, err error) BackendError {
-	var netErr net.Error
-	switch {
-	case err == nil:
-		return BackendOK
-	case errors.Is(err, ErrCircuitOpen):
-		return BackendCircuitOpen
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		return BackendCanceled
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		return BackendTimeout
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNABORTED),
-		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
-		errors.Is(err, algorithms.ErrUnavailable):
-		return BackendUnavailable
-	}
-	var opErr *net.OpError
-	if errors.As(err, &opErr) {
-		return BackendUnavailable
-	}
-	return BackendOther
-}
-
 // nopObserver observes nothing.
 type nopObserver struct{}
 
-func (nopObserver) ObserveRequest(RequestOutcome)             {}
-func (nopObserver) ObserveLimit(LimitDecision)                {}
-func (nopObserver) ObserveBackend(BackendCall)                {}
-func (nopObserver) ObserveBreaker(BreakerState)               {}
-func (nopObserver) ObserveShed(ShedReason)                    {}
-func (nopObserver) ObserveInflightLimit(int)                  {}
-func (nopObserver) ObserveGiveBack(GiveBackResult, int)       {}
-func (nopObserver) ObserveDeferredCharge(GiveBackResult, int) {}
-
-// observeDecisions tells the observer what each limit of p decided.
-func (s *Service) observeDecisions(p *plan, results []algorithms.Result) {
-	if _, nop := s.observer.(nopObserver); nop {
-		return
-	}
-	for i, r := range results {
-		op := &p.ops[i]
-		if op.Refund {
-			continue
-		}
-		l := p.limits[i]
-		d := LimitDecision{
-			Domain:     p.domain,
-			Descriptor: p.descs[l.desc].metricKey,
-			Limit:      l.limit.Name,
-			Algorithm:  op.Limit.Algorithm,
-			Window:     op.Limit.Window,
-			Override:   l.override,
-			Hits:       op.Hits,
-			Charge:     op.Charge,
-		}
-		if r.Allowed {
-			d.NearLimit = s.nearLimit(op.Limit.Capacity(), r.Remaining)
-		} else {
-			d.OverLimit = true
-			d.Shadowed = l.shadow
-		}
-		s.observer.ObserveLimit(d)
-	}
-}
-
-// nearLimit reports whether a limit of capacity with remaining left is used
-// at or above the near-limit ratio, in exact integer arithmetic.
-func (s *Service) nearLimit(capacity, remaining uint64) bool {
-	used := uint64(0)
-	if remaining < capacity {
-		used = capacity - remaining
-	}
-	// capacity ≤ 2^32 and the ratio ≤ 10^6 parts per million, so neither
-	// product overflows.
-	return used*ppm >= s.nearLimitPPM*capacity
-}
-
-// ppm is one million, the denominator of the near-limit ratio.
-const ppm = 1_000_000
+func (nopObserver) ObserveRequest(RequestOutcome) {}
+func (nopObserver) ObserveLimit(LimitDecision)    {}

@@ -2,14 +2,8 @@ package rls
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"os"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,78 +13,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
-// recorder is an Observer that keeps everything it is told.
+// recorder is an Observer that keeps everything it is told, and a
+// breaker.Observer too: the calls to the backend.
 type recorder struct {
-	mu        sync.Mutex
-	requests  []RequestOutcome
-	limits    []LimitDecision
-	backend   []BackendCall
-	breaker   []BreakerState
-	shed      []ShedReason
-	inflight  []int
-	giveBacks map[GiveBackResult]int
-	deferred  map[GiveBackResult]int
-}
-
-func (r *recorder) ObserveShed(reason ShedReason) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.shed = append(r.shed, reason)
-}
-
-func (r *recorder) ObserveInflightLimit(n int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.inflight = append(r.inflight, n)
-}
-
-func (r *recorder) ObserveDeferredCharge(result GiveBackResult, n int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.deferred == nil {
-		r.deferred = map[GiveBackResult]int{}
-	}
-	r.deferred[result] += n
-}
-
-// deferredCharges returns the deferred charges counted so far, by result.
-func (r *recorder) deferredCharges() map[GiveBackResult]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[GiveBackResult]int{}
-	for k, v := range r.deferred {
-		out[k] = v
-	}
-	return out
-}
-
-func (r *recorder) ObserveGiveBack(result GiveBackResult, n int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.giveBacks == nil {
-		r.giveBacks = map[GiveBackResult]int{}
-	}
-	r.giveBacks[result] += n
-}
-
-// gaveBack returns the give-backs counted so far, by result.
-func (r *recorder) gaveBack() map[GiveBackResult]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[GiveBackResult]int{}
-	for k, v := range r.giveBacks {
-		out[k] = v
-	}
-	return out
+	mu       sync.Mutex
+	requests []RequestOutcome
+	limits   []LimitDecision
+	backend  []breaker.Call
 }
 
 func (r *recorder) ObserveRequest(o RequestOutcome) {
@@ -105,24 +43,20 @@ func (r *recorder) ObserveLimit(d LimitDecision) {
 	r.limits = append(r.limits, d)
 }
 
-func (r *recorder) ObserveBackend(c BackendCall) {
+func (r *recorder) ObserveBackend(c breaker.Call) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.backend = append(r.backend, c)
 }
 
-func (r *recorder) ObserveBreaker(s BreakerState) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.breaker = append(r.breaker, s)
-}
+func (r *recorder) ObserveBreaker(breaker.State) {}
 
 // take returns what was recorded since the last take.
-func (r *recorder) take() (req []RequestOutcome, lim []LimitDecision, be []BackendCall, br []BreakerState) {
+func (r *recorder) take() (req []RequestOutcome, lim []LimitDecision, be []breaker.Call) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	req, lim, be, br = r.requests, r.limits, r.backend, r.breaker
-	r.requests, r.limits, r.backend, r.breaker = nil, nil, nil, nil
+	req, lim, be = r.requests, r.limits, r.backend
+	r.requests, r.limits, r.backend = nil, nil, nil
 	return
 }
 
@@ -145,30 +79,33 @@ descriptors:
     rate_limit: {unlimited: true}
 `
 
-func newObserved(t *testing.T, limiter algorithms.Limiter, mutate func(*Options)) (*Service, *recorder, *algotest.Clock) {
+// newObserved returns a service under observedLimits, with opts changed by
+// mutate and a recorder, over a breaker that tells the recorder the calls
+// to the backend, over a memory backend that reads the service's clock, and
+// that clock. took is how long each call to the backend takes by the clock.
+func newObserved(t *testing.T, took time.Duration, mutate func(*Options)) (*Service, *recorder, *algotest.Clock) {
 	t.Helper()
 	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(observedLimits)}}, config.Options{})
 	require.NoError(t, err)
 	clock := algotest.NewClock(t0)
-	if limiter == nil {
-		mem := memory.New(memory.WithClock(clock.Now))
-		t.Cleanup(mem.Close)
-		limiter = mem
-	}
+	mem := memory.New(memory.WithClock(clock.Now))
+	t.Cleanup(mem.Close)
 	rec := &recorder{}
+	b, err := breaker.New(slowLimiter{clock: clock, took: took, inner: mem}, breaker.Options{Observer: rec, Now: clock.Now})
+	require.NoError(t, err)
 	opts := DefaultOptions()
 	opts.BackendTimeout = time.Second
 	opts.Observer = rec
 	if mutate != nil {
 		mutate(&opts)
 	}
-	svc := newService(t, limiter, cfg, opts)
+	svc := newService(t, b, cfg, opts)
 	svc.now = clock.Now
 	return svc, rec, clock
 }
 
 func TestObserveLimitDecisions(t *testing.T) {
-	svc, rec, _ := newObserved(t, nil, nil)
+	svc, rec, _ := newObserved(t, 0, nil)
 	ctx := context.Background()
 	logins := LimitDecision{Domain: "test", Descriptor: "test.login", Limit: "logins",
 		Algorithm: algorithms.SlidingWindowLog, Window: time.Minute, Hits: 1}
@@ -178,7 +115,7 @@ func TestObserveLimitDecisions(t *testing.T) {
 	for i := range 7 {
 		_, err := svc.ShouldRateLimit(ctx, request(desc("login", "alice")))
 		require.NoError(t, err)
-		_, lim, be, _ := rec.take()
+		_, lim, be := rec.take()
 		want := logins
 		switch {
 		case i >= 5:
@@ -193,7 +130,7 @@ func TestObserveLimitDecisions(t *testing.T) {
 	t.Run("detailed_metric names the value", func(t *testing.T) {
 		_, err := svc.ShouldRateLimit(ctx, request(desc("user", "bob"), desc("user", "carol")))
 		require.NoError(t, err)
-		_, lim, _, _ := rec.take()
+		_, lim, _ := rec.take()
 		require.Len(t, lim, 2)
 		assert.Equal(t, "test.user_bob", lim[0].Descriptor)
 		assert.Equal(t, "test.user_carol", lim[1].Descriptor)
@@ -205,7 +142,7 @@ func TestObserveLimitDecisions(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, ok, resp.GetOverallCode())
 		}
-		_, lim, _, _ := rec.take()
+		_, lim, _ := rec.take()
 		require.Len(t, lim, 2)
 		assert.True(t, lim[0].NearLimit, "1 of 1 used")
 		assert.False(t, lim[0].OverLimit)
@@ -219,7 +156,7 @@ func TestObserveLimitDecisions(t *testing.T) {
 		resp, err := svc.ShouldRateLimit(ctx, req)
 		require.NoError(t, err)
 		assert.Equal(t, over, resp.GetOverallCode())
-		_, lim, be, _ := rec.take()
+		_, lim, be := rec.take()
 		require.Len(t, lim, 3)
 		assert.Equal(t, "test.two", lim[0].Descriptor)
 		assert.Equal(t, algorithms.TokenBucket, lim[0].Algorithm)
@@ -235,7 +172,7 @@ func TestObserveLimitDecisions(t *testing.T) {
 		neg.Descriptors[0].IsNegativeHits = true
 		_, err = svc.ShouldRateLimit(ctx, neg)
 		require.NoError(t, err)
-		_, lim, _, _ = rec.take()
+		_, lim, _ = rec.take()
 		assert.Empty(t, lim)
 
 		// Where the rule allows no give-back, the hits are taken, and
@@ -244,14 +181,14 @@ func TestObserveLimitDecisions(t *testing.T) {
 		neg.Descriptors[0].IsNegativeHits = true
 		_, err = svc.ShouldRateLimit(ctx, neg)
 		require.NoError(t, err)
-		_, lim, _, _ = rec.take()
+		_, lim, _ = rec.take()
 		assert.Len(t, lim, 2)
 	})
 
 	t.Run("unlimited and unmatched descriptors decide nothing", func(t *testing.T) {
 		_, err := svc.ShouldRateLimit(ctx, request(desc("free", "f"), desc("nothing", "n")))
 		require.NoError(t, err)
-		req, lim, be, _ := rec.take()
+		req, lim, be := rec.take()
 		assert.Empty(t, lim)
 		assert.Empty(t, be)
 		assert.Len(t, req, 1)
@@ -265,7 +202,7 @@ func TestObserveLimitDecisions(t *testing.T) {
 			d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3, Unit: typev3.RateLimitUnit_MINUTE, UnitMultiplier: wrapperspb.UInt32(uint32(i + 1))}
 			_, err := svc.ShouldRateLimit(ctx, request(d))
 			require.NoError(t, err)
-			_, lim, _, _ := rec.take()
+			_, lim, _ := rec.take()
 			require.Len(t, lim, 1)
 			assert.Equal(t, "test", lim[0].Descriptor)
 			assert.True(t, lim[0].Override)
@@ -277,7 +214,7 @@ func TestObserveLimitDecisions(t *testing.T) {
 		d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3, Unit: typev3.RateLimitUnit_MINUTE}
 		_, err := svc.ShouldRateLimit(ctx, request(d))
 		require.NoError(t, err)
-		_, lim, _, _ := rec.take()
+		_, lim, _ := rec.take()
 		require.Len(t, lim, 1)
 		assert.Equal(t, "test.two", lim[0].Descriptor)
 		assert.True(t, lim[0].Override)
@@ -306,27 +243,26 @@ func TestNearLimitRatio(t *testing.T) {
 		{0.3, 1 << 32, 1<<32 - 1288490188, false}, // and one less is not
 	} {
 		t.Run(fmt.Sprintf("%v of %d with %d left", tc.ratio, tc.capacity, tc.remaining), func(t *testing.T) {
-			svc, _, _ := newObserved(t, nil, func(o *Options) { o.NearLimitRatio = tc.ratio })
+			svc, _, _ := newObserved(t, 0, func(o *Options) { o.NearLimitRatio = tc.ratio })
 			assert.Equal(t, tc.want, svc.nearLimit(tc.capacity, tc.remaining))
 		})
 	}
 }
 
 func TestObserveRequests(t *testing.T) {
-	svc, rec, clock := newObserved(t, nil, nil)
-	svc.limiter = slowLimiter{clock: clock, took: 3 * time.Millisecond, inner: svc.limiter}
+	svc, rec, _ := newObserved(t, 3*time.Millisecond, nil)
 	ctx := context.Background()
 
 	_, err := svc.ShouldRateLimit(ctx, request(desc("login", "a")))
 	require.NoError(t, err)
 	_, err = svc.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "test"})
 	require.Error(t, err)
-	req, _, be, _ := rec.take()
+	req, _, be := rec.take()
 	assert.Equal(t, []RequestOutcome{
 		{Duration: 3 * time.Millisecond, Code: ok, GRPCCode: codes.OK},
 		{Duration: 0, Code: rlsv3.RateLimitResponse_UNKNOWN, GRPCCode: codes.InvalidArgument},
 	}, req)
-	assert.Equal(t, []BackendCall{{Duration: 3 * time.Millisecond, Error: BackendOK}}, be)
+	assert.Equal(t, []breaker.Call{{Duration: 3 * time.Millisecond, Failure: algorithms.FailureNone}}, be)
 }
 
 // slowLimiter advances clock by took on every call, then asks inner.
@@ -344,236 +280,4 @@ func (l slowLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.
 		return make([]algorithms.Result, len(ops)), nil
 	}
 	return l.inner.Do(ctx, ops)
-}
-
-// switchLimiter fails with err while it is set, counting its calls.
-type switchLimiter struct {
-	calls atomic.Int64
-	err   atomic.Pointer[error]
-	inner algorithms.Limiter
-}
-
-func (l *switchLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	l.calls.Add(1)
-	if err := l.err.Load(); err != nil {
-		return nil, *err
-	}
-	return l.inner.Do(ctx, ops)
-}
-
-func (l *switchLimiter) fail(err error) {
-	if err == nil {
-		l.err.Store(nil)
-		return
-	}
-	l.err.Store(&err)
-}
-
-func TestBreakerInTheService(t *testing.T) {
-	for _, mode := range []FailureMode{FailError, FailAllow, FailDeny} {
-		t.Run(mode.String(), func(t *testing.T) {
-			mem := memory.New()
-			t.Cleanup(mem.Close)
-			lim := &switchLimiter{inner: mem}
-			svc, rec, clock := newObserved(t, lim, func(o *Options) {
-				o.FailureMode = mode
-				o.BreakerFailures = 3
-				o.BreakerProbes = 2
-				o.BreakerCooldown = time.Second
-			})
-			ctx := context.Background()
-			// call asks once and reports whether the answer was the failure
-			// mode's.
-			call := func() bool {
-				resp, err := svc.ShouldRateLimit(ctx, request(desc("login", "b")))
-				switch mode {
-				case FailError:
-					if err != nil {
-						require.Equal(t, codes.Unavailable, status.Code(err))
-						return true
-					}
-				case FailAllow, FailDeny:
-					require.NoError(t, err)
-				}
-				// A decided limit carries a reset; a failure answer does not.
-				return resp.GetStatuses()[0].GetDurationUntilReset() == nil
-			}
-
-			require.False(t, call())
-			lim.fail(fmt.Errorf("redis: %w", syscall.ECONNREFUSED))
-			for i := range 3 {
-				assert.True(t, call(), "failure %d", i+1)
-			}
-			assert.EqualValues(t, 4, lim.calls.Load())
-			_, _, be, br := rec.take()
-			assert.Equal(t, []BreakerState{BreakerOpen}, br)
-			assert.Equal(t, BackendUnavailable, be[len(be)-1].Error)
-
-			// Open: answered at once without calling the backend.
-			for range 10 {
-				assert.True(t, call())
-			}
-			assert.EqualValues(t, 4, lim.calls.Load())
-			_, _, be, _ = rec.take()
-			assert.Equal(t, slicesOf(10, BackendCall{Error: BackendCircuitOpen}), be)
-
-			// After the cool-down probes go through; the first failure
-			// leaves it half-open, the second opens it again.
-			clock.Advance(time.Second)
-			assert.True(t, call())
-			assert.EqualValues(t, 5, lim.calls.Load())
-			assert.True(t, call())
-			assert.EqualValues(t, 6, lim.calls.Load())
-			assert.True(t, call())
-			assert.EqualValues(t, 6, lim.calls.Load())
-			_, _, _, br = rec.take()
-			assert.Equal(t, []BreakerState{BreakerHalfOpen, BreakerOpen}, br)
-
-			// The backend is back: the next probe succeeds and closes it.
-			lim.fail(nil)
-			clock.Advance(999 * time.Millisecond)
-			assert.True(t, call(), "still open 1ms before the cool-down ends")
-			clock.Advance(time.Millisecond)
-			assert.False(t, call())
-			assert.False(t, call())
-			assert.EqualValues(t, 8, lim.calls.Load())
-			_, _, _, br = rec.take()
-			assert.Equal(t, []BreakerState{BreakerHalfOpen, BreakerClosed}, br)
-		})
-	}
-}
-
-func TestBreakerIgnoresCallersThatGoAway(t *testing.T) {
-	hang := failingLimiter{hang: true}
-	svc, rec, _ := newObserved(t, hang, func(o *Options) { o.BreakerFailures = 1 })
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	for range 3 {
-		_, err := svc.ShouldRateLimit(ctx, request(desc("login", "c")))
-		require.Error(t, err)
-	}
-	_, _, be, br := rec.take()
-	assert.Empty(t, br, "a canceled call is no failure")
-	assert.Equal(t, slicesOf(3, BackendCall{Error: BackendCanceled}), be)
-}
-
-func TestBreakerDisabled(t *testing.T) {
-	lim := &switchLimiter{inner: memory.New()}
-	lim.fail(errors.New("boom"))
-	svc, _, _ := newObserved(t, lim, func(o *Options) { o.BreakerFailures = 0 })
-	for range 20 {
-		_, err := svc.ShouldRateLimit(context.Background(), request(desc("login", "d")))
-		require.Error(t, err)
-	}
-	assert.EqualValues(t, 20, lim.calls.Load())
-}
-
-func TestClassifyBackendError(t *testing.T) {
-	canceled, cancel := context.WithCancel(context.Background())
-	cancel()
-	bg := context.Background()
-	for _, tc := range []struct {
-		name string
-		ctx  context.Context
-		err  error
-		want BackendError
-	}{
-		{"nil", bg, nil, BackendOK},
-		{"deadline", bg, fmt.Errorf("redisx: %w", context.DeadlineExceeded), BackendTimeout},
-		{"i/o timeout", bg, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, BackendTimeout},
-		{"refused", bg, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, BackendUnavailable},
-		{"reset", bg, fmt.Errorf("x: %w", syscall.ECONNRESET), BackendUnavailable},
-		{"eof", bg, io.EOF, BackendUnavailable},
-		{"closed", bg, net.ErrClosed, BackendUnavailable},
-		{"cluster down", bg, fmt.Errorf("redisx: run x: %w: CLUSTERDOWN", algorithms.ErrUnavailable), BackendUnavailable},
-		{"circuit", bg, ErrCircuitOpen, BackendCircuitOpen},
-		{"canceled by the caller", canceled, context.Canceled, BackendCanceled},
-		{"canceled, caller still there", bg, context.Canceled, BackendOther},
-		{"reply", bg, errors.New("CLUSTERDOWN The cluster is down"), BackendOther},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, classifyBackendError(tc.ctx, tc.err))
-		})
-	}
-	var names []string
-	for _, e := range BackendErrors {
-		names = append(names, e.String())
-	}
-	assert.Equal(t, []string{"timeout", "unavailable", "circuit_open", "other"}, names)
-}
-
-func slicesOf[T any](n int, v T) []T {
-	s := make([]T, n)
-	for i := range s {
-		s[i] = v
-	}
-	return s
-}
-
-// hangingLimiter hangs until the context ends on ops for the descriptor
-// value "slow", and passes every other op to inner.
-type hangingLimiter struct {
-	inner algorithms.Limiter
-	hung  atomic.Int64
-}
-
-func (l *hangingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	if ops[0].Key.Entries[0].Value == "slow" {
-		l.hung.Add(1)
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
-	return l.inner.Do(ctx, ops)
-}
-
-// TestBreakerStaysClosedOnALoadedHost has many more calls time out at once
-// than the breaker's threshold while another call is answered during their
-// wait: the backend answered, so the timeouts are the host's, and the
-// breaker stays closed. Then as many calls time out with nothing answered
-// while they wait, as a hung backend would have them: it opens.
-func TestBreakerStaysClosedOnALoadedHost(t *testing.T) {
-	mem := memory.New()
-	t.Cleanup(mem.Close)
-	lim := &hangingLimiter{inner: mem}
-	opts := DefaultOptions()
-	opts.BackendTimeout = 200 * time.Millisecond
-	opts.BackendGrace = 200 * time.Millisecond
-	opts.BreakerFailures = 5
-	svc := newService(t, lim, nil, opts)
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(observedLimits)}}, config.Options{})
-	require.NoError(t, err)
-	svc.SetConfig(cfg)
-
-	slow := func(n int) {
-		var wg sync.WaitGroup
-		for range n {
-			wg.Go(func() {
-				_, err := svc.ShouldRateLimit(context.Background(), request(desc("login", "slow")))
-				assert.Equal(t, codes.Unavailable, status.Code(err))
-			})
-		}
-		require.Eventually(t, func() bool { return lim.hung.Load() >= int64(n) }, 5*time.Second, time.Millisecond)
-		lim.hung.Store(0)
-		// Answered while they wait.
-		_, err := svc.ShouldRateLimit(context.Background(), request(desc("login", "fast")))
-		require.NoError(t, err)
-		wg.Wait()
-	}
-	slow(3 * opts.BreakerFailures)
-	assert.Equal(t, BreakerClosed, svc.breaker.current(), "timeouts while the backend answered")
-
-	var wg sync.WaitGroup
-	for range opts.BreakerFailures {
-		wg.Go(func() {
-			_, err := svc.ShouldRateLimit(context.Background(), request(desc("login", "slow")))
-			assert.Equal(t, codes.Unavailable, status.Code(err))
-		})
-	}
-	wg.Wait()
-	// Judged the backend's grace after they happened, when the next call
-	// comes: refused.
-	time.Sleep(opts.BackendGrace)
-	_, err = svc.ShouldRateLimit(context.Background(), request(desc("login", "fast")))
-	assert.Equal(t, codes.Unavailable, status.Code(err))
-	assert.Equal(t, BreakerOpen, svc.breaker.current(), "timeouts with no answer at all")
 }

@@ -99,10 +99,10 @@ type Options struct {
 	// BackendTimeout is the budget of a request whose caller sent no
 	// deadline: its backend calls (its take and the refund of a denied
 	// request) share one deadline, BackendTimeout after the request
-	// arrived. A caller that sends a deadline gets that deadline less the
-	// reserve (see DeadlineReserve), longer or shorter than BackendTimeout.
-	// 0 sets no deadline of the service's own (for a backend that never
-	// waits): no budget, no cap, no shedding.
+	// arrived, and one algorithms.Scope. A caller that sends a deadline
+	// gets that deadline less the reserve (see DeadlineReserve), longer or
+	// shorter than BackendTimeout. 0 sets no deadline of the service's own
+	// (for a backend that never waits): no budget, no cap, no scope.
 	BackendTimeout time.Duration
 	// BackendTimeoutMax, when positive, caps the budget of every request,
 	// whatever deadline its caller sent: its backend calls end at the
@@ -117,41 +117,6 @@ type Options struct {
 	// reached with less than it left gets the failure mode's answer, and
 	// its admitted hits are given back.
 	DeadlineReserve time.Duration
-	// BreakerFailures is how many consecutive backend failures open the
-	// circuit breaker, which then answers with the FailureMode at once,
-	// without calling the backend, for BreakerCooldown; after that
-	// BreakerProbes probe calls go through at once, and the first success
-	// closes the breaker. A timeout is a failure only when no other backend
-	// call succeeded while it waited: the backend answered nothing. 0
-	// disables the breaker.
-	BreakerFailures int
-	// BackendGrace is how long the Limiter keeps waiting for the answers of
-	// calls whose callers gave up (for Redis, its read timeout), and
-	// reports them (Settle). The breaker judges a timeout that long after
-	// it happened: one that the backend answered by then, or after which it
-	// answered another call, is no failure. It is no budget: a call's own
-	// length does not enter it. 0 means DefaultBackendGrace.
-	BackendGrace time.Duration
-	// BreakerProbes is how many probe calls a half-open breaker lets
-	// through at once, and how many of them must fail to open it again; 0
-	// means DefaultBreakerProbes.
-	BreakerProbes int
-	// BreakerCooldown is how long the breaker stays open; 0 means 1s.
-	BreakerCooldown time.Duration
-	// MaxInflight fixes how many requests may have backend calls under way
-	// at once; 0 adapts the limit to what the backend answers in time (see
-	// gate). Requests beyond it wait, and are shed with the failure mode's
-	// answer when they could no longer be answered before their deadline.
-	// Without a BackendTimeout (no deadlines) nothing is limited.
-	MaxInflight int
-	// GiveBackQueue bounds the refunds waiting to be given back to the
-	// backend, and the charges waiting to be recorded (see Service.Settle);
-	// 0 means DefaultGiveBackQueue.
-	GiveBackQueue int
-	// GiveBackTimeout is how long a refund may wait to be given back, or a
-	// charge to be recorded, before it is dropped; 0 means
-	// DefaultGiveBackTimeout.
-	GiveBackTimeout time.Duration
 	// NearLimitRatio is the share of a limit's capacity at or above which an
 	// admitted request counts as near the limit, in (0, 1]; 0 means 0.8.
 	NearLimitRatio float64
@@ -159,8 +124,16 @@ type Options struct {
 	// to every response the backend decided (not to failure-mode answers);
 	// nil adds none.
 	LimitHeaders *LimitHeaders
-	// Observer is told every decision, request and backend call, for
-	// metrics; nil observes nothing.
+	// GiveBack takes the ops the service owes the backend but does not
+	// send itself: the refunds of takes the backend admitted for a request
+	// whose answer came too late to be used, and the charges of requests
+	// that never reached the backend (shed, or refused by an open circuit
+	// breaker), which are usage already spent. The server hands them to
+	// the give-back queue (internal/layers/giveback), which sends them in
+	// the background; nil drops them.
+	GiveBack func([]algorithms.Op)
+	// Observer is told every request and decision, for metrics; nil
+	// observes nothing.
 	Observer Observer
 	// Logger receives the service's logs; nil discards them.
 	Logger *slog.Logger
@@ -170,9 +143,8 @@ type Options struct {
 // configured: sliding window counter, refunds on, failure mode error, a
 // budget per request of the caller's deadline less a 2ms reserve, or
 // DefaultBackendTimeout for a caller that sends none, with no cap; a
-// circuit breaker that opens for 1s after 20 consecutive
-// failures and probes with 3 calls at once, a near-limit ratio of 0.8, no
-// give-backs by unmatched descriptors, and DefaultBounds.
+// near-limit ratio of 0.8, no give-backs by unmatched descriptors, and
+// DefaultBounds.
 func DefaultOptions() Options {
 	return Options{
 		DefaultAlgorithm: algorithms.SlidingWindowCounter,
@@ -180,9 +152,6 @@ func DefaultOptions() Options {
 		FailureMode:      FailError,
 		BackendTimeout:   DefaultBackendTimeout,
 		DeadlineReserve:  DefaultDeadlineReserve,
-		BreakerFailures:  DefaultBreakerFailures,
-		BreakerProbes:    DefaultBreakerProbes,
-		BreakerCooldown:  DefaultBreakerCooldown,
 		NearLimitRatio:   DefaultNearLimitRatio,
 		Bounds:           DefaultBounds(),
 	}
@@ -190,35 +159,15 @@ func DefaultOptions() Options {
 
 // Defaults of the options whose zero value means "the default" or "off".
 const (
-	// DefaultBreakerFailures is the BreakerFailures of DefaultOptions. A
-	// master lost from a Redis Cluster of three fails about a third of the
-	// calls, and 20 of them in a row come with a probability of (1/3)^20, a
-	// few in ten billion: the breaker opens when nearly every call fails,
-	// not while one master of several is failed over.
-	DefaultBreakerFailures = 20
-	// DefaultBreakerProbes is what a zero BreakerProbes means: three probes
-	// at once, so that the one that a busy host happens to hold up does not
-	// cost another cool-down, while a backend that is down costs three
-	// timeouts per cool-down instead of one.
-	DefaultBreakerProbes = 3
-	// DefaultBreakerCooldown is what a zero BreakerCooldown means.
-	DefaultBreakerCooldown = time.Second
 	// DefaultBackendTimeout is the BackendTimeout of DefaultOptions: the
 	// budget of a caller that sends no deadline. Long enough that such a
 	// caller is answered with a decision on a host too busy to answer within
 	// Envoy's 20ms (docs/operations.md, "Overload"), short enough that a
 	// Redis that hangs holds it for no longer than the breaker's cool-down.
 	DefaultBackendTimeout = time.Second
-	// DefaultBackendGrace is what a zero BackendGrace means: as long as
-	// the server's Redis client keeps reading a reply by default.
-	DefaultBackendGrace = 500 * time.Millisecond
 	// DefaultDeadlineReserve is the DeadlineReserve of DefaultOptions: time
 	// for a gRPC answer to be written, cross a local network and be read.
 	DefaultDeadlineReserve = 2 * time.Millisecond
-	// DefaultGiveBackQueue is what a zero GiveBackQueue means.
-	DefaultGiveBackQueue = 10_000
-	// DefaultGiveBackTimeout is what a zero GiveBackTimeout means.
-	DefaultGiveBackTimeout = 10 * time.Second
 	// DefaultNearLimitRatio is what a zero NearLimitRatio means.
 	DefaultNearLimitRatio = 0.8
 )
@@ -233,12 +182,9 @@ func (o Options) validate() error {
 		return fmt.Errorf("rls: FailureMode %s is no failure mode", o.FailureMode)
 	case math.IsNaN(o.NearLimitRatio) || o.NearLimitRatio < 0 || o.NearLimitRatio > 1:
 		return fmt.Errorf("rls: NearLimitRatio %v is not in (0, 1]", o.NearLimitRatio)
-	case o.BackendTimeout < 0, o.BackendTimeoutMax < 0, o.DeadlineReserve < 0, o.BackendGrace < 0, o.BreakerCooldown < 0, o.GiveBackTimeout < 0:
-		return fmt.Errorf("rls: negative duration in BackendTimeout %s, BackendTimeoutMax %s, DeadlineReserve %s, BackendGrace %s, BreakerCooldown %s or GiveBackTimeout %s",
-			o.BackendTimeout, o.BackendTimeoutMax, o.DeadlineReserve, o.BackendGrace, o.BreakerCooldown, o.GiveBackTimeout)
-	case o.BreakerFailures < 0, o.BreakerProbes < 0, o.GiveBackQueue < 0, o.MaxInflight < 0:
-		return fmt.Errorf("rls: negative count in BreakerFailures %d, BreakerProbes %d, GiveBackQueue %d or MaxInflight %d",
-			o.BreakerFailures, o.BreakerProbes, o.GiveBackQueue, o.MaxInflight)
+	case o.BackendTimeout < 0, o.BackendTimeoutMax < 0, o.DeadlineReserve < 0:
+		return fmt.Errorf("rls: negative duration in BackendTimeout %s, BackendTimeoutMax %s or DeadlineReserve %s",
+			o.BackendTimeout, o.BackendTimeoutMax, o.DeadlineReserve)
 	}
 	return o.Bounds.validate()
 }
@@ -252,14 +198,12 @@ func (o Options) withDefaults() Options {
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}
+	if o.GiveBack == nil {
+		o.GiveBack = func([]algorithms.Op) {}
+	}
 	d := DefaultOptions()
 	o.DefaultAlgorithm = orDefault(o.DefaultAlgorithm, d.DefaultAlgorithm)
 	o.NearLimitRatio = orDefault(o.NearLimitRatio, d.NearLimitRatio)
-	o.BreakerCooldown = orDefault(o.BreakerCooldown, DefaultBreakerCooldown)
-	o.BackendGrace = orDefault(o.BackendGrace, DefaultBackendGrace)
-	o.BreakerProbes = orDefault(o.BreakerProbes, DefaultBreakerProbes)
-	o.GiveBackQueue = orDefault(o.GiveBackQueue, DefaultGiveBackQueue)
-	o.GiveBackTimeout = orDefault(o.GiveBackTimeout, DefaultGiveBackTimeout)
 	o.Bounds = o.Bounds.withDefaults()
 	return o
 }

@@ -9,6 +9,8 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
@@ -311,6 +313,27 @@ func (p *plan) response(results []algorithms.Result) *rlsv3.RateLimitResponse {
 	})
 }
 
+// overLimit reports whether the limiter's results put the request over its
+// limits: a descriptor is over when a limit of it outside shadow mode
+// denied, and the verdict decides from there.
+func (p *plan) overLimit(results []algorithms.Result) bool {
+	var v verdict
+	for _, d := range p.descs {
+		if d.unlimited != nil {
+			continue
+		}
+		over := false
+		for j := d.first; j < d.first+d.n; j++ {
+			if !results[j].Allowed && !p.limits[j].shadow {
+				over = true
+			}
+		}
+		v.add(d.quota, over, 0)
+	}
+	over, _ := v.result()
+	return over
+}
+
 // failureResponse answers every limited descriptor with code, for a backend
 // that could not decide.
 func (p *plan) failureResponse(code rlsv3.RateLimitResponse_Code) *rlsv3.RateLimitResponse {
@@ -356,9 +379,24 @@ func (p *plan) assemble(limited func(descPlan, *rlsv3.RateLimitResponse_Descript
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, retryAfterHeader(retryAfter))
 	}
 	if p.dynamicMetadata {
-		resp.DynamicMetadata = p.responseMetadata(resp.Statuses)
+		resp.DynamicMetadata = responseMetadata(p.req, p.admittedMetadata(resp.Statuses))
 	}
 	return resp
+}
+
+// admittedMetadata returns the metadata of the rules whose limits applied
+// to descriptors that statuses do not say are over their limit, in request
+// order, for the response's dynamic metadata (responseMetadata).
+func (p *plan) admittedMetadata(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) []*structpb.Struct {
+	var rules []*structpb.Struct
+	for i, d := range p.descs {
+		if d.unlimited != nil || d.n == 0 || d.rule == nil || d.rule.Metadata == nil ||
+			statuses[i].GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+			continue
+		}
+		rules = append(rules, d.rule.Metadata)
+	}
+	return rules
 }
 
 // moreConstrained reports whether result a binds tighter than b.
@@ -397,4 +435,12 @@ var responseUnits = [...]rlsv3.RateLimitResponse_RateLimit_Unit{
 	config.Week:   rlsv3.RateLimitResponse_RateLimit_WEEK,
 	config.Month:  rlsv3.RateLimitResponse_RateLimit_MONTH,
 	config.Year:   rlsv3.RateLimitResponse_RateLimit_YEAR,
+}
+
+// durationProto returns d as a protobuf Duration, 0 when negative.
+func durationProto(d time.Duration) *durationpb.Duration {
+	if d < 0 {
+		d = 0
+	}
+	return durationpb.New(d)
 }

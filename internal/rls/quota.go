@@ -1,10 +1,6 @@
 package rls
 
-import (
-	"time"
-
-	"github.com/ratewarden/ratewarden/internal/algorithms"
-)
+import "time"
 
 // verdict decides whether a request is over its limits from its
 // descriptors, as envoyproxy/ratelimit does with quota mode: the request is
@@ -47,25 +43,4 @@ func (v *verdict) result() (over bool, wait time.Duration) {
 		return true, max(wait, v.quotaWait)
 	}
 	return v.over, wait
-}
-
-// overLimit reports whether the limiter's results put the request over its
-// limits: a descriptor is over when a limit of it outside shadow mode
-// denied, and the verdict decides from there.
-func (p *plan) overLimit(results []algorithms.Result) bool {
-	var v verdict
-	for _, d := range p.descs {
-		if d.unlimited != nil {
-			continue
-		}
-		over := false
-		for j := d.first; j < d.first+d.n; j++ {
-			if !results[j].Allowed && !p.limits[j].shadow {
-				over = true
-			}
-		}
-		v.add(d.quota, over, 0)
-	}
-	over, _ := v.result()
-	return over
 }

@@ -7,18 +7,14 @@ package rls
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
-	"strconv"
 	"sync/atomic"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
@@ -35,12 +31,7 @@ type Service struct {
 	log      *slog.Logger
 	cfg      atomic.Pointer[config.Config]
 	observer Observer
-	breaker  *breaker // nil without a breaker
-	// gate bounds the requests whose backend calls are under way; nil
-	// without a backend timeout.
-	gate      *gate
-	giveBacks *giveBacks
-	// now is the clock of the breaker and of the observed durations.
+	// now is the clock of the observed durations.
 	now func() time.Time
 	// nearLimitPPM is Options.NearLimitRatio in parts per million.
 	nearLimitPPM uint64
@@ -63,11 +54,6 @@ func New(limiter algorithms.Limiter, cfg *config.Config, opts Options) (*Service
 		now:          time.Now,
 		nearLimitPPM: uint64(math.Round(opts.NearLimitRatio * ppm)),
 	}
-	s.breaker = newBreaker(opts.BreakerFailures, opts.BreakerProbes, opts.BreakerCooldown, opts.BackendGrace, s.breakerChanged)
-	if opts.BackendTimeout > 0 {
-		s.gate = newGate(opts.MaxInflight, s.observer.ObserveInflightLimit)
-	}
-	s.giveBacks = newGiveBacks(s, opts.GiveBackQueue, opts.GiveBackTimeout)
 	s.cfg.Store(cfg)
 	return s, nil
 }
@@ -89,8 +75,9 @@ func (s *Service) Config() *config.Config { return s.cfg.Load() }
 
 // ShouldRateLimit decides whether the request's descriptors are within their
 // limits. Invalid requests get codes.InvalidArgument; valid ones, while no
-// configuration is loaded, ErrNoConfig; a backend failure, or an open
-// circuit breaker, gets the configured FailureMode.
+// configuration is loaded, ErrNoConfig; a failure of the limiter (of the
+// backend, or a layer's refusal: an open circuit breaker, a request shed)
+// gets the configured FailureMode.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := s.now()
 	handled := time.Now()
@@ -124,22 +111,22 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	caller := ctx
 	ctx, cancel, reserve := s.withDeadline(ctx, arrived, handled)
 	defer cancel()
-	if s.gate != nil {
-		if reason, err := s.gate.acquire(ctx, time.Now()); err != nil {
-			if errors.Is(err, ErrShed) {
-				s.observer.ObserveShed(reason)
-			}
-			s.deferCharges(p.ops, time.Now())
-			return s.failed(ctx, p, err)
-		}
-		defer func() { s.gate.release(time.Now()) }()
+	if s.opts.BackendTimeout > 0 {
+		// The take and the refund of a denied request are the calls of
+		// one request, within one budget: what a layer of the limiter
+		// holds for the request (a slot of the admission gate) it holds
+		// for both.
+		var scope *algorithms.Scope
+		ctx, scope = algorithms.WithScope(ctx)
+		defer scope.End()
 	}
-	results, err := s.do(ctx, p.ops)
+	results, err := s.limiter.Do(ctx, p.ops)
+	err = algorithms.CheckResults(results, len(p.ops), err)
 	if err != nil {
-		if errors.Is(err, ErrCircuitOpen) {
-			// Not sent. A limiter reports the fate of the ops of a call it
-			// sent (Settle).
-			s.deferCharges(p.ops, time.Now())
+		if errors.Is(err, algorithms.ErrNotSent) {
+			// Shed, or refused by the circuit breaker. A limiter reports
+			// the fate of the ops of a call it sent (algorithms.Outcomes).
+			s.deferCharges(p.ops)
 		}
 		return s.failed(ctx, p, err)
 	}
@@ -147,7 +134,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		// Decided after the caller gave up, or too late for the answer to
 		// reach it in time: it applies its own failure mode. Only admitted
 		// answers keep hits.
-		s.giveBackAdmitted(p, results, time.Now())
+		s.giveBackAdmitted(p, results)
 		return s.failed(ctx, p, err)
 	}
 	s.observeDecisions(p, results)
@@ -211,58 +198,51 @@ func tooLate(caller context.Context, reserve time.Duration, now time.Time) error
 	return nil
 }
 
-// do calls the limiter within ctx, which carries the request's deadline,
-// unless the circuit breaker is open, and tells the breaker and the observer
-// how it went.
-func (s *Service) do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	start := s.now()
-	ticket, ok := s.breaker.allow(start)
-	if !ok {
-		s.observer.ObserveBackend(BackendCall{Error: BackendCircuitOpen})
-		return nil, ErrCircuitOpen
+// observeDecisions tells the observer what each limit of p decided.
+func (s *Service) observeDecisions(p *plan, results []algorithms.Result) {
+	if _, nop := s.observer.(nopObserver); nop {
+		return
 	}
-	began := time.Now()
-	results, err := s.limiter.Do(ctx, ops)
-	if err == nil && len(results) != len(ops) {
-		err = fmt.Errorf("rls: limiter returned %d results for %d operations", len(results), len(ops))
+	for i, r := range results {
+		op := &p.ops[i]
+		if op.Refund {
+			continue
+		}
+		l := p.limits[i]
+		d := LimitDecision{
+			Domain:     p.domain,
+			Descriptor: p.descs[l.desc].metricKey,
+			Limit:      l.limit.Name,
+			Algorithm:  op.Limit.Algorithm,
+			Window:     op.Limit.Window,
+			Override:   l.override,
+			Hits:       op.Hits,
+			Charge:     op.Charge,
+		}
+		if r.Allowed {
+			d.NearLimit = s.nearLimit(op.Limit.Capacity(), r.Remaining)
+		} else {
+			d.OverLimit = true
+			d.Shadowed = l.shadow
+		}
+		s.observer.ObserveLimit(d)
 	}
-	end := s.now()
-	kind := classifyBackendError(ctx, err)
-	switch {
-	case kind == BackendOK:
-		s.breaker.success(ticket, end)
-	case kind == BackendCanceled, errors.Is(err, algorithms.ErrInvalidLimit):
-		// Neither the caller going away nor a limit no backend could
-		// enforce says anything about the backend's health.
-		s.breaker.abandon(ticket)
-	default:
-		s.breaker.failure(ticket, end, kind == BackendTimeout)
-	}
-	if s.gate != nil && kind != BackendCanceled {
-		now := time.Now()
-		s.gate.observe(now.Sub(began), kind == BackendTimeout, now)
-	}
-	s.observer.ObserveBackend(BackendCall{Duration: end.Sub(start), Error: kind})
-	return results, err
 }
 
-// breakerChanged logs and reports a change of the circuit breaker's state:
-// opening and closing at warn and info, the probes of an outage (once per
-// cool-down) at debug.
-func (s *Service) breakerChanged(from, to BreakerState) {
-	switch {
-	case to == BreakerOpen && from == BreakerClosed:
-		s.log.Warn("backend circuit breaker opened: answering with the failure mode without calling the backend",
-			"failures", s.opts.BreakerFailures, "cooldown", s.opts.BreakerCooldown, "failure_mode", s.opts.FailureMode.String())
-	case to == BreakerOpen:
-		s.log.Debug("backend circuit breaker probes failed; open again", "probes", s.opts.BreakerProbes, "cooldown", s.opts.BreakerCooldown)
-	case to == BreakerHalfOpen:
-		s.log.Debug("backend circuit breaker half-open: probing the backend")
-	case to == BreakerClosed:
-		s.log.Info("backend circuit breaker closed: the backend answers again")
+// nearLimit reports whether a limit of capacity with remaining left is used
+// at or above the near-limit ratio, in exact integer arithmetic.
+func (s *Service) nearLimit(capacity, remaining uint64) bool {
+	used := uint64(0)
+	if remaining < capacity {
+		used = capacity - remaining
 	}
-	s.observer.ObserveBreaker(to)
+	// capacity ≤ 2^32 and the ratio ≤ 10^6 parts per million, so neither
+	// product overflows.
+	return used*ppm >= s.nearLimitPPM*capacity
 }
+
+// ppm is one million, the denominator of the near-limit ratio.
+const ppm = 1_000_000
 
 // refund gives back what the admitted takes of a denied request consumed,
 // and replaces their results with the state after the refund. Charges are
@@ -285,8 +265,8 @@ func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Resu
 	if len(refunds) == 0 {
 		return
 	}
-	after, err := s.do(ctx, refunds)
-	if err != nil {
+	after, err := s.limiter.Do(ctx, refunds)
+	if err = algorithms.CheckResults(after, len(refunds), err); err != nil {
 		s.log.WarnContext(ctx, "refund of a denied request failed", "domain", p.domain, "ops", len(refunds), "err", err)
 		return
 	}
@@ -296,15 +276,36 @@ func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Resu
 	}
 }
 
-// giveBackAdmitted queues the refund of every take of p that results
-// admitted (see Service.Settle). Charges stay: they are usage already spent.
-func (s *Service) giveBackAdmitted(p *plan, results []algorithms.Result, now time.Time) {
+// giveBackAdmitted leaves the refund of every take of p that results
+// admitted to Options.GiveBack. Charges stay: they are usage already spent.
+func (s *Service) giveBackAdmitted(p *plan, results []algorithms.Result) {
+	var refunds []algorithms.Op
 	for i, op := range p.ops {
 		if op.Refund || op.Charge || op.Hits == 0 || !results[i].Allowed {
 			continue
 		}
 		op.Refund, op.Receipt = true, results[i].Receipt
-		s.giveBacks.add(op, now)
+		refunds = append(refunds, op)
+	}
+	if len(refunds) > 0 {
+		s.opts.GiveBack(refunds)
+	}
+}
+
+// deferCharges leaves the charges among ops, which never reached the
+// backend (the request was shed, or the circuit breaker was open), to
+// Options.GiveBack, to be recorded as soon as the backend answers: a charge
+// is usage already spent, and Envoy, which sends it once the stream is
+// done, does not send it again.
+func (s *Service) deferCharges(ops []algorithms.Op) {
+	var charges []algorithms.Op
+	for _, op := range ops {
+		if op.Charge && op.Hits > 0 {
+			charges = append(charges, op)
+		}
+	}
+	if len(charges) > 0 {
+		s.opts.GiveBack(charges)
 	}
 }
 
@@ -347,21 +348,4 @@ func validateRequest(req *rlsv3.RateLimitRequest, b *Bounds) error {
 		}
 	}
 	return nil
-}
-
-// retryAfterHeader returns the Retry-After header for a wait: whole seconds,
-// rounded up, so a client that honours it is admitted.
-func retryAfterHeader(wait time.Duration) *corev3.HeaderValue {
-	secs := int64(math.Ceil(wait.Seconds()))
-	if secs < 1 {
-		secs = 1
-	}
-	return &corev3.HeaderValue{Key: "retry-after", Value: strconv.FormatInt(secs, 10)}
-}
-
-func durationProto(d time.Duration) *durationpb.Duration {
-	if d < 0 {
-		d = 0
-	}
-	return durationpb.New(d)
 }

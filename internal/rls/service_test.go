@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -497,8 +495,8 @@ func TestUnlimitedRulesReplaceAndAreReplaced(t *testing.T) {
 // every valid request, a limit override too, is answered as
 // envoyproxy/ratelimit answers it before its first configuration (gRPC
 // Unknown, "no rate limit configuration loaded"), so that Envoy applies its
-// failure mode, and nothing is taken; /json says 503. An invalid request is
-// still InvalidArgument. Once limits are set, they decide.
+// failure mode, and nothing is taken. An invalid request is still
+// InvalidArgument. Once limits are set, they decide.
 func TestWithoutConfigTheAnswerIsAnError(t *testing.T) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
@@ -514,12 +512,7 @@ func TestWithoutConfigTheAnswerIsAnError(t *testing.T) {
 	}
 	_, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("fixed", "a")}})
 	assert.Equal(t, codes.InvalidArgument, status.Code(err), "the request's fault first: %v", err)
-
-	rec := httptest.NewRecorder()
-	svc.HTTPHandler(NewHealth()).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/json",
-		strings.NewReader(`{"domain":"test","descriptors":[{"entries":[{"key":"fixed","value":"a"}]}]}`)))
-	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
-	assert.Contains(t, rec.Body.String(), "no rate limit configuration loaded")
+	// /json says 503: internal/server's TestJSONWithoutConfig.
 
 	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
 	require.NoError(t, err)
@@ -683,14 +676,13 @@ func newService(tb testing.TB, limiter algorithms.Limiter, cfg *config.Config, o
 
 // TestNewRefusesInvalidOptions: New refuses what it used to repair, naming
 // the option, and gives the zero values that stand for defaults their
-// defaults.
+// defaults. (The circuit breaker's options are its own:
+// internal/layers/breaker's TestNewRefusesInvalidOptions.)
 func TestNewRefusesInvalidOptions(t *testing.T) {
 	for name, opts := range map[string]Options{
 		"DefaultAlgorithm": {DefaultAlgorithm: algorithms.Algorithm(9)},
 		"FailureMode":      {FailureMode: FailureMode(7)},
 		"NearLimitRatio":   {NearLimitRatio: 1.5},
-		"BreakerCooldown":  {BreakerCooldown: -time.Second},
-		"BreakerProbes":    {BreakerProbes: -1},
 		"MaxUnmatched":     {Bounds: Bounds{MaxUnmatchedEntries: -1}},
 	} {
 		_, err := New(memory.New(), nil, opts)

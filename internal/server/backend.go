@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,7 +12,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/redisx"
-	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
 // backend is a Limiter with the means to check and release it.
@@ -24,9 +22,6 @@ type backend interface {
 	CheckWrites(ctx context.Context) error
 	// Prepare readies a reachable backend for fast first decisions.
 	Prepare(ctx context.Context) error
-	// SettleWith has the backend report what became of the ops of its
-	// failed calls to svc (see rls.Service.Settle).
-	SettleWith(svc *rls.Service)
 	Close() error
 }
 
@@ -63,22 +58,21 @@ func newBackend(s Settings, logger *slog.Logger) (backend, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: RLS_REDIS_*: %w", err)
 		}
-		settle := &settler{}
-		lim, err := redisx.NewLimiter(client, redisx.WithKeyPrefix(s.KeyPrefix), redisx.WithGrace(redisGrace(s)), redisx.WithOutcomes(settle.report),
+		lim, err := redisx.NewLimiter(client, redisx.WithKeyPrefix(s.KeyPrefix), redisx.WithGrace(redisGrace(s)),
 			redisx.WithCoalescing(max(2, s.PipelinesPerCPU*runtime.GOMAXPROCS(0))))
 		if err != nil {
 			client.Close()
 			return nil, fmt.Errorf("server: %w", err)
 		}
 		logger.Info("redis backend", "redis", s.Redis, "key_prefix", s.KeyPrefix)
-		return redisBackend{Limiter: lim, client: client, settler: settle}, nil
+		return redisBackend{Limiter: lim, client: client}, nil
 	}
 	return nil, fmt.Errorf("server: RLS_BACKEND %q is not %s or %s", s.Backend, BackendMemory, BackendRedis)
 }
 
 // redisGrace is how long a pipeline whose callers gave up is still read: as
 // long as one reply may take, so that what it did is known (see
-// rls.Service.Settle).
+// algorithms.Outcomes).
 func redisGrace(s Settings) time.Duration {
 	if s.Redis.ReadTimeout == 0 {
 		return redisx.DefaultReadTimeout
@@ -93,9 +87,6 @@ func (memoryBackend) CheckWrites(context.Context) error { return nil }
 
 func (memoryBackend) Prepare(context.Context) error { return nil }
 
-// SettleWith does nothing: the memory backend's calls never fail.
-func (memoryBackend) SettleWith(*rls.Service) {}
-
 func (m memoryBackend) Close() error {
 	m.Limiter.Close()
 	return nil
@@ -105,20 +96,6 @@ func (m memoryBackend) Close() error {
 type redisBackend struct {
 	*redisx.Limiter
 	client redis.UniversalClient
-	*settler
-}
-
-// settler passes the outcomes the Limiter reports to the service, once
-// there is one.
-type settler struct{ svc atomic.Pointer[rls.Service] }
-
-// SettleWith sends later reports to svc.
-func (s *settler) SettleWith(svc *rls.Service) { s.svc.Store(svc) }
-
-func (s *settler) report(o []algorithms.Outcome) {
-	if svc := s.svc.Load(); svc != nil {
-		svc.Settle(o)
-	}
 }
 
 func (r redisBackend) CheckWrites(ctx context.Context) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/layers/denycache"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/redisx"
@@ -58,7 +59,7 @@ var scriptBackends = []scriptBackend{
 		lim, err := redisx.NewLimiter(redistest.Standalone(t).Client(t), redisx.WithClock(clock.Now))
 		require.NoError(t, err)
 		t.Cleanup(lim.Close)
-		return rls.NewDenyCache(lim, 1000, clock.Now)
+		return denycache.New(lim, denycache.Options{MaxEntries: 1000, Now: clock.Now})
 	}},
 }
 

@@ -14,10 +14,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/redisx"
-	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
 // flakyBackend is a memory backend whose Ping fails while down is set,
@@ -72,7 +72,7 @@ func TestBackendWatchFollowsTheBackend(t *testing.T) {
 	mem := memory.New()
 	b := &flakyBackend{memoryBackend: memoryBackend{mem}}
 	t.Cleanup(mem.Close)
-	h := rls.NewHealth()
+	h := NewHealth()
 	h.SetConfigLoaded(true)
 	var logs syncBuffer
 	w := &backendWatch{backend: b, health: h, interval: 5 * time.Millisecond, timeout: 20 * time.Millisecond,
@@ -122,7 +122,7 @@ func TestLivenessWaitsForTheBackend(t *testing.T) {
 		t.Cleanup(mem.Close)
 		b := &flakyBackend{memoryBackend: memoryBackend{mem}}
 		b.down.Store(true)
-		h := rls.NewHealth()
+		h := NewHealth()
 		h.SetConfigLoaded(true)
 		var logs syncBuffer
 		w := &backendWatch{backend: b, health: h, interval: time.Hour, timeout: 20 * time.Millisecond,
@@ -171,8 +171,8 @@ func TestOperationsSettings(t *testing.T) {
 	s, err := LoadSettings()
 	require.NoError(t, err)
 	opts := s.ServiceOptions(nil)
-	assert.Equal(t, 20, opts.BreakerFailures)
-	assert.Equal(t, time.Second, opts.BreakerCooldown)
+	assert.Equal(t, 20, breakerOptions(s).Failures)
+	assert.Equal(t, time.Second, breakerOptions(s).Cooldown)
 	assert.InDelta(t, 0.8, opts.NearLimitRatio, 0)
 	assert.Equal(t, time.Second, s.BackendHealthInterval)
 	assert.Equal(t, 250*time.Millisecond, s.BackendHealthTimeout)
@@ -197,6 +197,55 @@ func TestOperationsSettings(t *testing.T) {
 		t.Setenv("RLS_BREAKER_FAILURES", "0")
 		s, err := LoadSettings()
 		require.NoError(t, err)
-		assert.Zero(t, s.ServiceOptions(nil).BreakerFailures)
+		assert.Zero(t, breakerOptions(s).Failures)
 	})
+}
+
+// grpcStatus returns what grpc.health.v1 says for the server as a whole.
+func grpcStatus(t *testing.T, h *Health) healthpb.HealthCheckResponse_ServingStatus {
+	t.Helper()
+	resp, err := h.Server().Check(context.Background(), &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	return resp.GetStatus()
+}
+
+// TestLivenessWaitsForTheBackendsFirstAnswer: a new Health is not live
+// until the backend has answered once, naming the backend's error while it
+// has not; from then on a backend outage fails readiness alone, and only a
+// shutdown fails liveness.
+func TestLivenessWaitsForTheBackendsFirstAnswer(t *testing.T) {
+	h := NewHealth()
+	h.SetConfigLoaded(true)
+	live, why := h.Live()
+	assert.False(t, live)
+	assert.Equal(t, "waiting for the backend's first answer", why)
+
+	h.SetBackendError(errors.New("backend unreachable: connection refused"))
+	live, why = h.Live()
+	assert.False(t, live)
+	assert.Equal(t, "waiting for the backend's first answer: backend unreachable: connection refused", why)
+	ready, why := h.Ready()
+	assert.False(t, ready)
+	assert.Equal(t, "waiting for the backend's first answer: backend unreachable: connection refused", why, "the backend's error once")
+	assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, grpcStatus(t, h))
+
+	h.SetBackendError(nil)
+	h.BackendAnswered()
+	live, _ = h.Live()
+	assert.True(t, live)
+	ready, _ = h.Ready()
+	assert.True(t, ready)
+	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, grpcStatus(t, h))
+
+	h.SetBackendError(errors.New("backend unreachable: connection refused"))
+	live, _ = h.Live()
+	assert.True(t, live, "a later outage is not cured by a restart")
+	ready, why = h.Ready()
+	assert.False(t, ready)
+	assert.Equal(t, "backend unreachable: connection refused", why)
+
+	h.Shutdown()
+	live, why = h.Live()
+	assert.False(t, live)
+	assert.Equal(t, "shutting down", why)
 }

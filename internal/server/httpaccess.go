@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/ratewarden/ratewarden/internal/config"
-	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
 // probePaths are the HTTP paths that never need a client certificate:
@@ -33,22 +32,18 @@ func requireClientCert(next http.Handler) http.Handler {
 // httpOptions returns what the settings ask of the HTTP endpoints: /json
 // off (see Settings.jsonOff), and /rlconfig without absolute paths unless
 // RLS_RLCONFIG_SHOW_PATHS.
-func (srv *Server) httpOptions(cfg *config.Config) []rls.HTTPOption {
+func (srv *Server) httpOptions(cfg *config.Config) httpOptions {
 	s := srv.settings
-	status := srv.config.Status
-	var opts []rls.HTTPOption
-	if why := s.jsonOff(); why != "" {
-		opts = append(opts, rls.WithoutJSON(why))
-	}
+	o := httpOptions{jsonOff: s.jsonOff(), configStatus: srv.config.Status}
 	if root := configRoot(s.ConfigPath, cfg); root != "" && !s.RlconfigShowPaths {
-		opts = append(opts, rls.WithConfigRoot(root))
-		status = func() rls.ConfigStatus {
+		o.configRoot = root
+		o.configStatus = func() ConfigStatus {
 			st := srv.config.Status()
 			st.Source = filepath.Base(st.Source)
 			return st
 		}
 	}
-	return append(opts, rls.WithConfigStatus(status))
+	return o
 }
 
 // configRoot returns the absolute directory, with a trailing separator,

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
-	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
 // sideListener is an HTTP server beside the main ones: the metrics-only
@@ -77,7 +76,7 @@ var debugEndpoints = []struct{ path, help string }{
 // port does: the limits in force, the metrics, and the Go profiles.
 func (srv *Server) debugHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/rlconfig", srv.service.HTTPHandler(srv.health, rls.WithConfigStatus(srv.config.Status)))
+	mux.Handle("/rlconfig", newHTTPHandler(srv.service, srv.health, httpOptions{configStatus: srv.config.Status}))
 	mux.Handle("/metrics", srv.metrics.Handler())
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -36,7 +36,7 @@ type configState struct {
 	log     *slog.Logger
 
 	mu     sync.Mutex
-	status rls.ConfigStatus
+	status ConfigStatus
 	hooks  []func(error)
 }
 
@@ -48,7 +48,7 @@ func newConfigState(service *rls.Service, source config.Source, cfg *config.Conf
 		source:  source,
 		service: service,
 		log:     logger,
-		status:  rls.ConfigStatus{Config: cfg, Source: origin.Name, Resources: origin.Resources},
+		status:  ConfigStatus{Config: cfg, Source: origin.Name, Resources: origin.Resources},
 	}
 	if cfg != nil {
 		c.status.LoadedAt = now
@@ -58,7 +58,7 @@ func newConfigState(service *rls.Service, source config.Source, cfg *config.Conf
 
 // Status returns the configuration in force, when it was loaded and how the
 // last reload went.
-func (c *configState) Status() rls.ConfigStatus {
+func (c *configState) Status() ConfigStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.status

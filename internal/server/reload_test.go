@@ -208,7 +208,7 @@ func TestConfigStateReloaded(t *testing.T) {
 	c := newConfigState(svc, config.NewStatic(config.Origin{Name: path}, first), first, t0, logger)
 	reloads := &outcomes{}
 	c.onReload(reloads.add)
-	assert.Equal(t, rls.ConfigStatus{Config: first, Source: path, LoadedAt: t0}, c.Status())
+	assert.Equal(t, ConfigStatus{Config: first, Source: path, LoadedAt: t0}, c.Status())
 
 	// A failure keeps the configuration and is logged with its place.
 	require.NoError(t, writeFile(path, "domain: reload\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: -1}\n"))
@@ -217,7 +217,7 @@ func TestConfigStateReloaded(t *testing.T) {
 	t1 := t0.Add(time.Minute)
 	c.apply(config.Update{Err: loadErr}, t1)
 	assert.Same(t, first, svc.Config())
-	assert.Equal(t, rls.ConfigStatus{Config: first, Source: path, LoadedAt: t0, LastError: loadErr, LastErrorAt: t1}, c.Status())
+	assert.Equal(t, ConfigStatus{Config: first, Source: path, LoadedAt: t0, LastError: loadErr, LastErrorAt: t1}, c.Status())
 	var entry map[string]any
 	require.NoError(t, json.Unmarshal(logs.Bytes(), &entry), logs.String())
 	assert.Equal(t, "ERROR", entry["level"])
@@ -234,7 +234,7 @@ func TestConfigStateReloaded(t *testing.T) {
 	logs.Reset()
 	c.apply(config.Update{Config: second}, t2)
 	assert.Same(t, second, svc.Config())
-	assert.Equal(t, rls.ConfigStatus{Config: second, Source: path, LoadedAt: t2}, c.Status())
+	assert.Equal(t, ConfigStatus{Config: second, Source: path, LoadedAt: t2}, c.Status())
 	assert.Contains(t, logs.String(), `"level":"INFO"`)
 
 	assert.Equal(t, []error{loadErr, nil}, reloads.all())
@@ -280,7 +280,7 @@ func TestConfigStateFollowsAnySource(t *testing.T) {
 	svc, err := rls.New(memory.New(), nil, rls.Options{})
 	require.NoError(t, err)
 	c := newConfigState(svc, src, nil, time.Now(), slog.New(slog.DiscardHandler))
-	assert.Equal(t, rls.ConfigStatus{Source: "a test's source", Resources: true}, c.Status())
+	assert.Equal(t, ConfigStatus{Source: "a test's source", Resources: true}, c.Status())
 	reloads := &outcomes{}
 	c.onReload(reloads.add)
 	stop := c.follow(context.Background())

@@ -1,6 +1,7 @@
 // Package server wires ratewarden together: it loads the limits, builds the
-// backend and the rls.Service, serves gRPC and HTTP, and shuts down
-// gracefully.
+// backend and the request path over it (newRequestPath: the layers and the
+// rls.Service on top), serves gRPC and HTTP (the service's endpoints,
+// health, metrics), and shuts down gracefully.
 package server
 
 import (
@@ -14,13 +15,11 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/tracing"
@@ -33,7 +32,7 @@ type Server struct {
 	log      *slog.Logger
 
 	service *rls.Service
-	health  *rls.Health
+	health  *Health
 	backend backend
 	config  *configState // the limits in force, and their source
 	metrics *metrics.Metrics
@@ -93,44 +92,23 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	srv := &Server{settings: s, log: logger, backend: b, health: rls.NewHealth(), metrics: m}
+	srv := &Server{settings: s, log: logger, backend: b, health: NewHealth(), metrics: m}
 	if cfg != nil {
 		srv.metrics.ObserveConfigLoaded()
 	}
-	opts := s.ServiceOptions(logger)
-	opts.Observer = srv.metrics
-	if s.Backend == BackendMemory {
-		// The memory backend never waits: a deadline per request would only
-		// cost a timer.
-		opts.BackendTimeout = 0
-	} else {
-		opts.BackendGrace = redisGrace(s)
-	}
-	var limiter algorithms.Limiter = b
 	if s.Tracing {
 		if srv.tracer, err = tracing.New(ctx, s.tracingOptions()); err != nil {
 			b.Close()
 			return nil, fmt.Errorf("server: RLS_TRACING: %w", err)
 		}
-		// Below the deny cache: only the calls that reach the backend.
-		limiter = srv.tracer.Limiter(limiter)
 	}
-	if s.Backend == BackendRedis && s.DenyCache {
-		cache := rls.NewDenyCache(limiter, s.DenyCacheSize, nil)
-		srv.metrics.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "ratewarden_deny_cache_hits_total",
-			Help: "Takes denied from the deny cache, without asking the backend.",
-		}, func() float64 { return float64(cache.Hits()) }))
-		limiter = cache
-	}
-	if srv.service, err = rls.New(limiter, cfg, opts); err != nil {
+	if srv.service, err = newRequestPath(b, cfg, s, srv.metrics, srv.tracer, logger); err != nil {
 		b.Close()
 		if srv.tracer != nil {
 			srv.tracer.Shutdown(context.Background())
 		}
-		return nil, fmt.Errorf("server: %w", err)
+		return nil, err
 	}
-	b.SettleWith(srv.service)
 	srv.config = newConfigState(srv.service, source, cfg, time.Now(), logger)
 	srv.OnConfigReload(srv.metrics.ObserveConfigReload)
 	// Ready once limits are in force: at the start, or after the first
@@ -175,7 +153,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	rlsv3.RegisterRateLimitServiceServer(srv.grpc, srv.service)
 	healthpb.RegisterHealthServer(srv.grpc, srv.health.Server())
 	reflection.Register(srv.grpc)
-	mux := srv.service.HTTPHandler(srv.health, srv.httpOptions(cfg)...)
+	mux := newHTTPHandler(srv.service, srv.health, srv.httpOptions(cfg))
 	mux.Handle("/metrics", srv.metrics.Handler())
 	var handler http.Handler = mux
 	if httpTLS.mutual() {

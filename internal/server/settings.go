@@ -348,12 +348,6 @@ func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
 		BackendTimeout:          s.BackendTimeout,
 		BackendTimeoutMax:       s.BackendTimeoutMax,
 		DeadlineReserve:         s.DeadlineReserve,
-		MaxInflight:             s.MaxInflight,
-		GiveBackQueue:           s.GiveBackQueue,
-		GiveBackTimeout:         s.GiveBackTimeout,
-		BreakerFailures:         s.BreakerFailures,
-		BreakerCooldown:         s.BreakerCooldown,
-		BreakerProbes:           s.BreakerProbes,
 		NearLimitRatio:          s.NearLimitRatio,
 		Logger:                  logger,
 

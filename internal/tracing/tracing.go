@@ -36,7 +36,6 @@ import (
 	"google.golang.org/grpc/stats"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
 // The OTLP protocols.
@@ -229,7 +228,7 @@ func (t *Tracer) annotate(ctx context.Context, req any, info *grpc.UnaryServerIn
 // Limiter returns next with a span around each of its calls, a child of the
 // span of the call's context: the number of ops and of refunds among them,
 // how many the backend denied, and when the call failed its kind (timeout,
-// unavailable, ...) as rls classifies it.
+// unavailable, ...) as algorithms.Classify says.
 func (t *Tracer) Limiter(next algorithms.Limiter) algorithms.Limiter {
 	return &tracedLimiter{next: next, tracer: t.tracer}
 }
@@ -256,7 +255,7 @@ func (l *tracedLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorith
 	}
 	results, err := l.next.Do(ctx, ops)
 	span.SetAttributes(attrOps.Int(len(ops)), attrRefunds.Int(refunds))
-	if kind := rls.ClassifyBackendError(ctx, err); kind != rls.BackendOK {
+	if kind := algorithms.Classify(ctx, err); kind != algorithms.FailureNone {
 		span.SetAttributes(attrErrorKind.String(kind.String()))
 		span.SetStatus(codes.Error, kind.String())
 		span.RecordError(err)

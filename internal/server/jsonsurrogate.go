@@ -1,4 +1,4 @@
-package rls
+package server
 
 import (
 	"bytes"

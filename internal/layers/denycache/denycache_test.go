@@ -1,4 +1,4 @@
-package rls
+package denycache
 
 import (
 	"context"
@@ -18,6 +18,9 @@ import (
 	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
+// t0 is a realistic time a little after a minute boundary.
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 250_000_000, time.UTC)
+
 // countingLimiter counts the ops that reach the Limiter it wraps.
 type countingLimiter struct {
 	algorithms.Limiter
@@ -29,12 +32,12 @@ func (c *countingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algori
 	return c.Limiter.Do(ctx, ops)
 }
 
-func newCached(t *testing.T) (*DenyCache, *countingLimiter, *algotest.Clock) {
+func newCached(t *testing.T) (*Limiter, *countingLimiter, *algotest.Clock) {
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
 	inner := &countingLimiter{Limiter: mem}
-	return NewDenyCache(inner, 1000, clock.Now), inner, clock
+	return New(inner, Options{MaxEntries: 1000, Now: clock.Now}), inner, clock
 }
 
 func take(k string, l algorithms.Limit, hits uint64) algorithms.Op {
@@ -49,7 +52,7 @@ func do(t *testing.T, l algorithms.Limiter, ops ...algorithms.Op) []algorithms.R
 }
 
 // TestDenyCacheDecidesAsTheBackend drives random sequences of takes, peeks
-// and refunds through a DenyCache in front of one in-memory limiter and
+// and refunds through a deny cache in front of one in-memory limiter and
 // straight into another: every decision, every wait of a denial and every
 // remaining count of an admission is the same, for every algorithm, while
 // the cache answers many of the denials.
@@ -265,12 +268,12 @@ func TestDenyCacheKeepsNoDenialAGiveBackCleared(t *testing.T) {
 	back.Refund = true
 	// newGated returns a cache over a gated memory limiter, sharing one
 	// clock, with the limit l of key k used up.
-	newGated := func(t *testing.T, l algorithms.Limit) (*DenyCache, *gatedLimiter, *algotest.Clock) {
+	newGated := func(t *testing.T, l algorithms.Limit) (*Limiter, *gatedLimiter, *algotest.Clock) {
 		clock := algotest.NewClock(t0)
 		mem := memory.New(memory.WithClock(clock.Now))
 		t.Cleanup(mem.Close)
 		g := &gatedLimiter{Limiter: mem}
-		cache := NewDenyCache(g, 1000, clock.Now)
+		cache := New(g, Options{MaxEntries: 1000, Now: clock.Now})
 		require.True(t, do(t, cache, take("k", l, l.Requests))[0].Allowed)
 		return cache, g, clock
 	}
@@ -347,7 +350,7 @@ func TestDenyCacheRaceOfTakesAndGiveBacks(t *testing.T) {
 		rngMu.Unlock()
 		time.Sleep(d)
 	}
-	cache := NewDenyCache(&gatedLimiter{Limiter: mem, before: jitter, after: jitter}, 1000, algotest.NewClock(t0).Now)
+	cache := New(&gatedLimiter{Limiter: mem, before: jitter, after: jitter}, Options{MaxEntries: 1000, Now: algotest.NewClock(t0).Now})
 	l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 1, Window: time.Hour}
 
 	wrong, races := 0, 300
@@ -381,7 +384,7 @@ func TestDenyCacheRaceOfTakesAndGiveBacks(t *testing.T) {
 func BenchmarkDenyCache(b *testing.B) {
 	mem := memory.New()
 	b.Cleanup(mem.Close)
-	cache := NewDenyCache(mem, 1000, nil)
+	cache := New(mem, Options{MaxEntries: 1000})
 	ctx := context.Background()
 	b.Run("admitted", func(b *testing.B) {
 		ops := []algorithms.Op{take("open", algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: math.MaxUint32, Window: time.Second}, 1)}
@@ -401,4 +404,28 @@ func BenchmarkDenyCache(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDenyCacheAsksAgainAfterAGiveBack has a denial remembered while hits
+// that were later given back (through another replica, here straight to
+// the backend) still counted: within maxDenyHold the backend is asked
+// again, and admits into the room.
+func TestDenyCacheAsksAgainAfterAGiveBack(t *testing.T) {
+	cache, inner, clock := newCached(t)
+	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 2, Window: time.Hour}
+	var receipts []algorithms.Receipt
+	for range 2 {
+		r := do(t, cache, take("k", l, 1))[0]
+		require.True(t, r.Allowed)
+		receipts = append(receipts, r.Receipt)
+	}
+	require.False(t, do(t, cache, take("k", l, 1))[0].Allowed)
+	refund := take("k", l, 1)
+	refund.Refund, refund.Receipt = true, receipts[1]
+	do(t, inner, refund) // not through this cache
+
+	clock.Advance(maxDenyHold - time.Millisecond)
+	assert.False(t, do(t, cache, take("k", l, 1))[0].Allowed, "still answered from the cache")
+	clock.Advance(time.Millisecond)
+	assert.True(t, do(t, cache, take("k", l, 1))[0].Allowed, "the backend is asked again, and admits")
 }

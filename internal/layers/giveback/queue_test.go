@@ -1,4 +1,4 @@
-package rls
+package giveback
 
 import (
 	"context"
@@ -8,24 +8,113 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
+// recorder is an Observer that counts what it is told.
+type recorder struct {
+	mu        sync.Mutex
+	giveBacks map[Result]int
+	deferred  map[Result]int
+}
+
+func (r *recorder) ObserveGiveBack(result Result, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.giveBacks == nil {
+		r.giveBacks = map[Result]int{}
+	}
+	r.giveBacks[result] += n
+}
+
+func (r *recorder) ObserveDeferredCharge(result Result, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.deferred == nil {
+		r.deferred = map[Result]int{}
+	}
+	r.deferred[result] += n
+}
+
+// gaveBack returns the give-backs counted so far, by result.
+func (r *recorder) gaveBack() map[Result]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[Result]int{}
+	for k, v := range r.giveBacks {
+		out[k] = v
+	}
+	return out
+}
+
+// deferredCharges returns the deferred charges counted so far, by result.
+func (r *recorder) deferredCharges() map[Result]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[Result]int{}
+	for k, v := range r.deferred {
+		out[k] = v
+	}
+	return out
+}
+
+// The limits the services of these tests decide under.
+const testLimits = `
+domain: test
+descriptors:
+  - key: fixed
+    rate_limit: {unit: minute, requests_per_unit: 3, algorithm: fixed_window, name: fixed_limit}
+  - key: tokens
+    charge: true
+    rate_limit: {unit: minute, requests_per_unit: 100, algorithm: fixed_window}
+`
+
+func desc(k, v string) *ratelimitv3.RateLimitDescriptor {
+	return &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: k, Value: v}}}
+}
+
+func request(descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: "test", Descriptors: descs}
+}
+
+// hits sets a descriptor's own hits_addend.
+func hits(d *ratelimitv3.RateLimitDescriptor, n uint64) *ratelimitv3.RateLimitDescriptor {
+	d.HitsAddend = wrapperspb.UInt64(n)
+	return d
+}
+
+// newService returns a service with opts over lim, deciding under
+// testLimits, that leaves what it owes the backend to q, as the server
+// builds it.
+func newService(t *testing.T, lim algorithms.Limiter, q *Limiter, opts rls.Options) *rls.Service {
+	t.Helper()
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	require.NoError(t, err)
+	opts.GiveBack = q.GiveBack
+	svc, err := rls.New(lim, cfg, opts)
+	require.NoError(t, err)
+	return svc
+}
+
 // givingLimiter passes ops to inner, failing every call while fail is set
-// (and reporting its ops as not applied to settle, as a backend does), and
+// (its error saying that its ops were not applied, as a backend's does), and
 // records the refunds it applied.
 type givingLimiter struct {
-	inner  algorithms.Limiter
-	fail   atomic.Bool
-	calls  atomic.Int64
-	settle func([]algorithms.Outcome)
+	inner algorithms.Limiter
+	fail  atomic.Bool
+	calls atomic.Int64
 
 	mu      sync.Mutex
 	refunds []algorithms.Op
@@ -34,14 +123,13 @@ type givingLimiter struct {
 func (l *givingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	l.calls.Add(1)
 	if l.fail.Load() {
-		if l.settle != nil {
-			out := make([]algorithms.Outcome, len(ops))
-			for i, op := range ops {
-				out[i] = algorithms.Outcome{Op: op, Fate: algorithms.NotApplied, At: time.Now()}
-			}
-			l.settle(out)
+		out := make([]algorithms.Outcome, len(ops))
+		for i, op := range ops {
+			out[i] = algorithms.Outcome{Op: op, Fate: algorithms.NotApplied, At: time.Now()}
 		}
-		return nil, errors.New("connection refused")
+		var o algorithms.Outcomes
+		o.Report(out)
+		return nil, algorithms.Unsettled(errors.New("connection refused"), &o)
 	}
 	res, err := l.inner.Do(ctx, ops)
 	if err == nil {
@@ -62,10 +150,10 @@ func (l *givingLimiter) refunded() []algorithms.Op {
 	return append([]algorithms.Op(nil), l.refunds...)
 }
 
-// giveBackFixture is a service on a memory backend, and a take the backend
-// admitted.
+// giveBackFixture is a give-back queue on a memory backend, and a take the
+// backend admitted.
 type giveBackFixture struct {
-	svc  *Service
+	q    *Limiter
 	lim  *givingLimiter
 	rec  *recorder
 	mem  *memory.Limiter
@@ -78,12 +166,13 @@ func newGiveBackFixture(t *testing.T, alg algorithms.Algorithm, mutate func(*Opt
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	f := &giveBackFixture{lim: &givingLimiter{inner: mem}, rec: &recorder{}, mem: mem}
-	opts := DefaultOptions()
-	opts.Observer = f.rec
+	opts := Options{Observer: f.rec}
 	if mutate != nil {
 		mutate(&opts)
 	}
-	f.svc = newService(t, f.lim, nil, opts)
+	var err error
+	f.q, err = New(f.lim, opts)
+	require.NoError(t, err)
 	f.take = algorithms.Op{
 		Key:   algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: alg.String()}}},
 		Limit: algorithms.Limit{Algorithm: alg, Requests: 10, Window: time.Hour},
@@ -117,12 +206,12 @@ func (f *giveBackFixture) refund() algorithms.Op {
 // error or deny, its hits are given back with its receipt; with allow, the
 // answer admitted the request, and they stay.
 func TestSettleGivesBackTakesAnsweredWithTheFailureMode(t *testing.T) {
-	for _, mode := range []FailureMode{FailError, FailDeny, FailAllow} {
+	for _, mode := range []rls.FailureMode{rls.FailError, rls.FailDeny, rls.FailAllow} {
 		t.Run(mode.String(), func(t *testing.T) {
-			f := newGiveBackFixture(t, algorithms.FixedWindow, func(o *Options) { o.FailureMode = mode })
+			f := newGiveBackFixture(t, algorithms.FixedWindow, func(o *Options) { o.KeepFailedTakes = mode == rls.FailAllow })
 			require.EqualValues(t, 3, f.held(t))
-			f.svc.Settle([]algorithms.Outcome{{Op: f.take, Fate: algorithms.Applied, Result: f.res, At: time.Now()}})
-			if mode == FailAllow {
+			f.q.settle([]algorithms.Outcome{{Op: f.take, Fate: algorithms.Applied, Result: f.res, At: time.Now()}})
+			if mode == rls.FailAllow {
 				time.Sleep(50 * time.Millisecond)
 				assert.EqualValues(t, 3, f.held(t), "admitted by the failure mode: the hits stay")
 				assert.Empty(t, f.lim.refunded())
@@ -139,14 +228,14 @@ func TestSettleGivesBackTakesAnsweredWithTheFailureMode(t *testing.T) {
 func TestSettleLeavesWhatNeedsNoGivingBack(t *testing.T) {
 	f := newGiveBackFixture(t, algorithms.FixedWindow, nil)
 	denied := f.take
-	f.svc.Settle([]algorithms.Outcome{
+	f.q.settle([]algorithms.Outcome{
 		{Op: denied, Fate: algorithms.Applied, Result: algorithms.Result{Allowed: false}},
 		{Op: f.take, Fate: algorithms.NotApplied},
 	})
 	time.Sleep(50 * time.Millisecond)
 	assert.Zero(t, f.lim.calls.Load(), "a denial took nothing, a take that never ran neither")
-	f.svc.Settle([]algorithms.Outcome{{Op: f.take, Fate: algorithms.Unknown}})
-	assert.Equal(t, 1, f.rec.gaveBack()[GiveBackUncertain], "a take that may have run is counted, not refunded blindly")
+	f.q.settle([]algorithms.Outcome{{Op: f.take, Fate: algorithms.Unknown}})
+	assert.Equal(t, 1, f.rec.gaveBack()[Uncertain], "a take that may have run is counted, not refunded blindly")
 	assert.Zero(t, f.lim.calls.Load())
 	assert.EqualValues(t, 3, f.held(t))
 }
@@ -169,12 +258,12 @@ func TestSettleRetriesRefundsOnlyWhenSafe(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newGiveBackFixture(t, tc.alg, nil)
-			f.svc.Settle([]algorithms.Outcome{{Op: f.refund(), Fate: tc.fate}})
+			f.q.settle([]algorithms.Outcome{{Op: f.refund(), Fate: tc.fate}})
 			if !tc.retry {
 				time.Sleep(50 * time.Millisecond)
 				assert.Zero(t, f.lim.calls.Load())
 				assert.EqualValues(t, 3, f.held(t))
-				assert.Equal(t, 1, f.rec.gaveBack()[GiveBackUncertain])
+				assert.Equal(t, 1, f.rec.gaveBack()[Uncertain])
 				return
 			}
 			require.Eventually(t, func() bool { return f.held(t) == 0 }, 5*time.Second, time.Millisecond)
@@ -190,14 +279,13 @@ func TestSettleRetriesRefundsOnlyWhenSafe(t *testing.T) {
 }
 
 // TestGiveBacksAreBounded fails every call of the backend: refunds wait at
-// most GiveBackTimeout, the queue holds at most GiveBackQueue, and what is
-// dropped is counted.
+// most Timeout, the queue holds at most Size, and what is dropped is
+// counted.
 func TestGiveBacksAreBounded(t *testing.T) {
 	f := newGiveBackFixture(t, algorithms.FixedWindow, func(o *Options) {
-		o.GiveBackQueue = 2
-		o.GiveBackTimeout = 200 * time.Millisecond
+		o.Size = 2
+		o.Timeout = 200 * time.Millisecond
 	})
-	f.lim.settle = f.svc.Settle
 	f.lim.fail.Store(true)
 	var outcomes []algorithms.Outcome
 	for i := range 5 {
@@ -205,9 +293,9 @@ func TestGiveBacksAreBounded(t *testing.T) {
 		op.Key.Entries = []algorithms.Entry{{Key: "k", Value: string(rune('a' + i))}}
 		outcomes = append(outcomes, algorithms.Outcome{Op: op, Fate: algorithms.Applied, Result: f.res})
 	}
-	f.svc.Settle(outcomes)
-	assert.Equal(t, 3, f.rec.gaveBack()[GiveBackDropped], "three dropped at once for want of room")
-	require.Eventually(t, func() bool { return f.rec.gaveBack()[GiveBackDropped] == 5 }, 5*time.Second, 5*time.Millisecond,
+	f.q.settle(outcomes)
+	assert.Equal(t, 3, f.rec.gaveBack()[Dropped], "three dropped at once for want of room")
+	require.Eventually(t, func() bool { return f.rec.gaveBack()[Dropped] == 5 }, 5*time.Second, 5*time.Millisecond,
 		"the two others when their time limit passed")
 	calls := f.lim.calls.Load()
 	assert.Greater(t, calls, int64(1), "tried again while the time limit lasted")
@@ -216,24 +304,30 @@ func TestGiveBacksAreBounded(t *testing.T) {
 	assert.Zero(t, f.rec.gaveBack()[GivenBack])
 }
 
-// newLateFixture returns a give-back fixture whose service decides under
+// lateFixture is a service on a memory backend that answers late, with a
+// give-back queue between them.
+type lateFixture struct {
+	svc *rls.Service
+	mem *memory.Limiter
+}
+
+// newLateFixture returns a late fixture whose service decides under
 // testLimits through a lateLimiter that answers after after, with a backend
 // timeout of a second and mutate's options.
-func newLateFixture(t *testing.T, after time.Duration, mutate func(*Options)) *giveBackFixture {
+func newLateFixture(t *testing.T, after time.Duration, mutate func(*rls.Options)) *lateFixture {
 	t.Helper()
-	f := newGiveBackFixture(t, algorithms.FixedWindow, func(o *Options) {
-		o.BackendTimeout = time.Second
-		mutate(o)
-	})
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	mem := memory.New()
+	t.Cleanup(mem.Close)
+	opts := rls.DefaultOptions()
+	opts.BackendTimeout = time.Second
+	mutate(&opts)
+	q, err := New(lateLimiter{inner: mem, after: after}, Options{KeepFailedTakes: opts.FailureMode == rls.FailAllow})
 	require.NoError(t, err)
-	f.svc.SetConfig(cfg)
-	f.svc.limiter = lateLimiter{inner: f.mem, after: after}
-	return f
+	return &lateFixture{svc: newService(t, q, q, opts), mem: mem}
 }
 
 // heldLate returns the hits that the limit of descriptor fixed=late holds.
-func (f *giveBackFixture) heldLate(t *testing.T) uint64 {
+func (f *lateFixture) heldLate(t *testing.T) uint64 {
 	t.Helper()
 	res, err := f.mem.Do(context.Background(), []algorithms.Op{{
 		Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "fixed", Value: "late"}}},
@@ -259,14 +353,14 @@ func (l lateLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.
 // so with the failure mode error the admitted hits are given back; with
 // allow, the caller's own failure mode admitted it, and they stay.
 func TestDecisionsTheCallerNeverSeesKeepNoHits(t *testing.T) {
-	for _, mode := range []FailureMode{FailError, FailAllow} {
+	for _, mode := range []rls.FailureMode{rls.FailError, rls.FailAllow} {
 		t.Run(mode.String(), func(t *testing.T) {
-			f := newLateFixture(t, 50*time.Millisecond, func(o *Options) { o.FailureMode = mode })
+			f := newLateFixture(t, 50*time.Millisecond, func(o *rls.Options) { o.FailureMode = mode })
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 			defer cancel()
 			_, _ = f.svc.ShouldRateLimit(ctx, request(desc("fixed", "late")))
 
-			if mode == FailAllow {
+			if mode == rls.FailAllow {
 				assert.EqualValues(t, 1, f.heldLate(t))
 				return
 			}
@@ -280,38 +374,14 @@ func TestDecisionsTheCallerNeverSeesKeepNoHits(t *testing.T) {
 // kept for the answer's way back: the answer would arrive late, so it is
 // the failure mode's, and the admitted hits are given back.
 func TestDecisionsTooLateToArriveKeepNoHits(t *testing.T) {
-	f := newLateFixture(t, 150*time.Millisecond, func(o *Options) { o.DeadlineReserve = 400 * time.Millisecond })
+	f := newLateFixture(t, 150*time.Millisecond, func(o *rls.Options) { o.DeadlineReserve = 400 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	_, err := f.svc.ShouldRateLimit(ctx, request(desc("fixed", "late")))
 	require.Equal(t, codes.Unavailable, status.Code(err), "decided with about 350ms left of the caller's 500, against a reserve of 400")
-	require.ErrorContains(t, err, ErrLate.Error())
+	require.ErrorContains(t, err, rls.ErrLate.Error())
 	require.NoError(t, ctx.Err(), "the caller was still waiting")
 	require.Eventually(t, func() bool { return f.heldLate(t) == 0 }, 5*time.Second, time.Millisecond)
-}
-
-// TestDenyCacheAsksAgainAfterAGiveBack has a denial remembered while hits
-// that were later given back (through another replica, here straight to
-// the backend) still counted: within maxDenyHold the backend is asked
-// again, and admits into the room.
-func TestDenyCacheAsksAgainAfterAGiveBack(t *testing.T) {
-	cache, inner, clock := newCached(t)
-	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 2, Window: time.Hour}
-	var receipts []algorithms.Receipt
-	for range 2 {
-		r := do(t, cache, take("k", l, 1))[0]
-		require.True(t, r.Allowed)
-		receipts = append(receipts, r.Receipt)
-	}
-	require.False(t, do(t, cache, take("k", l, 1))[0].Allowed)
-	refund := take("k", l, 1)
-	refund.Refund, refund.Receipt = true, receipts[1]
-	do(t, inner, refund) // not through this cache
-
-	clock.Advance(maxDenyHold - time.Millisecond)
-	assert.False(t, do(t, cache, take("k", l, 1))[0].Allowed, "still answered from the cache")
-	clock.Advance(time.Millisecond)
-	assert.True(t, do(t, cache, take("k", l, 1))[0].Allowed, "the backend is asked again, and admits")
 }
 
 // TestChargesThatMissTheBackendAreRecordedLater: a charge is usage already
@@ -320,26 +390,23 @@ func TestDenyCacheAsksAgainAfterAGiveBack(t *testing.T) {
 // backend, are both recorded once the backend answers again; one that may
 // have run is not sent again.
 func TestChargesThatMissTheBackendAreRecordedLater(t *testing.T) {
-	cfg, err := config.Parse([]config.File{{Name: "charge.yaml", Data: []byte(chargeLimits)}}, config.Options{})
-	require.NoError(t, err)
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	lim := &givingLimiter{inner: mem}
 	rec := &recorder{}
-	opts := DefaultOptions()
-	opts.Observer = rec
+	q, err := New(lim, Options{Observer: rec, Timeout: time.Minute})
+	require.NoError(t, err)
+	b, err := breaker.New(q, breaker.Options{Failures: 1, Cooldown: time.Minute})
+	require.NoError(t, err)
+	opts := rls.DefaultOptions()
 	opts.BackendTimeout = time.Second
-	opts.BreakerFailures = 1
-	opts.BreakerCooldown = time.Minute
-	opts.GiveBackTimeout = time.Minute
-	svc := newService(t, lim, cfg, opts)
-	lim.settle = svc.Settle
+	svc := newService(t, b, q, opts)
 
 	lim.fail.Store(true)
 	_, err = svc.ShouldRateLimit(context.Background(), request(hits(desc("tokens", "alice"), 30)))
 	require.Error(t, err, "the backend failed")
 	_, err = svc.ShouldRateLimit(context.Background(), request(hits(desc("tokens", "alice"), 20)))
-	require.ErrorContains(t, err, ErrCircuitOpen.Error(), "the breaker opened on the failure")
+	require.ErrorContains(t, err, algorithms.ErrCircuitOpen.Error(), "the breaker opened on the failure")
 	lim.fail.Store(false)
 
 	require.Eventually(t, func() bool { return rec.deferredCharges()[GivenBack] == 2 }, 5*time.Second, time.Millisecond,
@@ -357,8 +424,8 @@ func TestChargesThatMissTheBackendAreRecordedLater(t *testing.T) {
 	calls := lim.calls.Load()
 	uncertain := peek
 	uncertain.Hits = 7
-	svc.Settle([]algorithms.Outcome{{Op: uncertain, Fate: algorithms.Unknown, At: time.Now()}})
-	assert.Equal(t, 1, rec.deferredCharges()[GiveBackUncertain])
+	q.settle([]algorithms.Outcome{{Op: uncertain, Fate: algorithms.Unknown, At: time.Now()}})
+	assert.Equal(t, 1, rec.deferredCharges()[Uncertain])
 	time.Sleep(3 * giveBackPause)
 	assert.Equal(t, calls, lim.calls.Load(), "a charge that may have run is not sent again")
 	assert.Zero(t, rec.gaveBack()[GivenBack], "charges are not give-backs")

@@ -1,4 +1,4 @@
-package rls
+package server
 
 import (
 	"errors"
@@ -13,13 +13,13 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
 // maxJSONBody bounds the body of a /json request.
 const maxJSONBody = 4 << 20
 
-// HTTPHandler returns the service's HTTP endpoints:
+// newHTTPHandler returns the HTTP endpoints of svc and h:
 //   - /healthcheck: liveness, for the probes that envoyproxy/ratelimit's
 //     users point at it: 200 OK while h says the process serves (from the
 //     backend's first answer on, a later backend outage included), 503 with
@@ -30,14 +30,10 @@ const maxJSONBody = 4 << 20
 //     JSON, with status 429 when over limit (503 while no configuration is
 //     loaded);
 //   - /rlconfig: the loaded limits, as text, opening with where and when
-//     they were loaded when WithConfigStatus says so.
+//     they were loaded when o.configStatus says so.
 //
 // Further endpoints (such as /metrics) can be added to the returned mux.
-func (s *Service) HTTPHandler(h *Health, opts ...HTTPOption) *http.ServeMux {
-	var o httpOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
+func newHTTPHandler(svc *rls.Service, h *Health, o httpOptions) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/healthcheck", probe(h.Live))
 	mux.Handle("/ready", probe(h.Ready))
@@ -46,11 +42,11 @@ func (s *Service) HTTPHandler(h *Health, opts ...HTTPOption) *http.ServeMux {
 			httpError(w, http.StatusForbidden, o.jsonOff)
 		})
 	} else {
-		mux.HandleFunc("/json", s.serveJSON)
+		mux.HandleFunc("/json", func(w http.ResponseWriter, r *http.Request) { serveJSON(svc, w, r) })
 	}
 	mux.HandleFunc("/rlconfig", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		cfg := s.Config()
+		cfg := svc.Config()
 		var st ConfigStatus
 		if o.configStatus != nil {
 			st = o.configStatus()
@@ -95,84 +91,29 @@ func probe(check func() (bool, string)) http.Handler {
 	})
 }
 
-// HTTPOption adds to what HTTPHandler serves.
-type HTTPOption func(*httpOptions)
-
+// httpOptions say what newHTTPHandler serves beyond its defaults.
 type httpOptions struct {
+	// configStatus, when not nil, makes /rlconfig show its Config, opening
+	// with where and when it was loaded and, when the last reload failed,
+	// why:
+	//
+	//	loaded: 2026-11-21T10:00:00Z from ./config (2 files)
+	//	last reload error: 2026-11-21T10:05:00Z: config/edge.yaml:14: descriptors[1].rate_limit.unit: …
+	//
+	// It is called for every request, concurrently.
 	configStatus func() ConfigStatus
-	jsonOff      string // why /json is not served; "" when it is
-	configRoot   string // the prefix /rlconfig leaves out of file names
+	// jsonOff, when not empty, makes /json answer 403 Forbidden with it,
+	// taking and giving back nothing.
+	jsonOff string
+	// configRoot is the prefix /rlconfig leaves out of the names of the
+	// configuration's files, and of the place it was loaded from:
+	// "edge.yaml:4" for "/etc/ratewarden/config/edge.yaml:4" with the root
+	// "/etc/ratewarden/config/".
+	configRoot string
 }
 
-// WithoutJSON makes /json answer 403 Forbidden with why, taking and giving
-// back nothing.
-func WithoutJSON(why string) HTTPOption {
-	return func(o *httpOptions) { o.jsonOff = why }
-}
-
-// WithConfigRoot makes /rlconfig name the configuration's files, and the
-// place it was loaded from, without the prefix root: "edge.yaml:4" for
-// "/etc/ratewarden/config/edge.yaml:4" with the root
-// "/etc/ratewarden/config/".
-func WithConfigRoot(root string) HTTPOption {
-	return func(o *httpOptions) { o.configRoot = root }
-}
-
-// WithConfigStatus makes /rlconfig show status's Config, opening with
-// where and when it was loaded and, when the last reload failed, why:
-//
-//	loaded: 2026-11-21T10:00:00Z from ./config (2 files)
-//	last reload error: 2026-11-21T10:05:00Z: config/edge.yaml:14: descriptors[1].rate_limit.unit: …
-//
-// status is called for every request, concurrently.
-func WithConfigStatus(status func() ConfigStatus) HTTPOption {
-	return func(o *httpOptions) { o.configStatus = status }
-}
-
-// ConfigStatus is the configuration in use, where and when it was loaded,
-// and how the last attempt to reload it went.
-type ConfigStatus struct {
-	// Config is the configuration in use; nil when none is loaded.
-	Config *config.Config
-	// Source is where Config was loaded from: a file or a directory, or an
-	// xDS server.
-	Source string
-	// Resources reports that Config's files are resources of an xDS
-	// server.
-	Resources bool
-	// Version is the xDS server's version of Config; empty for files.
-	Version string
-	// LoadedAt is when Config was loaded.
-	LoadedAt time.Time
-	// LastError is why the last reload failed, leaving Config in use; nil
-	// when the last reload, or the first load, succeeded.
-	LastError error
-	// LastErrorAt is when the last reload failed.
-	LastErrorAt time.Time
-}
-
-// writeHeader writes the lines that open /rlconfig, and a blank line.
-func (st ConfigStatus) writeHeader(w io.Writer) {
-	n, files := len(st.Config.Files()), "file"
-	if st.Resources {
-		files = "resource"
-	}
-	if n != 1 {
-		files += "s"
-	}
-	version := ""
-	if st.Version != "" {
-		version = fmt.Sprintf(", version %q", st.Version)
-	}
-	fmt.Fprintf(w, "loaded: %s from %s%s (%d %s)\n", st.LoadedAt.UTC().Format(time.RFC3339), st.Source, version, n, files)
-	if st.LastError != nil {
-		fmt.Fprintf(w, "last reload error: %s: %v\n", st.LastErrorAt.UTC().Format(time.RFC3339), st.LastError)
-	}
-	fmt.Fprintln(w)
-}
-
-// serveJSON is ShouldRateLimit over HTTP with JSON bodies.
-func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
+// serveJSON is svc's ShouldRateLimit over HTTP with JSON bodies.
+func serveJSON(svc *rls.Service, w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		httpError(w, http.StatusMethodNotAllowed, "rls: /json takes POST")
@@ -197,13 +138,13 @@ func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "rls: request is not a RateLimitRequest in JSON: "+err.Error())
 		return
 	}
-	resp, err := s.ShouldRateLimit(r.Context(), &req)
+	resp, err := svc.ShouldRateLimit(r.Context(), &req)
 	if err != nil {
 		code := http.StatusInternalServerError
 		switch {
 		case status.Code(err) == codes.InvalidArgument:
 			code = http.StatusBadRequest
-		case status.Code(err) == codes.Unavailable, errors.Is(err, ErrNoConfig):
+		case status.Code(err) == codes.Unavailable, errors.Is(err, rls.ErrNoConfig):
 			code = http.StatusServiceUnavailable
 		}
 		httpError(w, code, status.Convert(err).Message())

@@ -1,20 +1,13 @@
-package rls
+package admission
 
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/config"
-	"github.com/ratewarden/ratewarden/internal/memory"
 )
 
 // limits records the limits a gate reports.
@@ -169,67 +162,4 @@ func TestGateAdaptsItsLimit(t *testing.T) {
 		g.observe(10*time.Millisecond, true, now.Add(time.Minute+time.Duration(i)*time.Second))
 	}
 	assert.Equal(t, minInflight, lim.last(), "never below the minimum")
-}
-
-// stallingLimiter blocks every call until its context ends or release is
-// closed, and counts the calls it got.
-type stallingLimiter struct {
-	calls   atomic.Int64
-	release chan struct{}
-	inner   algorithms.Limiter
-}
-
-func (l *stallingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	l.calls.Add(1)
-	select {
-	case <-l.release:
-		return l.inner.Do(ctx, ops)
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// TestShedRequestsNeverReachTheBackend fills a service whose in-flight
-// limit is one with a call the backend holds: a request that arrives with
-// less time than the backend's latency is answered with the failure mode at
-// once and never reaches the backend.
-func TestShedRequestsNeverReachTheBackend(t *testing.T) {
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
-	require.NoError(t, err)
-	mem := memory.New()
-	t.Cleanup(mem.Close)
-	lim := &stallingLimiter{release: make(chan struct{}), inner: mem}
-	rec := &recorder{}
-	opts := DefaultOptions()
-	opts.BackendTimeout = time.Minute
-	opts.MaxInflight = 1
-	opts.Observer = rec
-	svc := newService(t, lim, cfg, opts)
-	svc.gate.observe(50*time.Millisecond, false, time.Now()) // the backend's recent latency
-
-	first := make(chan error, 1)
-	go func() {
-		_, err := svc.ShouldRateLimit(context.Background(), request(desc("fixed", "a")))
-		first <- err
-	}()
-	require.Eventually(t, func() bool { return lim.calls.Load() == 1 }, time.Second, time.Millisecond)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
-	defer cancel()
-	_, err = svc.ShouldRateLimit(ctx, request(desc("fixed", "b")))
-	assert.Equal(t, codes.Unavailable, status.Code(err), "the failure mode's answer")
-	assert.NoError(t, ctx.Err(), "…before the caller's deadline")
-	assert.EqualValues(t, 1, lim.calls.Load(), "the shed request never reached the backend")
-	rec.mu.Lock()
-	assert.Equal(t, []ShedReason{ShedDeadline}, rec.shed)
-	rec.mu.Unlock()
-
-	close(lim.release)
-	require.NoError(t, <-first)
-	res, err := mem.Do(context.Background(), []algorithms.Op{{
-		Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "fixed", Value: "b"}}},
-		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Window: time.Minute},
-	}})
-	require.NoError(t, err)
-	assert.EqualValues(t, 3, res[0].Remaining, "the shed request consumed nothing")
 }

@@ -1,4 +1,8 @@
-package rls
+// Package admission is the admission gate of the request path: a Limiter
+// that wraps the Limiter below it, bounds the requests whose calls are under
+// way, and sheds the requests that could not be answered before their
+// deadline instead of queueing them into timeouts.
+package admission
 
 import (
 	"context"
@@ -8,12 +12,13 @@ import (
 	"time"
 )
 
-// ErrShed is the error of a request the service did not send to the backend
+// ErrShed is the error of a request the gate did not send to the backend
 // because it could not have been answered before its deadline: the backend
 // was busy with as much as it should carry, and the request's time ran out
 // while it waited, or was too short for the backend's recent latency from
-// the start. It gets the failure mode's answer.
-var ErrShed = errors.New("rls: request shed: the backend could not answer it before its deadline")
+// the start. The service answers it with its failure mode. The error
+// Limiter.Do returns for it matches algorithms.ErrNotSent too.
+var ErrShed = errors.New("admission: request shed: the backend could not answer it before its deadline")
 
 // ShedReason says why a request was shed.
 type ShedReason uint8

@@ -1,8 +1,10 @@
-package rls
+// Package denycache is the deny cache of the request path: a Limiter that
+// wraps the Limiter below it and answers the takes of a limit it saw denied,
+// until the denial's wait has passed, without asking the backend.
+package denycache
 
 import (
 	"context"
-	"fmt"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -11,7 +13,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
-// DenyCache is a Limiter that remembers its inner Limiter's denials. Once a
+// Limiter is a Limiter that remembers its inner Limiter's denials. Once a
 // take of n hits on a limit is denied with a wait R, every take of n hits on
 // that limit is denied locally until R has passed, with the wait that is
 // left, without asking the backend: a hot key that is over its limit costs
@@ -44,8 +46,8 @@ import (
 // like any other op that reaches the backend).
 //
 // The cost per op that reaches the backend is two short critical sections of
-// one of 64 locks. DenyCache is safe for concurrent use.
-type DenyCache struct {
+// one of 64 locks. It is safe for concurrent use.
+type Limiter struct {
 	inner    algorithms.Limiter
 	now      func() time.Time
 	seed     maphash.Seed
@@ -59,7 +61,7 @@ const denyShards = 64
 // maxDenyHold bounds how long a denial is answered locally. Hits can be
 // given back after the denial was decided without this cache seeing it
 // (through another replica, or a take given back because its caller was
-// answered with the failure mode, see Service.Settle); within maxDenyHold
+// answered with the failure mode, see internal/layers/giveback); within maxDenyHold
 // the backend is asked again and admits into the room they made. A hot key
 // over its limit then costs the backend one call a second per replica.
 const maxDenyHold = time.Second
@@ -108,13 +110,22 @@ type ticket struct {
 	loosening, clean bool
 }
 
-// NewDenyCache returns a DenyCache in front of inner that remembers at most
-// about maxEntries denials. now is the clock; nil means time.Now.
-func NewDenyCache(inner algorithms.Limiter, maxEntries int, now func() time.Time) *DenyCache {
+// Options configure New.
+type Options struct {
+	// MaxEntries bounds the denials remembered, to about that many.
+	MaxEntries int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// New returns a Limiter in front of inner that remembers denials as opts
+// say.
+func New(inner algorithms.Limiter, opts Options) *Limiter {
+	now := opts.Now
 	if now == nil {
 		now = time.Now
 	}
-	c := &DenyCache{inner: inner, now: now, seed: maphash.MakeSeed(), perShard: max(1, maxEntries/denyShards)}
+	c := &Limiter{inner: inner, now: now, seed: maphash.MakeSeed(), perShard: max(1, opts.MaxEntries/denyShards)}
 	for i := range c.shards {
 		c.shards[i].m = make(map[string]limitState)
 	}
@@ -122,11 +133,11 @@ func NewDenyCache(inner algorithms.Limiter, maxEntries int, now func() time.Time
 }
 
 // Hits returns how many takes the cache has answered without the backend.
-func (c *DenyCache) Hits() uint64 { return c.hits.Load() }
+func (c *Limiter) Hits() uint64 { return c.hits.Load() }
 
 // Do answers the takes it remembers as denied and passes every other op to
 // the inner Limiter, in one call.
-func (c *DenyCache) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (c *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	now := c.now()
 	results := make([]algorithms.Result, len(ops))
 	tickets := make([]ticket, len(ops))
@@ -152,9 +163,7 @@ func (c *DenyCache) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.R
 		return results, nil
 	}
 	got, err := c.inner.Do(ctx, pass)
-	if err == nil && len(got) != len(pass) {
-		err = fmt.Errorf("rls: limiter returned %d results for %d operations", len(got), len(pass))
-	}
+	err = algorithms.CheckResults(got, len(pass), err)
 	// Every op sent is settled, answered or not.
 	for j, i := range index {
 		var r *algorithms.Result
@@ -179,13 +188,13 @@ func cacheable(op *algorithms.Op) bool {
 	return !op.Refund && !op.Charge && op.Hits > 0 && op.Hits <= op.Limit.Capacity()
 }
 
-func (c *DenyCache) shard(id string) *denyShard {
+func (c *Limiter) shard(id string) *denyShard {
 	return &c.shards[maphash.String(c.seed, id)%denyShards]
 }
 
 // send answers op, on the limit named id, from a denial remembered at now and
 // reports true; or notes in t that op goes to the backend and reports false.
-func (c *DenyCache) send(id string, op *algorithms.Op, now time.Time, t *ticket) (algorithms.Result, bool) {
+func (c *Limiter) send(id string, op *algorithms.Op, now time.Time, t *ticket) (algorithms.Result, bool) {
 	s := c.shard(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -222,7 +231,7 @@ func (c *DenyCache) send(id string, op *algorithms.Op, now time.Time, t *ticket)
 // settle records the backend's answer r to op (nil when there was none),
 // sent at now with ticket t: it remembers a denial that no loosening op can
 // have overtaken, and forgets the limit once nothing is left to know.
-func (c *DenyCache) settle(t *ticket, op *algorithms.Op, r *algorithms.Result, now time.Time) {
+func (c *Limiter) settle(t *ticket, op *algorithms.Op, r *algorithms.Result, now time.Time) {
 	s := c.shard(t.id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -253,7 +262,7 @@ func (c *DenyCache) settle(t *ticket, op *algorithms.Op, r *algorithms.Result, n
 // remember records d as st's denial, replacing the one it holds. When the
 // shard holds as many denials as it may, it first drops those that have
 // expired at now; if it is still full, d is not remembered.
-func (c *DenyCache) remember(s *denyShard, st *limitState, d denial, now time.Time) {
+func (c *Limiter) remember(s *denyShard, st *limitState, d denial, now time.Time) {
 	if st.denial.hits == 0 && s.denials >= c.perShard {
 		for id, other := range s.m {
 			if other.denial.hits != 0 && !now.Before(other.denial.held) {

@@ -1,45 +1,45 @@
-package rls
+// Package breaker is the circuit breaker of the request path: a Limiter
+// that wraps the Limiter below it, times and classifies each of its calls
+// for metrics, and after consecutive failures of the backend refuses calls
+// for a cool-down, so that the service answers with its failure mode at
+// once instead of waiting for a backend that is down.
+package breaker
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 )
 
-// ErrCircuitOpen is the error of a backend call that the circuit breaker
-// refused without trying: the backend failed too often just before.
-var ErrCircuitOpen = errors.New("rls: circuit breaker open: backend calls suspended after consecutive failures")
-
-// BreakerState is the state of the circuit breaker around the backend.
-type BreakerState uint8
+// State is the state of the circuit breaker around the backend.
+type State uint8
 
 // The breaker's states.
 const (
-	// BreakerClosed lets every call through.
-	BreakerClosed BreakerState = iota
-	// BreakerOpen refuses every call until the cool-down has passed.
-	BreakerOpen
-	// BreakerHalfOpen lets a few probe calls through at once; the first
-	// success closes the breaker, as many failed probes open it again.
-	BreakerHalfOpen
+	// Closed lets every call through.
+	Closed State = iota
+	// Open refuses every call until the cool-down has passed.
+	Open
+	// HalfOpen lets a few probe calls through at once; the first success
+	// closes the breaker, as many failed probes open it again.
+	HalfOpen
 )
 
 // String returns the state's label: "closed", "open" or "half_open".
-func (s BreakerState) String() string {
+func (s State) String() string {
 	switch s {
-	case BreakerClosed:
+	case Closed:
 		return "closed"
-	case BreakerOpen:
+	case Open:
 		return "open"
-	case BreakerHalfOpen:
+	case HalfOpen:
 		return "half_open"
 	}
-	return fmt.Sprintf("BreakerState(%d)", uint8(s))
+	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
-// BreakerStates lists every BreakerState.
-var BreakerStates = []BreakerState{BreakerClosed, BreakerOpen, BreakerHalfOpen}
+// States lists every State.
+var States = []State{Closed, Open, HalfOpen}
 
 // breaker is a circuit breaker: after threshold consecutive failures it opens
 // for cooldown, during which calls are refused at once; then it turns
@@ -71,10 +71,10 @@ type breaker struct {
 	settle    time.Duration
 	// onChange is called after each change of state, in order, with the
 	// lock held: it must be quick and must not call the breaker.
-	onChange func(from, to BreakerState)
+	onChange func(from, to State)
 
 	mu          sync.Mutex
-	state       BreakerState
+	state       State
 	failures    int       // consecutive failures while closed; failed probes while half-open
 	openedAt    time.Time // when the breaker last opened
 	probing     int       // probes under way while half-open
@@ -105,12 +105,12 @@ const maxPending = 1024
 
 // newBreaker returns a closed breaker, or nil when threshold is not
 // positive (no breaker). probes below 1 mean 1.
-func newBreaker(threshold, probes int, cooldown, settle time.Duration, onChange func(from, to BreakerState)) *breaker {
+func newBreaker(threshold, probes int, cooldown, settle time.Duration, onChange func(from, to State)) *breaker {
 	if threshold <= 0 {
 		return nil
 	}
 	if onChange == nil {
-		onChange = func(BreakerState, BreakerState) {}
+		onChange = func(State, State) {}
 	}
 	return &breaker{threshold: threshold, probes: max(probes, 1), cooldown: cooldown, settle: settle, onChange: onChange}
 }
@@ -127,14 +127,14 @@ func (b *breaker) allow(now time.Time) (breakerTicket, bool) {
 	defer b.mu.Unlock()
 	b.judge(now)
 	switch b.state {
-	case BreakerClosed:
+	case Closed:
 		return t, true
-	case BreakerOpen:
+	case Open:
 		if now.Sub(b.openedAt) < b.cooldown {
 			return t, false
 		}
-		b.state, b.failures, b.probing = BreakerHalfOpen, 0, 0
-		b.onChange(BreakerOpen, BreakerHalfOpen)
+		b.state, b.failures, b.probing = HalfOpen, 0, 0
+		b.onChange(Open, HalfOpen)
 	}
 	// Half-open: up to probes at a time.
 	if b.probing >= b.probes {
@@ -154,7 +154,7 @@ func (b *breaker) success(t breakerTicket, now time.Time) {
 	defer b.mu.Unlock()
 	b.release(t)
 	b.answer(now)
-	if b.state == BreakerClosed {
+	if b.state == Closed {
 		b.failures = 0
 	}
 }
@@ -177,9 +177,9 @@ func (b *breaker) answer(at time.Time) {
 		b.lastSuccess = at
 	}
 	b.judge(at)
-	if b.state == BreakerHalfOpen {
-		b.state, b.failures, b.probing = BreakerClosed, 0, 0
-		b.onChange(BreakerHalfOpen, BreakerClosed)
+	if b.state == HalfOpen {
+		b.state, b.failures, b.probing = Closed, 0, 0
+		b.onChange(HalfOpen, Closed)
 	}
 	// Open: an answer to a call let through before it opened; the probes
 	// decide.
@@ -215,9 +215,9 @@ func (b *breaker) failure(t breakerTicket, now time.Time, timeout bool) {
 // held.
 func (b *breaker) counts(t breakerTicket) bool {
 	switch b.state {
-	case BreakerClosed:
+	case Closed:
 		return true
-	case BreakerHalfOpen:
+	case HalfOpen:
 		return t.probe && t.epoch == b.epoch
 	}
 	return false // open: a call let through before it opened
@@ -225,7 +225,7 @@ func (b *breaker) counts(t breakerTicket) bool {
 
 // release frees the probe slot of t's call. The lock is held.
 func (b *breaker) release(t breakerTicket) {
-	if b.state == BreakerHalfOpen && t.probe && t.epoch == b.epoch {
+	if b.state == HalfOpen && t.probe && t.epoch == b.epoch {
 		b.probing--
 	}
 }
@@ -233,15 +233,15 @@ func (b *breaker) release(t breakerTicket) {
 // fail counts a failure at now. The lock is held.
 func (b *breaker) fail(now time.Time) {
 	switch b.state {
-	case BreakerClosed:
+	case Closed:
 		b.failures++
 		if b.failures >= b.threshold {
-			b.open(BreakerClosed, now)
+			b.open(Closed, now)
 		}
-	case BreakerHalfOpen:
+	case HalfOpen:
 		b.failures++
 		if b.failures >= b.probes {
-			b.open(BreakerHalfOpen, now)
+			b.open(HalfOpen, now)
 		}
 	}
 }
@@ -270,10 +270,10 @@ func (b *breaker) judge(now time.Time) {
 }
 
 // open opens the breaker at now, from state from. The lock is held.
-func (b *breaker) open(from BreakerState, now time.Time) {
-	b.state, b.openedAt, b.failures, b.probing = BreakerOpen, now, 0, 0
+func (b *breaker) open(from State, now time.Time) {
+	b.state, b.openedAt, b.failures, b.probing = Open, now, 0, 0
 	b.epoch++
-	b.onChange(from, BreakerOpen)
+	b.onChange(from, Open)
 }
 
 // abandon records a call that ended without saying anything about the
@@ -289,9 +289,9 @@ func (b *breaker) abandon(t breakerTicket) {
 }
 
 // current returns the breaker's state.
-func (b *breaker) current() BreakerState {
+func (b *breaker) current() State {
 	if b == nil {
-		return BreakerClosed
+		return Closed
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -1,0 +1,100 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+)
+
+// Observer is told what the gate sheds and how many requests it lets have
+// calls under way, for metrics. Implementations MUST be safe for concurrent
+// use and should be quick.
+type Observer interface {
+	// ObserveShed is called once per request shed before it reached the
+	// backend (see ErrShed).
+	ObserveShed(ShedReason)
+	// ObserveInflightLimit is called with the limit of requests with calls
+	// under way, at start and whenever it changes.
+	ObserveInflightLimit(int)
+}
+
+// Options configure New.
+type Options struct {
+	// MaxInflight fixes how many requests may have calls under way at
+	// once; 0 adapts the limit to what the backend answers in time (see
+	// gate). Requests beyond it wait, and are shed when they could no
+	// longer be answered before their deadline.
+	MaxInflight int
+	// Observer is told every request shed and every change of the limit;
+	// nil observes nothing.
+	Observer Observer
+}
+
+// Limiter is a Limiter that admits the calls of a request to the Limiter it
+// wraps through an admission gate: a request takes a slot at its first call
+// and keeps it until its algorithms.Scope ends (a call without a scope is a
+// request of its own), waits for one while the backend carries as much as
+// it should, and is shed, with an error matching ErrShed, when it could no
+// longer be answered before its context's deadline. The gate learns the
+// backend's latency from the calls it lets through. Deadlines are on the
+// wall clock, as contexts' are. It is safe for concurrent use.
+type Limiter struct {
+	next     algorithms.Limiter
+	gate     *gate
+	observer Observer
+}
+
+// New returns a Limiter with a gate as opts say in front of next. A negative
+// MaxInflight is an error.
+func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
+	if opts.MaxInflight < 0 {
+		return nil, fmt.Errorf("admission: negative MaxInflight %d", opts.MaxInflight)
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
+	return &Limiter{next: next, gate: newGate(opts.MaxInflight, opts.Observer.ObserveInflightLimit), observer: opts.Observer}, nil
+}
+
+// Do passes ops to the wrapped Limiter once the request of ctx holds a slot.
+// A request that is shed, or whose caller goes away while it waits, gets an
+// error matching algorithms.ErrNotSent: none of its ops reached the backend.
+func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	scope := algorithms.ScopeOf(ctx)
+	if s := (slot{l.gate}); !scope.Holds(s) {
+		reason, err := l.gate.acquire(ctx, time.Now())
+		if err != nil {
+			if errors.Is(err, ErrShed) {
+				l.observer.ObserveShed(reason)
+			}
+			return nil, algorithms.NotSent(err)
+		}
+		if !scope.Hold(s) {
+			defer s.Release()
+		}
+	}
+	began := time.Now()
+	results, err := l.next.Do(ctx, ops)
+	// A call that never reached the backend, or whose caller went away,
+	// says nothing of the backend's latency.
+	if kind := algorithms.Classify(ctx, err); kind != algorithms.FailureCanceled && !errors.Is(err, algorithms.ErrNotSent) {
+		now := time.Now()
+		l.gate.observe(now.Sub(began), kind == algorithms.FailureTimeout, now)
+	}
+	return results, err
+}
+
+// slot is a request's slot of a gate, held for its scope.
+type slot struct{ g *gate }
+
+// Release returns the slot and hands it on.
+func (s slot) Release() { s.g.release(time.Now()) }
+
+// nopObserver observes nothing.
+type nopObserver struct{}
+
+func (nopObserver) ObserveShed(ShedReason)   {}
+func (nopObserver) ObserveInflightLimit(int) {}

@@ -1,0 +1,199 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+)
+
+// Observer is told how the backend's calls go and how the breaker changes,
+// for metrics. Implementations MUST be safe for concurrent use and should be
+// quick.
+type Observer interface {
+	// ObserveBackend is called once per call to the Limiter, including the
+	// calls the breaker refused.
+	ObserveBackend(Call)
+	// ObserveBreaker is called when the breaker changes state.
+	ObserveBreaker(State)
+}
+
+// Call is one call to the backend.
+type Call struct {
+	// Duration is how long the call took; 0 when the breaker refused it.
+	Duration time.Duration
+	// Failure classifies the call's failure (algorithms.Classify);
+	// algorithms.FailureCircuitOpen when the breaker refused it,
+	// algorithms.FailureNone when it succeeded.
+	Failure algorithms.Failure
+}
+
+// Options configure New. The zero value disables the breaker: calls are
+// still timed and observed.
+type Options struct {
+	// Failures is how many consecutive failures of the backend open the
+	// breaker, which then refuses every call at once for Cooldown; after
+	// that Probes probe calls go through at once, and the first success
+	// closes it. A timeout is a failure only when no other call succeeded
+	// while it waited: the backend answered nothing. 0 disables the
+	// breaker.
+	Failures int
+	// Probes is how many probe calls a half-open breaker lets through at
+	// once, and how many of them must fail to open it again; 0 means
+	// DefaultProbes.
+	Probes int
+	// Cooldown is how long the breaker stays open; 0 means
+	// DefaultCooldown.
+	Cooldown time.Duration
+	// Grace is how long the backend keeps waiting for the answers of calls
+	// whose callers gave up (for Redis, its read timeout) and reports them
+	// (algorithms.Outcomes). The breaker judges a timeout that long after it
+	// happened: one that the backend answered by then, or after which it
+	// answered another call, is no failure. 0 means DefaultGrace.
+	Grace time.Duration
+	// Now is the clock of the breaker and of the calls' durations; nil
+	// means time.Now.
+	Now func() time.Time
+	// Observer is told every call and every change of state; nil observes
+	// nothing.
+	Observer Observer
+	// Logger receives the breaker's changes of state; nil discards them.
+	Logger *slog.Logger
+}
+
+// The defaults of the Options whose zero value means "the default".
+const (
+	// DefaultFailures is the Failures the server runs with unless told
+	// otherwise. A master lost from a Redis Cluster of three fails about a
+	// third of the calls, and 20 of them in a row come with a probability
+	// of (1/3)^20, a few in ten billion: the breaker opens when nearly
+	// every call fails, not while one master of several is failed over.
+	DefaultFailures = 20
+	// DefaultProbes is what a zero Probes means: three probes at once, so
+	// that the one that a busy host happens to hold up does not cost
+	// another cool-down, while a backend that is down costs three timeouts
+	// per cool-down instead of one.
+	DefaultProbes = 3
+	// DefaultCooldown is what a zero Cooldown means.
+	DefaultCooldown = time.Second
+	// DefaultGrace is what a zero Grace means: as long as the server's
+	// Redis client keeps reading a reply by default.
+	DefaultGrace = 500 * time.Millisecond
+)
+
+// Limiter is a Limiter with a circuit breaker in front of the Limiter it
+// wraps: while the breaker is open it refuses calls without calling the
+// backend, with an error matching algorithms.ErrCircuitOpen and
+// algorithms.ErrNotSent; it tells its Observer the duration and the
+// kind of failure of every call. It is safe for concurrent use.
+type Limiter struct {
+	next    algorithms.Limiter
+	breaker *breaker // nil when disabled
+	opts    Options  // with the defaults in place
+}
+
+// New returns a Limiter with a breaker as opts say in front of next. A
+// negative option is an error.
+func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
+	switch {
+	case opts.Failures < 0, opts.Probes < 0:
+		return nil, fmt.Errorf("breaker: negative count in Failures %d or Probes %d", opts.Failures, opts.Probes)
+	case opts.Cooldown < 0, opts.Grace < 0:
+		return nil, fmt.Errorf("breaker: negative duration in Cooldown %s or Grace %s", opts.Cooldown, opts.Grace)
+	}
+	opts.Probes = orDefault(opts.Probes, DefaultProbes)
+	opts.Cooldown = orDefault(opts.Cooldown, DefaultCooldown)
+	opts.Grace = orDefault(opts.Grace, DefaultGrace)
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	l := &Limiter{next: next, opts: opts}
+	l.breaker = newBreaker(opts.Failures, opts.Probes, opts.Cooldown, opts.Grace, l.changed)
+	return l, nil
+}
+
+// Do calls the wrapped Limiter unless the breaker is open, and tells the
+// breaker and the observer how the call went. Calls whose callers went
+// away, and calls with a limit no backend could enforce, say nothing about
+// the backend's health. The answers the backend reads after the call failed
+// (algorithms.OutcomesOf) count as answers: the backend was answering.
+func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	start := l.opts.Now()
+	ticket, ok := l.breaker.allow(start)
+	if !ok {
+		l.opts.Observer.ObserveBackend(Call{Failure: algorithms.FailureCircuitOpen})
+		return nil, algorithms.NotSent(algorithms.ErrCircuitOpen)
+	}
+	results, err := l.next.Do(ctx, ops)
+	err = algorithms.CheckResults(results, len(ops), err)
+	if err != nil {
+		algorithms.OutcomesOf(err).Follow(l.answered)
+	}
+	end := l.opts.Now()
+	kind := algorithms.Classify(ctx, err)
+	switch {
+	case kind == algorithms.FailureNone:
+		l.breaker.success(ticket, end)
+	case kind == algorithms.FailureCanceled, errors.Is(err, algorithms.ErrInvalidLimit):
+		l.breaker.abandon(ticket)
+	default:
+		l.breaker.failure(ticket, end, kind == algorithms.FailureTimeout)
+	}
+	l.opts.Observer.ObserveBackend(Call{Duration: end.Sub(start), Failure: kind})
+	return results, err
+}
+
+// State returns the breaker's state; Closed when it is disabled.
+func (l *Limiter) State() State { return l.breaker.current() }
+
+// answered tells the breaker of the answers among outcomes: the backend
+// answered those calls, although their callers had stopped waiting.
+func (l *Limiter) answered(outcomes []algorithms.Outcome) {
+	for _, o := range outcomes {
+		if o.Fate == algorithms.Applied {
+			l.breaker.answered(o.At)
+		}
+	}
+}
+
+// changed logs and reports a change of the breaker's state: opening and
+// closing at warn and info, the probes of an outage (once per cool-down) at
+// debug.
+func (l *Limiter) changed(from, to State) {
+	switch {
+	case to == Open && from == Closed:
+		l.opts.Logger.Warn("backend circuit breaker opened: answering with the failure mode without calling the backend",
+			"failures", l.opts.Failures, "cooldown", l.opts.Cooldown)
+	case to == Open:
+		l.opts.Logger.Debug("backend circuit breaker probes failed; open again", "probes", l.opts.Probes, "cooldown", l.opts.Cooldown)
+	case to == HalfOpen:
+		l.opts.Logger.Debug("backend circuit breaker half-open: probing the backend")
+	case to == Closed:
+		l.opts.Logger.Info("backend circuit breaker closed: the backend answers again")
+	}
+	l.opts.Observer.ObserveBreaker(to)
+}
+
+// orDefault returns v, or def when v is the zero value.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// nopObserver observes nothing.
+type nopObserver struct{}
+
+func (nopObserver) ObserveBackend(Call)  {}
+func (nopObserver) ObserveBreaker(State) {}

@@ -1,0 +1,402 @@
+// Package giveback is the give-back queue of the request path: a Limiter
+// that wraps the Limiter below it and gives back, in the background, what
+// the calls through it leave owed to the backend: the hits of takes that
+// the backend admitted for callers that were told it failed, refunds whose
+// calls failed, and charges (usage already spent) that could not be
+// recorded with their request.
+package giveback
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+)
+
+// Result says what became of hits owed back to the backend, or of a charge
+// that could not be recorded with its request.
+type Result uint8
+
+// The results of give-backs.
+const (
+	// GivenBack is a refund that the queue got to the backend, or a
+	// charge it recorded.
+	GivenBack Result = iota
+	// Dropped is a refund or charge that the queue dropped: the queue was
+	// full, or its time limit passed first.
+	Dropped
+	// Uncertain is an op whose call failed after it was sent and that
+	// cannot be sent again without risk: a take answered with the failure
+	// mode error or deny, whose hits may stay counted, a refund that may
+	// or may not have run and is not idempotent, or a charge that may have
+	// been recorded.
+	Uncertain
+)
+
+// Results lists every Result.
+var Results = []Result{GivenBack, Dropped, Uncertain}
+
+// String returns the result's label: "given_back", "dropped" or "uncertain".
+func (r Result) String() string {
+	switch r {
+	case GivenBack:
+		return "given_back"
+	case Dropped:
+		return "dropped"
+	case Uncertain:
+		return "uncertain"
+	}
+	return "unknown"
+}
+
+// Observer is told what became of what the queue owed the backend, for
+// metrics. Implementations MUST be safe for concurrent use and should be
+// quick.
+type Observer interface {
+	// ObserveGiveBack is called with n refunds that the queue gave back,
+	// dropped, or could not tell had run, and with n takes it could not
+	// tell had run (Uncertain).
+	ObserveGiveBack(result Result, n int)
+	// ObserveDeferredCharge is called with n charges that could not be
+	// recorded with their request and that the queue recorded later
+	// (GivenBack), dropped, or could not tell had run.
+	ObserveDeferredCharge(result Result, n int)
+}
+
+// Options configure New.
+type Options struct {
+	// Size bounds the refunds waiting to be given back to the backend, and
+	// the charges waiting to be recorded; 0 means DefaultSize.
+	Size int
+	// Timeout is how long a refund may wait to be given back, or a charge
+	// to be recorded, before it is dropped; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// KeepFailedTakes leaves counted the hits that the backend took for a
+	// call that failed, rather than giving them back: right when the
+	// caller of such a call answers its request as admitted (the failure
+	// mode allow), wrong when it answers with an error or a denial.
+	KeepFailedTakes bool
+	// Observer is told what became of each op owed; nil observes nothing.
+	Observer Observer
+	// Logger receives the queue's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// The defaults of the Options whose zero value means "the default".
+const (
+	// DefaultSize is what a zero Size means.
+	DefaultSize = 10_000
+	// DefaultTimeout is what a zero Timeout means.
+	DefaultTimeout = 10 * time.Second
+)
+
+// Limiter is a Limiter that passes every call to the Limiter it wraps and
+// keeps a queue of what the calls leave owed to the backend: refunds, and
+// charges that could not be recorded at once. What became of the ops of a
+// failed call comes with its error (algorithms.OutcomesOf), for the calls
+// through it and for its own; its caller adds what it owes with GiveBack. A
+// goroutine sends the queue's ops, through the wrapped Limiter, while there
+// are any, and ends when the queue is empty. It is safe for concurrent use.
+type Limiter struct {
+	next      algorithms.Limiter
+	keepTakes bool
+	limit     int
+	ttl       time.Duration
+	observer  Observer
+	log       *slog.Logger
+
+	mu      sync.Mutex
+	queue   []giveBack
+	running bool
+	// sent holds the expiry of each op of the queue under way, by
+	// giveBackKey, so that one that comes back (settle) keeps its time
+	// limit.
+	sent map[string]time.Time
+}
+
+// New returns a Limiter with a give-back queue as opts say in front of next.
+// A negative Size or Timeout is an error.
+func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
+	if opts.Size < 0 || opts.Timeout < 0 {
+		return nil, fmt.Errorf("giveback: negative Size %d or Timeout %s", opts.Size, opts.Timeout)
+	}
+	if opts.Size == 0 {
+		opts.Size = DefaultSize
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Limiter{
+		next: next, keepTakes: opts.KeepFailedTakes, limit: opts.Size, ttl: opts.Timeout,
+		observer: opts.Observer, log: opts.Logger, sent: map[string]time.Time{},
+	}, nil
+}
+
+// Do passes ops to the wrapped Limiter, and when the call fails, follows
+// what became of them (see settle).
+func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	results, err := l.next.Do(ctx, ops)
+	if err != nil {
+		algorithms.OutcomesOf(err).Follow(l.settle)
+	}
+	return results, err
+}
+
+// GiveBack queues ops that their caller owes the backend and leaves to the
+// queue: the refunds (with their receipts) of takes the backend admitted
+// for requests that were answered otherwise, and charges that never reached
+// the backend (their request was shed, or refused by an open circuit
+// breaker), which are usage already spent: Envoy, which sends a charge
+// once the stream is done, does not send it again. It never waits for the
+// backend.
+func (l *Limiter) GiveBack(ops []algorithms.Op) {
+	now := time.Now()
+	for _, op := range ops {
+		l.add(op, now)
+	}
+}
+
+// settle takes what became of the ops of a call that failed (the backend
+// reports it, see algorithms.Outcomes), and queues what is owed:
+//
+//   - an admitted take is given back with its receipt, so that only
+//     admitted answers keep hits, unless KeepFailedTakes (the failure mode
+//     allow answered the request as admitted, and its hits stay);
+//   - a refund with a receipt (a denied request's give-back, or one of
+//     this queue's) that certainly did not run is sent again, and so is
+//     one that may have run when running it twice changes nothing (a
+//     sliding window log's, which removes exactly the receipt's entries);
+//     a counter's refund that may have run is not, since a second one
+//     would over-admit;
+//   - a charge is usage already spent, which stays recorded whatever
+//     became of its caller: one that certainly did not run is recorded
+//     later; one that may have run is not sent again, since a second one
+//     would count it twice.
+//
+// The observer counts what is given back (or, of charges, recorded),
+// dropped and left uncertain. It is quick: it never waits for the backend.
+func (l *Limiter) settle(outcomes []algorithms.Outcome) {
+	now := time.Now()
+	uncertain, uncertainCharges := 0, 0
+	for _, o := range outcomes {
+		op := o.Op
+		switch {
+		case op.Hits == 0:
+		case op.Charge:
+			switch o.Fate {
+			case algorithms.Applied:
+				l.ran(op)
+			case algorithms.NotApplied:
+				l.add(op, now)
+			default:
+				l.forget(op)
+				uncertainCharges++
+			}
+		case !op.Refund:
+			if l.keepTakes {
+				continue
+			}
+			switch {
+			case o.Fate == algorithms.Applied && o.Result.Allowed:
+				op.Refund, op.Receipt = true, o.Result.Receipt
+				l.add(op, now)
+			case o.Fate == algorithms.Unknown:
+				uncertain++
+			}
+		case op.Receipt != (algorithms.Receipt{}):
+			switch {
+			case o.Fate == algorithms.Applied:
+				l.ran(op)
+			case o.Fate == algorithms.NotApplied, op.IdempotentRefund():
+				l.add(op, now)
+			default:
+				l.forget(op)
+				uncertain++
+			}
+		}
+	}
+	if uncertain > 0 {
+		l.observer.ObserveGiveBack(Uncertain, uncertain)
+	}
+	if uncertainCharges > 0 {
+		l.observer.ObserveDeferredCharge(Uncertain, uncertainCharges)
+	}
+}
+
+// The give-back queue's fixed choices.
+const (
+	// giveBackBatch bounds the refunds of one backend call.
+	giveBackBatch = 64
+	// giveBackCallTimeout bounds one backend call of the queue.
+	giveBackCallTimeout = 250 * time.Millisecond
+	// giveBackPause is the wait after a failed call, so that a backend that
+	// is down is not asked again at once.
+	giveBackPause = 50 * time.Millisecond
+)
+
+// giveBack is one refund in the queue.
+type giveBack struct {
+	op      algorithms.Op
+	expires time.Time
+}
+
+// giveBackKey identifies a refund by its limit and receipt, and a charge by
+// its limit and hits. Two equal charges under way at once share a key: the
+// second to come back gets a time limit of its own.
+func giveBackKey(op algorithms.Op) string {
+	if op.Charge {
+		return op.Identity() + "|charge|" + strconv.FormatUint(op.Hits, 10)
+	}
+	r := op.Receipt
+	return op.Identity() + "|" + strconv.FormatInt(r.At, 10) + "|" +
+		strconv.FormatUint(r.Seq, 10) + "|" + strconv.FormatUint(uint64(r.Shard), 10)
+}
+
+// observe tells the observer what became of n ops of the queue, charges or
+// refunds.
+func (l *Limiter) observe(charge bool, r Result, n int) {
+	switch {
+	case n == 0:
+	case charge:
+		l.observer.ObserveDeferredCharge(r, n)
+	default:
+		l.observer.ObserveGiveBack(r, n)
+	}
+}
+
+// observeOps tells the observer what became of ops, charges and refunds
+// apart.
+func (l *Limiter) observeOps(ops []algorithms.Op, r Result) {
+	charges := 0
+	for _, op := range ops {
+		if op.Charge {
+			charges++
+		}
+	}
+	l.observe(true, r, charges)
+	l.observe(false, r, len(ops)-charges)
+}
+
+// add queues refund or charge op at now: within the time limit of its first
+// try when it is one of the queue's that came back, else within a new one.
+func (l *Limiter) add(op algorithms.Op, now time.Time) {
+	key := giveBackKey(op)
+	l.mu.Lock()
+	expires, again := l.sent[key]
+	delete(l.sent, key)
+	if !again {
+		expires = now.Add(l.ttl)
+	}
+	if !now.Before(expires) || len(l.queue) >= l.limit {
+		l.mu.Unlock()
+		l.observe(op.Charge, Dropped, 1)
+		return
+	}
+	l.queue = append(l.queue, giveBack{op: op, expires: expires})
+	start := !l.running
+	l.running = true
+	l.mu.Unlock()
+	if start {
+		go l.work()
+	}
+}
+
+// ran records that op, one of the queue's, reached the backend although its
+// call failed.
+func (l *Limiter) ran(op algorithms.Op) {
+	key := giveBackKey(op)
+	l.mu.Lock()
+	_, ours := l.sent[key]
+	delete(l.sent, key)
+	l.mu.Unlock()
+	if ours {
+		l.observe(op.Charge, GivenBack, 1)
+	}
+}
+
+// forget stops tracking op, which will not be sent again.
+func (l *Limiter) forget(op algorithms.Op) {
+	l.mu.Lock()
+	delete(l.sent, giveBackKey(op))
+	l.mu.Unlock()
+}
+
+// work sends the queue's ops, a batch per backend call, until the queue is
+// empty.
+func (l *Limiter) work() {
+	for {
+		ops, keys := l.batch(time.Now())
+		if ops == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), giveBackCallTimeout)
+		_, err := l.next.Do(ctx, ops)
+		cancel()
+		if err == nil {
+			l.mu.Lock()
+			for _, k := range keys {
+				delete(l.sent, k)
+			}
+			l.mu.Unlock()
+			l.observeOps(ops, GivenBack)
+			continue
+		}
+		// What became of each op comes with the error (settle), which
+		// queues again those that may be sent again.
+		algorithms.OutcomesOf(err).Follow(l.settle)
+		l.log.Debug("give-back to the backend failed", "ops", len(ops), "err", err)
+		time.Sleep(giveBackPause)
+	}
+}
+
+// batch takes the next batch of ops from the queue, dropping those whose
+// time limit has passed at now, and records them as under way; it returns
+// nil, and marks the worker stopped, when the queue is empty.
+func (l *Limiter) batch(now time.Time) ([]algorithms.Op, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ops, expired []algorithms.Op
+	var keys []string
+	i := 0
+	for ; i < len(l.queue) && len(ops) < giveBackBatch; i++ {
+		gb := l.queue[i]
+		if !now.Before(gb.expires) {
+			expired = append(expired, gb.op)
+			continue
+		}
+		key := giveBackKey(gb.op)
+		l.sent[key] = gb.expires
+		ops = append(ops, gb.op)
+		keys = append(keys, key)
+	}
+	l.queue = append(l.queue[:0], l.queue[i:]...)
+	l.observeOps(expired, Dropped)
+	if len(ops) == 0 {
+		l.running = false
+		// Refunds under way whose outcome never came back (a limiter that
+		// reports none) are forgotten once their time limit has passed.
+		for k, exp := range l.sent {
+			if !now.Before(exp) {
+				delete(l.sent, k)
+			}
+		}
+		return nil, nil
+	}
+	return ops, keys
+}
+
+// nopObserver observes nothing.
+type nopObserver struct{}
+
+func (nopObserver) ObserveGiveBack(Result, int)       {}
+func (nopObserver) ObserveDeferredCharge(Result, int) {}

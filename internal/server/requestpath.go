@@ -1,0 +1,109 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/layers/admission"
+	"github.com/ratewarden/ratewarden/internal/layers/breaker"
+	"github.com/ratewarden/ratewarden/internal/layers/denycache"
+	"github.com/ratewarden/ratewarden/internal/layers/giveback"
+	"github.com/ratewarden/ratewarden/internal/metrics"
+	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/tracing"
+)
+
+// newRequestPath builds what a request goes through, bottom-up from the
+// backend b, as the settings s say: each layer is an algorithms.Limiter
+// that wraps the one below it and knows nothing of the others. Read
+// top-down, as a request goes:
+//
+//	rls.Service        the protocol: plans the ops, applies the deadline and the failure mode
+//	admission.Limiter  sheds what could not be answered before its deadline (requests with a budget)
+//	breaker.Limiter    times and classifies every call; stops calling a backend that keeps failing
+//	giveback.Limiter   gives back, in the background, what failed calls leave owed to the backend
+//	denycache.Limiter  answers the denials it has seen without the backend (Redis, RLS_DENY_CACHE)
+//	tracer.Limiter     a span for each call that reaches the backend (RLS_TRACING; tracer nil without)
+//	b                  the memory or Redis backend
+//
+// The layers tell the ones above what they need to know through the errors
+// of their calls (algorithms.ErrNotSent, algorithms.OutcomesOf), and the
+// service leaves to the give-back queue what it owes the backend
+// (rls.Options.GiveBack). m observes the service and every layer.
+func newRequestPath(b algorithms.Limiter, cfg *config.Config, s Settings, m *metrics.Metrics, tracer *tracing.Tracer, logger *slog.Logger) (*rls.Service, error) {
+	opts := s.ServiceOptions(logger)
+	opts.Observer = m
+	if s.Backend == BackendMemory {
+		// The memory backend never waits: a deadline per request would only
+		// cost a timer.
+		opts.BackendTimeout = 0
+	}
+
+	l := b
+	if tracer != nil {
+		l = tracer.Limiter(l)
+	}
+	if s.Backend == BackendRedis && s.DenyCache {
+		cache := denycache.New(l, denycache.Options{MaxEntries: s.DenyCacheSize})
+		m.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ratewarden_deny_cache_hits_total",
+			Help: "Takes denied from the deny cache, without asking the backend.",
+		}, func() float64 { return float64(cache.Hits()) }))
+		l = cache
+	}
+	gbOpts := giveBackOptions(s)
+	gbOpts.Observer, gbOpts.Logger = m, logger
+	queue, err := giveback.New(l, gbOpts)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	l = queue
+	bOpts := breakerOptions(s)
+	bOpts.Observer, bOpts.Logger = m, logger.With("failure_mode", s.FailureMode.String())
+	if l, err = breaker.New(l, bOpts); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if opts.BackendTimeout > 0 {
+		// Shedding needs a deadline to shed by.
+		if l, err = admission.New(l, admission.Options{MaxInflight: s.MaxInflight, Observer: m}); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
+	opts.GiveBack = queue.GiveBack
+	svc, err := rls.New(l, cfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return svc, nil
+}
+
+// giveBackOptions returns the give-back queue's options that s asks for,
+// its observer and logger aside.
+func giveBackOptions(s Settings) giveback.Options {
+	return giveback.Options{
+		Size:    s.GiveBackQueue,
+		Timeout: s.GiveBackTimeout,
+		// With the failure mode allow, a request whose call failed was
+		// admitted: what the backend took for it stays.
+		KeepFailedTakes: s.FailureMode == rls.FailAllow,
+	}
+}
+
+// breakerOptions returns the circuit breaker's options that s asks for, its
+// observer and logger aside: it judges a timeout once the Redis client has
+// stopped reading its reply.
+func breakerOptions(s Settings) breaker.Options {
+	o := breaker.Options{
+		Failures: s.BreakerFailures,
+		Probes:   s.BreakerProbes,
+		Cooldown: s.BreakerCooldown,
+	}
+	if s.Backend != BackendMemory {
+		o.Grace = redisGrace(s)
+	}
+	return o
+}
