@@ -31,13 +31,13 @@ func requireClientCert(next http.Handler) http.Handler {
 }
 
 // httpOptions returns what the settings ask of the HTTP endpoints: /json
-// off (see Settings.jsonOff), and /rlconfig without absolute paths unless
+// off (see jsonOff), and /rlconfig without absolute paths unless
 // RLS_RLCONFIG_SHOW_PATHS.
 func (srv *Server) httpOptions(cfg *config.Config) []rls.HTTPOption {
 	s := srv.settings
 	status := srv.config.Status
 	var opts []rls.HTTPOption
-	if why := s.jsonOff(); why != "" {
+	if why := jsonOff(s); why != "" {
 		opts = append(opts, rls.WithoutJSON(why))
 	}
 	if root := configRoot(s.ConfigPath, cfg); root != "" && !s.RlconfigShowPaths {

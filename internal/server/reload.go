@@ -11,20 +11,8 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/settings"
 )
-
-// ConfigOptions returns the config.Options these settings ask for.
-func (s Settings) ConfigOptions() config.Options {
-	wildcards, _ := config.ParseWildcardPrecedence(s.WildcardPrecedence)
-	return config.Options{
-		DefaultAlgorithm:   s.DefaultAlgorithm,
-		MergeDomains:       s.ConfigMergeDomains,
-		WildcardPrecedence: wildcards,
-		DotFiles:           s.ConfigDotFiles,
-		AllowNegativeHits:  s.AllowNegativeHits,
-		MaxBytes:           s.ConfigMaxBytes,
-	}
-}
 
 // loadConfig loads the limits at RLS_CONFIG_PATH, waiting for the files
 // until ctx ends or for RLS_CONFIG_READ_TIMEOUT. With RLS_CONFIG_WATCH it
@@ -35,9 +23,9 @@ func (s Settings) ConfigOptions() config.Options {
 //
 // With limits from an xDS server, it returns no Config: there is none until
 // the first update.
-func loadConfig(ctx context.Context, s Settings, logger *slog.Logger) (*config.Watcher, *config.Config, error) {
-	opts := s.ConfigOptions()
-	if s.configFromXDS() {
+func loadConfig(ctx context.Context, s settings.Settings, logger *slog.Logger) (*config.Watcher, *config.Config, error) {
+	opts := configOptions(s)
+	if s.ConfigSource == settings.ConfigFromXDS {
 		return nil, nil, nil
 	}
 	if !s.ConfigWatch {

@@ -24,6 +24,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/tracing"
 	"github.com/ratewarden/ratewarden/internal/xds"
 )
@@ -31,7 +32,7 @@ import (
 // Server is a running ratewarden: its listeners are bound by New, and Serve
 // serves until its context ends.
 type Server struct {
-	settings Settings
+	settings settings.Settings
 	log      *slog.Logger
 
 	service *rls.Service
@@ -59,12 +60,12 @@ type Server struct {
 
 // New loads the configuration, builds the backend and binds the listeners.
 // A configuration error is returned with its file, line and field.
-func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) {
+func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	if s.compat != nil {
-		s.compat.log(logger)
+	if report := s.Compat(); report != nil {
+		report.Log(logger)
 	}
 	watcher, cfg, err := loadConfig(ctx, s, logger)
 	if err != nil {
@@ -90,7 +91,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	if why := s.jsonOff(); why != "" {
+	if why := jsonOff(s); why != "" {
 		logger.Info("/json is not served", "why", why)
 	}
 
@@ -100,13 +101,13 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		return nil, err
 	}
 	srv := &Server{settings: s, log: logger, backend: b, health: rls.NewHealth(), watcher: watcher, xds: xdsClient}
-	srv.metrics = metrics.New(metrics.WithNames(s.metricsNames()))
+	srv.metrics = metrics.New(metrics.WithNames(s.MetricsNames))
 	if cfg != nil && xdsClient == nil {
 		srv.metrics.ObserveConfigLoaded()
 	}
-	opts := s.ServiceOptions(logger)
+	opts := serviceOptions(s, logger)
 	opts.Observer = srv.metrics
-	if s.Backend == BackendMemory {
+	if s.Backend == settings.BackendMemory {
 		// The memory backend never waits: a deadline per request would only
 		// cost a timer.
 		opts.BackendTimeout = 0
@@ -115,14 +116,14 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	}
 	var limiter algorithms.Limiter = b
 	if s.Tracing {
-		if srv.tracer, err = tracing.New(ctx, s.tracingOptions()); err != nil {
+		if srv.tracer, err = tracing.New(ctx, tracingOptions(s)); err != nil {
 			b.Close()
 			return nil, fmt.Errorf("server: RLS_TRACING: %w", err)
 		}
 		// Below the deny cache: only the calls that reach the backend.
 		limiter = srv.tracer.Limiter(limiter)
 	}
-	if s.Backend == BackendRedis && s.DenyCache {
+	if s.Backend == settings.BackendRedis && s.DenyCache {
 		cache := rls.NewDenyCache(limiter, s.DenyCacheSize, nil)
 		srv.metrics.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ratewarden_deny_cache_hits_total",
@@ -175,7 +176,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		srv.httpServe = newReservingListener(srv.httpLis, s.HTTPMaxConnections, s.HTTPProbeConnections)
 	}
 
-	grpcOpts := append(GRPCServerOptions(), s.grpcBoundOptions()...)
+	grpcOpts := append(GRPCServerOptions(), grpcBoundOptions(s)...)
 	if srv.tracer != nil {
 		grpcOpts = append(grpcOpts, srv.tracer.ServerOptions()...)
 	}
