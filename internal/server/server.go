@@ -58,12 +58,11 @@ type Server struct {
 	side []*sideListener
 }
 
-// New loads the configuration, builds the backend and binds the listeners.
-// A configuration error is returned with its file, line and field.
+// New loads the configuration, builds the backend and binds the listeners,
+// as the settings s ask: Settings that settings.Load returned, which it has
+// validated. A configuration error is returned with its file, line and
+// field.
 func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server, error) {
-	if err := s.Validate(); err != nil {
-		return nil, err
-	}
 	if report := s.Compat(); report != nil {
 		report.Log(logger)
 	}

@@ -37,7 +37,8 @@ type Settings struct {
 	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /ready, /json, /rlconfig, /metrics); empty disables HTTP"`
 	ConfigPath string `split_words:"true" default:"./config" desc:"limits YAML: a file, or a directory whose files, in its subdirectories too, are all read"`
 
-	// ConfigSource and the XDS fields: limits from an xDS server.
+	// ConfigSource says where the limits come from; the XDS fields, how
+	// they come from an xDS server.
 	ConfigSource ConfigSource `split_words:"true" default:"file" desc:"where the limits come from: file (RLS_CONFIG_PATH) or xds (RateLimitConfig resources from the xDS server at RLS_XDS_SERVER_URL, as Envoy Gateway serves them); envoyproxy/ratelimit's FILE and GRPC_XDS_SOTW mean the same"`
 
 	ConfigWatch        bool                      `split_words:"true" default:"true" desc:"reload RLS_CONFIG_PATH when its files change; an invalid change is logged and the limits in force stay. A path with nothing to load yet is waited for, not ready"`
