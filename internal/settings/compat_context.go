@@ -47,24 +47,23 @@ func (c *compatContext) setFrom(from []string, ours, text string) {
 	c.assign(from, ours, text, text)
 }
 
-// assign is setFrom with the value as the report shows it, which keeps the
-// values of passwords out (and, for headers, shown). A value the setting
-// refuses is kept in c.err, with the variables it came from.
+// assign is setFrom with shown, the value as the report shows it (the
+// headers without their values); a password is shown redacted. A value the
+// setting refuses is kept in c.err, with the variables it came from.
 func (c *compatContext) assign(from []string, ours, text, shown string) {
 	if _, explicit := c.lookup(ours); explicit {
 		c.report.Overridden = append(c.report.Overridden, CompatNote{Theirs: from, Ours: ours})
 		return
 	}
-	v, ok := c.vars[ours]
-	if !ok && c.err == nil {
-		c.err = fmt.Errorf("settings: compatVars names %s, which is no setting", ours)
+	var err error
+	if v, ok := c.vars[ours]; !ok {
+		err = fmt.Errorf("server: compatVars names %s, which is no setting", ours)
+	} else if err = v.set(text); err != nil {
+		err = fmt.Errorf("%w (envoyproxy/ratelimit's variables set %s from %s)", err, ours, strings.Join(from, ","))
 	}
-	if !ok {
-		return
-	}
-	if err := v.set(text); err != nil {
+	if err != nil {
 		if c.err == nil {
-			c.err = fmt.Errorf("%w (envoyproxy/ratelimit's variables set %s from %s)", err, ours, strings.Join(from, ","))
+			c.err = err
 		}
 		return
 	}

@@ -693,3 +693,23 @@ func TestCompatTableInDocs(t *testing.T) {
 	}
 	assert.Equal(t, compatTable(), doc[i+len(begin):j], "docs/migrating.md's table differs from compatVars; run go test ./internal/settings -run CompatTableInDocs -update-docs")
 }
+
+// TestCompatEnvValuesParsedByTheSettings: a value of theirs that reaches an
+// RLS_ variable as it is, is parsed by the setting's type, and an error
+// names both variables.
+func TestCompatEnvValuesParsedByTheSettings(t *testing.T) {
+	t.Parallel()
+	_, _, err := convert(t, map[string]string{"TRACING_SAMPLING_RATE": "1.5"})
+	assert.EqualError(t, err, `server: RLS_TRACING_SAMPLING_RATE: tracing: sampling rate "1.5" is not a number in [0, 1] `+
+		`(envoyproxy/ratelimit's variables set RLS_TRACING_SAMPLING_RATE from TRACING_SAMPLING_RATE)`)
+
+	s, report, err := convert(t, map[string]string{"REDIS_POOL_SIZE": "020", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "010", "CONFIG_TYPE": "GRPC_XDS_SOTW"})
+	require.NoError(t, err)
+	assert.Equal(t, 20, s.Redis.PoolSize, "their whole numbers are decimal")
+	assert.Equal(t, 10, s.XDSMaxMessageBytes)
+	for _, n := range report.Applied {
+		if n.Ours == "RLS_REDIS_POOL_SIZE" {
+			assert.Equal(t, "020", n.Value, "the report shows their value")
+		}
+	}
+}

@@ -13,11 +13,12 @@ import (
 	"github.com/kelseyhightower/envconfig"
 )
 
-// Load reads the variables through a lookup function, where
-// envconfig.Process reads the process's environment alone: read follows
-// envconfig's tags and parses each value as envconfig.Process would (a test
-// holds the two to the same results), but never reads a variable without
-// its prefix.
+// envconfig.Process reads the process's environment and nothing else, and
+// Load reads through a lookup function: read does what envconfig.Process
+// does, through the lookup. It names the variables by envconfig's tags and
+// parses each value as envconfig.Process would (a test holds the two to the
+// same results), except that it never reads a variable without its prefix,
+// as envconfig does for a field named by an envconfig tag.
 
 // variable is one variable of a specification: its name, the field it
 // sets, and the field's tags (default, desc).
@@ -104,7 +105,8 @@ func (v variable) set(text string) error {
 	if err == nil {
 		return nil
 	}
-	if choice := (*choiceError)(nil); errors.As(err, &choice) {
+	var choice *choiceError
+	if errors.As(err, &choice) {
 		return fmt.Errorf("server: %s %w", v.name, err)
 	}
 	return fmt.Errorf("server: %s: %w", v.name, err)
