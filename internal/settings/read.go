@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -28,12 +27,32 @@ type variable struct {
 	tag   reflect.StructTag
 }
 
-// The regular expressions with which envconfig splits a field's name into
-// words for split_words: GRPCTlsCertFile is GRPC_TLS_CERT_FILE.
-var (
-	wordsRegexp   = regexp.MustCompile("([^A-Z]+|[A-Z]+[^A-Z]+|[A-Z]+)")
-	acronymRegexp = regexp.MustCompile("([A-Z]+)([A-Z][^A-Z]+)")
-)
+// words splits a field's name into words as envconfig's split_words does
+// (with two regular expressions): a capital begins a word, and so does the
+// first letter after capitals; of several capitals followed by other
+// letters, the last begins a word of its own. GRPCTlsCertFile is GRPC, Tls,
+// Cert, File; XDSDefaultAlgorithm is XDS, Default, Algorithm.
+func words(name string) []string {
+	isUpper := func(c byte) bool { return 'A' <= c && c <= 'Z' }
+	var words []string
+	for i := 0; i < len(name); {
+		capitals := i
+		for capitals < len(name) && isUpper(name[capitals]) {
+			capitals++
+		}
+		end := capitals
+		for end < len(name) && !isUpper(name[end]) {
+			end++
+		}
+		if capitals-i >= 2 && end > capitals {
+			words = append(words, name[i:capitals-1], name[capitals-1:end])
+		} else {
+			words = append(words, name[i:end])
+		}
+		i = end
+	}
+	return words
+}
 
 // variables returns the variables of the struct that spec points to, under
 // prefix, in the order of its fields, as envconfig names them: the field's
@@ -49,15 +68,7 @@ func variables(prefix string, spec reflect.Value) []variable {
 		}
 		name := sf.Name
 		if isTrue(sf.Tag.Get("split_words")) {
-			var words []string
-			for _, w := range wordsRegexp.FindAllString(sf.Name, -1) {
-				if m := acronymRegexp.FindStringSubmatch(w); m != nil {
-					words = append(words, m[1], m[2])
-				} else {
-					words = append(words, w)
-				}
-			}
-			name = strings.Join(words, "_")
+			name = strings.Join(words(sf.Name), "_")
 		}
 		if alt := sf.Tag.Get("envconfig"); alt != "" {
 			name = alt
