@@ -27,7 +27,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/redistest"
-	"github.com/ratewarden/ratewarden/internal/server"
+	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // gap is the line, or the part of a line, that stands for output the docs
@@ -248,14 +248,19 @@ func (s *docSession) checkYAML(ts *testscript.TestScript, file string) error {
 	}
 	var errs []error
 	s.t.Run(fmt.Sprintf("environment_at_line_%d", b.Line), func(t *testing.T) {
+		vars := map[string]string{}
 		for k, v := range env {
 			if !known[k] {
 				errs = append(errs, fmt.Errorf("%s is not a variable the server reads (server -h)", k))
 				continue
 			}
-			t.Setenv(k, v)
+			vars[k] = v
 		}
-		if _, err := server.LoadSettings(); err != nil {
+		lookup := func(name string) (string, bool) {
+			v, ok := vars[name]
+			return v, ok
+		}
+		if _, err := settings.Load(lookup); err != nil {
 			errs = append(errs, fmt.Errorf("the server would not start with this environment: %w", err))
 		}
 	})

@@ -607,7 +607,7 @@ func (r *benchReport) writeProfiles(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("## Where the server's time goes")
 	p("")
-	p("Each target scenario again, against the same server code run by `loadgen serve` (server.LoadSettings,")
+	p("Each target scenario again, against the same server code run by `loadgen serve` (settings.Load,")
 	p("server.New, Serve, as cmd/server does) under the CPU profiler; `go tool pprof -top`, by flat then by")
 	p("cumulative time, then allocated bytes. The profile covers the warm-up and the measurement.")
 	p("")

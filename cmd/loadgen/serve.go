@@ -9,6 +9,7 @@ import (
 	"runtime/pprof"
 
 	"github.com/ratewarden/ratewarden/internal/server"
+	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // serveProfiled runs ratewarden's server exactly as cmd/server does (settings
@@ -21,11 +22,11 @@ func serveProfiled(ctx context.Context, cpuPath, allocsPath string, stderr io.Wr
 	if cpuPath == "" {
 		return errors.New("loadgen: serve needs -cpuprofile")
 	}
-	settings, err := server.LoadSettings()
+	s, err := settings.Load(os.LookupEnv)
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(ctx, settings, settings.NewLogger(stderr))
+	srv, err := server.New(ctx, s, s.NewLogger(stderr))
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/server"
+	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // These tests check that the load generator works end to end against real
@@ -43,13 +44,13 @@ func startServer(t *testing.T, env map[string]string) string {
 	for k, v := range env {
 		vars[k] = v
 	}
-	for k, v := range vars {
-		t.Setenv(k, v)
-	}
-	settings, err := server.LoadSettings()
+	set, err := settings.Load(func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, settings, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := server.New(ctx, set, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()

@@ -12,36 +12,37 @@ import (
 	"syscall"
 
 	"github.com/ratewarden/ratewarden/internal/server"
+	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "ratewarden:", err)
 		os.Exit(1)
 	}
 }
 
-// run starts the server with the settings of the environment and serves
-// until ctx ends.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// run starts the server with the settings that lookup finds (the
+// environment's, from main) and serves until ctx ends.
+func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
 	for _, a := range args {
 		switch a {
 		case "-h", "-help", "--help":
 			fmt.Fprintln(stdout, "ratewarden: a rate limit service for Envoy and Istio (envoy.service.ratelimit.v3).")
 			fmt.Fprintln(stdout, "Usage: server   (configured by these environment variables)")
 			fmt.Fprintln(stdout)
-			return server.PrintUsage(stdout)
+			return settings.PrintUsage(stdout)
 		default:
 			return fmt.Errorf("unknown argument %q: the server is configured by RLS_* environment variables (see -h)", a)
 		}
 	}
-	settings, err := server.LoadSettings()
+	s, err := settings.Load(lookup)
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(ctx, settings, settings.NewLogger(stderr))
+	srv, err := server.New(ctx, s, s.NewLogger(stderr))
 	if err != nil {
 		return err
 	}

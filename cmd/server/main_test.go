@@ -15,7 +15,7 @@ import (
 
 func TestHelpListsEveryVariable(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"-h"}, &out, &out))
+	require.NoError(t, run(context.Background(), []string{"-h"}, nil, &out, &out))
 	for _, name := range []string{"RLS_GRPC_ADDR", "RLS_HTTP_ADDR", "RLS_CONFIG_PATH", "RLS_BACKEND", "RLS_DEFAULT_ALGORITHM", "RLS_FAILURE_MODE", "RLS_BACKEND_TIMEOUT", "RLS_SHADOW_MODE", "RLS_REFUND_ON_DENY", "RLS_LOG_LEVEL"} {
 		assert.Contains(t, out.String(), name)
 	}
@@ -23,15 +23,21 @@ func TestHelpListsEveryVariable(t *testing.T) {
 
 func TestUnknownArgumentIsAnError(t *testing.T) {
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"--port=1"}, &out, &out)
+	err := run(context.Background(), []string{"--port=1"}, nil, &out, &out)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "RLS_")
 }
 
 func TestInvalidSettingStopsStartup(t *testing.T) {
-	t.Setenv("RLS_FAILURE_MODE", "sometimes")
+	t.Parallel()
+	lookup := func(name string) (string, bool) {
+		if name == "RLS_FAILURE_MODE" {
+			return "sometimes", true
+		}
+		return "", false
+	}
 	var out bytes.Buffer
-	err := run(context.Background(), nil, &out, &out)
+	err := run(context.Background(), nil, lookup, &out, &out)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "RLS_FAILURE_MODE")
 }
@@ -51,7 +57,7 @@ func TestDocsListEveryVariable(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"-h"}, &out, &out))
+	require.NoError(t, run(context.Background(), []string{"-h"}, nil, &out, &out))
 	lines := strings.Split(out.String(), "\n")
 	header := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "VARIABLE") })
 	require.GreaterOrEqual(t, header, 0, "-h prints a header")

@@ -87,6 +87,17 @@ func ParseWildcardPrecedence(s string) (WildcardPrecedence, error) {
 	return 0, fmt.Errorf("config: unknown wildcard precedence %q (want first or most_specific)", s)
 }
 
+// UnmarshalText sets w to the precedence named text, as
+// ParseWildcardPrecedence reads it.
+func (w *WildcardPrecedence) UnmarshalText(text []byte) error {
+	v, err := ParseWildcardPrecedence(string(text))
+	if err != nil {
+		return err
+	}
+	*w = v
+	return nil
+}
+
 // File is one configuration file: its name (used in errors and in
 // Rule.File) and its contents.
 type File struct {

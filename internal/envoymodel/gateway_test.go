@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
-	"github.com/ratewarden/ratewarden/internal/server"
+	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // What Envoy Gateway's rate limit Deployment is (its
@@ -120,7 +120,7 @@ func TestEnvoyGatewayConfig(t *testing.T) {
 func defaultOf(t *testing.T, name string) string {
 	t.Helper()
 	var out bytes.Buffer
-	require.NoError(t, server.PrintUsage(&out))
+	require.NoError(t, settings.PrintUsage(&out))
 	for _, line := range strings.Split(out.String(), "\n") {
 		if f := strings.Fields(line); len(f) > 1 && f[0] == name {
 			return f[1]

@@ -16,7 +16,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/envoymodel"
-	"github.com/ratewarden/ratewarden/internal/server"
+	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // repoFile returns the path of a file of the repository, from this
@@ -55,10 +55,10 @@ func exampleLimits(t *testing.T) *config.Config {
 func knownVariables(t *testing.T) map[string]bool {
 	t.Helper()
 	var out bytes.Buffer
-	require.NoError(t, server.PrintUsage(&out))
+	require.NoError(t, settings.PrintUsage(&out))
 	vars := map[string]bool{}
 	for _, line := range strings.Split(out.String(), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], server.EnvPrefix+"_") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], settings.Prefix+"_") {
 			vars[f[0]] = true
 		}
 	}

@@ -51,6 +51,16 @@ func ParseNames(s string) (Names, error) {
 	return 0, fmt.Errorf("metrics: unknown metric names %q (want ratewarden, ratelimit or both)", s)
 }
 
+// UnmarshalText sets n to the Names called text, as ParseNames reads them.
+func (n *Names) UnmarshalText(text []byte) error {
+	v, err := ParseNames(string(text))
+	if err != nil {
+		return err
+	}
+	*n = v
+	return nil
+}
+
 func (n Names) ratewarden() bool { return n != NamesRatelimit }
 func (n Names) ratelimit() bool  { return n != NamesRatewarden }
 

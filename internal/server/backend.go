@@ -12,6 +12,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/redisx"
+	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // backend is a Limiter with the means to check and release it.
@@ -25,41 +26,20 @@ type backend interface {
 	Close() error
 }
 
-// Backend names where limits are counted, as RLS_BACKEND spells it.
-type Backend string
-
-// The backends.
-const (
-	// BackendMemory counts in this process only.
-	BackendMemory Backend = "memory"
-	// BackendRedis counts in Redis, shared by every replica.
-	BackendRedis Backend = "redis"
-)
-
-// UnmarshalText sets b to the backend named text, memory or redis.
-func (b *Backend) UnmarshalText(text []byte) error {
-	switch v := Backend(text); v {
-	case BackendMemory, BackendRedis:
-		*b = v
-		return nil
-	}
-	return fmt.Errorf("server: unknown backend %q (want %s or %s)", text, BackendMemory, BackendRedis)
-}
-
 // newBackend builds the Limiter the settings name. It does not wait for
 // Redis: a server started while Redis is down serves (answering per the
 // failure mode) and connects when Redis appears.
-func newBackend(s Settings, logger *slog.Logger) (backend, error) {
+func newBackend(s settings.Settings, logger *slog.Logger) (backend, error) {
 	switch s.Backend {
-	case BackendMemory:
+	case settings.BackendMemory:
 		return memoryBackend{memory.New()}, nil
-	case BackendRedis:
+	case settings.BackendRedis:
 		client, err := redisx.NewClient(s.Redis)
 		if err != nil {
 			return nil, fmt.Errorf("server: RLS_REDIS_*: %w", err)
 		}
 		lim, err := redisx.NewLimiter(client, redisx.WithKeyPrefix(s.KeyPrefix), redisx.WithGrace(redisGrace(s)),
-			redisx.WithCoalescing(max(2, s.PipelinesPerCPU*runtime.GOMAXPROCS(0))))
+			redisx.WithCoalescing(max(2, s.RedisPipelinesPerCPU*runtime.GOMAXPROCS(0))))
 		if err != nil {
 			client.Close()
 			return nil, fmt.Errorf("server: %w", err)
@@ -67,13 +47,13 @@ func newBackend(s Settings, logger *slog.Logger) (backend, error) {
 		logger.Info("redis backend", "redis", s.Redis, "key_prefix", s.KeyPrefix)
 		return redisBackend{Limiter: lim, client: client}, nil
 	}
-	return nil, fmt.Errorf("server: RLS_BACKEND %q is not %s or %s", s.Backend, BackendMemory, BackendRedis)
+	return nil, fmt.Errorf("server: RLS_BACKEND %q is not %s or %s", s.Backend, settings.BackendMemory, settings.BackendRedis)
 }
 
 // redisGrace is how long a pipeline whose callers gave up is still read: as
 // long as one reply may take, so that what it did is known (see
 // algorithms.Outcomes).
-func redisGrace(s Settings) time.Duration {
+func redisGrace(s settings.Settings) time.Duration {
 	if s.Redis.ReadTimeout == 0 {
 		return redisx.DefaultReadTimeout
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // maxConnectionAgeGrace is how long calls on a connection that reached
@@ -23,7 +24,7 @@ const maxConnectionAgeGrace = 30 * time.Second
 // client can hold: streams per connection, keepalive in both directions,
 // idle and (optionally) old connections, the handshake's time, calls open
 // at once, and the time a call may take to send its request.
-func (s Settings) grpcBoundOptions() []grpc.ServerOption {
+func grpcBoundOptions(s settings.Settings) []grpc.ServerOption {
 	guard := &requestGuard{timeout: s.GRPCReadTimeout, maxCalls: int64(s.GRPCMaxCalls)}
 	opts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(s.GRPCMaxConcurrentStreams),

@@ -350,35 +350,6 @@ func TestGRPCStuckCallsPastTheCap(t *testing.T) {
 	assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.GetOverallCode())
 }
 
-func TestBoundSettingsErrorsNameTheVariable(t *testing.T) {
-	for _, tc := range []struct{ key, value string }{
-		{"RLS_HTTP_READ_TIMEOUT", "0s"},
-		{"RLS_HTTP_WRITE_TIMEOUT", "-1s"},
-		{"RLS_HTTP_IDLE_TIMEOUT", "0s"},
-		{"RLS_HTTP_MAX_HEADER_BYTES", "100"},
-		{"RLS_HTTP_MAX_CONNECTIONS", "0"},
-		{"RLS_HTTP_PROBE_CONNECTIONS", "-1"},
-		{"RLS_GRPC_MAX_CONNECTIONS", "0"},
-		{"RLS_GRPC_MAX_CONCURRENT_STREAMS", "0"},
-		{"RLS_GRPC_MAX_CALLS", "0"},
-		{"RLS_GRPC_READ_TIMEOUT", "0s"},
-		{"RLS_GRPC_KEEPALIVE_MIN_TIME", "0s"},
-		{"RLS_GRPC_KEEPALIVE_TIME", "0s"},
-		{"RLS_GRPC_KEEPALIVE_TIMEOUT", "0s"},
-		{"RLS_GRPC_MAX_CONNECTION_IDLE", "-1s"},
-		{"RLS_GRPC_MAX_CONNECTION_AGE", "-1s"},
-		{"RLS_CONFIG_READ_TIMEOUT", "0s"},
-		{"RLS_CONFIG_MAX_BYTES", "0"},
-	} {
-		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
-			t.Setenv(tc.key, tc.value)
-			_, err := LoadSettings()
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.key)
-		})
-	}
-}
-
 // TestTapMarksArrival: the tap, which runs as soon as a call's headers are
 // read, marks the call's arrival for the service (see rls.WithArrival).
 func TestTapMarksArrival(t *testing.T) {

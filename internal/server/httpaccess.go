@@ -30,11 +30,11 @@ func requireClientCert(next http.Handler) http.Handler {
 }
 
 // httpOptions returns what the settings ask of the HTTP endpoints: /json
-// off (see Settings.jsonOff), and /rlconfig without absolute paths unless
+// off (see jsonOff), and /rlconfig without absolute paths unless
 // RLS_RLCONFIG_SHOW_PATHS.
 func (srv *Server) httpOptions(cfg *config.Config) httpOptions {
 	s := srv.settings
-	o := httpOptions{jsonOff: s.jsonOff(), configStatus: srv.config.Status}
+	o := httpOptions{jsonOff: jsonOff(s), configStatus: srv.config.Status}
 	if root := configRoot(s.ConfigPath, cfg); root != "" && !s.RlconfigShowPaths {
 		o.configRoot = root
 		o.configStatus = func() ConfigStatus {

@@ -131,11 +131,8 @@ func TestHTTPTLSSettings(t *testing.T) {
 		{map[string]string{"RLS_HTTP_TLS_CERT_FILE": "/nonexistent/c.pem", "RLS_HTTP_TLS_KEY_FILE": "/nonexistent/k.pem"}, "RLS_HTTP_TLS_CERT_FILE"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
-			t.Setenv("RLS_CONFIG_PATH", "../../config")
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			s, err := LoadSettings()
+			tc.env["RLS_CONFIG_PATH"] = "../../config"
+			s, err := loadSettings(tc.env)
 			if err == nil {
 				_, err = New(t.Context(), s, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
+	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // sideListener is an HTTP server beside the main ones: the metrics-only
@@ -22,7 +23,7 @@ type sideListener struct {
 
 // bindSideListeners binds the listeners the settings ask for beside gRPC and
 // HTTP. On error, whatever it bound is closed again.
-func (srv *Server) bindSideListeners(s Settings) error {
+func (srv *Server) bindSideListeners(s settings.Settings) error {
 	if s.MetricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle(s.MetricsPath, srv.metrics.Handler())

@@ -80,17 +80,6 @@ func TestRatelimitMetricsOnTheirOwnPort(t *testing.T) {
 	assert.Contains(t, text, "# TYPE ratelimit_service_rate_limit_total_hits counter")
 }
 
-func TestMetricsSettingsAreValidated(t *testing.T) {
-	t.Setenv("RLS_METRICS_NAMES", "statsd")
-	_, err := LoadSettings()
-	assert.ErrorContains(t, err, "RLS_METRICS_NAMES")
-	t.Setenv("RLS_METRICS_NAMES", "ratelimit")
-	t.Setenv("RLS_METRICS_ADDR", ":0")
-	t.Setenv("RLS_METRICS_PATH", "metrics")
-	_, err = LoadSettings()
-	assert.ErrorContains(t, err, "RLS_METRICS_PATH")
-}
-
 func TestDebugListener(t *testing.T) {
 	s := start(t, map[string]string{"RLS_DEBUG_ADDR": "127.0.0.1:0"})
 	base := "http://" + s.srv.DebugAddr().String()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -126,14 +127,11 @@ func TestNothingToLoadWithoutWatchStopsStartup(t *testing.T) {
 // defaults, which must fail, and returns its error.
 func startError(t *testing.T, env map[string]string) error {
 	t.Helper()
-	t.Setenv("RLS_GRPC_ADDR", "127.0.0.1:0")
-	t.Setenv("RLS_HTTP_ADDR", "")
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	settings, err := LoadSettings()
+	vars := map[string]string{"RLS_GRPC_ADDR": "127.0.0.1:0", "RLS_HTTP_ADDR": ""}
+	maps.Copy(vars, env)
+	set, err := loadSettings(vars)
 	require.NoError(t, err)
-	srv, err := New(context.Background(), settings, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := New(context.Background(), set, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if srv != nil {
 		srv.grpcLis.Close()
 		srv.backend.Close()
@@ -170,8 +168,7 @@ func TestConfigSettings(t *testing.T) {
 		s.stop()
 	}
 
-	t.Setenv("RLS_WILDCARD_PRECEDENCE", "longest")
-	_, err = LoadSettings()
+	_, err = loadSettings(map[string]string{"RLS_WILDCARD_PRECEDENCE": "longest"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "RLS_WILDCARD_PRECEDENCE")
 }

@@ -12,19 +12,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
-// ConfigOptions returns the config.Options these settings ask for.
-func (s Settings) ConfigOptions() config.Options {
-	wildcards, _ := config.ParseWildcardPrecedence(s.WildcardPrecedence)
-	return config.Options{
-		DefaultAlgorithm:   s.DefaultAlgorithm,
-		MergeDomains:       s.ConfigMergeDomains,
-		WildcardPrecedence: wildcards,
-		DotFiles:           s.ConfigDotFiles,
-		AllowNegativeHits:  s.AllowNegativeHits,
-		MaxBytes:           s.ConfigMaxBytes,
-	}
-}
-
 // configState is the limits configuration in force, whatever its Source:
 // it hands every new one the source delivers to the service, keeps the old
 // one when an update fails, and remembers where and when the one in force

@@ -312,18 +312,6 @@ func TestConfigStateFollowsAnySource(t *testing.T) {
 	assert.Equal(t, []error{nil, bad}, reloads.all())
 }
 
-func TestReloadSettings(t *testing.T) {
-	s, err := LoadSettings()
-	require.NoError(t, err)
-	assert.True(t, s.ConfigWatch)
-	assert.Equal(t, 10*time.Second, s.ConfigPollInterval)
-
-	t.Setenv("RLS_CONFIG_POLL_INTERVAL", "-1s")
-	_, err = LoadSettings()
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "RLS_CONFIG_POLL_INTERVAL")
-}
-
 func TestRLConfigOfAFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "limits.yml")
 	require.NoError(t, os.WriteFile(path, []byte(reloadYAML(5)), 0o644))
@@ -370,11 +358,9 @@ func TestConfigMaxBytes(t *testing.T) {
 	require.NoError(t, writeFile(filepath.Join(dir, "a.yaml"), reloadYAML(3)))
 	limit := fmt.Sprint(len(reloadYAML(3)) + 10)
 
-	t.Setenv("RLS_CONFIG_PATH", dir)
-	t.Setenv("RLS_CONFIG_MAX_BYTES", fmt.Sprint(len(reloadYAML(3))-1))
-	settings, err := LoadSettings()
+	set, err := loadSettings(map[string]string{"RLS_CONFIG_PATH": dir, "RLS_CONFIG_MAX_BYTES": fmt.Sprint(len(reloadYAML(3)) - 1)})
 	require.NoError(t, err)
-	_, err = New(context.Background(), settings, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	_, err = New(context.Background(), set, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.ErrorContains(t, err, "a.yaml: cannot read: the limits files hold 117 bytes up to this one, more than the 116 they may hold (RLS_CONFIG_MAX_BYTES)")
 
 	s := start(t, map[string]string{"RLS_CONFIG_PATH": dir, "RLS_CONFIG_MAX_BYTES": limit})

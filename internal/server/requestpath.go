@@ -14,6 +14,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/giveback"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/tracing"
 )
 
@@ -34,10 +35,10 @@ import (
 // of their calls (algorithms.ErrNotSent, algorithms.OutcomesOf), and the
 // service leaves to the give-back queue what it owes the backend
 // (rls.Options.GiveBack). m observes the service and every layer.
-func newRequestPath(b algorithms.Limiter, cfg *config.Config, s Settings, m *metrics.Metrics, tracer *tracing.Tracer, logger *slog.Logger) (*rls.Service, error) {
-	opts := s.ServiceOptions(logger)
+func newRequestPath(b algorithms.Limiter, cfg *config.Config, s settings.Settings, m *metrics.Metrics, tracer *tracing.Tracer, logger *slog.Logger) (*rls.Service, error) {
+	opts := serviceOptions(s, logger)
 	opts.Observer = m
-	if s.Backend == BackendMemory {
+	if s.Backend == settings.BackendMemory {
 		// The memory backend never waits: a deadline per request would only
 		// cost a timer.
 		opts.BackendTimeout = 0
@@ -47,7 +48,7 @@ func newRequestPath(b algorithms.Limiter, cfg *config.Config, s Settings, m *met
 	if tracer != nil {
 		l = tracer.Limiter(l)
 	}
-	if s.Backend == BackendRedis && s.DenyCache {
+	if s.Backend == settings.BackendRedis && s.DenyCache {
 		cache := denycache.New(l, denycache.Options{MaxEntries: s.DenyCacheSize})
 		m.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ratewarden_deny_cache_hits_total",
@@ -83,7 +84,7 @@ func newRequestPath(b algorithms.Limiter, cfg *config.Config, s Settings, m *met
 
 // giveBackOptions returns the give-back queue's options that s asks for,
 // its observer and logger aside.
-func giveBackOptions(s Settings) giveback.Options {
+func giveBackOptions(s settings.Settings) giveback.Options {
 	return giveback.Options{
 		Size:    s.GiveBackQueue,
 		Timeout: s.GiveBackTimeout,
@@ -96,13 +97,13 @@ func giveBackOptions(s Settings) giveback.Options {
 // breakerOptions returns the circuit breaker's options that s asks for, its
 // observer and logger aside: it judges a timeout once the Redis client has
 // stopped reading its reply.
-func breakerOptions(s Settings) breaker.Options {
+func breakerOptions(s settings.Settings) breaker.Options {
 	o := breaker.Options{
 		Failures: s.BreakerFailures,
 		Probes:   s.BreakerProbes,
 		Cooldown: s.BreakerCooldown,
 	}
-	if s.Backend != BackendMemory {
+	if s.Backend != settings.BackendMemory {
 		o.Grace = redisGrace(s)
 	}
 	return o

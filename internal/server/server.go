@@ -22,13 +22,14 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/tracing"
 )
 
 // Server is a running ratewarden: its listeners are bound by New, and Serve
 // serves until its context ends.
 type Server struct {
-	settings Settings
+	settings settings.Settings
 	log      *slog.Logger
 
 	service *rls.Service
@@ -52,16 +53,15 @@ type Server struct {
 	side []*sideListener
 }
 
-// New loads the configuration, builds the backend and binds the listeners.
-// A configuration error is returned with its file, line and field.
-func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) {
-	if err := s.Validate(); err != nil {
-		return nil, err
+// New loads the configuration, builds the backend and binds the listeners,
+// as the settings s ask: Settings that settings.Load returned, which it has
+// validated. A configuration error is returned with its file, line and
+// field.
+func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server, error) {
+	if report := s.Compat(); report != nil {
+		report.Log(logger)
 	}
-	if s.compat != nil {
-		s.compat.log(logger)
-	}
-	m := metrics.New(metrics.WithNames(s.metricsNames()))
+	m := metrics.New(metrics.WithNames(s.MetricsNames))
 	source, err := newConfigSource(ctx, s, logger, m.Registry())
 	if err != nil {
 		return nil, err
@@ -83,7 +83,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	if why := s.jsonOff(); why != "" {
+	if why := jsonOff(s); why != "" {
 		logger.Info("/json is not served", "why", why)
 	}
 
@@ -97,7 +97,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		srv.metrics.ObserveConfigLoaded()
 	}
 	if s.Tracing {
-		if srv.tracer, err = tracing.New(ctx, s.tracingOptions()); err != nil {
+		if srv.tracer, err = tracing.New(ctx, tracingOptions(s)); err != nil {
 			b.Close()
 			return nil, fmt.Errorf("server: RLS_TRACING: %w", err)
 		}
@@ -142,7 +142,7 @@ func New(ctx context.Context, s Settings, logger *slog.Logger) (*Server, error) 
 		srv.httpServe = newReservingListener(srv.httpLis, s.HTTPMaxConnections, s.HTTPProbeConnections)
 	}
 
-	grpcOpts := append(GRPCServerOptions(), s.grpcBoundOptions()...)
+	grpcOpts := append(GRPCServerOptions(), grpcBoundOptions(s)...)
 	if srv.tracer != nil {
 		grpcOpts = append(grpcOpts, srv.tracer.ServerOptions()...)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -14,7 +15,10 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/layers/breaker"
+	"github.com/ratewarden/ratewarden/internal/layers/giveback"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -34,20 +38,25 @@ type started struct {
 	stop   func() error
 }
 
+// loadSettings returns the settings of the variables env, read as the
+// server reads its environment, and of no other variable.
+func loadSettings(env map[string]string) (settings.Settings, error) {
+	return settings.Load(func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	})
+}
+
 // start serves the example configuration with the memory backend on free
 // loopback ports; env adds or overrides RLS_* variables.
 func start(t *testing.T, env map[string]string) *started {
 	t.Helper()
-	t.Setenv("RLS_GRPC_ADDR", "127.0.0.1:0")
-	t.Setenv("RLS_HTTP_ADDR", "127.0.0.1:0")
-	t.Setenv("RLS_CONFIG_PATH", "../../config")
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	settings, err := LoadSettings()
+	vars := map[string]string{"RLS_GRPC_ADDR": "127.0.0.1:0", "RLS_HTTP_ADDR": "127.0.0.1:0", "RLS_CONFIG_PATH": "../../config"}
+	maps.Copy(vars, env)
+	set, err := loadSettings(vars)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := New(ctx, settings, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := New(ctx, set, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
@@ -199,88 +208,42 @@ func TestGracefulShutdownTurnsHealthNotServing(t *testing.T) {
 	assert.NoError(t, <-done)
 }
 
-func TestSettingsErrorsNameTheVariable(t *testing.T) {
-	for _, tc := range []struct{ key, value, want string }{
-		{"RLS_BACKEND", "postgres", "RLS_BACKEND"},
-		{"RLS_DEFAULT_ALGORITHM", "leaky", "RLS_DEFAULT_ALGORITHM"},
-		{"RLS_FAILURE_MODE", "maybe", "RLS_FAILURE_MODE"},
-		{"RLS_BACKEND_TIMEOUT", "soon", "RLS_BACKEND_TIMEOUT"},
-		{"RLS_BACKEND_TIMEOUT", "0s", "RLS_BACKEND_TIMEOUT"},
-		{"RLS_SHADOW_MODE", "perhaps", "RLS_SHADOW_MODE"},
-		{"RLS_LOG_LEVEL", "loud", "RLS_LOG_LEVEL"},
-		{"RLS_ALLOW_NEGATIVE_HITS", "sometimes", "RLS_ALLOW_NEGATIVE_HITS"},
-		{"RLS_MAX_DESCRIPTORS", "0", "RLS_MAX_DESCRIPTORS"},
-		{"RLS_MAX_ENTRIES", "-1", "RLS_MAX_ENTRIES"},
-		{"RLS_MAX_HITS", "0", "RLS_MAX_HITS"},
-		{"RLS_MAX_HITS", "-1", "RLS_MAX_HITS"},
-		{"RLS_MAX_LOG_HITS", "100001", "RLS_MAX_LOG_HITS"},
-		{"RLS_MAX_OVERRIDE_LOG_SIZE", "0", "RLS_MAX_OVERRIDE_LOG_SIZE"},
-		{"RLS_MAX_OVERRIDE_LIFETIME", "500ms", "RLS_MAX_OVERRIDE_LIFETIME"},
-		{"RLS_MAX_UNMATCHED_ENTRIES", "0", "RLS_MAX_UNMATCHED_ENTRIES"},
-		{"RLS_MAX_UNMATCHED_KEY_BYTES", "-5", "RLS_MAX_UNMATCHED_KEY_BYTES"},
-		{"RLS_REDIS_PIPELINES_PER_CPU", "0", "RLS_REDIS_PIPELINES_PER_CPU"},
-	} {
-		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
-			t.Setenv(tc.key, tc.value)
-			_, err := LoadSettings()
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.want)
-		})
-	}
-}
-
-// TestTypedSettingsNameWhatTheyAccept: a setting typed as a name (backend,
-// algorithm, failure mode) is refused with the variable and the names it
-// accepts, and read into its type once.
-func TestTypedSettingsNameWhatTheyAccept(t *testing.T) {
-	for _, tc := range []struct{ key, value, accepted string }{
-		{"RLS_BACKEND", "postgres", "want memory or redis"},
-		{"RLS_DEFAULT_ALGORITHM", "leaky", "want fixed_window, sliding_window_log, sliding_window_counter or token_bucket"},
-		{"RLS_FAILURE_MODE", "maybe", "want error, allow or deny"},
-	} {
-		t.Run(tc.key, func(t *testing.T) {
-			t.Setenv(tc.key, tc.value)
-			_, err := LoadSettings()
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.key)
-			assert.Contains(t, err.Error(), tc.accepted)
-		})
-	}
-	t.Setenv("RLS_BACKEND", "redis")
-	t.Setenv("RLS_DEFAULT_ALGORITHM", "token_bucket")
-	t.Setenv("RLS_FAILURE_MODE", "deny")
-	s, err := LoadSettings()
+// TestServiceOptionsOfTheSettings: the settings reach rls.Options, and
+// their defaults are rls.DefaultOptions's.
+func TestServiceOptionsOfTheSettings(t *testing.T) {
+	t.Parallel()
+	s, err := loadSettings(map[string]string{"RLS_BACKEND": "redis", "RLS_DEFAULT_ALGORITHM": "token_bucket", "RLS_FAILURE_MODE": "deny"})
 	require.NoError(t, err)
-	assert.Equal(t, BackendRedis, s.Backend)
-	opts := s.ServiceOptions(slog.New(slog.DiscardHandler))
+	assert.Equal(t, settings.BackendRedis, s.Backend)
+	opts := serviceOptions(s, slog.New(slog.DiscardHandler))
 	assert.Equal(t, algorithms.TokenBucket, opts.DefaultAlgorithm)
 	assert.Equal(t, rls.FailDeny, opts.FailureMode)
-}
 
-func TestVariablesWithoutThePrefixAreIgnored(t *testing.T) {
-	t.Setenv("BACKEND", "redis")
-	t.Setenv("CONFIG_PATH", "/nowhere")
-	t.Setenv("REDIS_ADDRS", "bad address")
-	t.Setenv("TLS_CA_FILE", "/nowhere.pem")
-	t.Setenv("RLS_REDIS_ADDRS", "127.0.0.1:6379,127.0.0.1:6380")
-	t.Setenv("RLS_REDIS_TLS_CA_FILE", "/etc/ca.pem")
-	s, err := LoadSettings()
+	// rls keeps a copy of the defaults for the Options a test builds
+	// without settings; the two copies agree.
+	s, err = loadSettings(nil)
 	require.NoError(t, err)
-	assert.Equal(t, BackendMemory, s.Backend)
-	assert.Equal(t, "./config", s.ConfigPath)
-	assert.Equal(t, []string{"127.0.0.1:6379", "127.0.0.1:6380"}, s.Redis.Addrs)
-	assert.Equal(t, "/etc/ca.pem", s.Redis.TLSCaFile)
+	got, want := serviceOptions(s, nil), rls.DefaultOptions()
+	assert.Equal(t, want.DefaultAlgorithm, got.DefaultAlgorithm)
+	assert.Equal(t, want.RefundOnDeny, got.RefundOnDeny)
+	assert.Equal(t, want.FailureMode, got.FailureMode)
+	assert.Equal(t, want.BackendTimeout, got.BackendTimeout)
+	assert.Equal(t, want.DeadlineReserve, got.DeadlineReserve)
+	assert.InDelta(t, want.NearLimitRatio, got.NearLimitRatio, 0)
+	assert.Equal(t, want.Bounds, got.Bounds)
+	assert.Equal(t, breaker.DefaultFailures, breakerOptions(s).Failures)
+	assert.Equal(t, breaker.DefaultProbes, breakerOptions(s).Probes)
+	assert.Equal(t, breaker.DefaultCooldown, breakerOptions(s).Cooldown)
+	assert.Equal(t, giveback.DefaultSize, giveBackOptions(s).Size)
+	assert.Equal(t, giveback.DefaultTimeout, giveBackOptions(s).Timeout)
 }
 
 func TestConfigErrorStopsStartup(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, writeFile(dir+"/bad.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"))
-	t.Setenv("RLS_CONFIG_PATH", dir)
-	t.Setenv("RLS_GRPC_ADDR", "127.0.0.1:0")
-	t.Setenv("RLS_HTTP_ADDR", "")
-	settings, err := LoadSettings()
+	set, err := loadSettings(map[string]string{"RLS_CONFIG_PATH": dir, "RLS_GRPC_ADDR": "127.0.0.1:0", "RLS_HTTP_ADDR": ""})
 	require.NoError(t, err)
-	_, err = New(context.Background(), settings, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	_, err = New(context.Background(), set, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "bad.yaml:4")
 	assert.Contains(t, err.Error(), "unit")

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // newConfigSource returns the Source of limits the settings choose; it is
@@ -19,10 +20,10 @@ import (
 // they change, and for which a path with nothing to load yet is no error;
 // without it, the files read now, waiting for them until ctx ends or for
 // RLS_CONFIG_READ_TIMEOUT, and a path with nothing to load is an error.
-func newConfigSource(ctx context.Context, s Settings, logger *slog.Logger, reg prometheus.Registerer) (config.Source, error) {
-	opts := s.ConfigOptions()
+func newConfigSource(ctx context.Context, s settings.Settings, logger *slog.Logger, reg prometheus.Registerer) (config.Source, error) {
+	opts := configOptions(s)
 	switch {
-	case s.configFromXDS():
+	case s.ConfigSource == settings.ConfigFromXDS:
 		c, err := newXDSClient(s, logger, time.Now())
 		if err != nil {
 			return nil, err

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // recheckEvery is how often the TLS files are looked at again: at most once
@@ -42,7 +44,7 @@ type tlsSettings struct {
 // newGRPCTLS reads the gRPC TLS files the settings name, or returns nil
 // when they name none. With mutual TLS every client must present a
 // certificate. Its errors name the variable at fault.
-func newGRPCTLS(s Settings, logger *slog.Logger, now time.Time) (*serverTLS, error) {
+func newGRPCTLS(s settings.Settings, logger *slog.Logger, now time.Time) (*serverTLS, error) {
 	return newServerTLS(tlsSettings{
 		what:       "gRPC",
 		cert:       envFile{"RLS_GRPC_TLS_CERT_FILE", s.GRPCTlsCertFile},
@@ -57,7 +59,7 @@ func newGRPCTLS(s Settings, logger *slog.Logger, now time.Time) (*serverTLS, err
 // when they name none. With mutual TLS a client certificate is verified
 // when one is presented, and the handler decides which paths need one:
 // the probes cannot present any.
-func newHTTPTLS(s Settings, logger *slog.Logger, now time.Time) (*serverTLS, error) {
+func newHTTPTLS(s settings.Settings, logger *slog.Logger, now time.Time) (*serverTLS, error) {
 	return newServerTLS(tlsSettings{
 		what:       "HTTP",
 		cert:       envFile{"RLS_HTTP_TLS_CERT_FILE", s.HTTPTlsCertFile},

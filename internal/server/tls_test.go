@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"log/slog"
+	"maps"
 	"math/big"
 	"net"
 	"os"
@@ -27,6 +28,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // testCA is a certificate authority made for one test.
@@ -262,7 +265,7 @@ func TestReloadingCertificate(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	g, err := newGRPCTLS(Settings{GRPCTlsCertFile: cert, GRPCTlsKeyFile: key}, logger, t0)
+	g, err := newGRPCTLS(settings.Settings{GRPCTlsCertFile: cert, GRPCTlsKeyFile: key}, logger, t0)
 	require.NoError(t, err)
 	require.NotNil(t, g)
 	assert.Nil(t, g.clientCAs)
@@ -314,7 +317,7 @@ func TestTLSLogsNoKeyMaterial(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t0 := time.Now()
-	g, err := newGRPCTLS(Settings{GRPCTlsCertFile: cert, GRPCTlsKeyFile: key, GRPCTlsClientCaFile: caFile}, logger, t0)
+	g, err := newGRPCTLS(settings.Settings{GRPCTlsCertFile: cert, GRPCTlsKeyFile: key, GRPCTlsClientCaFile: caFile}, logger, t0)
 	require.NoError(t, err)
 	tlsFiles(t, dir, ca, 200)
 	g.cert.get(t0.Add(time.Second))
@@ -358,15 +361,11 @@ func TestTLSStartupErrorsNameTheVariable(t *testing.T) {
 		{"missing client CA", map[string]string{"RLS_GRPC_TLS_CERT_FILE": cert, "RLS_GRPC_TLS_KEY_FILE": key, "RLS_GRPC_TLS_CLIENT_CA_FILE": missing}, []string{"RLS_GRPC_TLS_CLIENT_CA_FILE: ", missing}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("RLS_GRPC_ADDR", "127.0.0.1:0")
-			t.Setenv("RLS_HTTP_ADDR", "")
-			t.Setenv("RLS_CONFIG_PATH", "../../config")
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			settings, err := LoadSettings()
+			vars := map[string]string{"RLS_GRPC_ADDR": "127.0.0.1:0", "RLS_HTTP_ADDR": "", "RLS_CONFIG_PATH": "../../config"}
+			maps.Copy(vars, tc.env)
+			set, err := loadSettings(vars)
 			if err == nil {
-				_, err = New(context.Background(), settings, slog.New(slog.DiscardHandler))
+				_, err = New(context.Background(), set, slog.New(slog.DiscardHandler))
 			}
 			require.Error(t, err)
 			for _, w := range tc.want {

@@ -204,72 +204,16 @@ func TestXDSMutualTLS(t *testing.T) {
 	assert.Equal(t, 1, admits(t, s, egRules(1, 1), alice, 5))
 }
 
-// TestXDSSettingsErrorsNameTheVariable: bad RLS_CONFIG_SOURCE and RLS_XDS_*
-// values stop the server with the variable's name.
-func TestXDSSettingsErrorsNameTheVariable(t *testing.T) {
-	for _, tc := range []struct {
-		env  map[string]string
-		want string
-	}{
-		{map[string]string{"RLS_CONFIG_SOURCE": "etcd"}, `RLS_CONFIG_SOURCE "etcd" is not file or xds`},
-		{map[string]string{"RLS_CONFIG_SOURCE": "xds", "RLS_XDS_SERVER_URL": ""}, "RLS_XDS_SERVER_URL must not be empty"},
-		{map[string]string{"RLS_CONFIG_SOURCE": "xds", "RLS_XDS_NODE_ID": ""}, "RLS_XDS_NODE_ID must not be empty"},
-		{map[string]string{"RLS_XDS_NODE_METADATA": "zone=a,cluster"}, `RLS_XDS_NODE_METADATA: "cluster" is not key=value`},
-		{map[string]string{"RLS_XDS_HEADERS": "bad header:x"}, `RLS_XDS_HEADERS: "bad header" is not a header name`},
-		{map[string]string{"RLS_XDS_HEADERS": "x-a:caf\u00e9"}, `RLS_XDS_HEADERS: the value of "x-a" must be printable ASCII`},
-		{map[string]string{"RLS_XDS_TLS": "true", "RLS_XDS_TLS_CERT_FILE": "/c.pem"}, "RLS_XDS_TLS_CERT_FILE and RLS_XDS_TLS_KEY_FILE go together"},
-		{map[string]string{"RLS_XDS_TLS_CA_FILE": "/ca.pem"}, "need RLS_XDS_TLS=true"},
-		{map[string]string{"RLS_XDS_BACKOFF_INITIAL_INTERVAL": "0s"}, "RLS_XDS_BACKOFF_*: xds: backoff initial interval must be positive"},
-		{map[string]string{"RLS_XDS_BACKOFF_MAX_INTERVAL": "10ms"}, "RLS_XDS_BACKOFF_*: xds: backoff max interval 10ms is below the initial interval 1s"},
-		{map[string]string{"RLS_XDS_BACKOFF_RANDOM_FACTOR": "2"}, "RLS_XDS_BACKOFF_*: xds: backoff random factor must be in [0, 1]"},
-		{map[string]string{"RLS_XDS_MAX_MESSAGE_BYTES": "0"}, "RLS_XDS_MAX_MESSAGE_BYTES must be positive"},
-	} {
-		t.Run(tc.want, func(t *testing.T) {
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			_, err := LoadSettings()
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.want)
-		})
-	}
-
-	t.Run("missing client certificate", func(t *testing.T) {
-		for k, v := range map[string]string{
-			"RLS_CONFIG_SOURCE": "xds", "RLS_XDS_TLS": "true", "RLS_GRPC_ADDR": "127.0.0.1:0", "RLS_HTTP_ADDR": "",
-			"RLS_XDS_TLS_CERT_FILE": "/nonexistent/tls.crt", "RLS_XDS_TLS_KEY_FILE": "/nonexistent/tls.key",
-		} {
-			t.Setenv(k, v)
-		}
-		settings, err := LoadSettings()
-		require.NoError(t, err)
-		_, err = New(context.Background(), settings, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "RLS_XDS_TLS_CERT_FILE")
+// TestXDSClientCertificateIsReadAtStart: a client certificate for the xDS
+// server that cannot be read stops the server with its variable's name.
+func TestXDSClientCertificateIsReadAtStart(t *testing.T) {
+	t.Parallel()
+	set, err := loadSettings(map[string]string{
+		"RLS_CONFIG_SOURCE": "xds", "RLS_XDS_TLS": "true", "RLS_GRPC_ADDR": "127.0.0.1:0", "RLS_HTTP_ADDR": "",
+		"RLS_XDS_TLS_CERT_FILE": "/nonexistent/tls.crt", "RLS_XDS_TLS_KEY_FILE": "/nonexistent/tls.key",
 	})
-}
-
-// TestXDSSettingsOfEnvoyGateway: the values Envoy Gateway gives
-// envoyproxy/ratelimit, under their RLS_ names, are valid settings.
-func TestXDSSettingsOfEnvoyGateway(t *testing.T) {
-	for k, v := range map[string]string{
-		"RLS_CONFIG_SOURCE":     "GRPC_XDS_SOTW",
-		"RLS_XDS_SERVER_URL":    "envoy-gateway:18001",
-		"RLS_XDS_NODE_ID":       "envoy-ratelimit",
-		"RLS_XDS_TLS":           "true",
-		"RLS_XDS_TLS_CERT_FILE": "/certs/tls.crt",
-		"RLS_XDS_TLS_KEY_FILE":  "/certs/tls.key",
-		"RLS_XDS_TLS_CA_FILE":   "/certs/ca.crt",
-		"RLS_XDS_NODE_METADATA": "zone=a,cluster=edge=1",
-		"RLS_XDS_HEADERS":       "authorization:Bearer x,X-Tenant:t1",
-	} {
-		t.Setenv(k, v)
-	}
-	s, err := LoadSettings()
 	require.NoError(t, err)
-	assert.True(t, s.configFromXDS())
-	md, err := parseNodeMetadata(s.XDSNodeMetadata)
-	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"zone": "a", "cluster": "edge=1"}, md)
-	assert.Equal(t, map[string]string{"authorization": "Bearer x", "X-Tenant": "t1"}, s.XDSHeaders)
+	_, err = New(context.Background(), set, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "RLS_XDS_TLS_CERT_FILE")
 }

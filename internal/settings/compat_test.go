@@ -1,4 +1,4 @@
-package server
+package settings
 
 import (
 	"bytes"
@@ -10,21 +10,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 )
 
 var updateDocs = flag.Bool("update-docs", false, "rewrite the table of docs/migrating.md from compatVars")
 
 // defaultSettings returns the Settings of an environment without RLS_
-// variables.
+// variables, as they are read, before envoyproxy/ratelimit's variables.
 func defaultSettings(t *testing.T) Settings {
 	t.Helper()
 	var s Settings
-	require.NoError(t, envconfig.Process("RLS_COMPAT_TEST_UNUSED", &s))
+	require.NoError(t, read(Prefix, &s, lookupIn(nil)))
 	return s
 }
 
@@ -32,10 +32,7 @@ func defaultSettings(t *testing.T) Settings {
 func convert(t *testing.T, env map[string]string) (Settings, *CompatReport, error) {
 	t.Helper()
 	s := defaultSettings(t)
-	report, err := applyCompatEnv(&s, func(name string) (string, bool) {
-		v, ok := env[name]
-		return v, ok
-	})
+	report, err := applyCompat(&s, lookupIn(env))
 	return s, report, err
 }
 
@@ -57,6 +54,7 @@ func (r *CompatReport) builtInNames() []string {
 }
 
 func TestCompatEnvNothingSetChangesNothing(t *testing.T) {
+	t.Parallel()
 	s, report, err := convert(t, nil)
 	require.NoError(t, err)
 	assert.Equal(t, defaultSettings(t), s)
@@ -65,6 +63,7 @@ func TestCompatEnvNothingSetChangesNothing(t *testing.T) {
 
 // TestCompatEnvVariables converts each of envoyproxy/ratelimit's variables.
 func TestCompatEnvVariables(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		env     map[string]string
@@ -113,13 +112,13 @@ func TestCompatEnvVariables(t *testing.T) {
 			ignored: []string{"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY"},
 		},
 		{name: "GRPC_MAX_CONNECTION_AGE", env: map[string]string{"GRPC_MAX_CONNECTION_AGE": "1h"}, ignored: []string{"GRPC_MAX_CONNECTION_AGE"}},
-		{name: "LOG_LEVEL WARN", env: map[string]string{"LOG_LEVEL": "WARN"}, want: func(s *Settings) { s.LogLevel = "warn" }},
-		{name: "LOG_LEVEL warning", env: map[string]string{"LOG_LEVEL": "warning"}, want: func(s *Settings) { s.LogLevel = "warn" }},
-		{name: "LOG_LEVEL trace", env: map[string]string{"LOG_LEVEL": "trace"}, want: func(s *Settings) { s.LogLevel = "debug" }},
-		{name: "LOG_LEVEL Fatal", env: map[string]string{"LOG_LEVEL": "Fatal"}, want: func(s *Settings) { s.LogLevel = "error" }},
-		{name: "LOG_LEVEL info", env: map[string]string{"LOG_LEVEL": "info"}, want: func(s *Settings) { s.LogLevel = "info" }},
-		{name: "LOG_FORMAT json", env: map[string]string{"LOG_FORMAT": "JSON"}, want: func(s *Settings) { s.LogFormat = "json" }},
-		{name: "LOG_FORMAT other", env: map[string]string{"LOG_FORMAT": "logfmt"}, want: func(s *Settings) { s.LogFormat = "text" }},
+		{name: "LOG_LEVEL WARN", env: map[string]string{"LOG_LEVEL": "WARN"}, want: func(s *Settings) { s.LogLevel = LogLevel(slog.LevelWarn) }},
+		{name: "LOG_LEVEL warning", env: map[string]string{"LOG_LEVEL": "warning"}, want: func(s *Settings) { s.LogLevel = LogLevel(slog.LevelWarn) }},
+		{name: "LOG_LEVEL trace", env: map[string]string{"LOG_LEVEL": "trace"}, want: func(s *Settings) { s.LogLevel = LogLevel(slog.LevelDebug) }},
+		{name: "LOG_LEVEL Fatal", env: map[string]string{"LOG_LEVEL": "Fatal"}, want: func(s *Settings) { s.LogLevel = LogLevel(slog.LevelError) }},
+		{name: "LOG_LEVEL info", env: map[string]string{"LOG_LEVEL": "info"}, want: func(s *Settings) { s.LogLevel = LogLevel(slog.LevelInfo) }},
+		{name: "LOG_FORMAT json", env: map[string]string{"LOG_FORMAT": "JSON"}, want: func(s *Settings) { s.LogFormat = LogJSON }},
+		{name: "LOG_FORMAT other", env: map[string]string{"LOG_FORMAT": "logfmt"}, want: func(s *Settings) { s.LogFormat = LogText }},
 		{
 			name: "Istio's runtime directories",
 			env:  map[string]string{"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_WATCH_ROOT": "false", "RUNTIME_IGNOREDOTFILES": "true"},
@@ -137,8 +136,8 @@ func TestCompatEnvVariables(t *testing.T) {
 		},
 		{name: "dot files skipped", env: map[string]string{"RUNTIME_IGNOREDOTFILES": "true"}, want: func(s *Settings) { s.ConfigDotFiles = false }},
 		{name: "dot files asked for stay skipped", env: map[string]string{"RUNTIME_IGNOREDOTFILES": "false"}, ignored: []string{"RUNTIME_IGNOREDOTFILES"}},
-		{name: "CONFIG_TYPE FILE", env: map[string]string{"CONFIG_TYPE": "FILE"}, want: func(s *Settings) { s.ConfigSource = "file" }},
-		{name: "CONFIG_TYPE GRPC_XDS_SOTW", env: map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, want: func(s *Settings) { s.ConfigSource = "xds" }},
+		{name: "CONFIG_TYPE FILE", env: map[string]string{"CONFIG_TYPE": "FILE"}, want: func(s *Settings) { s.ConfigSource = ConfigFromFiles }},
+		{name: "CONFIG_TYPE GRPC_XDS_SOTW", env: map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, want: func(s *Settings) { s.ConfigSource = ConfigFromXDS }},
 		{
 			name: "xDS as Envoy Gateway sets it",
 			env: map[string]string{
@@ -147,7 +146,7 @@ func TestCompatEnvVariables(t *testing.T) {
 				"CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/certs/tls.key", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "/certs/ca.crt",
 			},
 			want: func(s *Settings) {
-				s.ConfigSource, s.XDSServerURL, s.XDSNodeID = "xds", "envoy-gateway:18001", "envoy-ratelimit"
+				s.ConfigSource, s.XDSServerURL, s.XDSNodeID = ConfigFromXDS, "envoy-gateway:18001", "envoy-ratelimit"
 				s.XDSTls, s.XDSTlsCertFile, s.XDSTlsKeyFile, s.XDSTlsCaFile = true, "/certs/tls.crt", "/certs/tls.key", "/certs/ca.crt"
 			},
 		},
@@ -155,26 +154,28 @@ func TestCompatEnvVariables(t *testing.T) {
 			name: "xDS server name",
 			env:  map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "1", "CONFIG_GRPC_XDS_SERVER_TLS_SAN": "envoy-gateway.envoy-gateway-system"},
 			want: func(s *Settings) {
-				s.ConfigSource, s.XDSTls, s.XDSTlsServerName = "xds", true, "envoy-gateway.envoy-gateway-system"
+				s.ConfigSource, s.XDSTls, s.XDSTlsServerName = ConfigFromXDS, true, "envoy-gateway.envoy-gateway-system"
 			},
 		},
 		{
 			name:    "xDS TLS files without CONFIG_GRPC_XDS_SERVER_USE_TLS",
 			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "c", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "ca"},
-			want:    func(s *Settings) { s.ConfigSource = "xds" },
+			want:    func(s *Settings) { s.ConfigSource = ConfigFromXDS },
 			ignored: []string{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT"},
 		},
 		{
-			name:    "xDS node metadata, parsed as envoyproxy/ratelimit parses it",
-			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_NODE_METADATA": "cluster=eg,zone:us-east,,=x,role=rate=limit"},
-			want:    func(s *Settings) { s.ConfigSource, s.XDSNodeMetadata = "xds", "cluster=eg,role=rate=limit" },
+			name: "xDS node metadata, parsed as envoyproxy/ratelimit parses it",
+			env:  map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_NODE_METADATA": "cluster=eg,zone:us-east,,=x,role=rate=limit"},
+			want: func(s *Settings) {
+				s.ConfigSource, s.XDSNodeMetadata = ConfigFromXDS, NodeMetadata{"cluster": "eg", "role": "rate=limit"}
+			},
 			ignored: []string{"CONFIG_GRPC_XDS_NODE_METADATA"},
 		},
 		{
 			name: "xDS headers",
 			env:  map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "authorization:Bearer t0k3n,x-team:edge"},
 			want: func(s *Settings) {
-				s.ConfigSource, s.XDSHeaders = "xds", map[string]string{"authorization": "Bearer t0k3n", "x-team": "edge"}
+				s.ConfigSource, s.XDSHeaders = ConfigFromXDS, map[string]string{"authorization": "Bearer t0k3n", "x-team": "edge"}
 			},
 		},
 		{
@@ -184,31 +185,31 @@ func TestCompatEnvVariables(t *testing.T) {
 				"XDS_CLIENT_BACKOFF_RANDOM_FACTOR": "0.2", "XDS_CLIENT_BACKOFF_JITTER": "false",
 			},
 			want: func(s *Settings) {
-				s.ConfigSource, s.XDSBackoffInitialInterval, s.XDSBackoffMaxInterval = "xds", 10*time.Second, time.Minute
+				s.ConfigSource, s.XDSBackoffInitialInterval, s.XDSBackoffMaxInterval = ConfigFromXDS, 10*time.Second, time.Minute
 				s.XDSBackoffRandomFactor, s.XDSBackoffJitter = 0.2, false
 			},
 		},
 		{
 			name:    "xDS backoff factor that multiplies",
 			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR": "2"},
-			want:    func(s *Settings) { s.ConfigSource = "xds" },
+			want:    func(s *Settings) { s.ConfigSource = ConfigFromXDS },
 			ignored: []string{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR"},
 		},
 		{
 			name: "xDS largest message",
 			env:  map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "16777216"},
-			want: func(s *Settings) { s.ConfigSource, s.XDSMaxMessageBytes = "xds", 16<<20 },
+			want: func(s *Settings) { s.ConfigSource, s.XDSMaxMessageBytes = ConfigFromXDS, 16<<20 },
 		},
 		{
 			name:    "xDS largest message 0 is gRPC's default",
 			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "0"},
-			want:    func(s *Settings) { s.ConfigSource = "xds" },
+			want:    func(s *Settings) { s.ConfigSource = ConfigFromXDS },
 			builtIn: []string{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"},
 		},
 		{
 			name:    "xDS connect retry interval",
 			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "3s"},
-			want:    func(s *Settings) { s.ConfigSource = "xds" },
+			want:    func(s *Settings) { s.ConfigSource = ConfigFromXDS },
 			ignored: []string{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL"},
 		},
 		{
@@ -219,7 +220,7 @@ func TestCompatEnvVariables(t *testing.T) {
 		{
 			name:    "FORCE_START_WITHOUT_INITIAL_CONFIG with xDS",
 			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "FORCE_START_WITHOUT_INITIAL_CONFIG": "true"},
-			want:    func(s *Settings) { s.ConfigSource = "xds" },
+			want:    func(s *Settings) { s.ConfigSource = ConfigFromXDS },
 			builtIn: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"},
 		},
 		{name: "FORCE_START_WITHOUT_INITIAL_CONFIG with files", env: map[string]string{"FORCE_START_WITHOUT_INITIAL_CONFIG": "true"}, builtIn: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}},
@@ -231,19 +232,23 @@ func TestCompatEnvVariables(t *testing.T) {
 		{name: "RESPONSE_DYNAMIC_METADATA", env: map[string]string{"RESPONSE_DYNAMIC_METADATA": "true"}, want: func(s *Settings) { s.ResponseDynamicMetadata = true }},
 		{name: "GRPC_SERVER_TLS_CA_CERT", env: map[string]string{"GRPC_SERVER_TLS_CA_CERT": "/certs/ca.crt"}, ignored: []string{"GRPC_SERVER_TLS_CA_CERT"}},
 		{
-			name:    "Prometheus as Envoy Gateway sets it",
-			env:     map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": ":19001", "PROMETHEUS_MAPPER_YAML": "/etc/statsd-exporter/conf.yaml"},
-			want:    func(s *Settings) { s.MetricsNames, s.MetricsAddr, s.MetricsPath = "both", ":19001", "/metrics" },
+			name: "Prometheus as Envoy Gateway sets it",
+			env:  map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": ":19001", "PROMETHEUS_MAPPER_YAML": "/etc/statsd-exporter/conf.yaml"},
+			want: func(s *Settings) {
+				s.MetricsNames, s.MetricsAddr, s.MetricsPath = metrics.NamesBoth, ":19001", "/metrics"
+			},
 			ignored: []string{"PROMETHEUS_MAPPER_YAML"},
 		},
 		{
 			name: "Prometheus with its defaults",
 			env:  map[string]string{"USE_PROMETHEUS": "true"},
-			want: func(s *Settings) { s.MetricsNames, s.MetricsAddr, s.MetricsPath = "both", ":9090", "/metrics" },
+			want: func(s *Settings) {
+				s.MetricsNames, s.MetricsAddr, s.MetricsPath = metrics.NamesBoth, ":9090", "/metrics"
+			},
 		},
 		{
 			name: "Prometheus path", env: map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_PATH": "/prom"},
-			want: func(s *Settings) { s.MetricsNames, s.MetricsAddr, s.MetricsPath = "both", ":9090", "/prom" },
+			want: func(s *Settings) { s.MetricsNames, s.MetricsAddr, s.MetricsPath = metrics.NamesBoth, ":9090", "/prom" },
 		},
 		{name: "PROMETHEUS_ADDR without USE_PROMETHEUS", env: map[string]string{"PROMETHEUS_ADDR": ":9"}, ignored: []string{"PROMETHEUS_ADDR"}},
 		{name: "USE_STATSD false", env: map[string]string{"USE_STATSD": "false"}, builtIn: []string{"USE_STATSD"}},
@@ -347,7 +352,7 @@ func TestCompatEnvVariables(t *testing.T) {
 			},
 			want: func(s *Settings) {
 				s.Tracing, s.TracingServiceName, s.TracingServiceNamespace = true, "envoy-ratelimit", "envoy-gateway-system"
-				s.TracingServiceInstanceID, s.TracingSamplingRate = "envoy-ratelimit-5d9c7b-x2x4q", "0.5"
+				s.TracingServiceInstanceID, s.TracingSamplingRate = "envoy-ratelimit-5d9c7b-x2x4q", SamplingRate{share: 0.5, set: true}
 			},
 		},
 		{name: "tracing over gRPC", env: map[string]string{"TRACING_EXPORTER_PROTOCOL": "grpc"}, want: func(s *Settings) { s.TracingProtocol = "grpc" }},
@@ -355,6 +360,7 @@ func TestCompatEnvVariables(t *testing.T) {
 		{name: "memcache settings", env: map[string]string{"MEMCACHE_HOST_PORT": "m:11211"}, ignored: []string{"MEMCACHE_HOST_PORT"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			got, report, err := convert(t, c.env)
 			require.NoError(t, err)
 			want := defaultSettings(t)
@@ -374,6 +380,7 @@ func TestCompatEnvVariables(t *testing.T) {
 }
 
 func TestCompatEnvRefusesWhatItCannotHonour(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		env  map[string]string
 		want string
@@ -414,12 +421,14 @@ func TestCompatEnvRefusesWhatItCannotHonour(t *testing.T) {
 }
 
 func TestCompatEnvExplicitRLSWins(t *testing.T) {
-	t.Setenv("RLS_HTTP_ADDR", "127.0.0.1:7000")
-	t.Setenv("RLS_REDIS_PASSWORD", "mine")
-	t.Setenv("PORT", "9000")
-	t.Setenv("REDIS_URL", "redis://:theirs@r:6379")
-	t.Setenv("RLS_CONFIG_PATH", "../../config")
-	s, err := LoadSettings()
+	t.Parallel()
+	s, err := Load(lookupIn(map[string]string{
+		"RLS_HTTP_ADDR":      "127.0.0.1:7000",
+		"RLS_REDIS_PASSWORD": "mine",
+		"PORT":               "9000",
+		"REDIS_URL":          "redis://:theirs@r:6379",
+		"RLS_CONFIG_PATH":    "../../config",
+	}))
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1:7000", s.HTTPAddr)
 	assert.Equal(t, "mine", s.Redis.Password)
@@ -433,42 +442,40 @@ func TestCompatEnvExplicitRLSWins(t *testing.T) {
 }
 
 func TestCompatEnvErrorsNameTheirVariables(t *testing.T) {
-	t.Setenv("RLS_CONFIG_PATH", "../../config")
-	t.Setenv("REDIS_URL", "redis:http")
-	_, err := LoadSettings()
+	t.Parallel()
+	env := map[string]string{"RLS_CONFIG_PATH": "../../config", "REDIS_URL": "redis:http"}
+	_, err := Load(lookupIn(env))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "RLS_REDIS_*")
 	assert.Contains(t, err.Error(), "RLS_REDIS_ADDRS from REDIS_URL")
 
-	t.Setenv("REDIS_URL", "redis:6379")
-	t.Setenv("CACHE_KEY_PREFIX", "{rl}")
-	_, err = LoadSettings()
+	env["REDIS_URL"] = "redis:6379"
+	env["CACHE_KEY_PREFIX"] = "{rl}"
+	_, err = Load(lookupIn(env))
 	assert.ErrorContains(t, err, "RLS_KEY_PREFIX from CACHE_KEY_PREFIX")
 
-	t.Setenv("CACHE_KEY_PREFIX", "rl_")
-	t.Setenv("CONFIG_TYPE", "GRPC_XDS_SOTW")
-	t.Setenv("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true")
-	t.Setenv("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/certs/tls.crt")
-	_, err = LoadSettings()
+	env["CACHE_KEY_PREFIX"] = "rl_"
+	env["CONFIG_TYPE"] = "GRPC_XDS_SOTW"
+	env["CONFIG_GRPC_XDS_SERVER_USE_TLS"] = "true"
+	env["CONFIG_GRPC_XDS_CLIENT_TLS_CERT"] = "/certs/tls.crt"
+	_, err = Load(lookupIn(env))
 	assert.ErrorContains(t, err, "RLS_XDS_TLS_CERT_FILE and RLS_XDS_TLS_KEY_FILE go together")
 	assert.ErrorContains(t, err, "RLS_XDS_TLS_CERT_FILE from CONFIG_GRPC_XDS_CLIENT_TLS_CERT")
 
-	t.Setenv("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "/certs/tls.key")
-	t.Setenv("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "Grpc-Timeout:1s")
-	_, err = LoadSettings()
+	env["CONFIG_GRPC_XDS_CLIENT_TLS_KEY"] = "/certs/tls.key"
+	env["CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"] = "Grpc-Timeout:1s"
+	_, err = Load(lookupIn(env))
 	assert.ErrorContains(t, err, "RLS_XDS_HEADERS from CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS")
 
-	t.Setenv("CONFIG_TYPE", "FILE")
-	t.Setenv("REDIS_TIMEOUT", "soon")
-	_, err = LoadSettings()
+	env["CONFIG_TYPE"] = "FILE"
+	env["REDIS_TIMEOUT"] = "soon"
+	_, err = Load(lookupIn(env))
 	assert.ErrorContains(t, err, `REDIS_TIMEOUT "soon" is not a duration`)
 }
 
 func TestCompatEnvCanBeTurnedOff(t *testing.T) {
-	t.Setenv("RLS_COMPAT_ENV", "false")
-	t.Setenv("PORT", "9000")
-	t.Setenv("GRPC_UDS", "/tmp/refused.sock")
-	s, err := LoadSettings()
+	t.Parallel()
+	s, err := Load(lookupIn(map[string]string{"RLS_COMPAT_ENV": "false", "PORT": "9000", "GRPC_UDS": "/tmp/refused.sock"}))
 	require.NoError(t, err)
 	assert.Equal(t, ":8080", s.HTTPAddr)
 	assert.Nil(t, s.compat)
@@ -478,6 +485,7 @@ func TestCompatEnvCanBeTurnedOff(t *testing.T) {
 // Deployment of envoyproxy/ratelimit (samples/ratelimit/rate-limit-service.yaml)
 // and logs what became of it.
 func TestCompatEnvIstioSample(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{
 		"LOG_LEVEL": "debug", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis:6379", "USE_STATSD": "false",
 		"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_WATCH_ROOT": "false",
@@ -491,11 +499,11 @@ func TestCompatEnvIstioSample(t *testing.T) {
 	assert.Equal(t, "/data/ratelimit/config", s.ConfigPath)
 	assert.Equal(t, "[::]:8080", s.HTTPAddr)
 	assert.Equal(t, "[::]:8081", s.GRPCAddr)
-	assert.Equal(t, "debug", s.LogLevel)
+	assert.Equal(t, LogLevel(slog.LevelDebug), s.LogLevel)
 	assert.Empty(t, report.Ignored)
 
 	var buf bytes.Buffer
-	report.log(s.NewLogger(&buf))
+	report.Log(s.NewLogger(&buf))
 	out := buf.String()
 	assert.Contains(t, out, `level=INFO msg="read envoyproxy/ratelimit variable" from=REDIS_URL setting=RLS_REDIS_ADDRS value=redis:6379`)
 	assert.Contains(t, out, `setting=RLS_CONFIG_PATH value=/data/ratelimit/config`)
@@ -504,13 +512,14 @@ func TestCompatEnvIstioSample(t *testing.T) {
 }
 
 func TestCompatEnvKeepsPasswordsOutOfTheLog(t *testing.T) {
+	t.Parallel()
 	_, report, err := convert(t, map[string]string{
 		"REDIS_URL": "redis://app:url-secret@r:6379", "REDIS_SENTINEL_AUTH": "sentinel-secret", "REDIS_TYPE": "single",
 		"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "authorization:Bearer secret-token",
 	})
 	require.NoError(t, err)
 	var buf bytes.Buffer
-	report.log(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	report.Log(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	out := buf.String()
 	assert.NotContains(t, out, "secret")
 	assert.Contains(t, out, "setting=RLS_REDIS_PASSWORD value=[redacted]")
@@ -525,6 +534,7 @@ func TestCompatEnvKeepsPasswordsOutOfTheLog(t *testing.T) {
 // resource.go), with Prometheus on and Redis over TLS: limits from Envoy
 // Gateway's xDS server over mutual TLS, gRPC over TLS.
 func TestCompatEnvEnvoyGateway(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{
 		"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_IGNOREDOTFILES": "true",
 		"RUNTIME_WATCH_ROOT": "false", "LOG_LEVEL": "info", "USE_STATSD": "false",
@@ -540,7 +550,7 @@ func TestCompatEnvEnvoyGateway(t *testing.T) {
 	s, report, err := convert(t, env)
 	require.NoError(t, err)
 	require.NoError(t, s.Validate())
-	assert.True(t, s.configFromXDS())
+	assert.Equal(t, ConfigFromXDS, s.ConfigSource)
 	assert.Equal(t, "envoy-gateway:18001", s.XDSServerURL)
 	assert.Equal(t, "envoy-ratelimit", s.XDSNodeID)
 	assert.True(t, s.XDSTls)
@@ -551,7 +561,7 @@ func TestCompatEnvEnvoyGateway(t *testing.T) {
 	assert.Equal(t, "/redis-certs/tls.crt", s.Redis.TLSCertFile)
 	assert.Equal(t, []string{"redis.redis.svc:6379"}, s.Redis.Addrs)
 	assert.Equal(t, ":19001", s.MetricsAddr)
-	assert.Equal(t, "both", s.MetricsNames)
+	assert.Equal(t, metrics.NamesBoth, s.MetricsNames)
 	assert.ElementsMatch(t, []string{"PROMETHEUS_MAPPER_YAML", "GRPC_SERVER_TLS_CA_CERT"}, report.ignoredNames())
 	assert.Subset(t, report.builtInNames(), []string{"FORCE_START_WITHOUT_INITIAL_CONFIG", "RUNTIME_WATCH_ROOT", "USE_STATSD", "REDIS_SOCKET_TYPE"})
 }
@@ -560,6 +570,7 @@ func TestCompatEnvEnvoyGateway(t *testing.T) {
 // starts only with its limits, so FORCE_START_WITHOUT_INITIAL_CONFIG=true is
 // not followed.
 func TestCompatEnvForceStartWithoutWatch(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		value            string
 		ignored, builtIn []string
@@ -569,7 +580,7 @@ func TestCompatEnvForceStartWithoutWatch(t *testing.T) {
 	} {
 		s := defaultSettings(t)
 		s.ConfigWatch = false
-		report, err := applyCompatEnv(&s, func(name string) (string, bool) {
+		report, err := applyCompat(&s, func(name string) (string, bool) {
 			if name == "FORCE_START_WITHOUT_INITIAL_CONFIG" {
 				return c.value, true
 			}
@@ -618,6 +629,7 @@ var ratelimitSettings = []string{
 // variables has a row, that every row is reported when its variables are
 // set, and that every RLS_ variable a row names exists.
 func TestCompatTableCoversEveryVariable(t *testing.T) {
+	t.Parallel()
 	rows := map[string]bool{}
 	for _, v := range compatVars {
 		for _, n := range v.theirs {
@@ -666,6 +678,7 @@ func TestCompatTableCoversEveryVariable(t *testing.T) {
 // TestCompatTableInDocs keeps the table of docs/migrating.md as compatTable
 // writes it; -update-docs rewrites it.
 func TestCompatTableInDocs(t *testing.T) {
+	t.Parallel()
 	const path = "../../docs/migrating.md"
 	const begin, end = "<!-- envoyproxy/ratelimit variables: begin -->\n", "<!-- envoyproxy/ratelimit variables: end -->\n"
 	data, err := os.ReadFile(path)
@@ -678,5 +691,25 @@ func TestCompatTableInDocs(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
 		return
 	}
-	assert.Equal(t, compatTable(), doc[i+len(begin):j], "docs/migrating.md's table differs from compatVars; run go test ./internal/server -run CompatTableInDocs -update-docs")
+	assert.Equal(t, compatTable(), doc[i+len(begin):j], "docs/migrating.md's table differs from compatVars; run go test ./internal/settings -run CompatTableInDocs -update-docs")
+}
+
+// TestCompatEnvValuesParsedByTheSettings: a value of theirs that reaches an
+// RLS_ variable as it is, is parsed by the setting's type, and an error
+// names both variables.
+func TestCompatEnvValuesParsedByTheSettings(t *testing.T) {
+	t.Parallel()
+	_, _, err := convert(t, map[string]string{"TRACING_SAMPLING_RATE": "1.5"})
+	assert.EqualError(t, err, `server: RLS_TRACING_SAMPLING_RATE: tracing: sampling rate "1.5" is not a number in [0, 1] `+
+		`(envoyproxy/ratelimit's variables set RLS_TRACING_SAMPLING_RATE from TRACING_SAMPLING_RATE)`)
+
+	s, report, err := convert(t, map[string]string{"REDIS_POOL_SIZE": "020", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "010", "CONFIG_TYPE": "GRPC_XDS_SOTW"})
+	require.NoError(t, err)
+	assert.Equal(t, 20, s.Redis.PoolSize, "their whole numbers are decimal")
+	assert.Equal(t, 10, s.XDSMaxMessageBytes)
+	for _, n := range report.Applied {
+		if n.Ours == "RLS_REDIS_POOL_SIZE" {
+			assert.Equal(t, "020", n.Value, "the report shows their value")
+		}
+	}
 }

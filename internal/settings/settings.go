@@ -1,43 +1,51 @@
-package server
+// Package settings holds every setting of the server: one typed struct,
+// Settings, read once from RLS_ variables by Load, validated once, with its
+// defaults in the struct's tags alone. A setting whose value is more than a
+// string, a number or a duration has a type that parses itself
+// (encoding.TextUnmarshaler), so no string is kept to be parsed again later.
+// envoyproxy/ratelimit's variables are a table onto the same struct
+// (compat.go).
+//
+// Every error Load and Validate return names the variable at fault and
+// begins with "server: ", as the server's own errors do: it is the name
+// operators know these messages by.
+package settings
 
 import (
-	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"strings"
-	"text/tabwriter"
 	"time"
-
-	"github.com/kelseyhightower/envconfig"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
-// EnvPrefix prefixes every environment variable the server reads.
-const EnvPrefix = "RLS"
+// Prefix prefixes every environment variable the server reads.
+const Prefix = "RLS"
 
 // Settings is everything the server reads from its environment: each field
 // is the variable RLS_ and its name in upper-case words (GRPCAddr is
-// RLS_GRPC_ADDR). No field has an envconfig name of its own, so no variable
-// is ever read without the RLS_ prefix. docs/configuration.md lists them all, and
-// PrintUsage prints the same list.
+// RLS_GRPC_ADDR). No field has an envconfig name of its own, and Load reads
+// no variable without the RLS_ prefix. The tags hold each variable's default
+// and meaning: docs/configuration.md lists them all, and PrintUsage prints
+// the same list.
+//
+// The zero Settings is not valid; Load returns them with their defaults.
 type Settings struct {
 	GRPCAddr   string `split_words:"true" default:":8081" desc:"gRPC listen address (RateLimitService, health, reflection)"`
 	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /ready, /json, /rlconfig, /metrics); empty disables HTTP"`
 	ConfigPath string `split_words:"true" default:"./config" desc:"limits YAML: a file, or a directory whose files, in its subdirectories too, are all read"`
 
-	// ConfigSource and the XDS fields: see xds.go.
-	ConfigSource string `split_words:"true" default:"file" desc:"where the limits come from: file (RLS_CONFIG_PATH) or xds (RateLimitConfig resources from the xDS server at RLS_XDS_SERVER_URL, as Envoy Gateway serves them); envoyproxy/ratelimit's FILE and GRPC_XDS_SOTW mean the same"`
+	// ConfigSource says where the limits come from; the XDS fields, how
+	// they come from an xDS server.
+	ConfigSource ConfigSource `split_words:"true" default:"file" desc:"where the limits come from: file (RLS_CONFIG_PATH) or xds (RateLimitConfig resources from the xDS server at RLS_XDS_SERVER_URL, as Envoy Gateway serves them); envoyproxy/ratelimit's FILE and GRPC_XDS_SOTW mean the same"`
 
-	ConfigWatch        bool          `split_words:"true" default:"true" desc:"reload RLS_CONFIG_PATH when its files change; an invalid change is logged and the limits in force stay. A path with nothing to load yet is waited for, not ready"`
-	ConfigPollInterval time.Duration `split_words:"true" default:"10s" desc:"with RLS_CONFIG_WATCH, also re-read RLS_CONFIG_PATH this often, for volumes that send no change notifications; 0s turns it off"`
-	ConfigMergeDomains bool          `split_words:"true" default:"false" desc:"let several files, or xDS resources, configure one domain: their descriptors join one tree; a top-level descriptor given twice stays an error"`
-	ConfigDotFiles     bool          `split_words:"true" default:"false" desc:"also read files and directories of RLS_CONFIG_PATH whose names start with '.', which Kubernetes ConfigMap volumes use for a second copy of their files"`
-	WildcardPrecedence string        `split_words:"true" default:"first" desc:"which of several wildcard values of one key that match a value wins: first (in the order of the files) or most_specific (the most characters besides '*')"`
+	ConfigWatch        bool                      `split_words:"true" default:"true" desc:"reload RLS_CONFIG_PATH when its files change; an invalid change is logged and the limits in force stay. A path with nothing to load yet is waited for, not ready"`
+	ConfigPollInterval time.Duration             `split_words:"true" default:"10s" desc:"with RLS_CONFIG_WATCH, also re-read RLS_CONFIG_PATH this often, for volumes that send no change notifications; 0s turns it off"`
+	ConfigMergeDomains bool                      `split_words:"true" default:"false" desc:"let several files, or xDS resources, configure one domain: their descriptors join one tree; a top-level descriptor given twice stays an error"`
+	ConfigDotFiles     bool                      `split_words:"true" default:"false" desc:"also read files and directories of RLS_CONFIG_PATH whose names start with '.', which Kubernetes ConfigMap volumes use for a second copy of their files"`
+	WildcardPrecedence config.WildcardPrecedence `split_words:"true" default:"first" desc:"which of several wildcard values of one key that match a value wins: first (in the order of the files) or most_specific (the most characters besides '*')"`
 
 	// The gRPC TLS fields are spelled Tls and Ca so that split_words makes
 	// their names RLS_GRPC_TLS_CERT_FILE and so on.
@@ -48,7 +56,7 @@ type Settings struct {
 
 	XDSServerURL              string            `split_words:"true" default:"localhost:18000" desc:"with RLS_CONFIG_SOURCE=xds, the xDS management server, host:port"`
 	XDSNodeID                 string            `split_words:"true" default:"default" desc:"node id sent to the xDS server, which serves each node its own limits (Envoy Gateway serves envoy-ratelimit)"`
-	XDSNodeMetadata           string            `split_words:"true" desc:"node metadata sent to the xDS server: comma list of key=value"`
+	XDSNodeMetadata           NodeMetadata      `split_words:"true" desc:"node metadata sent to the xDS server: comma list of key=value"`
 	XDSHeaders                map[string]string `split_words:"true" desc:"gRPC metadata sent to the xDS server when the stream opens: comma list of key:value"`
 	XDSTls                    bool              `split_words:"true" default:"false" desc:"connect to the xDS server over TLS 1.2 or later"`
 	XDSTlsCertFile            string            `split_words:"true" desc:"PEM client certificate chain presented to the xDS server (mutual TLS); needs RLS_XDS_TLS"`
@@ -62,7 +70,7 @@ type Settings struct {
 	XDSMaxMessageBytes        int               `split_words:"true" default:"4194304" desc:"largest response taken from the xDS server, in bytes"`
 	// XDSDefaultAlgorithm counts the limits that come over xDS, which
 	// cannot name an algorithm.
-	XDSDefaultAlgorithm algorithms.Algorithm `envconfig:"XDS_DEFAULT_ALGORITHM" default:"fixed_window" desc:"algorithm of the limits that come over xDS (RateLimitConfig resources cannot name one); fixed_window counts them as envoyproxy/ratelimit does. Their hits are recorded even past the limit, as that service records them"`
+	XDSDefaultAlgorithm algorithms.Algorithm `split_words:"true" default:"fixed_window" desc:"algorithm of the limits that come over xDS (RateLimitConfig resources cannot name one); fixed_window counts them as envoyproxy/ratelimit does. Their hits are recorded even past the limit, as that service records them"`
 
 	Backend          Backend              `split_words:"true" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
 	DefaultAlgorithm algorithms.Algorithm `split_words:"true" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
@@ -83,15 +91,15 @@ type Settings struct {
 	// Redis is read from RLS_REDIS_*: RLS_REDIS_ADDRS, RLS_REDIS_MODE, ….
 	Redis     redisx.Options
 	KeyPrefix string `split_words:"true" default:"ratewarden:" desc:"prefix of every Redis key; must not contain '{' or '}'"`
-	// PipelinesPerCPU sets how many pipelines the Redis limiter keeps in
-	// flight (redisx.WithCoalescing).
-	PipelinesPerCPU int `envconfig:"REDIS_PIPELINES_PER_CPU" default:"1" desc:"pipelines in flight to Redis per CPU (at least 2 in all): concurrent requests share them, so fewer cost Redis less per decision and more wait less on a CPU-starved host"`
+	// RedisPipelinesPerCPU sets how many pipelines the Redis limiter keeps
+	// in flight (redisx.WithCoalescing).
+	RedisPipelinesPerCPU int `split_words:"true" default:"1" desc:"pipelines in flight to Redis per CPU (at least 2 in all): concurrent requests share them, so fewer cost Redis less per decision and more wait less on a CPU-starved host"`
 	// DenyCache answers repeated denials locally (redis backend only).
 	DenyCache     bool `split_words:"true" default:"true" desc:"with the redis backend, answer a take that Redis denied, until its retry time, from memory instead of asking Redis again"`
 	DenyCacheSize int  `split_words:"true" default:"100000" desc:"most denials the deny cache remembers"`
 
-	LogLevel  string `split_words:"true" default:"info" desc:"debug, info, warn or error"`
-	LogFormat string `split_words:"true" default:"text" desc:"text or json"`
+	LogLevel  LogLevel  `split_words:"true" default:"info" desc:"debug, info, warn or error"`
+	LogFormat LogFormat `split_words:"true" default:"text" desc:"text or json"`
 
 	ShutdownDelay   time.Duration `split_words:"true" default:"0s" desc:"on SIGTERM, how long to report NOT_SERVING before refusing new calls"`
 	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"on SIGTERM, how long in-flight calls may take to finish"`
@@ -115,9 +123,9 @@ type Settings struct {
 	LimitHeaderReset     string `split_words:"true" default:"RateLimit-Reset" desc:"with RLS_LIMIT_HEADERS, the name of the header that carries the seconds until the limit resets"`
 
 	// Metrics: whose names, and a listener of their own.
-	MetricsNames string `split_words:"true" default:"ratewarden" desc:"metric names to export: ratewarden (ratewarden_*), ratelimit (envoyproxy/ratelimit's ratelimit_service_*) or both"`
-	MetricsAddr  string `split_words:"true" desc:"listen address of a metrics-only HTTP server, serving RLS_METRICS_PATH, beside /metrics on RLS_HTTP_ADDR; empty: none"`
-	MetricsPath  string `split_words:"true" default:"/metrics" desc:"path of the metrics on RLS_METRICS_ADDR"`
+	MetricsNames metrics.Names `split_words:"true" default:"ratewarden" desc:"metric names to export: ratewarden (ratewarden_*), ratelimit (envoyproxy/ratelimit's ratelimit_service_*) or both"`
+	MetricsAddr  string        `split_words:"true" desc:"listen address of a metrics-only HTTP server, serving RLS_METRICS_PATH, beside /metrics on RLS_HTTP_ADDR; empty: none"`
+	MetricsPath  string        `split_words:"true" default:"/metrics" desc:"path of the metrics on RLS_METRICS_ADDR"`
 
 	// DebugAddr serves /rlconfig, /metrics and the Go profiles.
 	DebugAddr string `split_words:"true" desc:"listen address of a debug HTTP server: /rlconfig, /metrics and the Go profiles under /debug/pprof/; empty: none"`
@@ -127,12 +135,12 @@ type Settings struct {
 	AddrFile string `split_words:"true" desc:"file to write the addresses the listeners are bound to, once they serve, as JSON (grpc, http, metrics, debug: host:port), for a supervisor that starts the server on port 0; empty: none"`
 
 	// Tracing: OpenTelemetry, exported over OTLP as the OTEL_* variables say.
-	Tracing                  bool   `split_words:"true" default:"false" desc:"trace ShouldRateLimit calls and their backend calls with OpenTelemetry, exported over OTLP as OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables say"`
-	TracingProtocol          string `split_words:"true" desc:"OTLP protocol of the traces: grpc or http/protobuf; empty: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf"`
-	TracingServiceName       string `split_words:"true" desc:"service.name of the traces; empty: OTEL_SERVICE_NAME, else ratewarden"`
-	TracingServiceNamespace  string `split_words:"true" desc:"service.namespace of the traces; empty: none, or what OTEL_RESOURCE_ATTRIBUTES says"`
-	TracingServiceInstanceID string `split_words:"true" desc:"service.instance.id of the traces, such as the pod's name; empty: none, or what OTEL_RESOURCE_ATTRIBUTES says"`
-	TracingSamplingRate      string `split_words:"true" desc:"share of the traces that start here to sample, in [0, 1], besides every trace the caller sampled; empty: as OTEL_TRACES_SAMPLER says (all, by default)"`
+	Tracing                  bool            `split_words:"true" default:"false" desc:"trace ShouldRateLimit calls and their backend calls with OpenTelemetry, exported over OTLP as OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables say"`
+	TracingProtocol          TracingProtocol `split_words:"true" desc:"OTLP protocol of the traces: grpc or http/protobuf; empty: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf"`
+	TracingServiceName       string          `split_words:"true" desc:"service.name of the traces; empty: OTEL_SERVICE_NAME, else ratewarden"`
+	TracingServiceNamespace  string          `split_words:"true" desc:"service.namespace of the traces; empty: none, or what OTEL_RESOURCE_ATTRIBUTES says"`
+	TracingServiceInstanceID string          `split_words:"true" desc:"service.instance.id of the traces, such as the pod's name; empty: none, or what OTEL_RESOURCE_ATTRIBUTES says"`
+	TracingSamplingRate      SamplingRate    `split_words:"true" desc:"share of the traces that start here to sample, in [0, 1], besides every trace the caller sampled; empty: as OTEL_TRACES_SAMPLER says (all, by default)"`
 
 	ConfigMaxBytes    int64         `split_words:"true" default:"33554432" desc:"most bytes the files of RLS_CONFIG_PATH may hold together (32 MiB); past that, loading or reloading them is an error naming the file, and the limits in force stay. A 10 MB file of 92 000 descriptors takes about 100 MB of heap to load, twice that to reload"`
 	ConfigReadTimeout time.Duration `split_words:"true" default:"10s" desc:"longest wait for the files of RLS_CONFIG_PATH to be read, at startup and at each reload; a read that hangs (a stuck volume) is an error naming the file, and the limits in force stay"`
@@ -158,11 +166,11 @@ type Settings struct {
 
 	// HTTP's TLS, like gRPC's; the fields are spelled Tls, Ca and Json so
 	// that split_words makes RLS_HTTP_TLS_CERT_FILE, RLS_HTTP_JSON.
-	HTTPTlsCertFile     string `split_words:"true" desc:"PEM certificate chain of the HTTP server; with RLS_HTTP_TLS_KEY_FILE, HTTP is served over TLS 1.2 or later (HTTPS), and the files are re-read when they change"`
-	HTTPTlsKeyFile      string `split_words:"true" desc:"PEM private key of RLS_HTTP_TLS_CERT_FILE"`
-	HTTPTlsClientCaFile string `split_words:"true" desc:"PEM CA certificates: every HTTP endpoint but /healthcheck and /ready needs a client certificate they signed (mutual TLS); needs RLS_HTTP_TLS_CERT_FILE"`
-	HTTPJson            string `split_words:"true" default:"auto" desc:"serve /json: on, off, or auto: on unless gRPC requires client certificates (RLS_GRPC_TLS_CLIENT_CA_FILE) and HTTP does not (RLS_HTTP_TLS_CLIENT_CA_FILE), so that no one takes quota over HTTP without the certificate gRPC demands"`
-	RlconfigShowPaths   bool   `split_words:"true" default:"false" desc:"show the full paths of the limits files in /rlconfig; by default it names them relative to RLS_CONFIG_PATH"`
+	HTTPTlsCertFile     string   `split_words:"true" desc:"PEM certificate chain of the HTTP server; with RLS_HTTP_TLS_KEY_FILE, HTTP is served over TLS 1.2 or later (HTTPS), and the files are re-read when they change"`
+	HTTPTlsKeyFile      string   `split_words:"true" desc:"PEM private key of RLS_HTTP_TLS_CERT_FILE"`
+	HTTPTlsClientCaFile string   `split_words:"true" desc:"PEM CA certificates: every HTTP endpoint but /healthcheck and /ready needs a client certificate they signed (mutual TLS); needs RLS_HTTP_TLS_CERT_FILE"`
+	HTTPJson            JSONMode `split_words:"true" default:"auto" desc:"serve /json: on, off, or auto: on unless gRPC requires client certificates (RLS_GRPC_TLS_CLIENT_CA_FILE) and HTTP does not (RLS_HTTP_TLS_CLIENT_CA_FILE), so that no one takes quota over HTTP without the certificate gRPC demands"`
+	RlconfigShowPaths   bool     `split_words:"true" default:"false" desc:"show the full paths of the limits files in /rlconfig; by default it names them relative to RLS_CONFIG_PATH"`
 
 	// Overload: deadlines and shedding (docs/operations.md#overload).
 	BreakerProbes     int           `split_words:"true" default:"3" desc:"probe calls the half-open circuit breaker lets through at once; the first success closes it, and as many failures open it for another RLS_BREAKER_COOLDOWN"`
@@ -173,278 +181,10 @@ type Settings struct {
 	GiveBackTimeout   time.Duration `split_words:"true" default:"10s" desc:"how long hits may wait to be given back to (or charges recorded in) Redis before they are dropped"`
 
 	// CompatEnv reads envoyproxy/ratelimit's variables where no RLS_ one is
-	// set (compatenv.go).
+	// set (compat.go).
 	CompatEnv bool `split_words:"true" default:"true" desc:"also read envoyproxy/ratelimit's variables (REDIS_URL, PORT, RUNTIME_ROOT, ...) for the settings whose RLS_ variable is not set; see docs/migrating.md"`
 
-	// compat says what became of envoyproxy/ratelimit's variables; New
-	// logs it.
+	// compat says what became of envoyproxy/ratelimit's variables (see
+	// Compat).
 	compat *CompatReport
-}
-
-// LoadSettings reads Settings from the environment and validates them. Its
-// errors name the offending variable.
-//
-// Where an RLS_ variable is not set, envoyproxy/ratelimit's variable for the
-// same setting is read instead, unless RLS_COMPAT_ENV is false
-// (compatenv.go).
-func LoadSettings() (Settings, error) {
-	var s Settings
-	if err := envconfig.Process(EnvPrefix, &s); err != nil {
-		return s, fmt.Errorf("server: %w", err)
-	}
-	if s.CompatEnv {
-		report, err := applyCompatEnv(&s, os.LookupEnv)
-		if err != nil {
-			return s, err
-		}
-		s.compat = report
-		if err := s.Validate(); err != nil {
-			return s, report.explain(err)
-		}
-		return s, nil
-	}
-	return s, s.Validate()
-}
-
-// Validate checks the values envconfig cannot, naming the variable at fault.
-func (s Settings) Validate() error {
-	if s.GRPCAddr == "" {
-		return fmt.Errorf("server: RLS_GRPC_ADDR must not be empty")
-	}
-	if s.PipelinesPerCPU < 1 {
-		return fmt.Errorf("server: RLS_REDIS_PIPELINES_PER_CPU must be at least 1, not %d", s.PipelinesPerCPU)
-	}
-	if s.Backend == BackendRedis {
-		if err := s.Redis.Validate(); err != nil {
-			return fmt.Errorf("server: RLS_REDIS_*: %w", err)
-		}
-		if strings.ContainsAny(s.KeyPrefix, "{}") {
-			return fmt.Errorf("server: RLS_KEY_PREFIX %q must not contain '{' or '}'", s.KeyPrefix)
-		}
-	}
-	if _, err := config.ParseWildcardPrecedence(s.WildcardPrecedence); err != nil {
-		return fmt.Errorf("server: RLS_WILDCARD_PRECEDENCE: %w", err)
-	}
-	if s.BackendTimeout <= 0 {
-		return fmt.Errorf("server: RLS_BACKEND_TIMEOUT must be positive, not %s", s.BackendTimeout)
-	}
-	if s.DenyCacheSize < 1 {
-		return fmt.Errorf("server: RLS_DENY_CACHE_SIZE must be at least 1, not %d", s.DenyCacheSize)
-	}
-	if s.BreakerFailures < 0 {
-		return fmt.Errorf("server: RLS_BREAKER_FAILURES must not be negative, not %d", s.BreakerFailures)
-	}
-	if s.BreakerCooldown <= 0 {
-		return fmt.Errorf("server: RLS_BREAKER_COOLDOWN must be positive, not %s", s.BreakerCooldown)
-	}
-	if !(s.NearLimitRatio > 0 && s.NearLimitRatio <= 1) {
-		return fmt.Errorf("server: RLS_NEAR_LIMIT_RATIO must be in (0, 1], not %v", s.NearLimitRatio)
-	}
-	if s.BackendHealthInterval <= 0 || s.BackendHealthTimeout <= 0 {
-		return fmt.Errorf("server: RLS_BACKEND_HEALTH_INTERVAL and RLS_BACKEND_HEALTH_TIMEOUT must be positive")
-	}
-	if _, err := parseLogLevel(s.LogLevel); err != nil {
-		return err
-	}
-	if s.LogFormat != "text" && s.LogFormat != "json" {
-		return fmt.Errorf("server: RLS_LOG_FORMAT %q is not text or json", s.LogFormat)
-	}
-	if s.ShutdownDelay < 0 || s.ShutdownTimeout < 0 {
-		return fmt.Errorf("server: RLS_SHUTDOWN_DELAY and RLS_SHUTDOWN_TIMEOUT must not be negative")
-	}
-	if err := s.validateConnBounds(); err != nil {
-		return err
-	}
-	if (s.HTTPTlsCertFile == "") != (s.HTTPTlsKeyFile == "") {
-		return fmt.Errorf("server: RLS_HTTP_TLS_CERT_FILE and RLS_HTTP_TLS_KEY_FILE go together: set both or neither")
-	}
-	if s.HTTPTlsClientCaFile != "" && s.HTTPTlsCertFile == "" {
-		return fmt.Errorf("server: RLS_HTTP_TLS_CLIENT_CA_FILE needs RLS_HTTP_TLS_CERT_FILE and RLS_HTTP_TLS_KEY_FILE")
-	}
-	if s.HTTPJson != "auto" && s.HTTPJson != "on" && s.HTTPJson != "off" {
-		return fmt.Errorf("server: RLS_HTTP_JSON %q is not auto, on or off", s.HTTPJson)
-	}
-	if s.ConfigMaxBytes < 1 {
-		return fmt.Errorf("server: RLS_CONFIG_MAX_BYTES must be at least 1, not %d", s.ConfigMaxBytes)
-	}
-	if s.ConfigReadTimeout <= 0 {
-		return fmt.Errorf("server: RLS_CONFIG_READ_TIMEOUT must be positive, not %s", s.ConfigReadTimeout)
-	}
-	if s.ConfigPollInterval < 0 {
-		return fmt.Errorf("server: RLS_CONFIG_POLL_INTERVAL must not be negative, not %s", s.ConfigPollInterval)
-	}
-	if err := s.validateXDS(); err != nil {
-		return err
-	}
-	if err := s.validateBounds(); err != nil {
-		return err
-	}
-	if s.BreakerProbes < 1 {
-		return fmt.Errorf("server: RLS_BREAKER_PROBES must be at least 1, not %d", s.BreakerProbes)
-	}
-	if s.MaxInflight < 0 {
-		return fmt.Errorf("server: RLS_MAX_INFLIGHT must not be negative, not %d", s.MaxInflight)
-	}
-	if s.GiveBackQueue < 1 {
-		return fmt.Errorf("server: RLS_GIVE_BACK_QUEUE must be at least 1, not %d", s.GiveBackQueue)
-	}
-	if s.GiveBackTimeout <= 0 {
-		return fmt.Errorf("server: RLS_GIVE_BACK_TIMEOUT must be positive, not %s", s.GiveBackTimeout)
-	}
-	if s.DeadlineReserve < 0 {
-		return fmt.Errorf("server: RLS_DEADLINE_RESERVE must not be negative, not %s", s.DeadlineReserve)
-	}
-	if s.BackendTimeoutMax < 0 {
-		return fmt.Errorf("server: RLS_BACKEND_TIMEOUT_MAX must not be negative, not %s", s.BackendTimeoutMax)
-	}
-	if (s.GRPCTlsCertFile == "") != (s.GRPCTlsKeyFile == "") {
-		return fmt.Errorf("server: RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE go together: set both or neither")
-	}
-	if s.GRPCTlsClientCaFile != "" && s.GRPCTlsCertFile == "" {
-		return fmt.Errorf("server: RLS_GRPC_TLS_CLIENT_CA_FILE needs RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE")
-	}
-	if s.GRPCTlsClientSan != "" && s.GRPCTlsClientCaFile == "" {
-		return fmt.Errorf("server: RLS_GRPC_TLS_CLIENT_SAN needs RLS_GRPC_TLS_CLIENT_CA_FILE: without mutual TLS there is no client certificate to check")
-	}
-	if err := s.validateAdditions(); err != nil {
-		return err
-	}
-	return nil
-}
-
-// validateBounds checks the bounds on what one request may ask.
-func (s Settings) validateBounds() error {
-	switch {
-	case s.MaxDescriptors < 1:
-		return fmt.Errorf("server: RLS_MAX_DESCRIPTORS must be at least 1, not %d", s.MaxDescriptors)
-	case s.MaxEntries < 1:
-		return fmt.Errorf("server: RLS_MAX_ENTRIES must be at least 1, not %d", s.MaxEntries)
-	case s.MaxHits < 1:
-		return fmt.Errorf("server: RLS_MAX_HITS must be at least 1, not %d", s.MaxHits)
-	case s.MaxLogHits < 1 || s.MaxLogHits > algorithms.MaxLogRequests:
-		return fmt.Errorf("server: RLS_MAX_LOG_HITS must be in [1, %d], not %d", algorithms.MaxLogRequests, s.MaxLogHits)
-	case s.MaxOverrideLogSize < 1 || s.MaxOverrideLogSize > algorithms.MaxLogRequests:
-		return fmt.Errorf("server: RLS_MAX_OVERRIDE_LOG_SIZE must be in [1, %d], not %d", algorithms.MaxLogRequests, s.MaxOverrideLogSize)
-	case s.MaxOverrideLifetime < time.Second:
-		return fmt.Errorf("server: RLS_MAX_OVERRIDE_LIFETIME must be at least 1s, not %s", s.MaxOverrideLifetime)
-	case s.MaxUnmatchedEntries < 1:
-		return fmt.Errorf("server: RLS_MAX_UNMATCHED_ENTRIES must be at least 1, not %d", s.MaxUnmatchedEntries)
-	case s.MaxUnmatchedKeyBytes < 1:
-		return fmt.Errorf("server: RLS_MAX_UNMATCHED_KEY_BYTES must be at least 1, not %d", s.MaxUnmatchedKeyBytes)
-	}
-	return nil
-}
-
-// ServiceOptions returns the rls.Options these settings ask for.
-func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
-	return rls.Options{
-		DefaultAlgorithm: s.DefaultAlgorithm,
-		ShadowMode:       s.ShadowMode,
-		QuotaMode:        s.QuotaMode,
-		RefundOnDeny:     s.RefundOnDeny,
-
-		ResponseDynamicMetadata: s.ResponseDynamicMetadata,
-		FailureMode:             s.FailureMode,
-		BackendTimeout:          s.BackendTimeout,
-		BackendTimeoutMax:       s.BackendTimeoutMax,
-		DeadlineReserve:         s.DeadlineReserve,
-		NearLimitRatio:          s.NearLimitRatio,
-		Logger:                  logger,
-
-		AllowNegativeHits: s.AllowNegativeHits,
-		Bounds: rls.Bounds{
-			MaxDescriptors:       s.MaxDescriptors,
-			MaxEntries:           s.MaxEntries,
-			MaxHits:              s.MaxHits,
-			MaxLogHits:           s.MaxLogHits,
-			MaxOverrideLogSize:   s.MaxOverrideLogSize,
-			MaxOverrideLifetime:  s.MaxOverrideLifetime,
-			MaxUnmatchedEntries:  s.MaxUnmatchedEntries,
-			MaxUnmatchedKeyBytes: s.MaxUnmatchedKeyBytes,
-		},
-		LimitHeaders: s.limitHeaders(),
-	}
-}
-
-// NewLogger returns the logger the settings ask for, writing to w.
-func (s Settings) NewLogger(w io.Writer) *slog.Logger {
-	level, _ := parseLogLevel(s.LogLevel)
-	opts := &slog.HandlerOptions{Level: level}
-	if s.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-func parseLogLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("server: RLS_LOG_LEVEL %q is not debug, info, warn or error", s)
-	}
-	return l, nil
-}
-
-// PrintUsage writes every environment variable with its default and meaning.
-func PrintUsage(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
-	format := "{{range .}}{{usage_key .}}\t{{usage_default .}}\t{{usage_description .}}\n{{end}}"
-	if err := envconfig.Usagef(EnvPrefix, &Settings{}, tw, format); err != nil {
-		return fmt.Errorf("server: %w", err)
-	}
-	return tw.Flush()
-}
-
-// validateConnBounds checks the bounds on connections, streams and reads.
-func (s Settings) validateConnBounds() error {
-	for _, d := range []struct {
-		env string
-		v   time.Duration
-	}{
-		{"RLS_HTTP_READ_TIMEOUT", s.HTTPReadTimeout},
-		{"RLS_HTTP_WRITE_TIMEOUT", s.HTTPWriteTimeout},
-		{"RLS_HTTP_IDLE_TIMEOUT", s.HTTPIdleTimeout},
-		{"RLS_GRPC_READ_TIMEOUT", s.GRPCReadTimeout},
-		{"RLS_GRPC_KEEPALIVE_MIN_TIME", s.GRPCKeepaliveMinTime},
-		{"RLS_GRPC_KEEPALIVE_TIME", s.GRPCKeepaliveTime},
-		{"RLS_GRPC_KEEPALIVE_TIMEOUT", s.GRPCKeepaliveTimeout},
-	} {
-		if d.v <= 0 {
-			return fmt.Errorf("server: %s must be positive, not %s", d.env, d.v)
-		}
-	}
-	if s.GRPCMaxConnectionIdle < 0 || s.GRPCMaxConnectionAge < 0 {
-		return fmt.Errorf("server: RLS_GRPC_MAX_CONNECTION_IDLE and RLS_GRPC_MAX_CONNECTION_AGE must not be negative")
-	}
-	if s.HTTPMaxHeaderBytes < 1024 {
-		return fmt.Errorf("server: RLS_HTTP_MAX_HEADER_BYTES must be at least 1024, not %d", s.HTTPMaxHeaderBytes)
-	}
-	if s.HTTPMaxConnections < 1 {
-		return fmt.Errorf("server: RLS_HTTP_MAX_CONNECTIONS must be at least 1, not %d", s.HTTPMaxConnections)
-	}
-	if s.HTTPProbeConnections < 0 {
-		return fmt.Errorf("server: RLS_HTTP_PROBE_CONNECTIONS must not be negative, not %d", s.HTTPProbeConnections)
-	}
-	if s.GRPCMaxConnections < 1 {
-		return fmt.Errorf("server: RLS_GRPC_MAX_CONNECTIONS must be at least 1, not %d", s.GRPCMaxConnections)
-	}
-	if s.GRPCMaxCalls < 1 {
-		return fmt.Errorf("server: RLS_GRPC_MAX_CALLS must be at least 1, not %d", s.GRPCMaxCalls)
-	}
-	if s.GRPCMaxConcurrentStreams < 1 {
-		return fmt.Errorf("server: RLS_GRPC_MAX_CONCURRENT_STREAMS must be at least 1, not %d", s.GRPCMaxConcurrentStreams)
-	}
-	return nil
-}
-
-// jsonOff returns why /json is not served, or "" when it is.
-func (s Settings) jsonOff() string {
-	switch {
-	case s.HTTPJson == "off":
-		return "rls: /json is off (RLS_HTTP_JSON=off)"
-	case s.HTTPJson == "auto" && s.GRPCTlsClientCaFile != "" && s.HTTPTlsClientCaFile == "":
-		return "rls: /json is off: gRPC requires client certificates and HTTP does not; " +
-			"set RLS_HTTP_TLS_CLIENT_CA_FILE to require them on HTTP too, or RLS_HTTP_JSON=on to serve /json without them"
-	}
-	return ""
 }

@@ -1,4 +1,4 @@
-package server
+package settings
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 )
 
 // The conversions of envoyproxy/ratelimit's xDS variables, CONFIG_GRPC_XDS_*
-// and XDS_CLIENT_*, into the RLS_XDS_* settings (xds.go). Like
+// and XDS_CLIENT_*, into the RLS_XDS_* settings. Like
 // envoyproxy/ratelimit, they are read only when the limits come from an xDS
 // server, CONFIG_TYPE=GRPC_XDS_SOTW (or RLS_CONFIG_SOURCE=xds), and reported
 // as ignored otherwise.
@@ -16,7 +16,7 @@ import (
 // fromXDS reports whether the limits come from an xDS server. When they do
 // not, it reports the row's variables that are set as ignored.
 func (c *compatContext) fromXDS() bool {
-	if c.s.configFromXDS() {
+	if c.s.ConfigSource == ConfigFromXDS {
 		return true
 	}
 	c.ignore("the limits come from files: CONFIG_TYPE is not GRPC_XDS_SOTW")
@@ -27,29 +27,25 @@ func applyXDSServer(c *compatContext) error {
 	if !c.fromXDS() {
 		return nil
 	}
-	if err := applyString("CONFIG_GRPC_XDS_SERVER_URL", "RLS_XDS_SERVER_URL", func(s *Settings, v string) { s.XDSServerURL = v })(c); err != nil {
-		return err
-	}
-	if err := applyString("CONFIG_GRPC_XDS_NODE_ID", "RLS_XDS_NODE_ID", func(s *Settings, v string) { s.XDSNodeID = v })(c); err != nil {
-		return err
-	}
+	c.copyString("CONFIG_GRPC_XDS_SERVER_URL", "RLS_XDS_SERVER_URL")
+	c.copyString("CONFIG_GRPC_XDS_NODE_ID", "RLS_XDS_NODE_ID")
 	if v, ok := c.get("CONFIG_GRPC_XDS_NODE_METADATA"); ok {
 		kept, dropped := theirNodeMetadata(v)
 		if len(kept) > 0 {
 			metadata := strings.Join(kept, ",")
-			c.setFrom([]string{"CONFIG_GRPC_XDS_NODE_METADATA"}, "RLS_XDS_NODE_METADATA", metadata, func() { c.s.XDSNodeMetadata = metadata })
+			c.setFrom([]string{"CONFIG_GRPC_XDS_NODE_METADATA"}, "RLS_XDS_NODE_METADATA", metadata)
 		}
 		if len(dropped) > 0 {
 			c.ignore(fmt.Sprintf("entries that are not key=value are dropped, as envoyproxy/ratelimit drops them: %q", dropped), "CONFIG_GRPC_XDS_NODE_METADATA")
 		}
 	}
 	if v, ok := c.get("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"); ok {
-		headers, shown, err := theirHeaders(v)
+		shown, err := theirHeaders(v)
 		if err != nil {
 			return err
 		}
-		if len(headers) > 0 {
-			c.setFrom([]string{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"}, "RLS_XDS_HEADERS", shown, func() { c.s.XDSHeaders = headers })
+		if shown != "" {
+			c.assign([]string{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"}, "RLS_XDS_HEADERS", v, shown)
 		}
 	}
 	return nil
@@ -75,26 +71,25 @@ func theirNodeMetadata(v string) (kept, dropped []string) {
 	return kept, dropped
 }
 
-// theirHeaders reads CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS as
-// envoyproxy/ratelimit's envconfig reads a map: key:value pairs separated by
-// commas, where neither may hold a ':'. It also returns the headers as the
-// log may show them, without their values, which may be credentials.
-func theirHeaders(v string) (map[string]string, string, error) {
+// theirHeaders checks CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS as
+// envoyproxy/ratelimit's envconfig reads a map, which is also how
+// RLS_XDS_HEADERS reads it: key:value pairs separated by commas, where
+// neither may hold a ':'. It returns the headers as the log may show them,
+// without their values, which may be credentials; blank is none.
+func theirHeaders(v string) (string, error) {
 	if strings.TrimSpace(v) == "" {
-		return nil, "", nil
+		return "", nil
 	}
-	headers := make(map[string]string)
 	var shown []string
 	for i, pair := range strings.Split(v, ",") {
 		kv := strings.Split(pair, ":")
 		if len(kv) != 2 {
 			// The pair may hold a credential: name it by its place.
-			return nil, "", fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: entry %d is not key:value", i+1)
+			return "", fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: entry %d is not key:value", i+1)
 		}
-		headers[kv[0]] = kv[1]
 		shown = append(shown, kv[0]+":[redacted]")
 	}
-	return headers, strings.Join(shown, ","), nil
+	return strings.Join(shown, ","), nil
 }
 
 func applyXDSTLS(c *compatContext) error {
@@ -110,18 +105,15 @@ func applyXDSTLS(c *compatContext) error {
 			"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN")
 		return nil
 	}
-	c.setFrom([]string{"CONFIG_GRPC_XDS_SERVER_USE_TLS"}, "RLS_XDS_TLS", "true", func() { c.s.XDSTls = true })
-	for _, f := range []struct {
-		theirs, ours string
-		field        *string
-	}{
-		{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "RLS_XDS_TLS_CERT_FILE", &c.s.XDSTlsCertFile},
-		{"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "RLS_XDS_TLS_KEY_FILE", &c.s.XDSTlsKeyFile},
-		{"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "RLS_XDS_TLS_CA_FILE", &c.s.XDSTlsCaFile},
-		{"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "RLS_XDS_TLS_SERVER_NAME", &c.s.XDSTlsServerName},
+	c.setFrom([]string{"CONFIG_GRPC_XDS_SERVER_USE_TLS"}, "RLS_XDS_TLS", "true")
+	for _, f := range []struct{ theirs, ours string }{
+		{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "RLS_XDS_TLS_CERT_FILE"},
+		{"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "RLS_XDS_TLS_KEY_FILE"},
+		{"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "RLS_XDS_TLS_CA_FILE"},
+		{"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "RLS_XDS_TLS_SERVER_NAME"},
 	} {
 		if v, _ := c.get(f.theirs); v != "" {
-			c.setFrom([]string{f.theirs}, f.ours, v, func() { *f.field = v })
+			c.setFrom([]string{f.theirs}, f.ours, v)
 		}
 	}
 	return nil
@@ -131,22 +123,18 @@ func applyXDSBackoff(c *compatContext) error {
 	if !c.fromXDS() {
 		return nil
 	}
-	for _, d := range []struct {
-		theirs, ours string
-		field        *time.Duration
-	}{
-		{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "RLS_XDS_BACKOFF_INITIAL_INTERVAL", &c.s.XDSBackoffInitialInterval},
-		{"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "RLS_XDS_BACKOFF_MAX_INTERVAL", &c.s.XDSBackoffMaxInterval},
+	for _, d := range []struct{ theirs, ours string }{
+		{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "RLS_XDS_BACKOFF_INITIAL_INTERVAL"},
+		{"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "RLS_XDS_BACKOFF_MAX_INTERVAL"},
 	} {
 		v, ok := c.get(d.theirs)
 		if !ok {
 			continue
 		}
-		interval, err := time.ParseDuration(v)
-		if err != nil {
+		if _, err := time.ParseDuration(v); err != nil {
 			return fmt.Errorf("%s %q is not a duration such as 10s", d.theirs, v)
 		}
-		c.setFrom([]string{d.theirs}, d.ours, v, func() { *d.field = interval })
+		c.setFrom([]string{d.theirs}, d.ours, v)
 	}
 	if v, ok := c.get("XDS_CLIENT_BACKOFF_RANDOM_FACTOR"); ok {
 		f, err := strconv.ParseFloat(v, 64)
@@ -154,12 +142,12 @@ func applyXDSBackoff(c *compatContext) error {
 			return fmt.Errorf("XDS_CLIENT_BACKOFF_RANDOM_FACTOR %q is not a number", v)
 		}
 		if f >= 0 && f <= 1 {
-			c.setFrom([]string{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR"}, "RLS_XDS_BACKOFF_RANDOM_FACTOR", v, func() { c.s.XDSBackoffRandomFactor = f })
+			c.setFrom([]string{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR"}, "RLS_XDS_BACKOFF_RANDOM_FACTOR", v)
 		} else {
 			c.ignore("the waits double after each failure; the random factor, their spread, is in [0, 1]", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR")
 		}
 	}
-	return applyBool("XDS_CLIENT_BACKOFF_JITTER", "RLS_XDS_BACKOFF_JITTER", func(s *Settings, b bool) { s.XDSBackoffJitter = b })(c)
+	return c.copyBool("XDS_CLIENT_BACKOFF_JITTER", "RLS_XDS_BACKOFF_JITTER")
 }
 
 func applyXDSMaxMessage(c *compatContext) error {
@@ -182,6 +170,6 @@ func applyXDSMaxMessage(c *compatContext) error {
 		c.builtIn("gRPC's default of 4 MiB is RLS_XDS_MAX_MESSAGE_BYTES's", name)
 		return nil
 	}
-	c.setFrom([]string{name}, "RLS_XDS_MAX_MESSAGE_BYTES", v, func() { c.s.XDSMaxMessageBytes = n })
+	c.assign([]string{name}, "RLS_XDS_MAX_MESSAGE_BYTES", strconv.Itoa(n), v)
 	return nil
 }
