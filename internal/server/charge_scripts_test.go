@@ -56,7 +56,7 @@ var scriptBackends = []scriptBackend{
 		return m
 	}},
 	{"redis", func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
-		lim, err := redisx.NewLimiter(redistest.Standalone(t).Client(t), redisx.WithClock(clock.Now))
+		lim, err := redisx.NewLimiter(redistest.Standalone(t).Client(t), 2, redisx.WithClock(clock.Now))
 		require.NoError(t, err)
 		t.Cleanup(lim.Close)
 		return denycache.New(lim, denycache.Options{MaxEntries: 1000, Now: clock.Now})
