@@ -36,12 +36,12 @@ descriptors:
 
 func newChargeFixture(t *testing.T, obs Observer) *fixture {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "charge.yaml", Data: []byte(chargeLimits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "charge.yaml", Data: []byte(chargeLimits)}}, testConfigOptions())
 	require.NoError(t, err)
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
-	opts := DefaultOptions()
+	opts := testOptions()
 	opts.Observer = obs
 	return &fixture{svc: newService(t, mem, cfg, opts), clock: clock, mem: mem}
 }

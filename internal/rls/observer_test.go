@@ -85,7 +85,7 @@ descriptors:
 // that clock. took is how long each call to the backend takes by the clock.
 func newObserved(t *testing.T, took time.Duration, mutate func(*Options)) (*Service, *recorder, *algotest.Clock) {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(observedLimits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(observedLimits)}}, testConfigOptions())
 	require.NoError(t, err)
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))
@@ -93,7 +93,7 @@ func newObserved(t *testing.T, took time.Duration, mutate func(*Options)) (*Serv
 	rec := &recorder{}
 	b, err := breaker.New(slowLimiter{clock: clock, took: took, inner: mem}, breaker.Options{Observer: rec, Now: clock.Now})
 	require.NoError(t, err)
-	opts := DefaultOptions()
+	opts := testOptions()
 	opts.BackendTimeout = time.Second
 	opts.Observer = rec
 	if mutate != nil {

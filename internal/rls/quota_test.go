@@ -33,7 +33,7 @@ func newConfigFixture(t *testing.T, mutate func(*Options), files ...config.File)
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
-	opts := DefaultOptions()
+	opts := testOptions()
 	opts.BackendTimeout = time.Second
 	if mutate != nil {
 		mutate(&opts)
@@ -197,9 +197,9 @@ func TestQuotaMode(t *testing.T) {
 
 	t.Run("failure mode deny", func(t *testing.T) {
 		for _, global := range []bool{false, true} {
-			cfg, err := config.Parse([]config.File{file}, config.Options{})
+			cfg, err := config.Parse([]config.File{file}, testConfigOptions())
 			require.NoError(t, err)
-			opts := DefaultOptions()
+			opts := testOptions()
 			opts.FailureMode = FailDeny
 			opts.QuotaMode = global
 			svc := newService(t, failingLimiter{}, cfg, opts)

@@ -21,6 +21,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
 )
 
 // The limits the services of these tests decide under.
@@ -45,7 +46,7 @@ func request(descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest 
 // testLimits.
 func newService(t *testing.T, limiter algorithms.Limiter, opts rls.Options) *rls.Service {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlsopts.Config())
 	require.NoError(t, err)
 	svc, err := rls.New(limiter, cfg, opts)
 	require.NoError(t, err)
@@ -95,7 +96,7 @@ func TestShedRequestsNeverReachTheBackend(t *testing.T) {
 	rec := &recorder{}
 	a, err := New(lim, Options{MaxInflight: 1, Observer: rec})
 	require.NoError(t, err)
-	opts := rls.DefaultOptions()
+	opts := rlsopts.Service()
 	opts.BackendTimeout = time.Minute
 	svc := newService(t, a, opts)
 	a.gate.observe(50*time.Millisecond, false, time.Now()) // the backend's recent latency
@@ -178,12 +179,12 @@ func TestShortDeadlineBesideLongOnes(t *testing.T) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	lim := &delayLimiter{inner: mem, delay: 50 * time.Millisecond}
-	b, err := breaker.New(lim, breaker.Options{Failures: breaker.DefaultFailures})
+	b, err := breaker.New(lim, breaker.Options{Failures: 20, Probes: 3, Cooldown: time.Second})
 	require.NoError(t, err)
 	rec := &recorder{}
 	a, err := New(b, Options{MaxInflight: 1, Observer: rec})
 	require.NoError(t, err)
-	opts := rls.DefaultOptions()
+	opts := rlsopts.Service()
 	// A reserve that a loaded test machine cannot eat.
 	opts.DeadlineReserve = 8 * time.Millisecond
 	svc := newService(t, a, opts)
@@ -279,7 +280,7 @@ func TestARefundKeepsItsRequestsSlot(t *testing.T) {
 	lim := &orderLimiter{inner: mem, hold: make(chan struct{})}
 	a, err := New(lim, Options{MaxInflight: 1})
 	require.NoError(t, err)
-	opts := rls.DefaultOptions()
+	opts := rlsopts.Service()
 	opts.BackendTimeout = time.Minute
 	svc := newService(t, a, opts)
 
