@@ -108,11 +108,14 @@ type generated struct {
 	// its detail page that is written by hand.
 	block, analysis marker
 	// data is what was measured, written as JSON to jsonPath.
-	data       any
-	jsonPath   string
+	data     any
+	jsonPath string
+	// render writes the detail page, which goes to detailPath, and the
+	// headline, given the analysis kept from the detail page there was.
 	detailPath string
 	render     func(detail, headline io.Writer, analysis string)
-	extra      []outputFile
+	// extra are more files rendered from data (the bench's chart).
+	extra []outputFile
 }
 
 // writeGenerated writes a generator's output into dir: the JSON, the extra
