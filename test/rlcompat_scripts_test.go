@@ -22,8 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/ratewarden/ratewarden/internal/envoymodel"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // rlProxy is their Envoy in front of a server.

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/xds/xdstest"
+	"github.com/ratewarden/ratewarden/internal/testkit/xdstest"
 )
 
 // gatewayXDS is a server binary that takes its limits from an xDS server

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/promtext"
+	"github.com/ratewarden/ratewarden/internal/testkit/promtext"
 )
 
 const metricsLimits = `

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/envoymodel"
+	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
 )
 
 // TestRunAllScripts runs envoyproxy/ratelimit's integration scripts as its

@@ -18,10 +18,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 )
 
 // t0 is a realistic time a little after a minute boundary.
