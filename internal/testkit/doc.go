@@ -13,4 +13,8 @@
 //     translator builds.
 //   - tracingtest is an OTLP trace collector.
 //   - filehold makes reads of a file hang.
+//   - rlstest builds the requests, limits and slow backends that the tests of
+//     the rate limit service and its layers share.
+//   - rlscripts holds curls of envoyproxy/ratelimit's integration scripts
+//     that several tests play.
 package testkit
