@@ -16,8 +16,8 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/proc"
 	"github.com/ratewarden/ratewarden/internal/redisx"
+	"github.com/ratewarden/ratewarden/internal/testkit/proc"
 )
 
 // The backends a bench cell runs against.

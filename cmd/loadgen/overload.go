@@ -24,8 +24,8 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/proc"
-	"github.com/ratewarden/ratewarden/internal/promtext"
+	"github.com/ratewarden/ratewarden/internal/testkit/proc"
+	"github.com/ratewarden/ratewarden/internal/testkit/promtext"
 )
 
 // The overload benchmark (`loadgen overload`) runs ratewarden as a busy or

@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/server"
 	"github.com/ratewarden/ratewarden/internal/settings"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // These tests check that the load generator works end to end against real

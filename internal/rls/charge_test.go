@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 )
 
 const chargeLimits = `

@@ -16,10 +16,10 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 )
 
 // recorder is an Observer that keeps everything it is told, and a

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 )
 
 // envoyExample is envoyproxy/ratelimit's example configuration, domain "rl",

@@ -19,9 +19,10 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 const testLimits = `
@@ -91,16 +92,10 @@ func newFixture(t *testing.T, mutate func(*Options)) *fixture {
 	return &fixture{svc: newService(t, mem, cfg, opts), clock: clock, mem: mem}
 }
 
-func desc(kv ...string) *ratelimitv3.RateLimitDescriptor {
-	d := &ratelimitv3.RateLimitDescriptor{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
-	}
-	return d
-}
+func desc(kv ...string) *ratelimitv3.RateLimitDescriptor { return rlstest.Descriptor(kv...) }
 
 func request(descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
-	return &rlsv3.RateLimitRequest{Domain: "test", Descriptors: descs}
+	return rlstest.Request("test", descs...)
 }
 
 func (f *fixture) call(t *testing.T, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
@@ -112,11 +107,7 @@ func (f *fixture) call(t *testing.T, req *rlsv3.RateLimitRequest) *rlsv3.RateLim
 }
 
 func codesOf(resp *rlsv3.RateLimitResponse) []rlsv3.RateLimitResponse_Code {
-	var cs []rlsv3.RateLimitResponse_Code
-	for _, s := range resp.GetStatuses() {
-		cs = append(cs, s.GetCode())
-	}
-	return cs
+	return rlstest.Codes(resp)
 }
 
 const (

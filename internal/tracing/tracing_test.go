@@ -25,7 +25,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
-	"github.com/ratewarden/ratewarden/internal/tracing/tracingtest"
+	"github.com/ratewarden/ratewarden/internal/testkit/tracingtest"
 )
 
 const limits = `

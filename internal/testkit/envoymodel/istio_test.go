@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ratewarden/ratewarden/internal/config"
-	"github.com/ratewarden/ratewarden/internal/envoymodel"
+	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
 )
 
 // manifests are the Kubernetes objects of envoy/istio, by kind and name.
