@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/filehold"
+	"github.com/ratewarden/ratewarden/internal/testkit/filehold"
 )
 
 func TestStartupRefusesANamedPipe(t *testing.T) {

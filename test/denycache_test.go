@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/settings"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // TestDenyCacheSparesRedis exhausts a limit through the real server on a

@@ -23,8 +23,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/ratewarden/ratewarden/internal/proc"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/proc"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // runCall runs, or checks, a command the stand-in recorded, which the
@@ -378,37 +378,37 @@ var docsCovered = []coveredCommandSpec{
 		prefix: []string{"scripts/demo-burst.sh"},
 		env:    []string{"ENVOY_URL"},
 		files:  []string{"scripts/demo-burst.sh"},
-		tests:  []string{"test.TestTopologyDemoScript", "internal/envoymodel.TestDemoScriptSyntax"},
+		tests:  []string{"test.TestTopologyDemoScript", "internal/testkit/envoymodel.TestDemoScriptSyntax"},
 		why:    "it needs the demo's Envoy: TestTopologyDemoScript runs it against a stand-in for Envoy built from envoy/envoy.yaml",
 	},
 	{
 		prefix: []string{"docker", "compose", "up"},
 		files:  []string{"docker-compose.yaml", "Dockerfile", "envoy/envoy.yaml"},
-		tests:  []string{"internal/envoymodel.TestComposeServices", "internal/envoymodel.TestComposeMatchesEnvoyYAML", "internal/envoymodel.TestComposeRatewardenOnRedisCluster", "internal/envoymodel.TestDockerfile", "test.TestTopology"},
+		tests:  []string{"internal/testkit/envoymodel.TestComposeServices", "internal/testkit/envoymodel.TestComposeMatchesEnvoyYAML", "internal/testkit/envoymodel.TestComposeRatewardenOnRedisCluster", "internal/testkit/envoymodel.TestDockerfile", "test.TestTopology"},
 		why:    "Docker does not run in the tests: the compose file is checked against envoy.yaml and the server, and its topology runs as processes",
 	},
 	{
 		prefix: []string{"docker", "build"},
 		files:  []string{"Dockerfile"},
-		tests:  []string{"internal/envoymodel.TestDockerfile"},
+		tests:  []string{"internal/testkit/envoymodel.TestDockerfile"},
 		why:    "Docker does not run in the tests: the Dockerfile is checked to build a static binary that runs as non-root",
 	},
 	{
 		prefix: []string{"helm", "upgrade", "--install", "eg", "oci://docker.io/envoyproxy/gateway-helm"},
 		files:  []string{"envoy/gateway/values.yaml", "envoy/gateway/envoy-gateway.yaml", "Dockerfile"},
-		tests:  []string{"internal/envoymodel.TestEnvoyGatewayHelmValues", "internal/envoymodel.TestEnvoyGatewayConfig", "internal/envoymodel.TestImageRunsAsEnvoyGatewayStartsIt", "test.TestXDSFromEnvoyGateway", "test.TestEnvoyGatewayDeployment"},
+		tests:  []string{"internal/testkit/envoymodel.TestEnvoyGatewayHelmValues", "internal/testkit/envoymodel.TestEnvoyGatewayConfig", "internal/testkit/envoymodel.TestImageRunsAsEnvoyGatewayStartsIt", "test.TestXDSFromEnvoyGateway", "test.TestEnvoyGatewayDeployment"},
 		why:    "Kubernetes does not run in the tests: the values are checked against Envoy Gateway's API and Deployment, and the server binary runs as Envoy Gateway's Deployment runs it, limits from its xDS server, its probes as generated",
 	},
 	{
 		prefix: []string{"kubectl", "apply", "-f", "envoy/istio/ratewarden.yaml"},
 		files:  []string{"envoy/istio/ratewarden.yaml"},
-		tests:  []string{"internal/envoymodel.TestIstioManifestsParse", "internal/envoymodel.TestIstioRatewardenDeployment"},
+		tests:  []string{"internal/testkit/envoymodel.TestIstioManifestsParse", "internal/testkit/envoymodel.TestIstioRatewardenDeployment"},
 		why:    "Kubernetes does not run in the tests: the manifests are checked against the server's variables and config/",
 	},
 	{
 		prefix: []string{"kubectl", "apply", "-f", "envoy/istio/envoyfilter.yaml"},
 		files:  []string{"envoy/istio/envoyfilter.yaml"},
-		tests:  []string{"internal/envoymodel.TestIstioManifestsParse", "internal/envoymodel.TestIstioEnvoyFilters"},
+		tests:  []string{"internal/testkit/envoymodel.TestIstioManifestsParse", "internal/testkit/envoymodel.TestIstioEnvoyFilters"},
 		why:    "Kubernetes does not run in the tests: the EnvoyFilter patches are checked as Envoy config equal to envoy.yaml's",
 	},
 }

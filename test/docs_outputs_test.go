@@ -26,8 +26,8 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
-	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/settings"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // gap is the line, or the part of a line, that stands for output the docs

@@ -16,19 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
-
-func entry(key, value string) *ratelimitv3.RateLimitDescriptor {
-	return &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: key, Value: value}}}
-}
-
-func statusCodes(resp *rlsv3.RateLimitResponse) []rlsv3.RateLimitResponse_Code {
-	var out []rlsv3.RateLimitResponse_Code
-	for _, s := range resp.GetStatuses() {
-		out = append(out, s.GetCode())
-	}
-	return out
-}
 
 // TestEnvoyExampleConfiguration serves envoyproxy/ratelimit's example
 // configuration, unchanged, and plays its quota script against the server
@@ -43,7 +33,7 @@ func TestEnvoyExampleConfiguration(t *testing.T) {
 	})
 	ctx := context.Background()
 	req := &rlsv3.RateLimitRequest{Domain: "rl", Descriptors: []*ratelimitv3.RateLimitDescriptor{
-		entry("service", "service_1"), entry("service", "service_2"),
+		rlstest.Descriptor("service", "service_1"), rlstest.Descriptor("service", "service_2"),
 	}}
 	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
 	for i, want := range []struct {
@@ -58,7 +48,7 @@ func TestEnvoyExampleConfiguration(t *testing.T) {
 		resp, err := srv.Client.ShouldRateLimit(ctx, req)
 		require.NoError(t, err)
 		assert.Equal(t, want.overall, resp.GetOverallCode(), "request %d", i+1)
-		assert.Equal(t, want.statuses, statusCodes(resp), "request %d", i+1)
+		assert.Equal(t, want.statuses, rlstest.Codes(resp), "request %d", i+1)
 		md := resp.GetDynamicMetadata().AsMap()
 		assert.Equal(t, "rl", md["domain"])
 		assert.Equal(t, want.metadata, md["metadata"], "request %d", i+1)
@@ -89,7 +79,7 @@ func TestServerStartsBeforeItsLimits(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, want, resp.StatusCode, "%s: live, not ready", path)
 	}
-	req := &rlsv3.RateLimitRequest{Domain: "late", Descriptors: []*ratelimitv3.RateLimitDescriptor{entry("k", "v")}}
+	req := &rlsv3.RateLimitRequest{Domain: "late", Descriptors: []*ratelimitv3.RateLimitDescriptor{rlstest.Descriptor("k", "v")}}
 	_, err := srv.Client.ShouldRateLimit(ctx, req)
 	assert.Equal(t, codes.Unknown, status.Code(err), "%v", err)
 	assert.ErrorContains(t, err, "no rate limit configuration loaded")

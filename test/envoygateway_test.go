@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
-	"github.com/ratewarden/ratewarden/internal/redistest"
-	"github.com/ratewarden/ratewarden/internal/xds/xdstest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/xdstest"
 )
 
 // envoyGatewayDeployment is the environment Envoy Gateway gives its rate

@@ -19,9 +19,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/ratewarden/ratewarden/internal/promtext"
-	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/redisx"
+	"github.com/ratewarden/ratewarden/internal/testkit/promtext"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // faultLimits has a small limit to check enforcement and a huge one whose

@@ -22,8 +22,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
-	"github.com/ratewarden/ratewarden/internal/proc"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/proc"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // serverBinary is the server built once for the whole test binary.

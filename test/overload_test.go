@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // TestOnlyAdmittedAnswersKeepHits stalls Redis for 300ms with DEBUG SLEEP

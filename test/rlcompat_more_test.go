@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/ratewarden/ratewarden/internal/redistest"
-	"github.com/ratewarden/ratewarden/internal/xds/xdstest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/xdstest"
 )
 
 // rlConfigLoads returns ratelimit_service_config_load_success, their

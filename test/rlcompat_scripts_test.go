@@ -22,8 +22,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/ratewarden/ratewarden/internal/envoymodel"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlscripts"
 )
 
 // rlProxy is their Envoy in front of a server.
@@ -127,43 +128,8 @@ func TestRLScriptReplaces(t *testing.T) {
 	t.Parallel()
 	p := startRLProxy(t)
 	awayFromBoundary(time.Minute, 5*time.Second)
-	steps := []struct {
-		path    string
-		headers []string
-		ok      bool
-	}{
-		// (foo: *), (bar: banned) is banned_limit, 0 a minute;
-		// (source_cluster: proxy), (destination_cluster: override)
-		// replaces it, 2 a minute.
-		{"/twoheader", []string{"foo", "bkthomps", "bar", "banned"}, false},
-		{"/fourheader", []string{"foo", "bkthomps", "bar", "banned", "source_cluster", "proxy", "destination_cluster", "mock"}, false},
-		{"/fourheader", []string{"foo", "bkthomps", "bar", "banned", "source_cluster", "proxy", "destination_cluster", "override"}, true},
-		{"/fourheader", []string{"foo", "bkthomps", "bar", "banned", "source_cluster", "proxy", "destination_cluster", "override"}, true},
-		{"/fourheader", []string{"foo", "bkthomps", "bar", "banned", "source_cluster", "proxy", "destination_cluster", "override"}, false},
-		// (foo: *), (bar: bkthomps) is bkthomps, 1 a minute;
-		// (destination_cluster: bkthomps) replaces it, 2 a minute.
-		{"/fourheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "bkthomps"}, true},
-		{"/fourheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "bkthomps"}, true},
-		{"/fourheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "bkthomps"}, false},
-		{"/fourheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "not_bkthomps"}, true},
-		{"/fourheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "not_bkthomps"}, false},
-		{"/fourheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "bkthomps"}, false},
-		// (category: account), 4 a minute, replaces bkthomps and
-		// fake_name, (destination_cluster: fake)'s 2 a minute.
-		{"/fiveheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "fake", "category", "account"}, true},
-		{"/fiveheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "fake", "category", "account"}, true},
-		{"/fiveheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "fake", "category", "account"}, true},
-		{"/fiveheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "fake", "category", "account"}, true},
-		{"/fiveheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "fake", "category", "account"}, false},
-		{"/twoheader", []string{"foo", "foo_2", "bar", "bkthomps"}, true},
-		{"/twoheader", []string{"foo", "foo_2", "bar", "bkthomps"}, false},
-		{"/fourheader", []string{"foo", "foo_3", "bar", "bar_3", "source_cluster", "proxy", "destination_cluster", "fake"}, true},
-		{"/fourheader", []string{"foo", "foo_3", "bar", "bar_3", "source_cluster", "proxy", "destination_cluster", "fake"}, true},
-		{"/fourheader", []string{"foo", "foo_3", "bar", "bar_3", "source_cluster", "proxy", "destination_cluster", "fake"}, false},
-		{"/fiveheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "fake", "category", "account"}, false},
-	}
-	for i, step := range steps {
-		assert.Equal(t, step.ok, ok(p.curl(step.path, step.headers...)), "curl %d: %s %v", i+1, step.path, step.headers)
+	for i, step := range rlscripts.Replaces() {
+		assert.Equal(t, step.OK, ok(p.curl(step.Path, step.Headers...)), "curl %d: %s %v", i+1, step.Path, step.Headers)
 	}
 }
 

@@ -20,8 +20,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/envoymodel"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // TestTopology runs the demo's topology (docker-compose.yaml) as processes:

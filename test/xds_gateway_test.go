@@ -13,7 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/xds/xdstest"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
+	"github.com/ratewarden/ratewarden/internal/testkit/xdstest"
 )
 
 // gatewayXDS is a server binary that takes its limits from an xDS server
@@ -306,7 +307,7 @@ func TestXDSMergeDomains(t *testing.T) {
 	}}
 	ask := func(t *testing.T, g *gatewayXDS, key, value string) string {
 		t.Helper()
-		resp, err := g.srv.Client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "merged", Descriptors: []*ratelimitv3.RateLimitDescriptor{entry(key, value)}})
+		resp, err := g.srv.Client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "merged", Descriptors: []*ratelimitv3.RateLimitDescriptor{rlstest.Descriptor(key, value)}})
 		require.NoError(t, err)
 		return resp.GetOverallCode().String()
 	}

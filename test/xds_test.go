@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/ratewarden/ratewarden/internal/redistest"
-	"github.com/ratewarden/ratewarden/internal/xds/xdstest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/xdstest"
 )
 
 // envoyGatewayEnv is what Envoy Gateway sets for envoyproxy/ratelimit to take

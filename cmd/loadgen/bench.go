@@ -16,8 +16,8 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/proc"
 	"github.com/ratewarden/ratewarden/internal/redisx"
+	"github.com/ratewarden/ratewarden/internal/testkit/proc"
 )
 
 // The backends a bench cell runs against.
@@ -79,10 +79,10 @@ type benchConfig struct {
 }
 
 func benchCommand(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlagSet("bench", "bench [flags]: run the benchmark matrix on this machine and write BENCHMARKS.md, docs/bench.svg and docs/bench.json", stderr)
+	fs := newFlagSet("bench", "bench [flags]: run the benchmark matrix on this machine and write its table of "+pagePath+", and "+reportDetailPath+", "+reportSVGPath+" and "+reportJSONPath, stderr)
 	var cfg benchConfig
 	fs.StringVar(&cfg.Root, "root", ".", "the ratewarden module to build the server from")
-	fs.StringVar(&cfg.Out, "out", "", "directory to write BENCHMARKS.md and docs/ into (default: -root; with -quick a new temporary directory)")
+	fs.StringVar(&cfg.Out, "out", "", "directory to write "+pagePath+" and "+detailDir+"/ into (default: -root; with -quick a new temporary directory)")
 	fs.BoolVar(&cfg.Quick, "quick", false, "a smoke run of about 20 seconds: a few cells, 1s each, no cluster, no profiles")
 	fs.DurationVar(&cfg.Duration, "duration", 3*time.Second, "how long each cell measures")
 	fs.DurationVar(&cfg.Warmup, "warmup", 500*time.Millisecond, "how long each cell sends before measuring")

@@ -2,8 +2,9 @@
 // ShouldRateLimit calls and reports decisions per second, latency
 // percentiles and what each decision cost Redis; it serves the no-op
 // RateLimitService and drives raw EVALSHA calls that are the baselines every
-// result is compared with; and `loadgen bench` runs the whole benchmark
-// matrix on this machine and writes BENCHMARKS.md.
+// result is compared with; and `loadgen bench`, `loadgen rediscost` and
+// `loadgen overload` run the benchmarks on this machine, each writing its
+// table of BENCHMARKS.md and its page under benchmarks/.
 //
 // Usage:
 //
@@ -11,8 +12,8 @@
 //	loadgen limits            print the limits YAML that runs measure against
 //	loadgen noop -addr A      serve the no-op RateLimitService
 //	loadgen evalsha [flags]   drive raw EVALSHA calls on Redis
-//	loadgen bench [flags]     run the benchmark matrix, write the report
-//	loadgen report [flags]    render the report again from its JSON
+//	loadgen bench [flags]     run the benchmark matrix, write its report
+//	loadgen report [flags]    render the reports again from their JSON
 //	loadgen serve -cpuprofile F   run ratewarden's server (RLS_* env) under the CPU profiler
 //	loadgen overload [flags]  run the overload benchmark, before and after
 //	loadgen rediscost [flags] what a decision costs Redis and the server, beside envoyproxy/ratelimit's
@@ -53,8 +54,8 @@ const usage = `loadgen measures ratewarden.
   loadgen limits [-o FILE]    write the limits YAML that runs measure against
   loadgen noop -addr ADDR     serve the no-op RateLimitService (the gRPC ceiling)
   loadgen evalsha [flags]     drive raw EVALSHA calls on Redis (the Redis ceiling)
-  loadgen bench [flags]       run the benchmark matrix, write BENCHMARKS.md
-  loadgen report [flags]      render BENCHMARKS.md and the chart again from the JSON
+  loadgen bench [flags]       run the benchmark matrix, write its table of BENCHMARKS.md and its page
+  loadgen report [flags]      render BENCHMARKS.md and benchmarks/ again from the JSON there
   loadgen serve -cpuprofile F run ratewarden's server (RLS_* env) under the CPU profiler
   loadgen overload [flags]    run the overload benchmark on a busy machine, before and after
   loadgen rediscost [flags]   what a decision costs Redis and the server, beside envoyproxy/ratelimit's

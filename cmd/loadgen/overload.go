@@ -24,8 +24,8 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/proc"
-	"github.com/ratewarden/ratewarden/internal/promtext"
+	"github.com/ratewarden/ratewarden/internal/testkit/proc"
+	"github.com/ratewarden/ratewarden/internal/testkit/promtext"
 )
 
 // The overload benchmark (`loadgen overload`) runs ratewarden as a busy or
@@ -101,10 +101,10 @@ const exactValuePrefix = "e."
 const exactWindowDays = 3650
 
 func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlagSet("overload", "overload [flags]: run the overload benchmark on this machine, before and after, and write its section of BENCHMARKS.md", stderr)
+	fs := newFlagSet("overload", "overload [flags]: run the overload benchmark on this machine, before and after, and write its table of "+pagePath+", and "+overloadDetailPath+" and "+overloadJSONPath, stderr)
 	var cfg overloadConfig
 	fs.StringVar(&cfg.Root, "root", ".", "the ratewarden module to build the server from")
-	fs.StringVar(&cfg.Out, "out", "", "directory whose BENCHMARKS.md and docs/overload.json to write (default: -root)")
+	fs.StringVar(&cfg.Out, "out", "", "directory to write "+pagePath+" and "+detailDir+"/ into (default: -root)")
 	fs.StringVar(&cfg.Baseline, "baseline", "f6d78ac", "commit of -root's repository to build the 'before' server from; empty skips it")
 	fs.IntVar(&cfg.Callers, "callers", 128, "callers of the closed loop, each with one call in flight")
 	fs.IntVar(&cfg.Replicas, "replicas", 2, "server replicas, all on one Redis Cluster of 3 masters and 3 replicas")
@@ -195,8 +195,8 @@ func deadlineText(d time.Duration) string {
 	return d.String()
 }
 
-// overloadReport is what one overload run measured: docs/overload.json, from
-// which the section of BENCHMARKS.md is rendered.
+// overloadReport is what one overload run measured: benchmarks/overload.json,
+// from which its block of the page and its detail page are rendered.
 type overloadReport struct {
 	Date     string           `json:"date"`
 	Took     string           `json:"took"`

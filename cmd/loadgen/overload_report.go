@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -16,75 +12,30 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
-// overloadJSONPath is where `loadgen overload` writes what it measured,
-// relative to its output directory.
-const overloadJSONPath = "docs/overload.json"
-
-// The markers around the overload section of BENCHMARKS.md, which `loadgen
-// overload` replaces and `loadgen bench` keeps; and those around its
-// hand-written analysis, which both keep.
+// The files `loadgen overload` writes, relative to its output directory,
+// beside its block of the page: what it measured, from which both are
+// rendered, and the detail page.
 const (
-	overloadBegin         = "<!-- overload:begin -->"
-	overloadEnd           = "<!-- overload:end -->"
-	overloadAnalysisBegin = "<!-- overload-analysis:begin -->"
-	overloadAnalysisEnd   = "<!-- overload-analysis:end -->"
+	overloadJSONPath   = detailDir + "/overload.json"
+	overloadDetailPath = detailDir + "/overload.md"
 )
 
-// writeOverloadFiles writes the JSON and the overload section of
-// BENCHMARKS.md into dir, keeping the rest of BENCHMARKS.md.
+// writeOverloadFiles writes the JSON, the detail page (keeping the analysis
+// written by hand in an earlier one) and the overload block of the page into
+// dir.
 func writeOverloadFiles(dir string, r *overloadReport, log io.Writer) error {
-	if err := os.MkdirAll(filepath.Join(dir, "docs"), 0o755); err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	js, err := json.MarshalIndent(r, "", "  ")
+	err := writeGenerated(dir, generated{
+		block: overloadMarker, analysis: overloadAnalysisMarker, data: r, jsonPath: overloadJSONPath, detailPath: overloadDetailPath,
+		render: func(detail, headline io.Writer, analysis string) {
+			r.writeDetail(detail, analysis)
+			r.writeHeadline(headline)
+		},
+	})
 	if err != nil {
-		return fmt.Errorf("loadgen: %w", err)
+		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, overloadJSONPath), append(js, '\n'), 0o644); err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	mdPath := filepath.Join(dir, reportMDPath)
-	old, err := os.ReadFile(mdPath)
-	if err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	var section bytes.Buffer
-	r.writeMarkdown(&section, keptBetween(string(old), overloadAnalysisBegin, overloadAnalysisEnd))
-	md := replaceBetween(string(old), overloadBegin, overloadEnd, section.String())
-	if err := os.WriteFile(mdPath, []byte(md), 0o644); err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	fmt.Fprintf(log, "loadgen: wrote %s and the overload section of %s in %s\n", overloadJSONPath, reportMDPath, dir)
+	fmt.Fprintf(log, "loadgen: wrote %s, %s and the overload tables of %s in %s\n", overloadDetailPath, overloadJSONPath, pagePath, dir)
 	return nil
-}
-
-// keptBetween returns what stands between begin and end in md, or "".
-func keptBetween(md, begin, end string) string {
-	_, rest, ok := strings.Cut(md, begin)
-	if !ok {
-		return ""
-	}
-	text, _, ok := strings.Cut(rest, end)
-	if !ok {
-		return ""
-	}
-	return strings.Trim(text, "\n")
-}
-
-// replaceBetween returns md with the block from begin to end (markers
-// included) replaced by block, which carries its own markers; without such
-// a block, block is appended.
-func replaceBetween(md, begin, end, block string) string {
-	before, rest, ok := strings.Cut(md, begin)
-	if ok {
-		if _, after, ok := strings.Cut(rest, end); ok {
-			return before + strings.TrimRight(block, "\n") + after
-		}
-	}
-	if md != "" && !strings.HasSuffix(md, "\n\n") {
-		md = strings.TrimRight(md, "\n") + "\n\n"
-	}
-	return md + block
 }
 
 // algorithmNames returns the name of every algorithm, in order.
@@ -94,20 +45,6 @@ func algorithmNames() []string {
 		names = append(names, a.String())
 	}
 	return names
-}
-
-// keptSection returns the section of an earlier BENCHMARKS.md between begin
-// and end, markers included, or "".
-func keptSection(md, begin, end string) string {
-	_, rest, ok := strings.Cut(md, begin)
-	if !ok {
-		return ""
-	}
-	text, _, ok := strings.Cut(rest, end)
-	if !ok {
-		return ""
-	}
-	return begin + text + end + "\n"
 }
 
 // The goals the overload benchmark checks (see the comment at the top of
@@ -121,36 +58,20 @@ const (
 	lateSlack = 0.05
 )
 
-// writeMarkdown writes the overload section, markers included.
-func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
+// writeHeadline writes the overload block of the page: how the run was
+// made, and the medians of its closed loops by deadline and build.
+func (r *overloadReport) writeHeadline(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	c := r.Config
-	p("%s", overloadBegin)
-	p("## Overload: a busy host, deadlines and shedding")
+	p("## Overload: deadlines on a busy host")
 	p("")
-	p("What the servers answer when the machine cannot keep up, as on a busy node or in a pod throttled to its")
-	p("CPU limit: %d busy loops spin on the %d CPUs while %d server replicas, with their default settings, share a", c.Spinners, r.Machine.CPUs, c.Replicas)
-	p("Redis Cluster of 3 masters and 3 replicas. In each pass, each build runs a closed loop of %d callers (%s after", c.Callers, c.ClosedText)
-	p("%s of warm-up) for each deadline a caller may send: %s (`none`: no `grpc-timeout` at all); then an", c.WarmupText, joinTexts(c.DeadlinesText))
-	p("open loop at %.0f× the capacity of the newer build (%s), one call per slot whatever became of the others, with", c.Overload, c.OpenText)
-	p("the first deadline. The same loops run against %d no-op services (separate processes that answer OK at once", c.Replicas)
-	p("and do nothing else, built with ratewarden's gRPC server options), beside the same busy loops, in the same")
-	p("pass: what this machine answers in time when answering costs nothing but the gRPC call itself. A share of")
-	p("%.0f%% of the calls goes to exactness limits (%d per algorithm and loop, L = %d per %d days, so nothing", 100*c.ExactShare, c.ExactKeys, c.ExactLimit, exactWindowDays)
-	p("refills during a run): their OK answers are counted, warm-up included.")
-	p("")
-	p("The goals: with a deadline of %s or more, or none, every call answered with a decision (a failure mode's", longDeadline)
-	p("answer or a late one fails the cell) and every exactness limit admitting exactly L; with a shorter deadline, the")
-	p("share of calls not answered in time at most the no-op services' in the same pass plus %.0f points, no answer", 100*lateSlack)
-	p("but a decision or the failure mode's, and no limit admitting more than L; in the open loop, also goodput at")
-	p("%.0f%% of the capacity or more.", 100*c.Goodput)
-	p("")
-	p("Generated by `%s` on %s (took %s), on %s × %d, load average (1, 5, 15 min) %s before and %s after.",
-		strings.TrimSpace(r.Command), r.Date, r.Took, r.Machine.CPU, r.Machine.CPUs, r.Machine.LoadBefore, r.Machine.LoadAfter)
-	p("")
-	capacity := r.capacity()
-	p("Medians over the %d passes of the closed loops, by deadline and build:", c.Passes)
-	p("")
+	writeParagraph(w, r.generatedText(),
+		fmt.Sprintf("%d busy loops spin on the %d CPUs while %d replicas of the server, %s, share a Redis Cluster of %d masters with a replica each.",
+			c.Spinners, r.Machine.CPUs, c.Replicas, r.settingsText(), clusterMasters),
+		fmt.Sprintf("%d callers each keep one call in flight (a closed loop), %s after %s of warm-up, once for each deadline a caller may send: %s (`none`: no `grpc-timeout` at all).",
+			c.Callers, c.ClosedText, c.WarmupText, joinTexts(c.DeadlinesText)),
+		r.buildsText(),
+		r.passesText())
 	p("| deadline | build | decided | not in time | failure answers and errors | decided /s | p99 | max | limits at exactly L | limits above L | goal met |")
 	p("|---|---|---|---|---|---|---|---|---|---|---|")
 	for i, dl := range c.DeadlinesText {
@@ -169,9 +90,94 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 		}
 	}
 	p("")
-	p("Capacity is the decisions per second of the newer build's first closed loop, %s/s. A call that ends in", fmtRate(capacity))
-	p("DeadlineExceeded was not answered before its deadline; Unavailable is the failure mode's answer")
-	p("(`RLS_FAILURE_MODE=error`), which Envoy turns into its own `failure_mode_deny` decision. Every loop of every pass:")
+	writeParagraph(w,
+		"*Decided*, *not in time* (DeadlineExceeded) and *failure answers and errors* (the failure mode's Unavailable, and any other) are shares of the calls; p99 and max are of the answers, not of the calls that ran out of time.",
+		fmt.Sprintf("%.0f%% of the calls go to exactness limits of L = %d that nothing refills during the run.", 100*c.ExactShare, c.ExactLimit),
+		fmt.Sprintf("The goals, the open loop, every pass, what the servers counted, where the CPUs went and the analysis: [%s](%s).", overloadDetailPath, overloadDetailPath))
+}
+
+// generatedText says which command wrote the report, when, and on what
+// machine; the builds' commits are in buildsText and the tables.
+func (r *overloadReport) generatedText() string {
+	return fmt.Sprintf("Generated by `%s` on %s (took %s), on %s × %d; load average (1, 5, 15 min) %s before and %s after.",
+		strings.TrimSpace(r.Command), r.Date, r.Took, r.Machine.CPU, r.Machine.CPUs, r.Machine.LoadBefore, r.Machine.LoadAfter)
+}
+
+// passesText introduces the medians table.
+func (r *overloadReport) passesText() string {
+	if r.Config.Passes == 1 {
+		return "One pass:"
+	}
+	return fmt.Sprintf("Medians over the %d passes:", r.Config.Passes)
+}
+
+// settingsText says how the servers were configured: with their defaults,
+// or with the -env settings beyond them.
+func (r *overloadReport) settingsText() string {
+	if len(r.Config.Env) == 0 {
+		return "with their default settings"
+	}
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(r.Config.Env)) {
+		kv = append(kv, fmt.Sprintf("`%s=%s`", k, r.Config.Env[k]))
+	}
+	return "with their default settings but " + joinTexts(kv)
+}
+
+// buildsText says what the builds of the run are.
+func (r *overloadReport) buildsText() string {
+	var parts []string
+	for _, v := range r.Variants {
+		switch {
+		case v.Pass > 1:
+		case v.Name == noopName:
+			parts = append(parts, fmt.Sprintf("*%s* %d no-op services beside the same busy loops, what the machine answers in time when answering costs nothing", noopName, r.Config.Replicas))
+		case v.Commit != "":
+			parts = append(parts, fmt.Sprintf("*%s* the server built from commit %s", v.Name, v.Commit))
+		default:
+			parts = append(parts, fmt.Sprintf("*%s* a build of the server", v.Name))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "The builds: " + strings.Join(parts, "; ") + "."
+}
+
+// writeDetail writes the detail page of the overload run: its method and
+// goals, every loop of every pass, what the servers counted, where the CPUs
+// went, the exactness limits, and analysis between the analysis markers.
+func (r *overloadReport) writeDetail(w io.Writer, analysis string) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	c := r.Config
+	p("# Benchmarks: overload, a busy host, deadlines and shedding")
+	p("")
+	writeParagraph(w, r.generatedText(),
+		fmt.Sprintf("The medians of the closed loops are on [the page](../%s).", pagePath))
+	p("## How it is measured")
+	p("")
+	writeParagraph(w,
+		"What the servers answer when the machine cannot keep up, as on a busy node or in a pod throttled to its CPU limit:",
+		fmt.Sprintf("%d busy loops spin on the %d CPUs while %d server replicas, %s, share a Redis Cluster of %d masters with a replica each.",
+			c.Spinners, r.Machine.CPUs, c.Replicas, r.settingsText(), clusterMasters),
+		fmt.Sprintf("In each pass, each build runs a closed loop of %d callers (%s after %s of warm-up) for each deadline a caller may send: %s (`none`: no `grpc-timeout` at all);",
+			c.Callers, c.ClosedText, c.WarmupText, joinTexts(c.DeadlinesText)),
+		fmt.Sprintf("then an open loop at %g× the capacity (%s), one call per slot whatever became of the others, with the first deadline.", c.Overload, c.OpenText),
+		fmt.Sprintf("The same loops run against %d no-op services (separate processes that answer OK at once and do nothing else, built with ratewarden's gRPC server options), beside the same busy loops, in the same pass: what this machine answers in time when answering costs nothing but the gRPC call itself.", c.Replicas),
+		fmt.Sprintf("A share of %.0f%% of the calls goes to exactness limits (%d per algorithm and loop, L = %d per %d days, so nothing refills during a run): their OK answers are counted over the whole loop, warm-up included.",
+			100*c.ExactShare, c.ExactKeys, c.ExactLimit, exactWindowDays))
+	writeParagraph(w,
+		fmt.Sprintf("The goals: with a deadline of %s or more, or none, every call answered with a decision (a failure mode's answer or a late one fails the cell) and every exactness limit admitting exactly L;", longDeadline),
+		fmt.Sprintf("with a shorter deadline, the share of calls not answered in time at most the no-op services' in the same pass plus %.0f points, no answer but a decision or the failure mode's, and no limit admitting more than L;", 100*lateSlack),
+		fmt.Sprintf("in the open loop, also goodput at %.0f%% of the capacity or more.", 100*c.Goodput))
+	p("## Every loop of every pass")
+	p("")
+	capacity := r.capacity()
+	p("Capacity is the decisions per second of the newer build's first closed loop in its first pass, %s/s. A call", fmtRate(capacity))
+	p("that ends in DeadlineExceeded was not answered before its deadline; Unavailable is the failure mode's answer")
+	p("(`RLS_FAILURE_MODE=error`), which Envoy turns into its own `failure_mode_deny` decision. Goodput is the")
+	p("decisions answered within their deadline per second; p50, p99 and max are of the answers, not of the calls")
+	p("that ran out of time.")
 	p("")
 	p("| build | deadline | loop | calls | decisions | decided /s | goodput / capacity | failure answers and errors | p50 | p99 | max | limits at exactly L | above L | verdict |")
 	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -195,7 +201,9 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 		}
 	}
 	p("")
-	p("What the servers counted themselves, summed over the replicas and the loops of a pass:")
+	p("## What the servers counted")
+	p("")
+	p("Their own counters, summed over the replicas and the loops of a pass:")
 	p("")
 	p("| build | backend timeouts | refused by the open breaker | breaker openings | shed (deadline / queue) | in-flight limit at the end | given back / dropped / uncertain |")
 	p("|---|---|---|---|---|---|---|")
@@ -218,7 +226,9 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 	p("")
 	p("(– where a build has no such metric; the in-flight limit is the sum of the replicas'.)")
 	p("")
-	p("Where the %d CPUs went while measuring, in CPUs used:", r.Machine.CPUs)
+	p("## Where the CPUs went")
+	p("")
+	p("While measuring, in CPUs used of the %d:", r.Machine.CPUs)
 	p("")
 	p("| build | deadline | loop | load generator | servers | Redis | busy loops |")
 	p("|---|---|---|---|---|---|---|")
@@ -236,7 +246,9 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 		}
 	}
 	p("")
-	p("Exactness limits, OK answers of each (offered calls in brackets):")
+	p("## Exactness limits")
+	p("")
+	p("The OK answers of each (offered calls in brackets):")
 	p("")
 	p("| build | deadline | loop | %s |", strings.Join(algorithmNames(), " | "))
 	p("|---|---|---|%s", strings.Repeat("---|", len(algorithmNames())))
@@ -257,12 +269,7 @@ func (r *overloadReport) writeMarkdown(w io.Writer, analysis string) {
 		}
 	}
 	p("")
-	p("%s", overloadAnalysisBegin)
-	if analysis != "" {
-		p("%s", analysis)
-	}
-	p("%s", overloadAnalysisEnd)
-	p("%s", overloadEnd)
+	overloadAnalysisMarker.writeAnalysis(w, analysis)
 }
 
 // joinTexts joins deadlines as a list in prose: "20ms, 1s and none".

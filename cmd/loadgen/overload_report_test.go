@@ -83,11 +83,15 @@ func TestOverloadPasses(t *testing.T) {
 	}
 	assert.Equal(t, []string{"after 1", "before 1", "no-op 1", "no-op 2", "before 2", "after 2", "after 3", "before 3", "no-op 3"}, got)
 
-	var md strings.Builder
-	sampleThreePassReport().writeMarkdown(&md, "")
+	var md, headline strings.Builder
+	r := sampleThreePassReport()
+	r.writeDetail(&md, "")
+	r.writeHeadline(&headline)
 	out := md.String()
 	assert.NotContains(t, out, "%!", "no formatting mistakes")
+	assert.NotContains(t, headline.String(), "%!", "no formatting mistakes")
 	assert.Contains(t, out, "| after, pass 3 (abc) | none | closed, 128 callers | 25 000 | 24 999 |")
+	out = headline.String()
 	assert.Contains(t, out, "| none | after | 100.0% | 0.0% | 0.0% | 2 500 | 250.00ms | 400.00ms | 4 of 4 | 0 | in 2 of 3 passes |",
 		"medians of three passes; the pass with a failure answer misses the goal")
 	assert.Contains(t, out, "| none | no-op | 100.0% | 0.0% | 0.0% | 7 000 |")
@@ -95,13 +99,17 @@ func TestOverloadPasses(t *testing.T) {
 
 func TestOverloadSection(t *testing.T) {
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, reportMDPath), []byte("# Benchmarks\n\nThe rest.\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, pagePath), []byte("# Benchmarks\n\nThe rest.\n"), 0o644))
 	r := sampleOverloadReport()
 	require.NoError(t, writeOverloadFiles(dir, r, io.Discard))
-	b, err := os.ReadFile(filepath.Join(dir, reportMDPath))
-	require.NoError(t, err)
-	md := string(b)
-	assert.True(t, strings.HasPrefix(md, "# Benchmarks\n\nThe rest.\n\n"+overloadBegin), "appended after what was there")
+	read := func(rel string) string {
+		b, err := os.ReadFile(filepath.Join(dir, rel))
+		require.NoError(t, err)
+		return string(b)
+	}
+	page, md := read(pagePath), read(overloadDetailPath)
+	assert.True(t, strings.HasPrefix(page, "# Benchmarks\n\nThe rest.\n\n"+overloadMarker.begin()), "appended after what was there")
+	assert.NotContains(t, page, "%!", "no formatting mistakes")
 	assert.NotContains(t, md, "%!", "no formatting mistakes")
 	assert.Contains(t, md, "| after, pass 1 (abc) | 20ms | closed, 128 callers | 30 000 | 20 000 | 2 000 | 95% | DeadlineExceeded 3 000, Unavailable 7 000 |")
 	assert.Contains(t, md, "| 3 of 4 | 0 | **missed**: 10.0% not answered in time, more than the no-op's 1.7% + 5 points |",
@@ -111,47 +119,48 @@ func TestOverloadSection(t *testing.T) {
 	assert.Contains(t, md, "| 2 of 4 | 1 | **missed**: 1 of 4 limits above L |", "21 of L = 20")
 	assert.Contains(t, md, "| before, pass 1 (76db7e9) | none | closed, 128 callers | 40 000 | 30 000 |")
 	assert.Contains(t, md, "**missed**: 10000 calls not answered with a decision, 1 of 4 limits not exact |")
-	assert.Contains(t, md, "| none | before | 75.0% | 0.0% | 25.0% | 3 000 |")
-	assert.Contains(t, md, "| 20ms | no-op | 98.3% | 1.7% | 0.0% | 5 900 |")
+	assert.Contains(t, page, "| none | before | 75.0% | 0.0% | 25.0% | 3 000 |")
+	assert.Contains(t, page, "| 20ms | no-op | 98.3% | 1.7% | 0.0% | 5 900 |")
 	assert.Contains(t, md, "| before, pass 1 | none | closed | 20 (100) | 18 (100) | 20 (100) | 20 (100) |")
 	assert.Contains(t, md, "| after, pass 1 | – | – | – | 1 234 / – | 40 |")
 	assert.NotContains(t, md, "| no-op, pass 1 | – |", "no server counters of the no-op services")
 	assert.Contains(t, md, "| no-op, pass 1 | 20ms | open | 0.50 | 0.75 | – | 0.50 |")
 	assert.Contains(t, md, "| after, pass 1 | none | closed | 0.40 | 0.60 | 0.30 | 0.70 |")
 	assert.Contains(t, md, "20ms and none (`none`: no `grpc-timeout` at all)")
+	assert.Contains(t, page, "20ms and none (`none`: no `grpc-timeout` at all)")
+	assert.Contains(t, page, "*after* the server built from commit abc; *before* the server built from commit 76db7e9;")
+	assert.Contains(t, page, "[benchmarks/overload.md](benchmarks/overload.md)")
 
-	// A new run replaces the section and keeps its analysis; a bench run
-	// keeps the section.
-	edited := strings.Replace(md, overloadAnalysisBegin+"\n", overloadAnalysisBegin+"\nWhy it went so.\n", 1)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, reportMDPath), []byte(edited), 0o644))
+	// A new run replaces the block and the detail page and keeps the
+	// detail's analysis; a bench run keeps both.
+	edited := strings.Replace(md, overloadAnalysisMarker.kept(md), "Why it went so.", 1)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, overloadDetailPath), []byte(edited), 0o644))
 	r.Variants[0].Closed[0].Calls = 31000
 	require.NoError(t, writeOverloadFiles(dir, r, io.Discard))
-	b, err = os.ReadFile(filepath.Join(dir, reportMDPath))
-	require.NoError(t, err)
-	assert.Equal(t, 1, strings.Count(string(b), overloadBegin))
-	assert.Contains(t, string(b), "| 31 000 |")
-	assert.Equal(t, "Why it went so.", keptBetween(string(b), overloadAnalysisBegin, overloadAnalysisEnd))
+	page, md = read(pagePath), read(overloadDetailPath)
+	assert.Equal(t, 1, strings.Count(page, overloadMarker.begin()))
+	assert.Contains(t, md, "| 31 000 |")
+	assert.Equal(t, "Why it went so.", overloadAnalysisMarker.kept(md))
 
 	require.NoError(t, writeReportFiles(dir, sampleReport(), io.Discard))
-	b, err = os.ReadFile(filepath.Join(dir, reportMDPath))
-	require.NoError(t, err)
-	assert.Contains(t, string(b), "Why it went so.")
-	assert.Contains(t, string(b), "| 31 000 |")
+	assert.Contains(t, read(overloadDetailPath), "Why it went so.")
+	assert.Contains(t, read(overloadDetailPath), "| 31 000 |")
+	assert.Equal(t, page, strings.Replace(read(pagePath), "\n"+benchMarker.wrap(benchMarker.kept(read(pagePath))), "", 1),
+		"the bench adds its block and leaves the overload's")
 }
 
-// TestOverloadKeepsTheRedisCostSection: writing the overload section
+// TestOverloadKeepsTheRedisCostSection: writing the overload block
 // replaces only what stands between its own markers.
 func TestOverloadKeepsTheRedisCostSection(t *testing.T) {
 	dir := t.TempDir()
-	md := "# Benchmarks\n\n" + rediscostSectionBegin + "\n## Redis cost\nfigures\n" + rediscostSectionEnd + "\n\n" +
-		overloadBegin + "\nold overload\n" + overloadEnd + "\n"
-	require.NoError(t, os.WriteFile(filepath.Join(dir, reportMDPath), []byte(md), 0o644))
+	md := "# Benchmarks\n\n" + rediscostMarker.wrap("## Redis cost\nfigures") + "\n" + overloadMarker.wrap("old overload")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, pagePath), []byte(md), 0o644))
 	require.NoError(t, writeOverloadFiles(dir, sampleOverloadReport(), io.Discard))
-	b, err := os.ReadFile(filepath.Join(dir, reportMDPath))
+	b, err := os.ReadFile(filepath.Join(dir, pagePath))
 	require.NoError(t, err)
-	assert.Contains(t, string(b), rediscostSectionBegin+"\n## Redis cost\nfigures\n"+rediscostSectionEnd)
+	assert.Contains(t, string(b), rediscostMarker.wrap("## Redis cost\nfigures"))
 	assert.NotContains(t, string(b), "old overload")
-	assert.Equal(t, 1, strings.Count(string(b), overloadBegin))
+	assert.Equal(t, 1, strings.Count(string(b), overloadMarker.begin()))
 }
 
 func TestOverloadDeadlines(t *testing.T) {

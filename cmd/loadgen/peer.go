@@ -10,7 +10,7 @@ import (
 	"strconv"
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
-	"github.com/ratewarden/ratewarden/internal/proc"
+	"github.com/ratewarden/ratewarden/internal/testkit/proc"
 )
 
 // envoyproxy/ratelimit's server, which `loadgen rediscost` runs beside

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/proc"
+	"github.com/ratewarden/ratewarden/internal/testkit/proc"
 )
 
 // clusterMasters is the number of masters of the bench's cluster.

@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
+	"math"
 	"os"
+	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
@@ -17,14 +16,12 @@ import (
 // groupRedisCost names the cells of `loadgen rediscost`.
 const groupRedisCost = "rediscost"
 
-// The markers in BENCHMARKS.md around the section on Redis cost, which
-// `loadgen bench` keeps, and around the part of it that `loadgen rediscost
-// -update` replaces.
+// The files `loadgen rediscost -update` writes beside the page, whose
+// rediscost block it replaces: what it measured, from which both are
+// rendered, and the detail page.
 const (
-	rediscostSectionBegin = "<!-- rediscost-section:begin -->"
-	rediscostSectionEnd   = "<!-- rediscost-section:end -->"
-	rediscostBegin        = "<!-- rediscost:begin -->"
-	rediscostEnd          = "<!-- rediscost:end -->"
+	rediscostJSONPath   = detailDir + "/rediscost.json"
+	rediscostDetailPath = detailDir + "/rediscost.md"
 )
 
 // The targets of the Redis cost comparison: Redis CPU per decision against
@@ -54,13 +51,17 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 	flags.IntVar(&cfg.Repeat, "repeat", 3, "runs of each cell; the report gives the median")
 	keys := flags.Int("keys", 1000, "distinct keys, drawn uniformly")
 	peer := flags.String("peer", "", "envoyproxy/ratelimit's server binary to run beside ratewarden's; default: go install "+peerPackage+"@"+peerVersion)
-	update := flags.String("update", "", "BENCHMARKS.md to write the report into, between its rediscost markers; default: print it")
+	update := flags.String("update", "", "the page, "+pagePath+", to write the headline table into, between its rediscost markers, with the detail and the JSON under "+detailDir+"/ beside it; default: print the detail")
 	if err := parseFlags(flags, args); err != nil {
 		return err
 	}
 	if cfg.Concurrency < 1 || cfg.Conns < 1 || cfg.Repeat < 1 || cfg.Duration <= 0 || cfg.Warmup < 0 || *keys < 1 {
 		return fmt.Errorf("loadgen: rediscost: -concurrency, -conns, -repeat, -keys and -duration must be positive, -warmup not negative")
 	}
+	if *update != "" && filepath.Base(*update) != pagePath {
+		return fmt.Errorf("loadgen: rediscost: -update %s: it names the page, a file called %s, beside which the detail goes into %s/", *update, pagePath, detailDir)
+	}
+	cfg.DurationText, cfg.WarmupText, cfg.BackendTimeoutText = cfg.Duration.String(), cfg.Warmup.String(), cfg.BackendTimeout.String()
 	begin := time.Now()
 	dir, err := os.MkdirTemp("", "loadgen-rediscost-")
 	if err != nil {
@@ -97,29 +98,39 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 	}
 	m.LoadAfter = loadAverage()
-	rep := redisCostReport{
+	rep := &redisCostReport{
 		Command: reproduceCommand(flags, "rediscost"), Date: begin.UTC().Format("2006-01-02 15:04 MST"),
-		Took: time.Since(begin).Round(time.Second), Machine: m, Config: cfg, Keys: *keys,
+		Took: time.Since(begin).Round(time.Second).String(), Machine: m, Config: cfg, Keys: *keys, Runs: runs,
 	}
-	var md strings.Builder
-	failed := rep.write(&md, cells, runs)
+	var failed int
 	if *update == "" {
-		fmt.Fprint(stdout, md.String())
-	} else {
-		old, err := os.ReadFile(*update)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("loadgen: %w", err)
-		}
-		block := rediscostBegin + "\n" + md.String() + rediscostEnd + "\n"
-		if err := os.WriteFile(*update, []byte(replaceBetween(string(old), rediscostBegin, rediscostEnd, block)), 0o644); err != nil {
-			return fmt.Errorf("loadgen: %w", err)
-		}
-		fmt.Fprintf(stderr, "loadgen: wrote the Redis cost tables into %s\n", *update)
+		failed = rep.write(stdout, cells, runs)
+	} else if failed, err = writeRedisCostFiles(filepath.Dir(*update), rep, stderr); err != nil {
+		return err
 	}
 	if failed > 0 {
 		return fmt.Errorf("loadgen: rediscost: %d cells got errors (see the report)", failed)
 	}
 	return nil
+}
+
+// writeRedisCostFiles writes the JSON, the detail page (keeping the
+// analysis written by hand in an earlier one) and the rediscost block of the
+// page into dir, and returns how many cells got errors.
+func writeRedisCostFiles(dir string, rep *redisCostReport, log io.Writer) (failed int, err error) {
+	cells := redisCostCells(rep.Keys, rep.Config.Concurrency)
+	err = writeGenerated(dir, generated{
+		block: rediscostMarker, analysis: rediscostAnalysisMarker, data: rep, jsonPath: rediscostJSONPath, detailPath: rediscostDetailPath,
+		render: func(detail, headline io.Writer, analysis string) {
+			rep.writeDetail(detail, cells, analysis)
+			failed = rep.writeHeadline(headline, cells)
+		},
+	})
+	if err != nil {
+		return failed, err
+	}
+	fmt.Fprintf(log, "loadgen: wrote %s, %s and the Redis cost table of %s in %s\n", rediscostDetailPath, rediscostJSONPath, pagePath, dir)
+	return failed, nil
 }
 
 // floorPipeline is how many calls share a round trip in the cells that
@@ -159,14 +170,18 @@ func scriptCell(name string, pipeline, keys, concurrency int) cell {
 	return cell{Group: groupRedisCost, Backend: backendStandalone, Script: name, Pipeline: pipeline, Keys: keys, Concurrency: concurrency}
 }
 
-// redisCostReport is what a rediscost run writes.
+// redisCostReport is what a rediscost run measured: the contents of
+// benchmarks/rediscost.json, from which its block of the page and its
+// detail page are rendered. Runs holds every run of every cell, by the
+// cell's name.
 type redisCostReport struct {
-	Command string
-	Date    string
-	Took    time.Duration
-	Machine machine
-	Config  benchConfig
-	Keys    int
+	Command string               `json:"command"`
+	Date    string               `json:"date"`
+	Took    string               `json:"took"`
+	Machine machine              `json:"machine"`
+	Config  benchConfig          `json:"config"`
+	Keys    int                  `json:"keys"`
+	Runs    map[string][]*result `json:"runs"`
 }
 
 // cellStats is the median over a cell's runs of what the report shows, and
@@ -209,10 +224,11 @@ func statsOf(rs []*result) cellStats {
 	return s
 }
 
-// write renders the report and returns how many cells got errors: a cell
-// with any error is a failed cell, whatever its figures.
-func (rep redisCostReport) write(w io.Writer, cells []cell, runs map[string][]*result) (failed int) {
-	stats := map[string]cellStats{}
+// cellsStats returns the median figures of every cell, by name, and how
+// many cells got errors: a cell with any error is a failed cell, whatever
+// its figures.
+func cellsStats(cells []cell, runs map[string][]*result) (stats map[string]cellStats, failed int) {
+	stats = map[string]cellStats{}
 	for _, c := range cells {
 		s := statsOf(runs[c.name()])
 		stats[c.name()] = s
@@ -220,6 +236,74 @@ func (rep redisCostReport) write(w io.Writer, cells []cell, runs map[string][]*r
 			failed++
 		}
 	}
+	return stats, failed
+}
+
+// serverCell is the cell of ratewarden's server on backend (standalone
+// Redis or memory) with algorithm alg.
+func (rep redisCostReport) serverCell(backend string, alg algorithms.Algorithm) string {
+	return cell{Group: groupRedisCost, Backend: backend, Algorithm: alg.String(), Keys: rep.Keys, Concurrency: rep.Config.Concurrency}.name()
+}
+
+// writeHeadline writes the rediscost block of the page: each algorithm
+// through ratewarden's server beside envoyproxy/ratelimit's own server, and
+// where the rest is. It returns how many cells got errors.
+func (rep redisCostReport) writeHeadline(w io.Writer, cells []cell) (failed int) {
+	stats, failed := cellsStats(cells, rep.Runs)
+	peer := stats[cells[1].name()]
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("## Redis cost per decision, against envoyproxy/ratelimit")
+	p("")
+	writeParagraph(w,
+		fmt.Sprintf("Generated by `%s` on %s (took %s), on %s × %d, Redis %s, commit %s; load average (1, 5, 15 min) %s before and %s after.",
+			rep.Command, rep.Date, rep.Took, rep.Machine.CPU, rep.Machine.CPUs, rep.Machine.Redis, rep.Machine.Commit, rep.Machine.LoadBefore, rep.Machine.LoadAfter),
+		fmt.Sprintf("Each cell: %d callers on %d gRPC connections, %s keys drawn uniformly, no call over its limit, one standalone Redis; the median of %d runs of %s after %s of warm-up, the cells taking turns.",
+			rep.Config.Concurrency, rep.Config.Conns, fmtRate(float64(rep.Keys)), rep.Config.Repeat, rep.Config.DurationText, rep.Config.WarmupText),
+		fmt.Sprintf("envoyproxy/ratelimit (%s) is its own server with its statistics off, driven by the same callers; its configuration knows no algorithm, so it runs its fixed window.", peerVersion),
+		"CPU is user and system time from /proc: Redis's, and the server's.")
+	p("| server | algorithm | decisions/s | Redis CPU µs per decision | × peer | Redis commands per decision | server CPU µs per decision |")
+	p("|---|---|---|---|---|---|---|")
+	p("| envoyproxy/ratelimit | %s | %s%s | %.1f | 1.00 | %.2f | %.1f |", algorithms.FixedWindow, fmtRate(peer.rate), errorNote(peer),
+		peer.redisCPU, peer.commands, peer.serverCPU)
+	redisLo, redisHi, serverLo, serverHi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
+	for _, alg := range algorithms.Algorithms {
+		s := stats[rep.serverCell(backendStandalone, alg)]
+		redis, server := s.redisCPU/peer.redisCPU, s.serverCPU/peer.serverCPU
+		redisLo, redisHi, serverLo, serverHi = min(redisLo, redis), max(redisHi, redis), min(serverLo, server), max(serverHi, server)
+		p("| ratewarden | %s | %s%s | %.1f | %.2f | %.2f | %.1f |", alg, fmtRate(s.rate), errorNote(s), s.redisCPU, redis, s.commands, s.serverCPU)
+	}
+	p("")
+	writeParagraph(w,
+		fmt.Sprintf("Per decision, Redis spent %s times behind ratewarden's server what it spent behind the peer's, and ratewarden's server used %s times the CPU of the peer's.",
+			fmtSpan("%.2f", redisLo, redisHi), fmtSpan("%.2f", serverLo, serverHi)),
+		fmt.Sprintf("The peer's Redis traffic alone, sent with no server in front, the targets set against it, what a script costs Redis by itself, the server on the memory backend and the analysis: [%s](%s).",
+			rediscostDetailPath, rediscostDetailPath))
+	return failed
+}
+
+// writeDetail writes the detail page of the rediscost run: why and how it
+// measures, its tables, and analysis between the analysis markers.
+func (rep redisCostReport) writeDetail(w io.Writer, cells []cell, analysis string) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("# Benchmarks: Redis cost per decision, beside envoyproxy/ratelimit")
+	p("")
+	p("Redis is the part that does not scale out with replicas, so what one decision costs it decides how many")
+	p("decisions one Redis core serves. The baseline is envoyproxy/ratelimit's fixed window as its Redis cache sends")
+	p("it: `INCRBY` of the window's key and `EXPIRE`, pipelined, one round trip per decision (no local cache, no")
+	p("implicit pipelining: its defaults), sent by the load generator at the same concurrency to the same Redis;")
+	p("beside it, the peer's own server, built from its module and driven as ratewarden's server is. The last table")
+	p("is the floor: an empty script and each algorithm's script, sent with no server in front at one and at %d", floorPipeline)
+	p("calls per round trip, beside the peer's commands sent the same way. The headline table is on [the page](../%s).", pagePath)
+	p("")
+	rep.write(w, cells, rep.Runs)
+	p("")
+	rediscostAnalysisMarker.writeAnalysis(w, analysis)
+}
+
+// write renders the report's tables and returns how many cells got errors:
+// a cell with any error is a failed cell, whatever its figures.
+func (rep redisCostReport) write(w io.Writer, cells []cell, runs map[string][]*result) (failed int) {
+	stats, failed := cellsStats(cells, runs)
 	peer, peerServer := stats[cells[0].name()], stats[cells[1].name()]
 	verdict := func(s cellStats, ratio, target float64) string {
 		switch {
@@ -232,10 +316,10 @@ func (rep redisCostReport) write(w io.Writer, cells []cell, runs map[string][]*r
 	}
 	fmt.Fprintf(w, "Generated by `%s` on %s (took %s), on %s × %d, Redis %s, commit %s; load average (1, 5, 15 min) %s before and %s after. "+
 		"Each cell ran %d times for %s after %s of warm-up, the cells taking turns; the tables give the median of the runs. "+
-		"%d callers on %d keys drawn uniformly, one decision per call, and no call over its limit.\n\n",
+		"%d callers on %d keys drawn uniformly, one decision per call, and no call over its limit; the callers of a server share %d gRPC connections.\n\n",
 		rep.Command, rep.Date, rep.Took, rep.Machine.CPU, rep.Machine.CPUs, rep.Machine.Redis, rep.Machine.Commit,
-		rep.Machine.LoadBefore, rep.Machine.LoadAfter, rep.Config.Repeat, rep.Config.Duration, rep.Config.Warmup,
-		rep.Config.Concurrency, rep.Keys)
+		rep.Machine.LoadBefore, rep.Machine.LoadAfter, rep.Config.Repeat, rep.Config.DurationText, rep.Config.WarmupText,
+		rep.Config.Concurrency, rep.Keys, rep.Config.Conns)
 	fmt.Fprintf(w, "Redis CPU per decision (user + system time of the redis-server process, from /proc), against envoyproxy/ratelimit's "+
 		"fixed window (%s), measured two ways. Its own server, driven through gRPC by the same callers as ratewarden's: "+
 		"%.1f µs of Redis and %.1f µs of its server per decision, %.2f commands, %s/s%s. Its Redis traffic alone (INCRBY and EXPIRE "+

@@ -2,31 +2,24 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strings"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
-// The files a bench writes, relative to its output directory.
+// The files a bench writes, relative to its output directory, beside its
+// block of the page: the JSON they are all rendered from, the detail page
+// and its chart.
 const (
-	reportJSONPath = "docs/bench.json"
-	reportMDPath   = "BENCHMARKS.md"
-	reportSVGPath  = "docs/bench.svg"
-)
-
-// The markers around the hand-written analysis in BENCHMARKS.md, which a new
-// rendering keeps.
-const (
-	analysisBegin = "<!-- analysis:begin -->"
-	analysisEnd   = "<!-- analysis:end -->"
+	reportJSONPath   = detailDir + "/bench.json"
+	reportDetailPath = detailDir + "/bench.md"
+	reportSVGPath    = detailDir + "/bench.svg"
 )
 
 // The targets the report checks.
@@ -40,7 +33,8 @@ const (
 )
 
 // benchReport is everything one bench run measured: the contents of
-// docs/bench.json, from which BENCHMARKS.md and the chart are rendered.
+// benchmarks/bench.json, from which its block of the page, its detail page
+// and the chart are rendered.
 type benchReport struct {
 	Date     string          `json:"date"`
 	Took     string          `json:"took"`
@@ -51,73 +45,28 @@ type benchReport struct {
 	Profiles []profileResult `json:"profiles,omitempty"`
 }
 
-// writeReportFiles writes the JSON, the chart and BENCHMARKS.md into dir,
-// keeping the analysis of an existing BENCHMARKS.md there.
+// writeReportFiles writes the JSON, the chart, the detail page (keeping the
+// analysis written by hand in an earlier one) and the bench's block of the
+// page into dir.
 func writeReportFiles(dir string, r *benchReport, log io.Writer) error {
-	if err := os.MkdirAll(filepath.Join(dir, "docs"), 0o755); err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, reportJSONPath), append(js, '\n'), 0o644); err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
 	var svg bytes.Buffer
 	if err := writeChart(&svg, r.sweepSeries()); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, reportSVGPath), svg.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	mdPath := filepath.Join(dir, reportMDPath)
-	var analysis string
-	var kept []string
-	if old, err := os.ReadFile(mdPath); err == nil {
-		analysis = keptAnalysis(string(old))
-		kept = []string{
-			keptSection(string(old), rediscostSectionBegin, rediscostSectionEnd),
-			keptSection(string(old), overloadBegin, overloadEnd),
-		}
-	}
-	var md bytes.Buffer
-	r.writeMarkdown(&md, analysis)
-	for _, section := range kept {
-		// The sections of `loadgen rediscost` and `loadgen overload`
-		// stay, at the end.
-		if section != "" {
-			fmt.Fprintf(&md, "\n%s", section)
-		}
-	}
-	if err := os.WriteFile(mdPath, md.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	fmt.Fprintf(log, "loadgen: wrote %s, %s and %s in %s\n", reportMDPath, reportSVGPath, reportJSONPath, dir)
-	return nil
-}
-
-func reportCommand(args []string, stderr io.Writer) error {
-	fs := newFlagSet("report", "report [-in FILE] [-out DIR]: render BENCHMARKS.md and docs/bench.svg again from a bench's JSON", stderr)
-	in := fs.String("in", reportJSONPath, "the bench's JSON")
-	out := fs.String("out", ".", "directory to write BENCHMARKS.md and docs/ into")
-	if err := parseFlags(fs, args); err != nil {
+	err := writeGenerated(dir, generated{
+		block: benchMarker, analysis: benchAnalysisMarker, data: r, jsonPath: reportJSONPath, detailPath: reportDetailPath,
+		render: func(detail, headline io.Writer, analysis string) {
+			r.writeDetail(detail, analysis)
+			r.writeHeadline(headline)
+		},
+		extra: []outputFile{{reportSVGPath, svg.Bytes()}},
+	})
+	if err != nil {
 		return err
 	}
-	b, err := os.ReadFile(*in)
-	if err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	var r benchReport
-	if err := json.Unmarshal(b, &r); err != nil {
-		return fmt.Errorf("loadgen: %s: %w", *in, err)
-	}
-	return writeReportFiles(*out, &r, stderr)
+	fmt.Fprintf(log, "loadgen: wrote %s, %s, %s and the bench's tables of %s in %s\n", reportDetailPath, reportSVGPath, reportJSONPath, pagePath, dir)
+	return nil
 }
-
-// keptAnalysis returns what stands between the analysis markers of an
-// earlier BENCHMARKS.md, or "".
-func keptAnalysis(md string) string { return keptBetween(md, analysisBegin, analysisEnd) }
 
 // noop returns the mean decisions per second and p99 of the no-op runs at
 // concurrency c, and whether there was any.
@@ -279,9 +228,10 @@ func (r *benchReport) writeCPU(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("## Where the CPU goes (%d callers)", c)
 	p("")
-	p("CPU time (user + system, from /proc) each process used during the measurement, in microseconds per decision")
-	p("(per script call for raw EVALSHA). The processes share %d CPUs, so %d s of CPU a second over the total is the", r.Machine.CPUs, r.Machine.CPUs)
-	p("most decisions per second this machine could make with that mix.")
+	p("CPU time (user + system, from /proc) that the load generator, the server and every Redis process used during")
+	p("the measurement, in microseconds per decision (per script call for raw EVALSHA; the no-op's row is its first")
+	p("run). The processes share %d CPUs, so %d s of CPU a second over the total is the most decisions per second", r.Machine.CPUs, r.Machine.CPUs)
+	p("this machine could make with that mix.")
 	p("")
 	p("| cell | decisions/s | loadgen | server | Redis | total | %d CPUs ÷ total |", r.Machine.CPUs)
 	p("|---|---|---|---|---|---|---|")
@@ -406,21 +356,128 @@ func (r *benchReport) targets() []targetRow {
 	return rows
 }
 
-// writeMarkdown renders BENCHMARKS.md, with analysis between the analysis
-// markers.
-func (r *benchReport) writeMarkdown(w io.Writer, analysis string) {
+// headlineBackends are the rows of the bench's headline table, in order.
+var headlineBackends = []string{backendMemory, backendStandalone, backendCluster}
+
+// writeHeadline writes the bench's block of the page: every algorithm on
+// every backend at sweepKeys keys and the bench's concurrency, beside the
+// no-op service, and where the rest is.
+func (r *benchReport) writeHeadline(w io.Writer) {
 	c := r.Config.Concurrency
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
-	p("# Benchmarks")
+	p("## Throughput and latency, against the no-op service")
+	p("")
+	best := ""
+	if r.Config.Repeat > 1 {
+		best = fmt.Sprintf(", the fastest of %d runs", r.Config.Repeat)
+	}
+	writeParagraph(w,
+		fmt.Sprintf("Generated by `%s` on %s (took %s), on %s × %d, Redis %s, commit %s; load average (1, 5, 15 min) %s before, %s after.",
+			strings.TrimSpace(r.Command), r.Date, r.Took, r.Machine.CPU, r.Machine.CPUs, r.Machine.Redis, r.Machine.Commit,
+			r.Machine.LoadBefore, r.Machine.LoadAfter),
+		fmt.Sprintf("Each cell: %d callers on %d gRPC connections, one descriptor per call, %s keys drawn uniformly, no call over its limit, %s measured after %s of warm-up%s.",
+			c, r.Config.Conns, fmtRate(sweepKeys), r.Config.DurationText, r.Config.WarmupText, best),
+		"The no-op service answers OK to every call without looking at it and is built with ratewarden's gRPC server options: the most any rate limit service can answer on this machine.",
+		"Its row is "+r.noopRunsText()+".")
+	p("| backend | algorithm | decisions/s | %% of no-op | p50 | p99 | server CPU µs per decision | Redis CPU µs per decision |")
+	p("|---|---|---|---|---|---|---|---|")
+	noops := r.all(func(x *result) bool { return x.Backend == backendNoop && x.Concurrency == c })
+	if len(noops) > 0 {
+		cpu := "–"
+		if v := meanOf(noops, func(x *result) (float64, bool) { v, ok := x.CPU[cpuServer]; return v, ok }); !math.IsNaN(v) {
+			cpu = fmt.Sprintf("%.0f", v)
+		}
+		mean := func(f func(*result) float64) float64 {
+			return meanOf(noops, func(x *result) (float64, bool) { return f(x), true })
+		}
+		p("| no-op service | – | %s | 100%% | %s | %s | %s | – |", fmtRate(mean(func(x *result) float64 { return x.Rate })),
+			fmtMicros(mean(func(x *result) float64 { return x.P50 })), fmtMicros(mean(func(x *result) float64 { return x.P99 })), cpu)
+	}
+	noopRate, _, _ := r.noop(c)
+	var spans []string
+	for _, backend := range headlineBackends {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, alg := range algorithms.Algorithms {
+			x := r.rlsCell(backend, alg.String(), sweepKeys, c)
+			if x == nil {
+				continue
+			}
+			s := share(x.Rate, noopRate)
+			lo, hi = min(lo, s), max(hi, s)
+			p("| %s | %s | %s | %s | %s | %s | %s | %s |", backend, alg, fmtRate(x.Rate), fmtShare(s),
+				fmtMicros(x.P50), fmtMicros(x.P99), fmtCPU(x, cpuServer), fmtCPU(x, cpuRedis))
+		}
+		if math.IsInf(lo, 0) || math.IsNaN(lo) {
+			continue
+		}
+		span := fmtSpan("%.0f%%", percent*lo, percent*hi)
+		if len(spans) == 0 {
+			span = fmt.Sprintf("%s ratewarden answered %s of the no-op's decisions per second", headlineBackendName[backend], span)
+		} else {
+			span = headlineBackendName[backend] + " " + span
+		}
+		spans = append(spans, span)
+	}
+	p("")
+	var sentences []string
+	if len(spans) > 0 {
+		sentences = append(sentences, strings.ToUpper(spans[0][:1])+joinTexts(spans)[1:]+".")
+	}
+	sentences = append(sentences, fmt.Sprintf("Every key count, the concurrency sweep, one hot key, raw EVALSHA, the targets, where the CPU goes, the profiles and how it is measured: [%s](%s).",
+		reportDetailPath, reportDetailPath))
+	writeParagraph(w, sentences...)
+}
+
+// noopRunsText says what the no-op's figure at the bench's concurrency is:
+// its one run, or the mean of the runs that open and close the bench.
+func (r *benchReport) noopRunsText() string {
+	c := r.Config.Concurrency
+	if n := len(r.all(func(x *result) bool { return x.Backend == backendNoop && x.Concurrency == c })); n > 1 {
+		return fmt.Sprintf("the mean of its %d runs at %d callers, the first and the last cell of the bench", n, c)
+	}
+	return fmt.Sprintf("its one run at %d callers", c)
+}
+
+// headlineBackendName names a backend in the headline's sentence.
+var headlineBackendName = map[string]string{
+	backendMemory:     "on the memory backend",
+	backendStandalone: "on one Redis",
+	backendCluster:    fmt.Sprintf("on a Redis Cluster of %d masters", clusterMasters),
+}
+
+// meanOf returns the mean of f over the results for which it has a value,
+// or NaN when none has.
+func meanOf(xs []*result, f func(*result) (float64, bool)) float64 {
+	sum, n := 0.0, 0
+	for _, x := range xs {
+		if v, ok := f(x); ok {
+			sum += v
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
+}
+
+// writeDetail renders the bench's detail page, with analysis between the
+// analysis markers.
+func (r *benchReport) writeDetail(w io.Writer, analysis string) {
+	c := r.Config.Concurrency
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("# Benchmarks: every cell of `loadgen bench`")
 	p("")
 	p("What ratewarden decides per second, how fast it answers and what each decision costs Redis, measured")
-	p("by `cmd/loadgen` on one machine in one run, every figure next to two baselines from the same run:")
+	p("by `cmd/loadgen` on one machine in one run, every figure next to two baselines from the same run")
+	p("(the headline table is on [the page](../%s)):", pagePath)
 	p("")
-	p("- **no-op**: a RateLimitService that admits everything (`loadgen noop`), built with the same gRPC server")
-	p("  options as ratewarden, driven the same way: the ceiling of the gRPC path on this machine;")
-	p("- **EVALSHA**: raw script calls on the same redis-server from a Go client built as the server builds its own")
-	p("  (`loadgen evalsha`): `return 1`, and ratewarden's fixed_window script, one call per round trip like the")
-	p("  server, and %d per round trip to show what batching could reach.", coalescedPipeline)
+	p("- **no-op**: a RateLimitService that admits every call without looking at it (`loadgen noop`), built with")
+	p("  the gRPC server options of ratewarden's server and driven the same way: the ceiling of the gRPC path on")
+	p("  this machine;")
+	p("- **EVALSHA**: raw script calls on the same Redis from a Go client built as the server builds its own")
+	p("  (`loadgen evalsha`): `return 1`, and ratewarden's fixed_window script, one call per round trip and %d", coalescedPipeline)
+	p("  per round trip. The server itself sends the script calls of concurrent requests several to a round trip.")
 	p("")
 	p("The load generator, the server and Redis share the machine, so every absolute figure is low and noisy;")
 	p("read the ratios. Generated by `%s` on %s (took %s).", strings.TrimSpace(r.Command), r.Date, r.Took)
@@ -436,12 +493,16 @@ func (r *benchReport) writeMarkdown(w io.Writer, analysis string) {
 	p("| load average (1, 5, 15 min) | %s before, %s after |", r.Machine.LoadBefore, r.Machine.LoadAfter)
 	p("| per cell | %s measured after %s of warm-up; %d callers on %d gRPC connections unless stated |", r.Config.DurationText, r.Config.WarmupText, c, r.Config.Conns)
 	if r.Config.Repeat > 1 {
-		p("| repeats | each cell ran %d times; the tables show the fastest run |", r.Config.Repeat)
+		p("| repeats | each cell ran %d times (a profiled cell once); the tables show the fastest run |", r.Config.Repeat)
 	}
 	p("")
 
 	if rows := r.targets(); len(rows) > 0 {
 		p("## Targets")
+		p("")
+		p("*%% of no-op* is over the mean of the no-op's runs at %d callers. *By CPU per decision* is the no-op's CPU", c)
+		p("per decision (load generator and service) over the cell's (load generator, server and Redis): the share")
+		p("the cell would reach if the machine's CPU were all that limited it.")
 		p("")
 		p("| scenario | measured | target | verdict |")
 		p("|---|---|---|---|")
@@ -451,16 +512,7 @@ func (r *benchReport) writeMarkdown(w io.Writer, analysis string) {
 		p("")
 	}
 
-	p("## Analysis")
-	p("")
-	p(analysisBegin)
-	if analysis == "" {
-		p("The analysis of this run is written here by hand; `loadgen bench` and `loadgen report` keep what stands")
-		p("between these markers.")
-	} else {
-		p("%s", analysis)
-	}
-	p(analysisEnd)
+	benchAnalysisMarker.writeAnalysis(w, analysis)
 	p("")
 
 	r.writeCPU(w)
@@ -476,7 +528,11 @@ func (r *benchReport) writeBaselines(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("## Baselines")
 	p("")
-	p("No-op RateLimitService (a run at %d callers opens and closes the bench; their spread is the machine's drift):", r.Config.Concurrency)
+	if n := len(r.all(func(x *result) bool { return x.Backend == backendNoop && x.Concurrency == r.Config.Concurrency })); n > 1 {
+		p("No-op RateLimitService, every run (at %d callers it runs first and last; the spread of those runs is the machine's drift):", r.Config.Concurrency)
+	} else {
+		p("No-op RateLimitService:")
+	}
 	p("")
 	p("| callers | decisions/s | p50 | p99 | p99.9 | errors |%s", r.slowestHead())
 	p("|---|---|---|---|---|---|%s", r.slowestRule())
@@ -509,8 +565,9 @@ func (r *benchReport) writeMatrix(w io.Writer) {
 	noopRate, _, _ := r.noop(c)
 	p("## Every algorithm, backend and key count (%d callers)", c)
 	p("")
-	p("Uniform keys, no over-limit traffic. *%% no-op* is decisions/s over the no-op's (%s/s); *%% EVALSHA* is over raw", fmtRate(noopRate))
-	p("fixed_window EVALSHA calls/s on the same Redis, one per round trip (a decision is one script call).")
+	p("Keys drawn uniformly, no over-limit traffic. *%% no-op* is decisions/s over the mean of the no-op's runs at %d", c)
+	p("callers (%s/s); *%% EVALSHA* is over the calls/s of raw fixed_window EVALSHA on the same Redis, one per round", fmtRate(noopRate))
+	p("trip (a decision is one script call, which the server sends together with those of concurrent requests).")
 	p("")
 	p("| backend | algorithm | keys | decisions/s | %% no-op | %% EVALSHA | p50 | p99 | p99.9 | errors | Redis cmds/decision | EVALSHA/decision | server CPU µs/decision | Redis CPU µs/decision |%s", r.slowestHead())
 	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s", r.slowestRule())
@@ -536,7 +593,10 @@ func (r *benchReport) writeSweep(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("## Concurrency sweep (%s, %d keys)", sweepAlgorithm, sweepKeys)
 	p("")
-	p("![decisions/s and p99 against concurrency](%s)", reportSVGPath)
+	p("The no-op, each backend, and raw fixed_window EVALSHA on the standalone Redis, one call per round trip; at %d", r.Config.Concurrency)
+	p("callers the no-op's figures are the mean of its runs.")
+	p("")
+	p("![decisions/s and p99 against concurrency](%s)", path.Base(reportSVGPath))
 	p("")
 	var head, rule strings.Builder
 	head.WriteString("| callers |")
@@ -578,6 +638,10 @@ func (r *benchReport) writeHot(w io.Writer) {
 	noopRate, _, _ := r.noop(r.Config.Concurrency)
 	p("## One hot key, %s over limit (%d callers)", fmtShare(hotOver), r.Config.Concurrency)
 	p("")
+	p("One descriptor key with two values: %s of the calls go to the exhausted one and are denied, the rest to the", fmtShare(hotOver))
+	p("live one. *Denied* is the share of decisions answered OVER_LIMIT; under the table, each cell's Redis")
+	p("commands per decision, by command.")
+	p("")
 	p("| backend | algorithm | decisions/s | %% no-op | denied | p50 | p99 | p99.9 | errors | Redis cmds/decision | EVALSHA/decision |%s", r.slowestHead())
 	p("|---|---|---|---|---|---|---|---|---|---|---|%s", r.slowestRule())
 	for _, x := range cells {
@@ -607,9 +671,12 @@ func (r *benchReport) writeProfiles(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("## Where the server's time goes")
 	p("")
-	p("Each target scenario again, against the same server code run by `loadgen serve` (settings.Load,")
-	p("server.New, Serve, as cmd/server does) under the CPU profiler; `go tool pprof -top`, by flat then by")
-	p("cumulative time, then allocated bytes. The profile covers the warm-up and the measurement.")
+	p("Three target scenarios again, each once: the server runs as `loadgen serve`, which builds and serves it as")
+	p("cmd/server does, under Go's CPU profiler from the moment it is built until it stops, and writes the")
+	p("allocation profile (every allocation since the process started) on the way out. The profiles cover the")
+	p("warm-up and the measurement, and for the hot key the calls that spend the exhausted value first. Below,")
+	p("`go tool pprof -top`: the %d heaviest nodes by flat and by cumulative CPU time, then by bytes allocated. The", profileLines)
+	p("rate and p99 in each heading are of the profiled run, profiler included.")
 	p("")
 	for _, prof := range r.Profiles {
 		if x := r.find(func(x *result) bool { return x.Name == prof.Name }); x != nil {
@@ -639,36 +706,38 @@ func (r *benchReport) writeMethod(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("## How it is measured")
 	p("")
-	p("- Each cell starts a fresh server process (the real `cmd/server` binary built by the bench) with")
-	p("  `RLS_BACKEND`, `RLS_REDIS_MODE` and `RLS_REDIS_ADDRS` for its backend, `RLS_BACKEND_TIMEOUT=%s` (so a slow", r.Config.BackendTimeoutText)
-	p("  answer is measured, not turned into an error) and `RLS_LOG_LEVEL=warn`, after `FLUSHALL` on every Redis master.")
-	p("  The limits are `loadgen limits`: one descriptor key per algorithm.")
+	p("- Each cell starts a fresh server process: the `cmd/server` binary the bench builds from `-root` (`loadgen")
+	p("  noop` for the no-op, `loadgen serve` for a profiled cell), with `RLS_BACKEND`, `RLS_REDIS_MODE` and")
+	p("  `RLS_REDIS_ADDRS` for its backend, `RLS_BACKEND_TIMEOUT=%s` and `RLS_LOG_LEVEL=warn`, after `FLUSHALL` on", r.Config.BackendTimeoutText)
+	p("  every Redis master. The calls carry no deadline, so `RLS_BACKEND_TIMEOUT` is each request's budget: a slow")
+	p("  answer is measured, not turned into the failure mode's. The limits are `loadgen limits`: one descriptor")
+	p("  key per algorithm.")
 	p("- Redis: one redis-server for the standalone backend and a Redis Cluster of %d masters (%d replicas each) created", clusterMasters, r.Config.Replicas)
 	p("  with `redis-cli --cluster create`; no persistence, `maxmemory-policy noeviction`.")
-	p("- A decision is one ShouldRateLimit call with one descriptor, counted when answered OK or OVER_LIMIT;")
-	p("  decisions/s is the decisions answered during the measurement over its length. Each caller has one call in")
-	p("  flight; callers share the gRPC connections round robin.")
-	p("- Latency is measured around each call by the caller, into a per-caller log-bucketed histogram (buckets at most")
-	p("  1/64 of their value wide, so a percentile is within 0.8%%) merged at the end.")
-	p("- Keys: every value of a run is new (a random run id is part of it), drawn uniformly from the key count, and")
-	p("  each is a limit of its own that no run reaches.")
-	p("- Over-limit traffic is sent to keys already exhausted: the limits give values starting with `x.` one hit a")
-	p("  day, the load generator spends that hit for each such value before it measures, and then sends each call to")
-	p("  an exhausted value with probability `-over`. In the hot-key scenario there is one key: %s of the calls go to", fmtShare(hotOver))
-	p("  its exhausted value and are denied, the rest to a live value and are admitted.")
+	p("- A decision is one ShouldRateLimit call with one descriptor, answered OK or OVER_LIMIT; decisions/s is the")
+	p("  decisions whose answer came during the measurement over its length. Each caller has one call in flight and")
+	p("  sends the next when it is answered; the callers are dealt out over the gRPC connections in turn.")
+	p("- Latency is measured by the caller around each call that is answered without an error, in microseconds,")
+	p("  into an HdrHistogram per caller (%d significant digits: a percentile is within %g%% of the value recorded),", histDigits, 100*math.Pow10(-histDigits))
+	p("  merged at the end.")
+	p("- Keys: every value of a run is new (a random run id is part of it) and drawn uniformly from the key count;")
+	p("  each is a limit of its own of %s a day (%s for the algorithm that logs every hit), which no cell reaches.",
+		fmtRate(float64(liveLimit(algorithms.FixedWindow))), fmtRate(float64(algorithms.MaxLogRequests)))
+	p("- Over-limit traffic is sent to values already exhausted: the limits give values starting with `%s` one hit", exhaustedValuePrefix)
+	p("  a day, the load generator spends that hit for each such value before it measures, and then sends each call")
+	p("  to an exhausted value with probability `-over`. In the hot-key scenario there is one value of each kind:")
+	p("  %s of the calls go to the exhausted one and are denied, the rest to the live one and are admitted.", fmtShare(hotOver))
 	p("- Redis commands per decision: the increase of `INFO commandstats` calls, summed over the masters, from the")
-	p("  start to the end of the measurement, without INFO itself and replicas' REPLCONF, over the decisions. It")
-	p("  counts EVALSHA and every command a script runs inside Redis.")
+	p("  start of the measurement until its last calls returned, without INFO itself and replicas' REPLCONF, over")
+	p("  the decisions. It counts EVALSHA and every command a script runs inside Redis.")
+	p("- CPU per decision: the user and system time in `/proc/PID/stat` of the load generator, the server and every")
+	p("  Redis process, from the start to the end of the measurement, over the decisions.")
 	p("")
-	p("## Reproduce")
+	p("## One cell by hand")
+	p("")
+	p("The whole bench, and the other benchmarks, are under [Reproduce](../%s#reproduce). One cell:", pagePath)
 	p("")
 	p("```sh")
-	p("go run ./cmd/loadgen bench                # the full matrix, a few minutes; rewrites this file")
-	p("go run ./cmd/loadgen bench -quick         # a smoke run of about 20 s, written to a temporary directory")
-	p("go run ./cmd/loadgen report               # render this file and the chart again from docs/bench.json")
-	p("go run ./cmd/loadgen rediscost -update BENCHMARKS.md   # Redis's cost per decision beside envoyproxy/ratelimit's, 3 minutes")
-	p("")
-	p("# One cell by hand:")
 	p("redis-server --port 6379 --save '' --appendonly no &")
 	p("go run ./cmd/loadgen limits -o /tmp/limits.yaml")
 	p("RLS_CONFIG_PATH=/tmp/limits.yaml RLS_BACKEND=redis RLS_REDIS_ADDRS=localhost:6379 RLS_BACKEND_TIMEOUT=1s go run ./cmd/server &")

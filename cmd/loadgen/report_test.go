@@ -89,30 +89,56 @@ func TestMarkdownKeepsTheAnalysis(t *testing.T) {
 	dir := t.TempDir()
 	r := sampleReport()
 	require.NoError(t, writeReportFiles(dir, r, io.Discard))
-	first, err := os.ReadFile(filepath.Join(dir, reportMDPath))
+	first, err := os.ReadFile(filepath.Join(dir, reportDetailPath))
 	require.NoError(t, err)
 	md := string(first)
 	assert.NotContains(t, md, "%!", "no formatting mistakes")
 	assert.Contains(t, md, "| CPU | test CPU × 2 |")
-	assert.Contains(t, md, "![decisions/s and p99 against concurrency](docs/bench.svg)")
+	assert.Contains(t, md, "![decisions/s and p99 against concurrency](bench.svg)")
 	assert.Contains(t, md, "| 4 | 6 000 | 800µs | 5 000 | 900µs | – | – | – | – |")
 	assert.Contains(t, md, "| matrix/standalone | 7 000 | 40 | 70 | 50 | 160 | 12 500 |", "2 CPUs over 160µs per decision")
+	page, err := os.ReadFile(filepath.Join(dir, pagePath))
+	require.NoError(t, err)
+	assert.NotContains(t, string(page), "%!", "no formatting mistakes")
+	assert.Contains(t, string(page), "| standalone | sliding_window_log | 7 000 | 64% | 2.00ms | 6.00ms | 70 | 50 |",
+		"the headline: 7 000 of the no-op's mean of 11 000")
+	assert.Contains(t, string(page), "| no-op service | – | 11 000 | 100% |")
+	assert.Contains(t, string(page), "On the memory backend ratewarden answered 82% of the no-op's decisions per second and on one Redis 64%.")
+	assert.Contains(t, string(page), "[benchmarks/bench.md](benchmarks/bench.md)")
 
 	// Hand-written analysis survives a new rendering.
-	edited := strings.Replace(md, keptAnalysis(md), "The sliding log spends its time in Redis.\n\nSecond paragraph.", 1)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, reportMDPath), []byte(edited), 0o644))
+	edited := strings.Replace(md, benchAnalysisMarker.kept(md), "The sliding log spends its time in Redis.\n\nSecond paragraph.", 1)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, reportDetailPath), []byte(edited), 0o644))
 	require.NoError(t, writeReportFiles(dir, r, io.Discard))
-	second, err := os.ReadFile(filepath.Join(dir, reportMDPath))
+	second, err := os.ReadFile(filepath.Join(dir, reportDetailPath))
 	require.NoError(t, err)
-	assert.Equal(t, "The sliding log spends its time in Redis.\n\nSecond paragraph.", keptAnalysis(string(second)))
+	assert.Equal(t, "The sliding log spends its time in Redis.\n\nSecond paragraph.", benchAnalysisMarker.kept(string(second)))
 	assert.Equal(t, edited, string(second))
+	pageAgain, err := os.ReadFile(filepath.Join(dir, pagePath))
+	require.NoError(t, err)
+	assert.Equal(t, string(page), string(pageAgain), "a new rendering replaces the bench's block and nothing else")
 
 	// The JSON renders the same report again.
 	var out bytes.Buffer
 	require.NoError(t, reportCommand([]string{"-in", filepath.Join(dir, reportJSONPath), "-out", dir}, &out))
-	third, err := os.ReadFile(filepath.Join(dir, reportMDPath))
+	third, err := os.ReadFile(filepath.Join(dir, reportDetailPath))
 	require.NoError(t, err)
 	assert.Equal(t, string(second), string(third))
+}
+
+// TestMethodSaysWhatTheCodeDoes: the detail page's method names the
+// histogram the load generator records into, and the settings the servers
+// run with.
+func TestMethodSaysWhatTheCodeDoes(t *testing.T) {
+	var md bytes.Buffer
+	sampleReport().writeDetail(&md, "")
+	out := md.String()
+	assert.Contains(t, out, "into an HdrHistogram per caller (3 significant digits: a percentile is within 0.1% of the value recorded)")
+	assert.NotContains(t, out, "1/64", "the log-bucketed histogram is gone")
+	assert.Contains(t, out, "`RLS_BACKEND_TIMEOUT=1s`")
+	assert.Contains(t, out, "The calls carry no deadline, so `RLS_BACKEND_TIMEOUT` is each request's budget")
+	assert.Contains(t, out, "each is a limit of its own of 1 000 000 000 a day (100 000 for the algorithm that logs every hit)")
+	assert.NotContains(t, out, "one call per round trip like the", "the server shares round trips between requests")
 }
 
 func TestChartIsWellFormedSVG(t *testing.T) {
@@ -167,13 +193,13 @@ func TestFormatting(t *testing.T) {
 func TestRepeatedCellsShowTheirSlowestRun(t *testing.T) {
 	r := sampleReport()
 	var md bytes.Buffer
-	r.writeMarkdown(&md, "")
+	r.writeDetail(&md, "")
 	assert.NotContains(t, md.String(), "slowest run")
 
 	r.Config.Repeat = 3
 	r.Results[3].RepeatRates = []float64{9000, 7000, 8500} // matrix/memory
 	md.Reset()
-	r.writeMarkdown(&md, "")
+	r.writeDetail(&md, "")
 	assert.Contains(t, md.String(), "each cell ran 3 times")
 	assert.Contains(t, md.String(), "| slowest run /s |")
 	assert.Contains(t, md.String(), "| 7 000 |")

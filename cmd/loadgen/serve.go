@@ -15,9 +15,10 @@ import (
 // serveProfiled runs ratewarden's server exactly as cmd/server does (settings
 // from the RLS_* environment, server.New, Serve until ctx ends) while
 // recording a CPU profile into cpuPath; when allocsPath is not empty it also
-// writes the allocation profile there on the way out. The server itself
-// offers no profiling endpoint, so this is how the bench sees where a
-// server under load spends its time.
+// writes the allocation profile there on the way out. The server serves
+// /debug/pprof/ on RLS_DEBUG_ADDR too, but a CPU profile taken there covers the
+// seconds it is asked for; this one covers the server's whole run, which is
+// what the bench's profiled cells report.
 func serveProfiled(ctx context.Context, cpuPath, allocsPath string, stderr io.Writer) (err error) {
 	if cpuPath == "" {
 		return errors.New("loadgen: serve needs -cpuprofile")

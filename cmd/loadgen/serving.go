@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/proc"
+	"github.com/ratewarden/ratewarden/internal/testkit/proc"
 )
 
 // servingTimeout bounds how long a started server may take to say SERVING.

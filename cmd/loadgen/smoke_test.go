@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/server"
 	"github.com/ratewarden/ratewarden/internal/settings"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // These tests check that the load generator works end to end against real
@@ -231,10 +231,14 @@ func TestBenchQuick(t *testing.T) {
 	for _, g := range []string{groupBaseline, groupEvalsha, groupMatrix, groupHot} {
 		assert.True(t, groups[g], "the quick bench measures group %s", g)
 	}
-	md, err := os.ReadFile(filepath.Join(outDir, reportMDPath))
+	md, err := os.ReadFile(filepath.Join(outDir, reportDetailPath))
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "## Targets")
 	assert.NotContains(t, string(md), "%!")
+	page, err := os.ReadFile(filepath.Join(outDir, pagePath))
+	require.NoError(t, err)
+	assert.Contains(t, string(page), "| standalone | sliding_window_log |", "the page's headline table")
+	assert.NotContains(t, string(page), "%!")
 	svg, err := os.ReadFile(filepath.Join(outDir, reportSVGPath))
 	require.NoError(t, err)
 	assert.Contains(t, string(svg), "<svg")

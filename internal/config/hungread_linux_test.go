@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/filehold"
+	"github.com/ratewarden/ratewarden/internal/testkit/filehold"
 )
 
 // loadWithin runs LoadContext and fails the test if it does not return

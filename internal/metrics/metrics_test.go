@@ -16,8 +16,8 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
-	"github.com/ratewarden/ratewarden/internal/promtext"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/testkit/promtext"
 )
 
 // scrape serves m's handler and returns every sample, keyed by its series as

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // BenchmarkLimiterDo measures one decision of one limit through the Limiter,

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

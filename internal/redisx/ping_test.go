@@ -11,8 +11,8 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 
-	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/redisx"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 func TestPingStandalone(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // evalCalls returns how many EVAL and EVALSHA calls the masters have served.

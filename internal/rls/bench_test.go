@@ -10,13 +10,14 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 // BenchmarkShouldRateLimit measures one decision on the memory backend, the
 // path every request takes, with its allocations (-benchmem): one descriptor
 // of each algorithm, over 1 000 keys.
 func BenchmarkShouldRateLimit(b *testing.B) {
-	cfg, err := config.Parse([]config.File{{Name: "bench.yaml", Data: []byte(testLimits)}}, testConfigOptions())
+	cfg, err := config.Parse([]config.File{{Name: "bench.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,9 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 const chargeLimits = `
@@ -36,7 +37,7 @@ descriptors:
 
 func newChargeFixture(t *testing.T, obs Observer) *fixture {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "charge.yaml", Data: []byte(chargeLimits)}}, testConfigOptions())
+	cfg, err := config.Parse([]config.File{{Name: "charge.yaml", Data: []byte(chargeLimits)}}, rlstest.Config())
 	require.NoError(t, err)
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))

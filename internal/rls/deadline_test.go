@@ -20,6 +20,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 // serveGRPC serves svc on a loopback port and returns a client of it.
@@ -42,7 +43,7 @@ func serveGRPC(t *testing.T, svc *Service) rlsv3.RateLimitServiceClient {
 // (allow) must reach the caller before its deadline, rather than the caller
 // giving up with DEADLINE_EXCEEDED while the service still waits.
 func TestCallerDeadlineBoundsTheBackend(t *testing.T) {
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, testConfigOptions())
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	require.NoError(t, err)
 	opts := testOptions()
 	opts.FailureMode = FailAllow
@@ -90,7 +91,7 @@ func (r *deadlineRecorder) Do(ctx context.Context, ops []algorithms.Op) ([]algor
 // of them admitted: the refund of the admitted one runs under the deadline
 // the request got when it arrived, not under a fresh timeout of its own.
 func TestRefundSharesTheTakesDeadline(t *testing.T) {
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, testConfigOptions())
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	require.NoError(t, err)
 	mem := memory.New()
 	t.Cleanup(mem.Close)
@@ -190,57 +191,14 @@ func TestArrivalFromTheContext(t *testing.T) {
 	assert.Equal(t, handled, arrival(WithArrival(context.Background(), handled.Add(time.Second)), handled))
 }
 
-// delayLimiter answers through inner after delay, as a backend on a busy
-// host does, unless the call's context ends first; it records the deadline
-// of every call.
-type delayLimiter struct {
-	inner algorithms.Limiter
-	delay time.Duration
-
-	mu        sync.Mutex
-	deadlines []time.Time
-}
-
-func (l *delayLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	d, _ := ctx.Deadline()
-	l.mu.Lock()
-	l.deadlines = append(l.deadlines, d)
-	l.mu.Unlock()
-	timer := time.NewTimer(l.delay)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return l.inner.Do(ctx, ops)
-}
-
-// lastDeadline returns the deadline of the latest call.
-func (l *delayLimiter) lastDeadline(t *testing.T) time.Time {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	require.NotEmpty(t, l.deadlines, "the backend was called")
-	return l.deadlines[len(l.deadlines)-1]
-}
-
 // newDelayService returns a service with opts over a memory backend that
 // answers each call after delay, and that backend.
-func newDelayService(t *testing.T, delay time.Duration, opts Options) (*Service, *delayLimiter) {
+func newDelayService(t *testing.T, delay time.Duration, opts Options) (*Service, *rlstest.DelayLimiter) {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, testConfigOptions())
-	require.NoError(t, err)
 	mem := memory.New()
 	t.Cleanup(mem.Close)
-	lim := &delayLimiter{inner: mem, delay: delay}
-	return newService(t, lim, cfg, opts), lim
-}
-
-// decided reports whether resp is a decision of the backend, not the
-// failure mode's answer: its limited status carries the time until reset.
-func decided(resp *rlsv3.RateLimitResponse) bool {
-	return len(resp.GetStatuses()) > 0 && resp.GetStatuses()[0].GetDurationUntilReset() != nil
+	lim := &rlstest.DelayLimiter{Inner: mem, Delay: delay}
+	return newService(t, lim, rlstest.Limits(t, testLimits), opts), lim
 }
 
 // TestLongDeadlineIsTheBudget has callers that allow 2s ask a backend that
@@ -250,11 +208,11 @@ func decided(resp *rlsv3.RateLimitResponse) bool {
 func TestLongDeadlineIsTheBudget(t *testing.T) {
 	opts := testOptions()
 	opts.BackendTimeout = 10 * time.Millisecond
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, testConfigOptions())
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	require.NoError(t, err)
 	mem := memory.New()
 	t.Cleanup(mem.Close)
-	lim := &delayLimiter{inner: mem, delay: 50 * time.Millisecond}
+	lim := &rlstest.DelayLimiter{Inner: mem, Delay: 50 * time.Millisecond}
 	bOpts := breaker.Options{Failures: 20, Probes: 3, Cooldown: time.Second}
 	b, err := breaker.New(lim, bOpts)
 	require.NoError(t, err)
@@ -267,14 +225,14 @@ func TestLongDeadlineIsTheBudget(t *testing.T) {
 			defer cancel()
 			resp, err := svc.ShouldRateLimit(ctx, request(desc("counter", fmt.Sprint(i))))
 			if assert.NoError(t, err, "a decision, not the failure mode") {
-				assert.True(t, decided(resp), "decided by the backend")
+				assert.True(t, rlstest.Decided(resp), "decided by the backend")
 				assert.Equal(t, ok, resp.GetOverallCode())
 			}
 		})
 	}
 	wg.Wait()
 	assert.Equal(t, breaker.Closed, b.State(), "slow answers are no failures")
-	d := lim.lastDeadline(t)
+	d := lim.LastDeadline(t)
 	assert.Greater(t, time.Until(d), time.Second, "the backend got the caller's time, less the reserve")
 }
 
@@ -291,8 +249,8 @@ func TestNoDeadlineGetsTheBackendTimeout(t *testing.T) {
 	resp, err := svc.ShouldRateLimit(context.Background(), request(desc("counter", "a")))
 	after := time.Now()
 	require.NoError(t, err, "a decision with the default budget")
-	assert.True(t, decided(resp))
-	d := lim.lastDeadline(t)
+	assert.True(t, rlstest.Decided(resp))
+	d := lim.LastDeadline(t)
 	assert.False(t, d.Before(before.Add(budget)), "BackendTimeout after arrival")
 	assert.False(t, d.After(after.Add(budget)), "…set at arrival")
 
@@ -301,7 +259,7 @@ func TestNoDeadlineGetsTheBackendTimeout(t *testing.T) {
 	before = time.Now()
 	_, err = svc.ShouldRateLimit(context.Background(), request(desc("counter", "a")))
 	assert.Equal(t, codes.Unavailable, status.Code(err), "the failure mode's answer once the budget ends")
-	d = lim.lastDeadline(t)
+	d = lim.LastDeadline(t)
 	assert.False(t, d.Before(before.Add(20*time.Millisecond)))
 	assert.Less(t, d.Sub(before), 40*time.Millisecond)
 }
@@ -326,7 +284,7 @@ func TestBackendTimeoutMaxCapsEveryBudget(t *testing.T) {
 			_, err := svc.ShouldRateLimit(ctx, request(desc("counter", name)))
 			elapsed := time.Since(before)
 			assert.Equal(t, codes.Unavailable, status.Code(err), "the failure mode's answer at the cap")
-			d := lim.lastDeadline(t)
+			d := lim.LastDeadline(t)
 			assert.False(t, d.Before(before.Add(30*time.Millisecond)), "the cap after arrival")
 			assert.Less(t, d.Sub(before), 50*time.Millisecond, "…not the caller's time")
 			assert.Less(t, elapsed, time.Second)

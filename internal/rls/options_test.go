@@ -32,9 +32,3 @@ func testOptions() Options {
 		},
 	}
 }
-
-// testConfigOptions returns the config.Options that the tests parse their
-// limits with: a limit that names no algorithm is a sliding_window_counter.
-func testConfigOptions() config.Options {
-	return config.Options{DefaultAlgorithm: algorithms.SlidingWindowCounter}
-}

@@ -14,9 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 // envoyExample is envoyproxy/ratelimit's example configuration, domain "rl",
@@ -197,7 +198,7 @@ func TestQuotaMode(t *testing.T) {
 
 	t.Run("failure mode deny", func(t *testing.T) {
 		for _, global := range []bool{false, true} {
-			cfg, err := config.Parse([]config.File{file}, testConfigOptions())
+			cfg, err := config.Parse([]config.File{file}, rlstest.Config())
 			require.NoError(t, err)
 			opts := testOptions()
 			opts.FailureMode = FailDeny

@@ -19,9 +19,10 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 const testLimits = `
@@ -78,7 +79,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, mutate func(*Options)) *fixture {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, testConfigOptions())
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	require.NoError(t, err)
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))
@@ -91,16 +92,10 @@ func newFixture(t *testing.T, mutate func(*Options)) *fixture {
 	return &fixture{svc: newService(t, mem, cfg, opts), clock: clock, mem: mem}
 }
 
-func desc(kv ...string) *ratelimitv3.RateLimitDescriptor {
-	d := &ratelimitv3.RateLimitDescriptor{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
-	}
-	return d
-}
+func desc(kv ...string) *ratelimitv3.RateLimitDescriptor { return rlstest.Descriptor(kv...) }
 
 func request(descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
-	return &rlsv3.RateLimitRequest{Domain: "test", Descriptors: descs}
+	return rlstest.Request("test", descs...)
 }
 
 func (f *fixture) call(t *testing.T, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
@@ -112,11 +107,7 @@ func (f *fixture) call(t *testing.T, req *rlsv3.RateLimitRequest) *rlsv3.RateLim
 }
 
 func codesOf(resp *rlsv3.RateLimitResponse) []rlsv3.RateLimitResponse_Code {
-	var cs []rlsv3.RateLimitResponse_Code
-	for _, s := range resp.GetStatuses() {
-		cs = append(cs, s.GetCode())
-	}
-	return cs
+	return rlstest.Codes(resp)
 }
 
 const (
@@ -514,7 +505,7 @@ func TestWithoutConfigTheAnswerIsAnError(t *testing.T) {
 	assert.Equal(t, codes.InvalidArgument, status.Code(err), "the request's fault first: %v", err)
 	// /json says 503: internal/server's TestJSONWithoutConfig.
 
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, testConfigOptions())
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	require.NoError(t, err)
 	svc.SetConfig(cfg)
 	resp, err := svc.ShouldRateLimit(context.Background(), request(desc("fixed", "a")))
@@ -536,7 +527,7 @@ func (l failingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorith
 }
 
 func TestFailureModes(t *testing.T) {
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, testConfigOptions())
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	require.NoError(t, err)
 	for _, hang := range []bool{false, true} {
 		for _, tc := range []struct {

@@ -15,13 +15,13 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/layers/denycache"
 	"github.com/ratewarden/ratewarden/internal/memory"
-	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // The tests below replay envoyproxy/ratelimit's integration scripts for

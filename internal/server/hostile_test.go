@@ -17,16 +17,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 // entries returns a descriptor of the entries kv: key, value, key, value….
-func entries(kv ...string) *ratelimitv3.RateLimitDescriptor {
-	d := &ratelimitv3.RateLimitDescriptor{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
-	}
-	return d
-}
+func entries(kv ...string) *ratelimitv3.RateLimitDescriptor { return rlstest.Descriptor(kv...) }
 
 // TestHostileInputOverGRPC sends what a broken or malicious client might
 // through a real gRPC connection: each gets a clear error or a correct

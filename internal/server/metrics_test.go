@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/promtext"
+	"github.com/ratewarden/ratewarden/internal/testkit/promtext"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 const metricsLimits = `
@@ -54,11 +54,7 @@ func parseSamples(t *testing.T, text string) map[string]float64 {
 }
 
 func shopRequest(kv ...string) *rlsv3.RateLimitRequest {
-	d := &ratelimitv3.RateLimitDescriptor{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
-	}
-	return &rlsv3.RateLimitRequest{Domain: "shop", Descriptors: []*ratelimitv3.RateLimitDescriptor{d}}
+	return rlstest.Request("shop", rlstest.Descriptor(kv...))
 }
 
 func ruleSeries(name, descriptor, limit, algorithm, window string) string {

@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/envoymodel"
+	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlscripts"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 // TestRunAllScripts runs envoyproxy/ratelimit's integration scripts as its
@@ -100,15 +102,6 @@ func (r *runAll) curl(t *testing.T, path string, headers ...string) bool {
 	return resp.GetOverallCode() != codeOver
 }
 
-// statusCodes returns the status code of each descriptor of resp.
-func statusCodes(resp *rlsv3.RateLimitResponse) []rlsv3.RateLimitResponse_Code {
-	var cs []rlsv3.RateLimitResponse_Code
-	for _, st := range resp.GetStatuses() {
-		cs = append(cs, st.GetCode())
-	}
-	return cs
-}
-
 // multiserviceTokenQuota is multiservice-tokenquota.sh: a check of
 // service_1 and service_2 with 0 hits; Envoy sends the request to the
 // service whose descriptor is the first within its limit (the metadata of
@@ -157,7 +150,7 @@ func (r *runAll) quota(t *testing.T) {
 	}
 	for i, want := range [][]rlsv3.RateLimitResponse_Code{{over, ok}, {over, ok}, {over, over}} {
 		resp := quota()
-		assert.Equal(t, want, statusCodes(resp), "quota.sh request %d", i+1)
+		assert.Equal(t, want, rlstest.Codes(resp), "quota.sh request %d", i+1)
 		wantOverall := ok
 		if i == 2 {
 			wantOverall = over
@@ -167,49 +160,14 @@ func (r *runAll) quota(t *testing.T) {
 	r.sleep()
 	resp := quota()
 	assert.Equal(t, codeOK, resp.GetOverallCode(), "quota.sh request 4: the quota buckets are refreshed")
-	assert.Equal(t, []rlsv3.RateLimitResponse_Code{ok, ok}, statusCodes(resp), "quota.sh request 4: counts start again")
+	assert.Equal(t, []rlsv3.RateLimitResponse_Code{ok, ok}, rlstest.Codes(resp), "quota.sh request 4: counts start again")
 }
 
 // replaces is replaces.sh: a limit that replaces another by name takes its
 // place in the request.
 func (r *runAll) replaces(t *testing.T) {
-	steps := []struct {
-		path    string
-		headers []string
-		ok      bool
-	}{
-		// (foo: *), (bar: banned) is banned_limit, 0 a minute;
-		// (source_cluster: proxy), (destination_cluster: override)
-		// replaces it, 2 a minute.
-		{"/twoheader", []string{"foo", "bkthomps", "bar", "banned"}, false},
-		{"/fourheader", []string{"foo", "bkthomps", "bar", "banned", "source_cluster", "proxy", "destination_cluster", "mock"}, false},
-		{"/fourheader", []string{"foo", "bkthomps", "bar", "banned", "source_cluster", "proxy", "destination_cluster", "override"}, true},
-		{"/fourheader", []string{"foo", "bkthomps", "bar", "banned", "source_cluster", "proxy", "destination_cluster", "override"}, true},
-		{"/fourheader", []string{"foo", "bkthomps", "bar", "banned", "source_cluster", "proxy", "destination_cluster", "override"}, false},
-		// (foo: *), (bar: bkthomps) is bkthomps, 1 a minute;
-		// (destination_cluster: bkthomps) replaces it, 2 a minute.
-		{"/fourheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "bkthomps"}, true},
-		{"/fourheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "bkthomps"}, true},
-		{"/fourheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "bkthomps"}, false},
-		{"/fourheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "not_bkthomps"}, true},
-		{"/fourheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "not_bkthomps"}, false},
-		{"/fourheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "bkthomps"}, false},
-		// (category: account), 4 a minute, replaces bkthomps and
-		// fake_name, (destination_cluster: fake)'s 2 a minute.
-		{"/fiveheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "fake", "category", "account"}, true},
-		{"/fiveheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "fake", "category", "account"}, true},
-		{"/fiveheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "fake", "category", "account"}, true},
-		{"/fiveheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "fake", "category", "account"}, true},
-		{"/fiveheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "fake", "category", "account"}, false},
-		{"/twoheader", []string{"foo", "foo_2", "bar", "bkthomps"}, true},
-		{"/twoheader", []string{"foo", "foo_2", "bar", "bkthomps"}, false},
-		{"/fourheader", []string{"foo", "foo_3", "bar", "bar_3", "source_cluster", "proxy", "destination_cluster", "fake"}, true},
-		{"/fourheader", []string{"foo", "foo_3", "bar", "bar_3", "source_cluster", "proxy", "destination_cluster", "fake"}, true},
-		{"/fourheader", []string{"foo", "foo_3", "bar", "bar_3", "source_cluster", "proxy", "destination_cluster", "fake"}, false},
-		{"/fiveheader", []string{"foo", "my_foo", "bar", "bkthomps", "source_cluster", "proxy", "destination_cluster", "fake", "category", "account"}, false},
-	}
-	for i, step := range steps {
-		assert.Equal(t, step.ok, r.curl(t, step.path, step.headers...), "replaces.sh curl %d: %s %v", i+1, step.path, step.headers)
+	for i, step := range rlscripts.Replaces() {
+		assert.Equal(t, step.OK, r.curl(t, step.Path, step.Headers...), "replaces.sh curl %d: %s %v", i+1, step.Path, step.Headers)
 	}
 }
 

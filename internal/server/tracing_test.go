@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/ratewarden/ratewarden/internal/tracing/tracingtest"
+	"github.com/ratewarden/ratewarden/internal/testkit/tracingtest"
 )
 
 // TestTracingThroughEnvoyproxyRatelimitsVariables turns tracing on as Envoy

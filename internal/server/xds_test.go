@@ -17,8 +17,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/ratewarden/ratewarden/internal/redistest"
-	"github.com/ratewarden/ratewarden/internal/xds/xdstest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/xdstest"
 )
 
 // xdsWait bounds every wait for the xDS client; generous, for a busy

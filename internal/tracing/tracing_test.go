@@ -26,7 +26,8 @@ import (
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
-	"github.com/ratewarden/ratewarden/internal/tracing/tracingtest"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
+	"github.com/ratewarden/ratewarden/internal/testkit/tracingtest"
 )
 
 const limits = `
@@ -41,7 +42,7 @@ descriptors:
 // stops the server once its calls are done, their spans ended.
 func serve(t *testing.T, tr *Tracer, limiter algorithms.Limiter) (*grpc.ClientConn, func()) {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "edge.yaml", Data: []byte(limits)}}, rlsopts.Config())
+	cfg, err := config.Parse([]config.File{{Name: "edge.yaml", Data: []byte(limits)}}, rlstest.Config())
 	require.NoError(t, err)
 	svc, err := rls.New(tr.Limiter(limiter), cfg, rlsopts.Service())
 	require.NoError(t, err)

@@ -14,9 +14,9 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/xdstest"
 	"github.com/ratewarden/ratewarden/internal/xds"
-	"github.com/ratewarden/ratewarden/internal/xds/xdstest"
 )
 
 // wait bounds every wait for the client; generous, since the machine may be

@@ -17,11 +17,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 // The limits the services of these tests decide under.
@@ -34,21 +34,17 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 0}
 `
 
-func desc(k, v string) *ratelimitv3.RateLimitDescriptor {
-	return &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: k, Value: v}}}
-}
+func desc(k, v string) *ratelimitv3.RateLimitDescriptor { return rlstest.Descriptor(k, v) }
 
 func request(descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
-	return &rlsv3.RateLimitRequest{Domain: "test", Descriptors: descs}
+	return rlstest.Request("test", descs...)
 }
 
 // newService returns a service with opts over limiter, deciding under
 // testLimits.
 func newService(t *testing.T, limiter algorithms.Limiter, opts rls.Options) *rls.Service {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlsopts.Config())
-	require.NoError(t, err)
-	svc, err := rls.New(limiter, cfg, opts)
+	svc, err := rls.New(limiter, rlstest.Limits(t, testLimits), opts)
 	require.NoError(t, err)
 	return svc
 }
@@ -128,47 +124,6 @@ func TestShedRequestsNeverReachTheBackend(t *testing.T) {
 	assert.EqualValues(t, 3, res[0].Remaining, "the shed request consumed nothing")
 }
 
-// delayLimiter answers through inner after delay, as a backend on a busy
-// host does, unless the call's context ends first; it records the deadline
-// of every call.
-type delayLimiter struct {
-	inner algorithms.Limiter
-	delay time.Duration
-
-	mu        sync.Mutex
-	deadlines []time.Time
-}
-
-func (l *delayLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	d, _ := ctx.Deadline()
-	l.mu.Lock()
-	l.deadlines = append(l.deadlines, d)
-	l.mu.Unlock()
-	timer := time.NewTimer(l.delay)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return l.inner.Do(ctx, ops)
-}
-
-// lastDeadline returns the deadline of the latest call.
-func (l *delayLimiter) lastDeadline(t *testing.T) time.Time {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	require.NotEmpty(t, l.deadlines, "the backend was called")
-	return l.deadlines[len(l.deadlines)-1]
-}
-
-// decided reports whether resp is a decision of the backend, not the
-// failure mode's answer: its limited status carries the time until reset.
-func decided(resp *rlsv3.RateLimitResponse) bool {
-	return len(resp.GetStatuses()) > 0 && resp.GetStatuses()[0].GetDurationUntilReset() != nil
-}
-
 // TestShortDeadlineBesideLongOnes has callers that allow 2s fill the only
 // slot of a backend that answers in 50ms: they get decisions, while a
 // caller that allows 20ms, shorter than the backend's latency, is shed with
@@ -178,7 +133,7 @@ func decided(resp *rlsv3.RateLimitResponse) bool {
 func TestShortDeadlineBesideLongOnes(t *testing.T) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
-	lim := &delayLimiter{inner: mem, delay: 50 * time.Millisecond}
+	lim := &rlstest.DelayLimiter{Inner: mem, Delay: 50 * time.Millisecond}
 	b, err := breaker.New(lim, breaker.Options{Failures: 20, Probes: 3, Cooldown: time.Second})
 	require.NoError(t, err)
 	rec := &recorder{}
@@ -192,7 +147,7 @@ func TestShortDeadlineBesideLongOnes(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		resp, err := svc.ShouldRateLimit(ctx, request(desc("fixed", value)))
-		if err == nil && !decided(resp) {
+		if err == nil && !rlstest.Decided(resp) {
 			err = errors.New("not decided")
 		}
 		return err
@@ -209,7 +164,7 @@ func TestShortDeadlineBesideLongOnes(t *testing.T) {
 	// at its deadline less the reserve.
 	before := time.Now()
 	assert.Equal(t, codes.Unavailable, status.Code(short("s")))
-	d := lim.lastDeadline(t)
+	d := lim.LastDeadline(t)
 	assert.False(t, d.Before(before.Add(12*time.Millisecond)), "20ms less the 8ms reserve")
 	assert.Less(t, d.Sub(before), 20*time.Millisecond)
 	require.NoError(t, long("warm"), "the backend's latency is known")
@@ -223,20 +178,16 @@ func TestShortDeadlineBesideLongOnes(t *testing.T) {
 		defer a.gate.mu.Unlock()
 		return a.gate.inflight == 1 && a.gate.queued == 2
 	}, time.Second, time.Millisecond)
-	lim.mu.Lock()
-	calls := len(lim.deadlines)
-	lim.mu.Unlock()
+	calls := len(lim.Deadlines())
 	assert.Equal(t, codes.Unavailable, status.Code(short("x")), "shed")
 	wg.Wait()
 	rec.mu.Lock()
 	assert.Equal(t, []ShedReason{ShedDeadline}, rec.shed)
 	rec.mu.Unlock()
-	lim.mu.Lock()
-	assert.Len(t, lim.deadlines, calls+2, "the shed request never reached the backend")
-	lim.mu.Unlock()
+	assert.Len(t, lim.Deadlines(), calls+2, "the shed request never reached the backend")
 	assert.Equal(t, breaker.Closed, b.State())
 
-	res, err := lim.inner.Do(context.Background(), []algorithms.Op{{
+	res, err := lim.Inner.Do(context.Background(), []algorithms.Op{{
 		Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "fixed", Value: "x"}}},
 		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Window: time.Minute},
 	}})

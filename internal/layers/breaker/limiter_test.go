@@ -18,11 +18,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/algorithms/algotest"
-	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 // t0 is a realistic time a little after a minute boundary.
@@ -36,12 +36,10 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 5, algorithm: sliding_window_log, name: logins}
 `
 
-func desc(k, v string) *ratelimitv3.RateLimitDescriptor {
-	return &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: k, Value: v}}}
-}
+func desc(k, v string) *ratelimitv3.RateLimitDescriptor { return rlstest.Descriptor(k, v) }
 
 func request(descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
-	return &rlsv3.RateLimitRequest{Domain: "test", Descriptors: descs}
+	return rlstest.Request("test", descs...)
 }
 
 // recorder is an Observer that keeps everything it is told.
@@ -94,9 +92,7 @@ func newObserved(t *testing.T, limiter algorithms.Limiter, opts Options, mutate 
 // testLimits.
 func newService(t *testing.T, limiter algorithms.Limiter, opts rls.Options) *rls.Service {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlsopts.Config())
-	require.NoError(t, err)
-	svc, err := rls.New(limiter, cfg, opts)
+	svc, err := rls.New(limiter, rlstest.Limits(t, testLimits), opts)
 	require.NoError(t, err)
 	return svc
 }

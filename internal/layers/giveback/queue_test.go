@@ -17,11 +17,11 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 // recorder is an Observer that counts what it is told.
@@ -82,12 +82,10 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 100, algorithm: fixed_window}
 `
 
-func desc(k, v string) *ratelimitv3.RateLimitDescriptor {
-	return &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: k, Value: v}}}
-}
+func desc(k, v string) *ratelimitv3.RateLimitDescriptor { return rlstest.Descriptor(k, v) }
 
 func request(descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
-	return &rlsv3.RateLimitRequest{Domain: "test", Descriptors: descs}
+	return rlstest.Request("test", descs...)
 }
 
 // hits sets a descriptor's own hits_addend.
@@ -101,10 +99,8 @@ func hits(d *ratelimitv3.RateLimitDescriptor, n uint64) *ratelimitv3.RateLimitDe
 // builds it.
 func newService(t *testing.T, lim algorithms.Limiter, q *Limiter, opts rls.Options) *rls.Service {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlsopts.Config())
-	require.NoError(t, err)
 	opts.GiveBack = q.GiveBack
-	svc, err := rls.New(lim, cfg, opts)
+	svc, err := rls.New(lim, rlstest.Limits(t, testLimits), opts)
 	require.NoError(t, err)
 	return svc
 }

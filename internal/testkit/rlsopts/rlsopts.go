@@ -1,10 +1,10 @@
 // Package rlsopts gives the tests of the layers around rls.Service (and of
 // what else builds one without the server's settings) the rls.Options they
-// build it with, and the config.Options of its limits. They are the tests'
-// own values, not the server's: the server's come from its settings
+// build it with (their limits' options are rlstest.Config's). They are the
+// tests' own values, not the server's: the server's come from its settings
 // (internal/settings), whose tags hold the defaults. internal/rls's own
-// tests, which this package cannot serve without an import cycle, have
-// theirs (testOptions).
+// tests, which this package cannot serve without an import cycle (it
+// imports rls), have theirs (testOptions).
 package rlsopts
 
 import (
@@ -38,10 +38,4 @@ func Service() rls.Options {
 			MaxUnmatchedKeyBytes: 1024,
 		},
 	}
-}
-
-// Config returns the config.Options that the tests parse their limits with:
-// a limit that names no algorithm is a sliding_window_counter.
-func Config() config.Options {
-	return config.Options{DefaultAlgorithm: algorithms.SlidingWindowCounter}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/ratewarden/ratewarden/internal/envoymodel"
+	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
 )
 
 // listener builds an HTTPListener from a route configuration in YAML and a

@@ -16,14 +16,14 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
-	"github.com/ratewarden/ratewarden/internal/envoymodel"
 	"github.com/ratewarden/ratewarden/internal/settings"
+	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
 )
 
 // repoFile returns the path of a file of the repository, from this
 // package's directory.
 func repoFile(elem ...string) string {
-	return filepath.Join(append([]string{"..", ".."}, elem...)...)
+	return filepath.Join(append([]string{"..", "..", ".."}, elem...)...)
 }
 
 // envoyFile returns the path of a file of envoy/, the configuration files

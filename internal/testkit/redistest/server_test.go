@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/proc"
+	"github.com/ratewarden/ratewarden/internal/testkit/proc"
 )
 
 func TestStandaloneConfiguration(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/envoymodel"
+	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
 )
 
 // composeServices returns docker-compose.yaml's services.

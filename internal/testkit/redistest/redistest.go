@@ -31,7 +31,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratewarden/ratewarden/internal/proc"
+	"github.com/ratewarden/ratewarden/internal/testkit/proc"
 )
 
 const (

@@ -1,0 +1,22 @@
+// Package testkit is the folder of what ratewarden's tests and its load
+// generator share, apart from the product: no package of the server imports
+// anything under it (TestProductImportsNoTestkit checks). Its packages:
+//
+//   - proc starts and stops processes: redis-server (standalone, a cluster,
+//     Sentinel) and the server binary.
+//   - redistest adapts proc's Redis processes to tests.
+//   - promtext reads a Prometheus /metrics page.
+//   - envoymodel reads Envoy configuration back as Envoy does.
+//   - algotest is the behavioural suite every backend runs, with a fake
+//     clock.
+//   - xdstest is an xDS management server, and what Envoy Gateway's
+//     translator builds.
+//   - tracingtest is an OTLP trace collector.
+//   - filehold makes reads of a file hang.
+//   - rlstest builds the requests, limits and slow backends that the tests of
+//     the rate limit service and its layers share.
+//   - rlsopts gives the tests that build an rls.Service without the
+//     server's settings the options they build it with.
+//   - rlscripts holds curls of envoyproxy/ratelimit's integration scripts
+//     that several tests play.
+package testkit
