@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/redisx"
+	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -75,10 +75,13 @@ descriptors:
 func TestDenyCacheRacesGiveBacksOnRedis(t *testing.T) {
 	redis := redistest.Standalone(t)
 	client := redis.Client(t)
-	srv := startServer(t, map[string]string{
+	env := map[string]string{
 		"RLS_BACKEND": "redis", "RLS_REDIS_ADDRS": redis.Addr(), "RLS_BACKEND_TIMEOUT": "5s",
 		"RLS_CONFIG_PATH": writeConfig(t, raceLimits),
-	})
+	}
+	srv := startServer(t, env)
+	set, err := settings.Load(func(name string) (string, bool) { v, ok := env[name]; return v, ok })
+	require.NoError(t, err)
 	ctx := context.Background()
 	request := func(value string, giveBack bool) *rlsv3.RateLimitRequest {
 		d := &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: value}}, IsNegativeHits: giveBack}
@@ -101,7 +104,7 @@ func TestDenyCacheRacesGiveBacksOnRedis(t *testing.T) {
 		wg.Wait()
 		if call(request(value, false)) == rlsv3.RateLimitResponse_OVER_LIMIT {
 			denied++
-			key := redisx.DefaultKeyPrefix + "{" + algorithms.Identity(algorithms.Key{Domain: "race", Entries: []algorithms.Entry{{Key: "k", Value: value}}}, limit) + "}"
+			key := set.KeyPrefix + "{" + algorithms.Identity(algorithms.Key{Domain: "race", Entries: []algorithms.Entry{{Key: "k", Value: value}}}, limit) + "}"
 			if count, _ := client.HGet(ctx, key, "c").Int(); count < 1 {
 				wrong++
 			}

@@ -231,7 +231,11 @@ func (s *docSession) checkYAML(ts *testscript.TestScript, file string) error {
 		return err
 	}
 	if m, ok := v.(map[string]any); ok && m["domain"] != nil {
-		cfg, err := config.Parse([]config.File{{Name: b.String(), Data: []byte(b.Text)}}, config.Options{})
+		opts, err := serverConfigOptions()
+		if err != nil {
+			return err
+		}
+		cfg, err := config.Parse([]config.File{{Name: b.String(), Data: []byte(b.Text)}}, opts)
 		if err != nil {
 			return fmt.Errorf("the server would not load these limits: %w", err)
 		}
@@ -546,6 +550,17 @@ func breakConfig(dir, msg string) error {
 	return os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644)
 }
 
+// serverConfigOptions returns the options the server reads its limits
+// with when no variable is set: RLS_DEFAULT_ALGORITHM's default counts the
+// limits that name no algorithm.
+func serverConfigOptions() (config.Options, error) {
+	s, err := settings.Load(func(string) (string, bool) { return "", false })
+	if err != nil {
+		return config.Options{}, err
+	}
+	return config.Options{DefaultAlgorithm: s.DefaultAlgorithm, MaxBytes: s.ConfigMaxBytes}, nil
+}
+
 // checkConfigError makes the mistake the message reports in a copy of
 // config/ and compares the error the server's loader gives.
 func checkConfigError(s *docSession, lines []string) error {
@@ -553,7 +568,11 @@ func checkConfigError(s *docSession, lines []string) error {
 	if err := breakConfig(dir, lines[0]); err != nil {
 		return err
 	}
-	_, err := config.LoadContext(context.Background(), dir, config.Options{})
+	opts, err := serverConfigOptions()
+	if err != nil {
+		return err
+	}
+	_, err = config.LoadContext(context.Background(), dir, opts)
 	if err == nil {
 		return errors.New("the configuration loads without error")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/redisx"
+	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // modeEvalsha names runs of raw script calls.
@@ -98,6 +99,16 @@ func runKeys(runID string, keys int) []string {
 	return out
 }
 
+// serverKeyPrefix returns the prefix of the Redis keys of a server that no
+// variable configures: the default of RLS_KEY_PREFIX.
+func serverKeyPrefix() (string, error) {
+	s, err := settings.Load(func(string) (string, bool) { return "", false })
+	if err != nil {
+		return "", fmt.Errorf("loadgen: the server's default settings: %w", err)
+	}
+	return s.KeyPrefix, nil
+}
+
 // evalshaCommands returns the EVALSHA command of the named script for each
 // of the run's keys limits, once the script is cached on every master, so
 // that no call falls back to EVAL. For the empty script it is `return 1` on
@@ -120,7 +131,11 @@ func evalshaCommands(ctx context.Context, client redis.UniversalClient, name, ru
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: -script %q is not %s, %s or an algorithm", name, scriptTrivial, scriptPeer)
 	}
-	enc, err := redisx.NewEncoder(redisx.DefaultKeyPrefix, 0)
+	prefix, err := serverKeyPrefix()
+	if err != nil {
+		return nil, err
+	}
+	enc, err := redisx.NewEncoder(prefix, 0)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: %w", err)
 	}

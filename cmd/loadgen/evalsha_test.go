@@ -28,7 +28,9 @@ func TestEvalshaCallsAreTheLimiters(t *testing.T) {
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			client := b.client(t)
-			lim, err := redisx.NewLimiter(client)
+			prefix, err := serverKeyPrefix()
+			require.NoError(t, err)
+			lim, err := redisx.NewLimiter(client, 2, redisx.WithKeyPrefix(prefix))
 			require.NoError(t, err)
 			t.Cleanup(lim.Close)
 			for _, alg := range algorithms.Algorithms {

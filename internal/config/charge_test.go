@@ -43,7 +43,7 @@ descriptors:
     quota_mode: true
     charge: debt
     rate_limit: {unit: minute, requests_per_unit: 1000}
-`, Options{})
+`, testOptions())
 	got := map[string]*Rule{}
 	for _, r := range c.Rules() {
 		got[r.Path] = r
@@ -141,7 +141,7 @@ descriptors:
       - {unit: day, requests_per_unit: 100000, calendar: true, algorithm: fixed_window, unit_multiplier: 1}
   - key: team
     rate_limit: {unit: month, requests_per_unit: 10}
-`, Options{})
+`, testOptions())
 	rules := c.Rules()
 	require.Len(t, rules, 2)
 	month := rules[0].Limits[0].Limit

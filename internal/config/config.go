@@ -2,17 +2,19 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
 // Options holds the settings that apply to every file, and how LoadContext finds
-// the files. The zero value is ready to use, and reads files as
-// envoyproxy/ratelimit does with RUNTIME_IGNOREDOTFILES set.
+// the files. DefaultAlgorithm must be set; the zero value of every other
+// field is a choice of its own, and reads files as envoyproxy/ratelimit does
+// with RUNTIME_IGNOREDOTFILES set. The server sets every field from its
+// settings (internal/settings), whose tags hold the defaults.
 type Options struct {
-	// DefaultAlgorithm enforces limits that name no algorithm. Zero means
-	// algorithms.SlidingWindowCounter.
+	// DefaultAlgorithm enforces limits that name no algorithm.
 	DefaultAlgorithm algorithms.Algorithm
 	// MergeDomains lets several files configure one domain: the top-level
 	// descriptors of every file that names it join one tree, as with
@@ -31,22 +33,15 @@ type Options struct {
 	// not set it: whether their rules let is_negative_hits give hits back.
 	AllowNegativeHits bool
 	// MaxBytes is the most bytes the files LoadContext reads may hold together;
-	// past that, LoadContext fails before parsing any. Zero means DefaultMaxBytes.
+	// past that, LoadContext fails before parsing any. Zero sets no bound.
 	MaxBytes int64
 }
 
-// DefaultMaxBytes is the most bytes of limits files LoadContext reads unless
-// Options.MaxBytes says otherwise: 32 MiB. A file of 10 MB with 92 000
-// descriptors in block style took the heap to 93 MB at the start and 172 MB
-// on a reload, when the limits in force and the new ones are both held; a
-// file of the same size that must be read whole (flow style, or anchors
-// used across top-level descriptors) took it to 355 and 401 MB.
-const DefaultMaxBytes = 32 << 20
-
-// maxBytes returns MaxBytes, or its default.
+// maxBytes returns MaxBytes, or the most an int64 holds when it sets no
+// bound.
 func (o Options) maxBytes() int64 {
 	if o.MaxBytes <= 0 {
-		return DefaultMaxBytes
+		return math.MaxInt64
 	}
 	return o.MaxBytes
 }

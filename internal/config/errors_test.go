@@ -601,7 +601,7 @@ descriptors:
 domain: d
 descriptors:
   - {key: k, rate_limit: {unit: second, algorithm: sliding_window_log, requests_per_unit: 200000}}
-`)}}, Options{})
+`)}}, testOptions())
 	assert.ErrorIs(t, err, algorithms.ErrInvalidLimit)
 	wrapped := fmt.Errorf("reload: %w", err)
 	var e2 *Error

@@ -28,7 +28,7 @@ func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
 // which uses quota_mode and metadata, and checks what its quota descriptors
 // say.
 func TestEnvoyExampleLoads(t *testing.T) {
-	c, err := Parse([]File{envoyFile(t, "example.yaml")}, Options{})
+	c, err := Parse([]File{envoyFile(t, "example.yaml")}, testOptions())
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		value string
@@ -46,7 +46,7 @@ func TestEnvoyExampleLoads(t *testing.T) {
 
 // TestMetadataFile loads envoyproxy/ratelimit's metadata test file.
 func TestMetadataFile(t *testing.T) {
-	c, err := Parse([]File{envoyFile(t, "metadata.yaml")}, Options{})
+	c, err := Parse([]File{envoyFile(t, "metadata.yaml")}, testOptions())
 	require.NoError(t, err)
 	r := ruleAt(t, c, "test-domain", "key1=value1", "subkey1=something")
 	assert.Equal(t, uint64(5), r.Limits[0].Limit.Requests)
@@ -91,7 +91,7 @@ descriptors:
   - key: nothing
     metadata:
     rate_limit: {unit: second, requests_per_unit: 1}
-`, Options{})
+`, testOptions())
 	want := mustStruct(t, map[string]any{
 		"team":    "payments",
 		"tier":    2,
@@ -193,7 +193,7 @@ descriptors:
     descriptors:
       - key: child
         rate_limit: {unit: second, requests_per_unit: 1}
-`, Options{})
+`, testOptions())
 	assert.True(t, ruleAt(t, c, "d", "quota=x").QuotaMode)
 	assert.False(t, ruleAt(t, c, "d", "plain=x").QuotaMode)
 	// As in envoyproxy/ratelimit, quota_mode is the matched descriptor's own.
@@ -216,7 +216,7 @@ descriptors:
     shadow_mode: true
     metadata: {b: [1, true], a: {name: "x y"}}
     rate_limit: {unit: minute, requests_per_unit: 2}
-`)}}, Options{})
+`)}}, testOptions())
 	require.NoError(t, err)
 	assert.Equal(t, `domain "q" (q.yaml:1)
   q.service (q.yaml:3) shadow_mode quota_mode charge=window metadata={"a":{"name":"x y"},"b":[1,true]}
@@ -233,7 +233,7 @@ func TestMergeDomains(t *testing.T) {
 	assert.Equal(t, files[1].Name, e.File)
 	assert.Contains(t, e.Msg, `duplicate domain "test-domain" (also in `+files[0].Name+`:2)`)
 
-	c, err := Parse(files, Options{MergeDomains: true})
+	c, err := Parse(files, Options{DefaultAlgorithm: testAlgorithm, MergeDomains: true})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"test-domain"}, c.Domains())
 	assert.Equal(t, []string{files[0].Name, files[1].Name}, c.Files())
@@ -247,7 +247,7 @@ func TestMergeDomains(t *testing.T) {
 	assert.Contains(t, c.String(), `domain "test-domain" (`+files[0].Name+`:2)`)
 
 	// A descriptor given in two of the files is an error, as there.
-	_, err = Parse([]File{files[0], files[0]}, Options{MergeDomains: true})
+	_, err = Parse([]File{files[0], files[0]}, Options{DefaultAlgorithm: testAlgorithm, MergeDomains: true})
 	assert.Equal(t, &Error{File: files[0].Name, Line: 5, Field: "descriptors[0]",
 		Msg: `duplicate descriptor "test-domain.key1_value1" (first at line 5)`}, err)
 	_, err = Parse([]File{files[0], {Name: "again.yaml", Data: yml(`
@@ -256,7 +256,7 @@ descriptors:
   - key: key3
   - key: key1
     value: value1
-`)}}, Options{MergeDomains: true})
+`)}}, Options{DefaultAlgorithm: testAlgorithm, MergeDomains: true})
 	assert.Equal(t, &Error{File: "again.yaml", Line: 4, Field: "descriptors[1]",
 		Msg: `duplicate descriptor "test-domain.key1_value1" (first at ` + files[0].Name + `:5)`}, err)
 
@@ -264,7 +264,7 @@ descriptors:
 	c, err = Parse([]File{
 		{Name: "a.yaml", Data: yml("domain: m\ndescriptors:\n  - {key: ip, value: \"10.*\", rate_limit: {unit: second, requests_per_unit: 1}}\n")},
 		{Name: "b.yaml", Data: yml("domain: m\ndescriptors:\n  - {key: ip, value: \"10.1.*\", rate_limit: {unit: second, requests_per_unit: 2}}\n")},
-	}, Options{MergeDomains: true})
+	}, Options{DefaultAlgorithm: testAlgorithm, MergeDomains: true})
 	require.NoError(t, err)
 	assert.Equal(t, "a.yaml", ruleAt(t, c, "m", "ip=10.1.1.1").File)
 }

@@ -23,7 +23,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(envoyFile(f, filepath.Base(name)).Data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse([]File{{Name: "fuzz.yaml", Data: data}}, Options{})
+		c, err := Parse([]File{{Name: "fuzz.yaml", Data: data}}, testOptions())
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) {

@@ -15,6 +15,14 @@ import (
 // after the opening backquote.
 func yml(s string) []byte { return []byte(strings.TrimPrefix(s, "\n")) }
 
+// testAlgorithm is the algorithm of the tests' limits that name none: their
+// Options' DefaultAlgorithm, as swc builds such limits.
+const testAlgorithm = algorithms.SlidingWindowCounter
+
+// testOptions returns the Options the tests read files with, unless a test
+// says otherwise.
+func testOptions() Options { return Options{DefaultAlgorithm: testAlgorithm} }
+
 // mustParse parses one file named "test.yaml".
 func mustParse(t testing.TB, data string, opts Options) *Config {
 	t.Helper()
@@ -26,7 +34,7 @@ func mustParse(t testing.TB, data string, opts Options) *Config {
 // parseError parses files and returns the *Error it must fail with.
 func parseError(t *testing.T, files []File) *Error {
 	t.Helper()
-	_, err := Parse(files, Options{})
+	_, err := Parse(files, testOptions())
 	require.Error(t, err)
 	var e *Error
 	require.True(t, errors.As(err, &e), "error %v (%T) is not a *config.Error", err, err)
@@ -48,9 +56,10 @@ func limit(alg algorithms.Algorithm, requests uint64, unit Unit, multiplier uint
 	}
 }
 
-// swc returns a default-algorithm RateLimit of requests per unit.
+// swc returns a RateLimit of requests per unit of testAlgorithm, a limit
+// that names no algorithm.
 func swc(requests uint64, unit Unit) RateLimit {
-	return limit(algorithms.SlidingWindowCounter, requests, unit, 1)
+	return limit(testAlgorithm, requests, unit, 1)
 }
 
 // named returns l with a name and replaces.

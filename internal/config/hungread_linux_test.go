@@ -21,7 +21,7 @@ func loadWithin(t *testing.T, ctx context.Context, path string) error {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
-		_, err := LoadContext(ctx, path, Options{})
+		_, err := LoadContext(ctx, path, testOptions())
 		done <- err
 	}()
 	select {
@@ -67,7 +67,7 @@ func TestLoadGivesUpOnAHungRead(t *testing.T) {
 func TestWatcherSurvivesAHungRead(t *testing.T) {
 	dir := t.TempDir()
 	path := write(t, dir, "limits.yaml", limitsYAML("edge", 1))
-	w, cfg, err := newWatcher(path, WatchOptions{ReadTimeout: 100 * time.Millisecond, PollInterval: -1})
+	w, cfg, err := newWatcher(path, WatchOptions{Options: testOptions(), ReadTimeout: 100 * time.Millisecond, PollInterval: -1})
 	require.NoError(t, err)
 	require.Equal(t, []string{"edge=1"}, limits(cfg))
 
@@ -114,7 +114,7 @@ func TestWatcherSurvivesAHungRead(t *testing.T) {
 func TestWatcherReportsANamedPipe(t *testing.T) {
 	dir := t.TempDir()
 	path := write(t, dir, "limits.yaml", limitsYAML("edge", 1))
-	r, _, _ := watch(t, dir, WatchOptions{PollInterval: 20 * time.Millisecond})
+	r, _, _ := watch(t, dir, WatchOptions{Options: testOptions(), PollInterval: 20 * time.Millisecond})
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, syscall.Mkfifo(path, 0o644))
 	require.Eventually(t, func() bool {

@@ -67,13 +67,13 @@ func TestLargeFileMemory(t *testing.T) {
 	var first *Config
 	start := peakHeap(func() {
 		var err error
-		first, err = Parse([]File{{Name: "big.yaml", Data: data}}, Options{})
+		first, err = Parse([]File{{Name: "big.yaml", Data: data}}, testOptions())
 		require.NoError(t, err)
 	})
 	require.Len(t, first.Rules(), largeDescriptors)
 	runtime.GC()
 	reload := peakHeap(func() {
-		second, err := Parse([]File{{Name: "big.yaml", Data: data}}, Options{})
+		second, err := Parse([]File{{Name: "big.yaml", Data: data}}, testOptions())
 		require.NoError(t, err)
 		require.Len(t, second.Rules(), largeDescriptors)
 	})
@@ -88,7 +88,7 @@ func BenchmarkParseLargeFile(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		c, err := Parse([]File{{Name: "big.yaml", Data: data}}, Options{})
+		c, err := Parse([]File{{Name: "big.yaml", Data: data}}, testOptions())
 		if err != nil {
 			b.Fatal(err)
 		}

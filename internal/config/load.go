@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 )
 
 // ErrNoConfig is wrapped by the error of LoadContext, and of a Watcher's Check,
@@ -18,10 +17,6 @@ import (
 // directory without files. errors.Is(err, fs.ErrNotExist) tells the first
 // case apart.
 var ErrNoConfig = errors.New("config: no configuration files")
-
-// DefaultReadTimeout bounds how long a Watcher whose options set no
-// ReadTimeout waits for the files to be read.
-const DefaultReadTimeout = 10 * time.Second
 
 // LoadContext reads the configuration at path and parses it with Parse,
 // waiting for the files only until ctx ends. path is a file, or a directory
@@ -39,8 +34,8 @@ const DefaultReadTimeout = 10 * time.Second
 // *Error naming the file being read and wrapping ctx's error, and goes on
 // in the background until the operating system gives it up.
 //
-// The files may hold opts.MaxBytes together (DefaultMaxBytes unless it
-// says otherwise); past that, LoadContext fails with an *Error naming the
+// The files may hold opts.MaxBytes together (no bound when it is 0); past
+// that, LoadContext fails with an *Error naming the
 // file that went past it, without parsing any.
 //
 // Every error LoadContext returns is an *Error. A path that does not exist,

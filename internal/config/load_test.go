@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,9 +18,9 @@ import (
 )
 
 // load reads and parses the configuration at path as the server's loader
-// does, waiting for the files at most DefaultReadTimeout.
+// does, waiting for the files at most 10s.
 func load(path string, opts Options) (*Config, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultReadTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return LoadContext(ctx, path, opts)
 }
@@ -65,7 +67,7 @@ func TestLoadDirectory(t *testing.T) {
 	write(t, filepath.Join(dir, ".git"), "config.yaml", "domain: git\n")
 	require.NoError(t, os.Symlink("team", filepath.Join(dir, "linked")))
 
-	c, err := load(dir, Options{})
+	c, err := load(dir, testOptions())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"deep", "edge", "noext", "other"}, c.Domains())
 	assert.Equal(t, []string{
@@ -75,7 +77,7 @@ func TestLoadDirectory(t *testing.T) {
 		filepath.Join(sub, "deep.conf"),
 	}, c.Files())
 
-	c, err = load(dir, Options{DotFiles: true})
+	c, err = load(dir, Options{DefaultAlgorithm: testAlgorithm, DotFiles: true})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"deep", "edge", "git", "hidden", "noext", "other"}, c.Domains())
 }
@@ -92,7 +94,7 @@ func TestLoadKubernetesConfigMap(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join("..data", "edge.yaml"), filepath.Join(dir, "edge.yaml")))
 	require.NoError(t, os.Symlink(filepath.Join("..data", "other.yml"), filepath.Join(dir, "other.yml")))
 
-	c, err := load(dir, Options{})
+	c, err := load(dir, testOptions())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"edge", "other"}, c.Domains())
 	assert.Equal(t, []string{filepath.Join(dir, "edge.yaml"), filepath.Join(dir, "other.yml")}, c.Files())
@@ -104,7 +106,7 @@ func TestLoadKubernetesConfigMap(t *testing.T) {
 func TestLoadErrors(t *testing.T) {
 	t.Run("missing path", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "nope")
-		_, err := load(path, Options{})
+		_, err := load(path, testOptions())
 		var e *Error
 		require.True(t, errors.As(err, &e), "%v", err)
 		assert.Equal(t, path, e.File)
@@ -117,7 +119,7 @@ func TestLoadErrors(t *testing.T) {
 		dir := t.TempDir()
 		write(t, dir, ".x.yaml", "domain: x\n")
 		require.NoError(t, os.Mkdir(filepath.Join(dir, "empty"), 0o755))
-		_, err := load(dir, Options{})
+		_, err := load(dir, testOptions())
 		var e *Error
 		require.True(t, errors.As(err, &e), "%v", err)
 		assert.Equal(t, &Error{File: dir, Msg: "no configuration files in directory", Err: ErrNoConfig}, e)
@@ -127,7 +129,7 @@ func TestLoadErrors(t *testing.T) {
 		dir := t.TempDir()
 		write(t, dir, "a.yaml", edgeYAML)
 		notes := write(t, dir, "notes.txt", "not: [yaml")
-		_, err := load(dir, Options{})
+		_, err := load(dir, testOptions())
 		var e *Error
 		require.True(t, errors.As(err, &e), "%v", err)
 		assert.Equal(t, notes, e.File)
@@ -138,7 +140,7 @@ func TestLoadErrors(t *testing.T) {
 		write(t, dir, "a.yaml", edgeYAML)
 		link := filepath.Join(dir, "gone.yaml")
 		require.NoError(t, os.Symlink(filepath.Join(dir, "..data", "gone.yaml"), link))
-		_, err := load(dir, Options{})
+		_, err := load(dir, testOptions())
 		var e *Error
 		require.True(t, errors.As(err, &e), "%v", err)
 		assert.Equal(t, link, e.File)
@@ -148,7 +150,7 @@ func TestLoadErrors(t *testing.T) {
 		dir := t.TempDir()
 		write(t, dir, "a.yaml", edgeYAML)
 		bad := write(t, dir, "b.yaml", "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n")
-		_, err := load(dir, Options{})
+		_, err := load(dir, testOptions())
 		var e *Error
 		require.True(t, errors.As(err, &e), "%v", err)
 		assert.Equal(t, bad, e.File)
@@ -159,7 +161,7 @@ func TestLoadErrors(t *testing.T) {
 		dir := t.TempDir()
 		write(t, dir, "a.yaml", edgeYAML)
 		second := write(t, dir, "b.yaml", "# again\n"+edgeYAML)
-		_, err := load(dir, Options{})
+		_, err := load(dir, testOptions())
 		var e *Error
 		require.True(t, errors.As(err, &e), "%v", err)
 		assert.Equal(t, second, e.File)
@@ -178,17 +180,22 @@ func TestLoadRefusesMoreThanMaxBytes(t *testing.T) {
 	last := write(t, dir, "b.yaml", otherYAML)
 	both := int64(len(edgeYAML) + len(otherYAML))
 
-	c, err := load(dir, Options{MaxBytes: both})
+	c, err := load(dir, Options{DefaultAlgorithm: testAlgorithm, MaxBytes: both})
 	require.NoError(t, err)
 	assert.Len(t, c.Domains(), 2)
 
-	_, err = load(dir, Options{MaxBytes: both - 1})
+	_, err = load(dir, Options{DefaultAlgorithm: testAlgorithm, MaxBytes: both - 1})
 	var e *Error
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, last, e.File)
 	assert.Equal(t, fmt.Sprintf("%s: cannot read: the limits files hold %d bytes up to this one, more than the %d they may hold (RLS_CONFIG_MAX_BYTES)", last, both, both-1), err.Error())
 
-	_, err = load(last, Options{MaxBytes: 10})
+	_, err = load(last, Options{DefaultAlgorithm: testAlgorithm, MaxBytes: 10})
 	assert.ErrorContains(t, err, fmt.Sprintf("hold %d bytes up to this one, more than the 10 they may hold (RLS_CONFIG_MAX_BYTES)", len(otherYAML)))
-	assert.Equal(t, int64(DefaultMaxBytes), Options{}.maxBytes())
+
+	// A zero MaxBytes sets no bound.
+	c, err = load(dir, testOptions())
+	require.NoError(t, err)
+	assert.Len(t, c.Domains(), 2)
+	assert.Equal(t, int64(math.MaxInt64), testOptions().maxBytes())
 }

@@ -88,7 +88,7 @@ func entries(pairs ...string) []algorithms.Entry {
 }
 
 func TestMatch(t *testing.T) {
-	c := mustParse(t, matchConfig, Options{})
+	c := mustParse(t, matchConfig, testOptions())
 	tests := []struct {
 		name    string
 		domain  string
@@ -167,7 +167,7 @@ func TestMatch(t *testing.T) {
 }
 
 func TestMatchKeySharing(t *testing.T) {
-	c := mustParse(t, matchConfig, Options{})
+	c := mustParse(t, matchConfig, testOptions())
 
 	// Without share_threshold the Key holds the request's own entries.
 	req := entries("remote_address=1.2.3.4")
@@ -198,7 +198,7 @@ descriptors:
   - key: azure
     shadow_mode: true
     rate_limit: {unit: minute, requests_per_unit: 100}
-`, Options{})
+`, testOptions())
 	m, ok := c.Match("internal", entries("ldap=x"))
 	require.True(t, ok)
 	assert.True(t, m.Rule.Unlimited)
@@ -209,7 +209,7 @@ descriptors:
 }
 
 func TestMatchConcurrently(t *testing.T) {
-	c := mustParse(t, matchConfig, Options{})
+	c := mustParse(t, matchConfig, testOptions())
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
@@ -250,7 +250,7 @@ func benchConfig(b *testing.B) *Config {
     detailed_metric: true
     rate_limit: {unit: second, requests_per_unit: 10}
 `)
-	c, err := Parse([]File{{Name: "bench.yaml", Data: []byte(s.String())}}, Options{})
+	c, err := Parse([]File{{Name: "bench.yaml", Data: []byte(s.String())}}, testOptions())
 	require.NoError(b, err)
 	return c
 }

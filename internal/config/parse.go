@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -42,7 +43,7 @@ var (
 func Parse(files []File, opts Options) (*Config, error) {
 	def := opts.DefaultAlgorithm
 	if def == 0 {
-		def = algorithms.SlidingWindowCounter
+		return nil, errors.New("config: no default algorithm (Options.DefaultAlgorithm)")
 	}
 	if !def.Valid() {
 		return nil, fmt.Errorf("config: invalid default algorithm %s", def)

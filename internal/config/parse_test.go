@@ -363,7 +363,11 @@ descriptors:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := mustParse(t, tt.yaml, tt.opts)
+			opts := tt.opts
+			if opts == (Options{}) { // a row that sets no options
+				opts = testOptions()
+			}
+			c := mustParse(t, tt.yaml, opts)
 			assert.Equal(t, tt.want, rules(c))
 		})
 	}
@@ -392,7 +396,7 @@ descriptors:
         rate_limit: *std
   - key: other
     descriptors: [*tenant]
-`, Options{})
+`, testOptions())
 	std := swc(60, Minute)
 	assert.Equal(t, []Rule{
 		{Domain: "d", Path: "d.a", Limits: []RateLimit{std}, File: "test.yaml", Line: 3},
@@ -413,7 +417,7 @@ descriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 1}}]
 		{Name: "a.yaml", Data: yml(`
 domain: alpha
 `)},
-	}, Options{})
+	}, testOptions())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"alpha", "zeta"}, c.Domains())
 	assert.Equal(t, []string{"b.yaml", "a.yaml"}, c.Files())
@@ -434,7 +438,7 @@ domain: alpha
 }
 
 func TestParseNoFiles(t *testing.T) {
-	c, err := Parse(nil, Options{})
+	c, err := Parse(nil, testOptions())
 	require.NoError(t, err)
 	assert.Empty(t, c.Domains())
 	assert.Empty(t, c.Rules())
@@ -462,7 +466,7 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 10}
 `
 	for _, def := range []bool{false, true} {
-		c := mustParse(t, limits, Options{AllowNegativeHits: def})
+		c := mustParse(t, limits, Options{DefaultAlgorithm: testAlgorithm, AllowNegativeHits: def})
 		got := map[string]bool{}
 		for _, r := range c.Rules() {
 			got[r.Path] = r.AllowNegativeHits
@@ -477,6 +481,10 @@ func TestParseInvalidOptions(t *testing.T) {
 	_, err := Parse(nil, Options{DefaultAlgorithm: algorithms.Algorithm(99)})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "config: invalid default algorithm")
+
+	// No algorithm stands in for an unset one.
+	_, err = Parse(nil, Options{})
+	assert.EqualError(t, err, "config: no default algorithm (Options.DefaultAlgorithm)")
 }
 
 func TestString(t *testing.T) {
@@ -494,7 +502,7 @@ descriptors:
     rate_limit: {unlimited: true, name: "in ternal"}
 `)},
 		{Name: "limits/empty.yaml", Data: yml("domain: empty\n")},
-	}, Options{})
+	}, testOptions())
 	require.NoError(t, err)
 	assert.Equal(t, `domain "edge" (limits/edge.yaml:1)
   edge.api_key (limits/edge.yaml:3) shadow_mode allow_negative_hits

@@ -88,7 +88,7 @@ func TestPiecesReadAsTheWholeFile(t *testing.T) {
 			assert.Equal(t, tc.cut, ok, "cut")
 			checkPieces(t, []byte(tc.data))
 			// Parse gives what the whole file gives, error or not.
-			c, err := Parse([]File{{Name: "t.yaml", Data: []byte(tc.data)}}, Options{})
+			c, err := Parse([]File{{Name: "t.yaml", Data: []byte(tc.data)}}, testOptions())
 			whole, werr := parseOne([]byte(tc.data), false)
 			if werr != nil {
 				require.Error(t, err)

@@ -13,7 +13,7 @@ import (
 // TestStatic: a Static source gives the Config it was made with, and its
 // Run returns at once, even with a context that never ends.
 func TestStatic(t *testing.T) {
-	cfg := mustParse(t, limitsYAML("edge", 3), Options{})
+	cfg := mustParse(t, limitsYAML("edge", 3), testOptions())
 	origin := Origin{Name: "built by a test"}
 	s := NewStatic(origin, cfg)
 	assert.Equal(t, origin, s.Origin())
@@ -38,7 +38,7 @@ func TestStatic(t *testing.T) {
 func TestWatcherIsASource(t *testing.T) {
 	dir := t.TempDir()
 	path := write(t, dir, "limits.yaml", limitsYAML("edge", 1))
-	w := NewWatcher(path, WatchOptions{})
+	w := NewWatcher(path, WatchOptions{Options: testOptions()})
 	assert.Equal(t, Origin{Name: path}, w.Origin())
 	cfg, err := w.Load(context.Background())
 	require.NoError(t, err)
@@ -47,7 +47,7 @@ func TestWatcherIsASource(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, changed, "Load read the files")
 
-	missing := NewWatcher(filepath.Join(dir, "later"), WatchOptions{WaitForFiles: true})
+	missing := NewWatcher(filepath.Join(dir, "later"), WatchOptions{Options: testOptions(), WaitForFiles: true})
 	cfg, err = missing.Load(context.Background())
 	assert.NoError(t, err)
 	assert.Nil(t, cfg, "no files yet")

@@ -16,15 +16,10 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// Defaults for the WatchOptions fields whose zero value means "the default".
-const (
-	// DefaultPollInterval is how often a Watcher re-reads the files even
-	// when no file system notification arrived.
-	DefaultPollInterval = 10 * time.Second
-	// DefaultDebounce is how long the files must be quiet after a
-	// notification before a Watcher reads them.
-	DefaultDebounce = 150 * time.Millisecond
-)
+// DefaultDebounce is how long the files must be quiet after a notification
+// before a Watcher reads them, unless WatchOptions.Debounce says otherwise.
+// No setting exposes it.
+const DefaultDebounce = 150 * time.Millisecond
 
 // maxDebounces bounds how long a steady stream of notifications can put off
 // a read: at most maxDebounces times the debounce after the first of them.
@@ -34,14 +29,18 @@ const maxDebounces = 5
 // because it found new directories to watch.
 const maxRescans = 8
 
-// WatchOptions tunes a Watcher. The zero value is ready to use.
+// WatchOptions tunes a Watcher. A zero PollInterval never polls and a zero
+// ReadTimeout bounds a read by its context alone; a zero Debounce means
+// DefaultDebounce. Options.DefaultAlgorithm must be set. The server sets
+// every field from its settings (RLS_CONFIG_*), whose tags hold the
+// defaults.
 type WatchOptions struct {
 	// Options are the options of every load.
 	Options
 	// PollInterval is how often the files are re-read whatever the file
 	// system notifications say, for file systems that do not send them
-	// (some network and container volume mounts). Zero means
-	// DefaultPollInterval; a negative interval turns polling off.
+	// (some network and container volume mounts). Zero (or a negative
+	// interval) turns polling off.
 	PollInterval time.Duration
 	// Debounce is how long the files must be quiet after a notification
 	// before they are read, so that a burst of writes is read once. Zero
@@ -54,7 +53,8 @@ type WatchOptions struct {
 	// ReadTimeout bounds how long a Check waits for the files to be read.
 	// A read that hangs is not started again while it lasts: later Checks
 	// wait for it, each up to ReadTimeout, and report it as an error. Zero
-	// means DefaultReadTimeout.
+	// sets no bound of the Watcher's own: a Check then waits until its
+	// context ends.
 	ReadTimeout time.Duration
 	// WaitForFiles makes a path with nothing to load (one that does not
 	// exist yet, or an empty directory, as when a volume is mounted late)
@@ -64,12 +64,6 @@ type WatchOptions struct {
 }
 
 func (o WatchOptions) withDefaults() WatchOptions {
-	if o.ReadTimeout <= 0 {
-		o.ReadTimeout = DefaultReadTimeout
-	}
-	if o.PollInterval == 0 {
-		o.PollInterval = DefaultPollInterval
-	}
 	if o.Debounce <= 0 {
 		o.Debounce = DefaultDebounce
 	}
@@ -156,8 +150,11 @@ func (w *Watcher) Check(ctx context.Context) (cfg *Config, changed bool, err err
 	if r == nil {
 		r = startRead(w.path, w.opts.Options)
 	}
-	ctx, cancel := context.WithTimeout(ctx, w.opts.ReadTimeout)
-	defer cancel()
+	if w.opts.ReadTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, w.opts.ReadTimeout)
+		defer cancel()
+	}
 	s := r.wait(ctx)
 	w.pending = nil
 	if !r.finished() {

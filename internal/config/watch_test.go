@@ -130,7 +130,7 @@ func watch(t *testing.T, path string, opts WatchOptions) (*reports, *Config, *at
 
 // notifyOnly turns polling off, so that only file system notifications
 // can trigger a reload.
-var notifyOnly = WatchOptions{PollInterval: -1}
+var notifyOnly = WatchOptions{Options: testOptions(), PollInterval: -1}
 
 func requireLimits(t *testing.T, r *reports, want ...string) {
 	t.Helper()
@@ -289,7 +289,7 @@ func TestWatcherBurstOfWritesLoadsOnce(t *testing.T) {
 	dir := t.TempDir()
 	path := write(t, dir, "limits.yaml", limitsYAML("edge", 1))
 	// A long debounce, so that a slow machine cannot split the burst.
-	r, _, _ := watch(t, path, WatchOptions{PollInterval: -1, Debounce: 500 * time.Millisecond})
+	r, _, _ := watch(t, path, WatchOptions{Options: testOptions(), PollInterval: -1, Debounce: 500 * time.Millisecond})
 
 	for i := 100; i <= 120; i++ {
 		write(t, dir, "limits.yaml", limitsYAML("edge", i))
@@ -305,7 +305,7 @@ func TestWatcherBurstOfWritesLoadsOnce(t *testing.T) {
 func TestWatcherSteadyWritesCannotPutOffAReload(t *testing.T) {
 	dir := t.TempDir()
 	path := write(t, dir, "limits.yaml", limitsYAML("edge", 1))
-	r, _, _ := watch(t, path, WatchOptions{PollInterval: -1, Debounce: 200 * time.Millisecond})
+	r, _, _ := watch(t, path, WatchOptions{Options: testOptions(), PollInterval: -1, Debounce: 200 * time.Millisecond})
 
 	// A write every 50 ms never leaves the file quiet for 200 ms; the
 	// reload still comes, at most 5 debounces after the first write.
@@ -321,7 +321,7 @@ func TestWatcherSteadyWritesCannotPutOffAReload(t *testing.T) {
 func TestWatcherIgnoresUnchangedContent(t *testing.T) {
 	dir := t.TempDir()
 	path := write(t, dir, "limits.yaml", limitsYAML("edge", 1))
-	r, _, checks := watch(t, path, WatchOptions{PollInterval: 20 * time.Millisecond})
+	r, _, checks := watch(t, path, WatchOptions{Options: testOptions(), PollInterval: 20 * time.Millisecond})
 
 	replace(t, dir, "limits.yaml", limitsYAML("edge", 1)) // same bytes
 	later := time.Now().Add(time.Hour)
@@ -345,7 +345,7 @@ func TestWatcherPollsWhatNotificationsMiss(t *testing.T) {
 	dir, elsewhere := t.TempDir(), t.TempDir()
 	real := write(t, elsewhere, "real.yaml", limitsYAML("edge", 1))
 	require.NoError(t, os.Symlink(real, filepath.Join(dir, "edge.yaml")))
-	r, _, _ := watch(t, dir, WatchOptions{PollInterval: 50 * time.Millisecond})
+	r, _, _ := watch(t, dir, WatchOptions{Options: testOptions(), PollInterval: 50 * time.Millisecond})
 
 	write(t, elsewhere, "real.yaml", limitsYAML("edge", 2))
 	requireLimits(t, r, "edge=2")
@@ -354,7 +354,7 @@ func TestWatcherPollsWhatNotificationsMiss(t *testing.T) {
 func TestWatcherCheck(t *testing.T) {
 	dir := t.TempDir()
 	path := write(t, dir, "limits.yaml", limitsYAML("edge", 1))
-	w, cfg, err := newWatcher(path, WatchOptions{})
+	w, cfg, err := newWatcher(path, WatchOptions{Options: testOptions()})
 	require.NoError(t, err)
 	assert.Equal(t, path, w.Path())
 	assert.Equal(t, []string{"edge=1"}, limits(cfg))
@@ -402,7 +402,7 @@ func TestWatcherFileRenamedIsAChange(t *testing.T) {
 	// Names are part of the content: the rules and errors quote them.
 	dir := t.TempDir()
 	a := write(t, dir, "a.yaml", limitsYAML("edge", 1))
-	w, _, err := newWatcher(dir, WatchOptions{})
+	w, _, err := newWatcher(dir, WatchOptions{Options: testOptions()})
 	require.NoError(t, err)
 	b := filepath.Join(dir, "b.yaml")
 	require.NoError(t, os.Rename(a, b))
@@ -414,7 +414,7 @@ func TestWatcherFileRenamedIsAChange(t *testing.T) {
 
 func TestWatcherLoadFailsAsLoad(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing.yaml")
-	_, _, err := newWatcher(path, WatchOptions{})
+	_, _, err := newWatcher(path, WatchOptions{Options: testOptions()})
 	var e *Error
 	require.True(t, errors.As(err, &e), "%v", err)
 	assert.Equal(t, path, e.File)

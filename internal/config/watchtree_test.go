@@ -46,7 +46,7 @@ func TestWatcherSubdirectories(t *testing.T) {
 func TestWatcherWaitsForFiles(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "config", "limits")
-	_, _, err := newWatcher(dir, WatchOptions{})
+	_, _, err := newWatcher(dir, WatchOptions{Options: testOptions()})
 	require.ErrorIs(t, err, ErrNoConfig)
 
 	opts := notifyOnly

@@ -73,7 +73,7 @@ func checkMatches(t *testing.T, c *Config, domain string, cases []matchCase) {
 // and asks what its tests ask: a '*' anywhere in a value, several of them,
 // each matching any run of bytes, the empty one too.
 func TestMatchWildcardsAnywhere(t *testing.T) {
-	c, err := Parse([]File{envoyFile(t, "wildcard.yaml")}, Options{})
+	c, err := Parse([]File{envoyFile(t, "wildcard.yaml")}, testOptions())
 	require.NoError(t, err)
 	checkMatches(t, c, "test-domain", []matchCase{
 		{request: entries("noVal=foo1"), path: "test-domain.noVal"},
@@ -152,7 +152,7 @@ descriptors:
 // with the most literal bytes. An exact value beats every wildcard, and any
 // wildcard beats the key alone.
 func TestMatchWildcardPrecedence(t *testing.T) {
-	first := mustParse(t, precedenceConfig, Options{})
+	first := mustParse(t, precedenceConfig, testOptions())
 	checkMatches(t, first, "d", []matchCase{
 		{request: entries("ip=10.1.2.3"), path: "d.ip_10.*"},
 		{request: entries("ip=10.1.9.5"), path: "d.ip_10.*"},
@@ -160,7 +160,7 @@ func TestMatchWildcardPrecedence(t *testing.T) {
 		{request: entries("ip=10.1.2.5"), path: "d.ip_10.1.2.5"},
 		{request: entries("ip=192.0.2.1"), path: "d.ip"},
 	})
-	specific := mustParse(t, precedenceConfig, Options{WildcardPrecedence: MostSpecificWildcard})
+	specific := mustParse(t, precedenceConfig, Options{DefaultAlgorithm: testAlgorithm, WildcardPrecedence: MostSpecificWildcard})
 	checkMatches(t, specific, "d", []matchCase{
 		{request: entries("ip=10.1.2.3"), path: "d.ip_10.1.*"},
 		{request: entries("ip=10.1.9.5"), path: "d.ip_10.1.*"},
@@ -170,7 +170,7 @@ func TestMatchWildcardPrecedence(t *testing.T) {
 		{request: entries("ip=192.0.2.1"), path: "d.ip"},
 	})
 
-	_, err := Parse(nil, Options{WildcardPrecedence: MostSpecificWildcard + 1})
+	_, err := Parse(nil, Options{DefaultAlgorithm: testAlgorithm, WildcardPrecedence: MostSpecificWildcard + 1})
 	assert.Error(t, err)
 	for _, w := range []WildcardPrecedence{FirstWildcard, MostSpecificWildcard} {
 		got, err := ParseWildcardPrecedence(w.String())
@@ -185,7 +185,7 @@ func TestMatchWildcardPrecedence(t *testing.T) {
 // file and checks each of its cases: which value every matching request is
 // counted as, and the metric key.
 func TestMatchShareThreshold(t *testing.T) {
-	c, err := Parse([]File{envoyFile(t, "share_threshold.yaml")}, Options{})
+	c, err := Parse([]File{envoyFile(t, "share_threshold.yaml")}, testOptions())
 	require.NoError(t, err)
 	var cases []matchCase
 	for _, v := range []string{"files/a.pdf", "files/b.csv", "files/c.txt"} {
@@ -296,7 +296,7 @@ descriptors:
     value: "foo*bar*"
     value_to_metric: true
     rate_limit: {unit: minute, requests_per_unit: 20}
-`, Options{})
+`, testOptions())
 	checkMatches(t, c, "nested", []matchCase{
 		{request: entries("key-1=value-1"), path: "nested.key-1", metric: "nested.key-1_value-1"},
 		// A parent's detailed_metric does not reach its children's rules.
@@ -339,13 +339,13 @@ domain: d
 descriptors:
   - {key: k, share_threshold: false, rate_limit: {unit: second, requests_per_unit: 1}}
   - {key: "k*", share_threshold: true, rate_limit: {unit: second, requests_per_unit: 1}}
-`, Options{})
+`, testOptions())
 }
 
 // TestMatchAllocations: matching allocates nothing unless the Key or the
 // metric key must differ from the request's entries and the rule's Path.
 func TestMatchAllocations(t *testing.T) {
-	c, err := Parse([]File{envoyFile(t, "wildcard.yaml"), envoyFile(t, "share_threshold.yaml")}, Options{MergeDomains: true})
+	c, err := Parse([]File{envoyFile(t, "wildcard.yaml"), envoyFile(t, "share_threshold.yaml")}, Options{DefaultAlgorithm: testAlgorithm, MergeDomains: true})
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		request []algorithms.Entry

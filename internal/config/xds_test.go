@@ -22,7 +22,7 @@ func policy(n uint32, unit rlsconfv3.RateLimitUnit) *rlsconfv3.RateLimitPolicy {
 // fail with.
 func xdsError(t *testing.T, resources ...*rlsconfv3.RateLimitConfig) *Error {
 	t.Helper()
-	_, err := FromRateLimitConfigs(resources, Options{})
+	_, err := FromRateLimitConfigs(resources, testOptions())
 	require.Error(t, err)
 	var e *Error
 	require.True(t, errors.As(err, &e), "error %v (%T) is not a *config.Error", err, err)
@@ -152,7 +152,7 @@ func TestFromRateLimitConfigsKeepsEveryString(t *testing.T) {
 	for _, v := range values {
 		ds = append(ds, &rlsconfv3.RateLimitDescriptor{Key: "k " + v, Value: v, RateLimit: policy(1, rlsconfv3.RateLimitUnit_SECOND)})
 	}
-	c, err := FromRateLimitConfigs([]*rlsconfv3.RateLimitConfig{{Name: "strings", Domain: "d: ~", Descriptors: ds}}, Options{})
+	c, err := FromRateLimitConfigs([]*rlsconfv3.RateLimitConfig{{Name: "strings", Domain: "d: ~", Descriptors: ds}}, testOptions())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"d: ~"}, c.Domains())
 	for _, v := range values {
@@ -251,7 +251,7 @@ func TestFromRateLimitConfigsErrors(t *testing.T) {
 // that knows no domain, as an xDS server with no limits to serve sends.
 func TestFromRateLimitConfigsEmpty(t *testing.T) {
 	for _, resources := range [][]*rlsconfv3.RateLimitConfig{nil, {nil}} {
-		c, err := FromRateLimitConfigs(resources, Options{})
+		c, err := FromRateLimitConfigs(resources, testOptions())
 		require.NoError(t, err)
 		assert.Empty(t, c.Domains())
 		_, ok := c.Match("any", []algorithms.Entry{{Key: "k", Value: "v"}})
@@ -284,7 +284,7 @@ func TestFromRateLimitConfigsMergeDomains(t *testing.T) {
 	e := xdsError(t, a, b)
 	assert.Equal(t, `RateLimitConfig "b": domain: duplicate domain "test-domain" (also in RateLimitConfig "a")`, e.Error())
 
-	c, err := FromRateLimitConfigs([]*rlsconfv3.RateLimitConfig{a, other, b}, Options{MergeDomains: true})
+	c, err := FromRateLimitConfigs([]*rlsconfv3.RateLimitConfig{a, other, b}, Options{DefaultAlgorithm: testAlgorithm, MergeDomains: true})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"other", "test-domain"}, c.Domains())
 	for _, tc := range []struct {
@@ -310,7 +310,7 @@ func TestFromRateLimitConfigsMergeDomains(t *testing.T) {
 		{Key: "key3", RateLimit: policy(1, rlsconfv3.RateLimitUnit_SECOND)},
 		{Key: "key2", Value: "value2", Descriptors: []*rlsconfv3.RateLimitDescriptor{{Key: "k", RateLimit: policy(1, rlsconfv3.RateLimitUnit_SECOND)}}},
 	}}
-	_, err = FromRateLimitConfigs([]*rlsconfv3.RateLimitConfig{a, b, dup}, Options{MergeDomains: true})
+	_, err = FromRateLimitConfigs([]*rlsconfv3.RateLimitConfig{a, b, dup}, Options{DefaultAlgorithm: testAlgorithm, MergeDomains: true})
 	require.Error(t, err)
 	assert.Equal(t, `RateLimitConfig "d": descriptors[1]: duplicate descriptor: key "key2" and value "value2" are also those of RateLimitConfig "b" descriptors[0] in the same domain`, err.Error())
 }

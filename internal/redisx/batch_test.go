@@ -66,7 +66,7 @@ func TestBigCallsDoNotHoldOthers(t *testing.T) {
 	client := redistest.Standalone(t).Client(t)
 	hook := &sentHook{seen: map[string]bool{}}
 	client.AddHook(hook)
-	lim, err := NewLimiter(client, WithCoalescing(2))
+	lim, err := NewLimiter(client, 2)
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
 	ctx := context.Background()
@@ -132,7 +132,7 @@ func (c *cancelAfter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 func TestBigCallFailsWithinBounds(t *testing.T) {
 	client := redistest.Standalone(t).Client(t)
 	var log outcomeLog
-	lim, err := NewLimiter(client, WithCoalescing(2))
+	lim, err := NewLimiter(client, 2)
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
 	require.NoError(t, lim.Prepare(context.Background()))

@@ -22,7 +22,7 @@ func BenchmarkLimiterDo(b *testing.B) {
 	client := redistest.Standalone(b).Client(b)
 	for _, alg := range algorithms.Algorithms {
 		b.Run(alg.String(), func(b *testing.B) {
-			lim, err := NewLimiter(client, WithKeyPrefix("bench:"+alg.String()+":"))
+			lim, err := NewLimiter(client, testPipelines, WithKeyPrefix("bench:"+alg.String()+":"))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func BenchmarkLogEncoding(b *testing.B) {
 				b.Fatal(err)
 			}
 			now := time.Unix(1_800_000_000, 0)
-			lim, err := NewLimiter(client, WithKeyPrefix("bench:"+enc.name+":"), WithClock(func() time.Time {
+			lim, err := NewLimiter(client, testPipelines, WithKeyPrefix("bench:"+enc.name+":"), WithClock(func() time.Time {
 				now = now.Add(time.Millisecond)
 				return now
 			}))

@@ -94,7 +94,7 @@ func (o Options) universal(tlsConfig *tls.Config) *redis.UniversalOptions {
 
 		DialTimeout:           orDefault(o.DialTimeout, DefaultDialTimeout),
 		DialerRetries:         1,
-		ReadTimeout:           orDefault(o.ReadTimeout, DefaultReadTimeout),
+		ReadTimeout:           o.ReplyTimeout(),
 		WriteTimeout:          orDefault(o.WriteTimeout, DefaultWriteTimeout),
 		ContextTimeoutEnabled: true,
 

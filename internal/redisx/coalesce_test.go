@@ -37,7 +37,7 @@ func TestCoalescingSharesPipelines(t *testing.T) {
 	client := redistest.SharedStandalone(t).Client(t)
 	var pipes pipelineCounter
 	client.AddHook(&pipes)
-	lim, err := NewLimiter(client, WithKeyPrefix(testPrefix(t)), WithCoalescing(2))
+	lim, err := NewLimiter(client, 2, WithKeyPrefix(testPrefix(t)))
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
 
@@ -68,7 +68,7 @@ func TestCoalescingSharesPipelines(t *testing.T) {
 
 func TestCoalescingCallerLeavesAtItsDeadline(t *testing.T) {
 	srv := redistest.Standalone(t)
-	lim, err := NewLimiter(srv.Client(t), WithCoalescing(1))
+	lim, err := NewLimiter(srv.Client(t), 1)
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
 	op := algorithms.Op{Key: algorithms.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}, Hits: 1}
@@ -90,7 +90,7 @@ func TestCoalescingCallerLeavesAtItsDeadline(t *testing.T) {
 }
 
 func TestClosedLimiterRefuses(t *testing.T) {
-	lim, err := NewLimiter(redistest.SharedStandalone(t).Client(t))
+	lim, err := NewLimiter(redistest.SharedStandalone(t).Client(t), testPipelines)
 	require.NoError(t, err)
 	lim.Close()
 	op := algorithms.Op{Key: algorithms.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}, Hits: 1}

@@ -87,7 +87,7 @@ func runDifferential(t *testing.T, client redis.UniversalClient, alg algorithms.
 	clock := algotest.NewClock(start)
 	mem := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
 	t.Cleanup(mem.Close)
-	lim, err := NewLimiter(client, WithClock(clock.Now), WithKeyPrefix(testPrefix(t)))
+	lim, err := NewLimiter(client, testPipelines, WithClock(clock.Now), WithKeyPrefix(testPrefix(t)))
 	require.NoError(t, err)
 
 	subjects := make([]*subject, 6)
@@ -306,7 +306,7 @@ func TestCalendarWindowsMatchMemory(t *testing.T) {
 	clock := algotest.NewClock(time.Unix(0, 0))
 	mem := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
 	t.Cleanup(mem.Close)
-	lim, err := NewLimiter(backends()[0].client(t), WithClock(clock.Now), WithKeyPrefix(testPrefix(t)))
+	lim, err := NewLimiter(backends()[0].client(t), testPipelines, WithClock(clock.Now), WithKeyPrefix(testPrefix(t)))
 	require.NoError(t, err)
 	ctx := context.Background()
 	dates := []time.Time{

@@ -91,7 +91,7 @@ func TestEncoderCommand(t *testing.T) {
 // TestEncoderSlackAndServerTime: the slack is ARGV[9] in milliseconds, and
 // an empty now asks the script for Redis TIME.
 func TestEncoderSlackAndServerTime(t *testing.T) {
-	enc, err := NewEncoder(DefaultKeyPrefix, clockSlack)
+	enc, err := NewEncoder("ratewarden:", clockSlack)
 	require.NoError(t, err)
 	op := algorithms.Op{Key: algorithms.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1, Window: time.Second}, Hits: 1}
 	got, err := enc.Command(&op, Unsharded, "")

@@ -27,7 +27,7 @@ func TestFootprint(t *testing.T) {
 	srv := redistest.Standalone(t)
 	client := srv.Client(t)
 	ctx := context.Background()
-	lim, err := NewLimiter(client)
+	lim, err := NewLimiter(client, testPipelines)
 	require.NoError(t, err)
 
 	key := algorithms.Key{Domain: "edge", Entries: []algorithms.Entry{{Key: "api_key", Value: "k-5f2a9c1e7b3d4a60"}}}
@@ -194,7 +194,7 @@ func TestLogFootprintAsDocumented(t *testing.T) {
 	srv := redistest.Standalone(t)
 	client := srv.Client(t)
 	ctx := context.Background()
-	lim, err := NewLimiter(client)
+	lim, err := NewLimiter(client, testPipelines)
 	require.NoError(t, err)
 	for i, r := range rows {
 		require.NoError(t, client.ConfigSet(ctx, "zset-max-listpack-entries", strconv.FormatInt(r.maxEntries, 10)).Err())

@@ -6,10 +6,6 @@ import (
 	"strings"
 )
 
-// DefaultKeyPrefix is the prefix of every key a Limiter writes unless
-// WithKeyPrefix says otherwise.
-const DefaultKeyPrefix = "ratewarden:"
-
 // keySpace builds the Redis keys of every limit under one prefix:
 //
 //	<prefix>{<identity>}<suffix>          a limit that is not split

@@ -23,7 +23,7 @@ import (
 func TestKeysLiveNoLongerThanTheLifetime(t *testing.T) {
 	client := redistest.SharedStandalone(t).Client(t)
 	ctx := context.Background()
-	lim, err := NewLimiter(client, WithKeyPrefix(testPrefix(t)))
+	lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(testPrefix(t)))
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, a := range algorithms.Algorithms {
@@ -62,7 +62,7 @@ func TestKeysLiveNoLongerThanTheLifetime(t *testing.T) {
 func TestKeysOutliveTheirState(t *testing.T) {
 	client := redistest.SharedStandalone(t).Client(t)
 	ctx := context.Background()
-	lim, err := NewLimiter(client, WithKeyPrefix(testPrefix(t)))
+	lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(testPrefix(t)))
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(5, 6))
 	// needed returns when the stored state behaves as a new one, in µs, as

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"strconv"
 	"time"
 
@@ -36,39 +35,23 @@ const clockSlack = 24 * time.Hour
 type Option func(*limiterOptions)
 
 type limiterOptions struct {
-	prefix  string
-	clock   func() time.Time
-	intN    func(n int) int
-	workers int
-	grace   time.Duration
+	prefix string
+	clock  func() time.Time
+	intN   func(n int) int
+	grace  time.Duration
 }
 
-// DefaultCoalescingWorkers is how many pipelines per CPU a Limiter keeps in
-// flight at once when coalescing, and at least 2. Fewer pipelines carry more
-// calls each, which costs Redis less per decision (one read and one write per
-// pipeline): on 2 CPUs, 1 per CPU cost Redis 17 to 28 µs of CPU per decision
-// where 4 per CPU cost 23 to 35 (`go run ./cmd/loadgen rediscost`).
-const DefaultCoalescingWorkers = 1
-
-// WithCoalescing makes concurrent Do calls share pipelines: up to workers
-// pipelines, at least 1, are in flight at once, each carrying the calls that
-// were waiting when it left. The default is DefaultCoalescingWorkers per
-// CPU, and at least 2.
-func WithCoalescing(workers int) Option {
-	return func(o *limiterOptions) { o.workers = workers }
-}
-
-// WithGrace sets how long a coalesced pipeline keeps waiting for its answers
-// after the latest deadline of its callers, so that the Limiter learns what
-// became of the ops of callers that gave up (see Limiter.Do). Each read is
-// still bounded by the client's read timeout. The default is
-// DefaultReadTimeout; 0 waits no longer than the callers.
+// WithGrace sets how long a pipeline keeps waiting for its answers after the
+// latest deadline of its callers, so that the Limiter learns what became of
+// the ops of callers that gave up (see Limiter.Do). Each read is still
+// bounded by the client's read timeout. Without it, or with 0, a pipeline
+// waits no longer than its callers.
 func WithGrace(d time.Duration) Option {
 	return func(o *limiterOptions) { o.grace = d }
 }
 
-// WithKeyPrefix starts every key the Limiter writes with prefix instead of
-// DefaultKeyPrefix. The prefix must not contain '{' or '}'.
+// WithKeyPrefix starts every key the Limiter writes with prefix; without
+// it, keys have no prefix. The prefix must not contain '{' or '}'.
 func WithKeyPrefix(prefix string) Option {
 	return func(o *limiterOptions) { o.prefix = prefix }
 }
@@ -91,13 +74,15 @@ func WithRandom(intN func(n int) int) Option {
 }
 
 // NewLimiter returns a Limiter that keeps its state in the Redis that client
-// reaches: a *redis.Client, *redis.ClusterClient or a failover client. It does
-// not contact Redis; scripts are loaded on first use.
-func NewLimiter(client redis.UniversalClient, opts ...Option) (*Limiter, error) {
+// reaches: a *redis.Client, *redis.ClusterClient or a failover client. Its
+// concurrent Do calls share pipelines: up to pipelines of them, at least 1,
+// are in flight at once, each carrying the calls that were waiting when it
+// left. It does not contact Redis; scripts are loaded on first use.
+func NewLimiter(client redis.UniversalClient, pipelines int, opts ...Option) (*Limiter, error) {
 	if client == nil {
 		return nil, errors.New("redisx: nil client")
 	}
-	o := limiterOptions{prefix: DefaultKeyPrefix, intN: rand.IntN, workers: max(2, DefaultCoalescingWorkers*runtime.GOMAXPROCS(0)), grace: DefaultReadTimeout}
+	o := limiterOptions{intN: rand.IntN}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -114,11 +99,11 @@ func NewLimiter(client redis.UniversalClient, opts ...Option) (*Limiter, error) 
 		return nil, errors.New("redisx: nil random source")
 	case o.grace < 0:
 		return nil, errors.New("redisx: negative grace")
-	case o.workers < 1:
-		return nil, fmt.Errorf("redisx: coalescing needs at least 1 pipeline in flight, not %d", o.workers)
+	case pipelines < 1:
+		return nil, fmt.Errorf("redisx: coalescing needs at least 1 pipeline in flight, not %d", pipelines)
 	}
 	l := &Limiter{client: client, enc: enc, clock: o.clock, intN: o.intN}
-	l.co = newCoalescer(client, o.workers, o.grace)
+	l.co = newCoalescer(client, pipelines, o.grace)
 	return l, nil
 }
 

@@ -25,7 +25,7 @@ func TestLimiterSuite(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			client := b.client(t)
 			algotest.Run(t, func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
-				lim, err := NewLimiter(client, WithClock(clock.Now), WithKeyPrefix(testPrefix(t)))
+				lim, err := NewLimiter(client, testPipelines, WithClock(clock.Now), WithKeyPrefix(testPrefix(t)))
 				require.NoError(t, err)
 				return lim
 			})
@@ -65,7 +65,7 @@ func TestLimiterExactUnderConcurrency(t *testing.T) {
 			var lims [2]*Limiter
 			for i := range lims {
 				var err error
-				lims[i], err = NewLimiter(b.client(t), WithKeyPrefix(prefix))
+				lims[i], err = NewLimiter(b.client(t), testPipelines, WithKeyPrefix(prefix))
 				require.NoError(t, err)
 			}
 			for _, c := range cases {
@@ -118,7 +118,7 @@ func TestLimiterKeysExpire(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			client := b.client(t)
 			prefix := testPrefix(t)
-			lim, err := NewLimiter(client, WithKeyPrefix(prefix))
+			lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(prefix))
 			require.NoError(t, err)
 			ks, err := newKeySpace(prefix)
 			require.NoError(t, err)
@@ -217,7 +217,7 @@ func TestLimiterShards(t *testing.T) {
 			// L = 10 over 4 shards: 3, 3, 2, 2.
 			l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Window: time.Hour}
 			k := algorithms.Key{Domain: "shards", Entries: []algorithms.Entry{{Key: "tenant", Value: "hot"}}}
-			lim, err := NewLimiter(client, WithClock(clock.Now), WithKeyPrefix(prefix), WithRandom(scriptedRandom(t,
+			lim, err := NewLimiter(client, testPipelines, WithClock(clock.Now), WithKeyPrefix(prefix), WithRandom(scriptedRandom(t,
 				0,    // take 3: shard 0 admits
 				0, 0, // take 1: shard 0 denies, the first other shard (1) admits
 				1, 1, // take 3: shard 1 denies, the second other (2) cannot hold 3
@@ -269,7 +269,7 @@ func TestLimiterShards(t *testing.T) {
 // every hit the limit allows is admitted by some shard, none beyond.
 func TestLimiterShardsSumToTheLimit(t *testing.T) {
 	client := backends()[0].client(t)
-	lim, err := NewLimiter(client, WithKeyPrefix(testPrefix(t)), WithRandom(rand.New(rand.NewPCG(7, 8)).IntN))
+	lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(testPrefix(t)), WithRandom(rand.New(rand.NewPCG(7, 8)).IntN))
 	require.NoError(t, err)
 	ctx := context.Background()
 	for i, c := range []struct {
@@ -359,13 +359,13 @@ func TestShardLimitsSumToTheLimit(t *testing.T) {
 func TestNewLimiterRejects(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = client.Close() })
-	_, err := NewLimiter(client, WithKeyPrefix("a{b"))
+	_, err := NewLimiter(client, testPipelines, WithKeyPrefix("a{b"))
 	assert.Error(t, err)
-	_, err = NewLimiter(nil)
+	_, err = NewLimiter(nil, testPipelines)
 	assert.Error(t, err)
-	_, err = NewLimiter(client, WithRandom(nil))
+	_, err = NewLimiter(client, testPipelines, WithRandom(nil))
 	assert.Error(t, err)
-	_, err = NewLimiter(client, WithCoalescing(0))
+	_, err = NewLimiter(client, 0)
 	assert.ErrorContains(t, err, "at least 1 pipeline")
 }
 
@@ -377,7 +377,7 @@ func TestLimiterErrors(t *testing.T) {
 	t.Run("invalid limit", func(t *testing.T) {
 		unreachable := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 		t.Cleanup(func() { _ = unreachable.Close() })
-		lim, err := NewLimiter(unreachable)
+		lim, err := NewLimiter(unreachable, testPipelines)
 		require.NoError(t, err)
 		bad := op
 		bad.Limit.Window = 1500 * time.Millisecond
@@ -388,7 +388,7 @@ func TestLimiterErrors(t *testing.T) {
 	t.Run("unreachable", func(t *testing.T) {
 		unreachable := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 		t.Cleanup(func() { _ = unreachable.Close() })
-		lim, err := NewLimiter(unreachable)
+		lim, err := NewLimiter(unreachable, testPipelines)
 		require.NoError(t, err)
 		_, err = lim.Do(ctx, []algorithms.Op{op})
 		require.Error(t, err)
@@ -399,7 +399,7 @@ func TestLimiterErrors(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			client := b.client(t)
 			prefix := testPrefix(t)
-			lim, err := NewLimiter(client, WithKeyPrefix(prefix))
+			lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(prefix))
 			require.NoError(t, err)
 
 			done, cancel := context.WithCancel(ctx)
@@ -454,7 +454,7 @@ func TestDecodeReply(t *testing.T) {
 // integers, read as the scripts' own replies are: each is an error.
 func TestScriptReplyOfTheWrongType(t *testing.T) {
 	client := redistest.SharedStandalone(t).Client(t)
-	lim, err := NewLimiter(client, WithKeyPrefix(testPrefix(t)))
+	lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(testPrefix(t)))
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
 	op := algorithms.Op{Key: algorithms.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Minute}, Hits: 1}

@@ -47,6 +47,10 @@ func backends() []backend {
 	}
 }
 
+// testPipelines is how many pipelines the tests' Limiters keep in flight,
+// unless a test says otherwise.
+const testPipelines = 2
+
 var prefixes atomic.Int64
 
 // testPrefix returns a key prefix that no other test, nor an earlier run of

@@ -139,6 +139,11 @@ type Options struct {
 	MaxRetries int `split_words:"true" desc:"retries of a command that certainly did not run: no connection, or refused by a server that is loading or failing over (0: 1, negative: none); a script that may have run is never sent again"`
 }
 
+// ReplyTimeout returns how long the client waits for one reply when the
+// caller's context has no earlier deadline: ReadTimeout, or
+// DefaultReadTimeout when that is 0.
+func (o Options) ReplyTimeout() time.Duration { return orDefault(o.ReadTimeout, DefaultReadTimeout) }
+
 // mode returns o.Mode, with the zero Mode read as standalone.
 func (o Options) mode() Mode {
 	if o.Mode == "" {

@@ -51,7 +51,7 @@ func TestOutcomesOfCallersThatGaveUp(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { client.Close() })
 	var log outcomeLog
-	lim, err := NewLimiter(client, WithKeyPrefix(testPrefix(t)), WithCoalescing(1))
+	lim, err := NewLimiter(client, 1, WithKeyPrefix(testPrefix(t)), WithGrace(DefaultReadTimeout)) // as long as the client reads a reply
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
 	ctx := context.Background()

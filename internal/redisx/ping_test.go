@@ -118,7 +118,7 @@ func TestCheckWritesAuthErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 			assert.NotErrorIs(t, err, redisx.ErrWritesRefused)
 
-			lim, err := redisx.NewLimiter(client)
+			lim, err := redisx.NewLimiter(client, 2)
 			require.NoError(t, err)
 			t.Cleanup(lim.Close)
 			_, err = lim.Do(ctx, []algorithms.Op{op})

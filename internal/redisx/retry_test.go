@@ -87,7 +87,7 @@ func TestScriptsAreNeverSentTwice(t *testing.T) {
 			client, err := NewClient(o)
 			require.NoError(t, err)
 			t.Cleanup(func() { client.Close() })
-			lim, err := NewLimiter(client, WithKeyPrefix(testPrefix(t)))
+			lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(testPrefix(t)))
 			require.NoError(t, err)
 			t.Cleanup(lim.Close)
 			ctx := context.Background()
@@ -151,7 +151,7 @@ func TestRetriesWhatCertainlyDidNotRun(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	var loading refuseFirstPipeline
 	client.AddHook(&loading)
-	lim, err := NewLimiter(client, WithKeyPrefix(testPrefix(t)))
+	lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(testPrefix(t)))
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
 

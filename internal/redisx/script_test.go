@@ -54,7 +54,7 @@ func TestScriptsSurviveScriptFlush(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			masters := b.masters(t)
 			clock := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-			lim, err := NewLimiter(b.client(t), WithKeyPrefix(testPrefix(t)), WithClock(func() time.Time { return clock }))
+			lim, err := NewLimiter(b.client(t), testPipelines, WithKeyPrefix(testPrefix(t)), WithClock(func() time.Time { return clock }))
 			require.NoError(t, err)
 			ctx := context.Background()
 
@@ -113,7 +113,7 @@ func TestPrepareLoadsEveryScriptEverywhere(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			masters := b.masters(t)
-			lim, err := NewLimiter(b.client(t), WithKeyPrefix(testPrefix(t)))
+			lim, err := NewLimiter(b.client(t), testPipelines, WithKeyPrefix(testPrefix(t)))
 			require.NoError(t, err)
 			ctx := context.Background()
 			flushScripts(t, masters)
@@ -151,7 +151,7 @@ func TestRedisThatCannotServeIsUnavailable(t *testing.T) {
 	ctx := context.Background()
 	client := replica.Client(t)
 	require.NoError(t, client.ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(master.Port())).Err())
-	lim, err := NewLimiter(client)
+	lim, err := NewLimiter(client, testPipelines)
 	require.NoError(t, err)
 	_, err = lim.Do(ctx, []algorithms.Op{{
 		Key:   algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: "v"}}},

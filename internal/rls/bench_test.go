@@ -10,19 +10,20 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 // BenchmarkShouldRateLimit measures one decision on the memory backend, the
 // path every request takes, with its allocations (-benchmem): one descriptor
 // of each algorithm, over 1 000 keys.
 func BenchmarkShouldRateLimit(b *testing.B) {
-	cfg, err := config.Parse([]config.File{{Name: "bench.yaml", Data: []byte(testLimits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "bench.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	if err != nil {
 		b.Fatal(err)
 	}
 	mem := memory.New()
 	b.Cleanup(mem.Close)
-	opts := DefaultOptions()
+	opts := testOptions()
 	opts.BackendTimeout = 0
 	svc := newService(b, mem, cfg, opts)
 	for _, key := range []string{"fixed", "log", "counter", "bucket"} {

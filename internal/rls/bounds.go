@@ -17,7 +17,8 @@ import (
 // its descriptors and their entries, the hits of a descriptor, and the
 // numbers and keys of the limit overrides that requests bring. A request beyond a bound is refused with
 // InvalidArgument and a message naming the bound, before anything is
-// counted. A zero field means its default (DefaultBounds).
+// counted. Every bound must be positive: the server sets each from its
+// setting (RLS_MAX_DESCRIPTORS, RLS_MAX_ENTRIES, ...).
 type Bounds struct {
 	// MaxDescriptors is the most descriptors one request may have: each is
 	// matched, and each of its limits is a script call to the backend.
@@ -50,75 +51,28 @@ type Bounds struct {
 	MaxUnmatchedKeyBytes int
 }
 
-// The default Bounds.
-const (
-	DefaultMaxDescriptors       = 256
-	DefaultMaxEntries           = config.MaxDepth
-	DefaultMaxHits              = 1_000_000_000
-	DefaultMaxLogHits           = 100
-	DefaultMaxOverrideLogSize   = 1000
-	DefaultMaxOverrideLifetime  = 62 * 24 * time.Hour
-	DefaultMaxUnmatchedEntries  = 16
-	DefaultMaxUnmatchedKeyBytes = 1024
-)
-
-// DefaultBounds returns the bounds a Service applies unless told otherwise:
-// 256 descriptors per request (Envoy sends one per rate limit action that
-// applies, a handful; Envoy Gateway at most one per rule of a policy, which
-// has at most 256), 64 entries per descriptor (the most a rule can match),
-// 10^9 hits per descriptor, and 100 for a sliding_window_log (a script that
-// adds 1 000 entries held Redis for 3 to 5 ms on a busy 2-core machine, and
-// one of 100 000 for a quarter to half a second); overrides of at most 1 000
-// for a sliding_window_log (about 115 KB in Redis), whose state lives at most
-// 62 days (a month's window under any algorithm); and overrides of
-// unmatched descriptors with at most 16 entries and a 1 024-byte identity.
-func DefaultBounds() Bounds {
-	return Bounds{
-		MaxDescriptors:       DefaultMaxDescriptors,
-		MaxEntries:           DefaultMaxEntries,
-		MaxHits:              DefaultMaxHits,
-		MaxLogHits:           DefaultMaxLogHits,
-		MaxOverrideLogSize:   DefaultMaxOverrideLogSize,
-		MaxOverrideLifetime:  DefaultMaxOverrideLifetime,
-		MaxUnmatchedEntries:  DefaultMaxUnmatchedEntries,
-		MaxUnmatchedKeyBytes: DefaultMaxUnmatchedKeyBytes,
-	}
-}
-
-// withDefaults returns b with its zero fields set to the defaults.
-func (b Bounds) withDefaults() Bounds {
-	d := DefaultBounds()
-	return Bounds{
-		MaxDescriptors:       orDefault(b.MaxDescriptors, d.MaxDescriptors),
-		MaxEntries:           orDefault(b.MaxEntries, d.MaxEntries),
-		MaxHits:              orDefault(b.MaxHits, d.MaxHits),
-		MaxLogHits:           orDefault(b.MaxLogHits, d.MaxLogHits),
-		MaxOverrideLogSize:   orDefault(b.MaxOverrideLogSize, d.MaxOverrideLogSize),
-		MaxOverrideLifetime:  orDefault(b.MaxOverrideLifetime, d.MaxOverrideLifetime),
-		MaxUnmatchedEntries:  orDefault(b.MaxUnmatchedEntries, d.MaxUnmatchedEntries),
-		MaxUnmatchedKeyBytes: orDefault(b.MaxUnmatchedKeyBytes, d.MaxUnmatchedKeyBytes),
-	}
-}
-
-// validate reports a bound that is negative.
+// validate reports a bound that is not positive: a Service needs every
+// bound set.
 func (b Bounds) validate() error {
-	if b.MaxDescriptors < 0 || b.MaxEntries < 0 {
-		return fmt.Errorf("rls: negative bound in MaxDescriptors %d or MaxEntries %d", b.MaxDescriptors, b.MaxEntries)
-	}
-	if b.MaxOverrideLifetime < 0 || b.MaxUnmatchedEntries < 0 || b.MaxUnmatchedKeyBytes < 0 {
-		return fmt.Errorf("rls: negative bound in MaxOverrideLifetime %s, MaxUnmatchedEntries %d or MaxUnmatchedKeyBytes %d",
-			b.MaxOverrideLifetime, b.MaxUnmatchedEntries, b.MaxUnmatchedKeyBytes)
+	for _, f := range []struct {
+		name  string
+		value any
+		ok    bool
+	}{
+		{"MaxDescriptors", b.MaxDescriptors, b.MaxDescriptors > 0},
+		{"MaxEntries", b.MaxEntries, b.MaxEntries > 0},
+		{"MaxHits", b.MaxHits, b.MaxHits > 0},
+		{"MaxLogHits", b.MaxLogHits, b.MaxLogHits > 0},
+		{"MaxOverrideLogSize", b.MaxOverrideLogSize, b.MaxOverrideLogSize > 0},
+		{"MaxOverrideLifetime", b.MaxOverrideLifetime, b.MaxOverrideLifetime > 0},
+		{"MaxUnmatchedEntries", b.MaxUnmatchedEntries, b.MaxUnmatchedEntries > 0},
+		{"MaxUnmatchedKeyBytes", b.MaxUnmatchedKeyBytes, b.MaxUnmatchedKeyBytes > 0},
+	} {
+		if !f.ok {
+			return fmt.Errorf("rls: Bounds.%s must be positive, not %v", f.name, f.value)
+		}
 	}
 	return nil
-}
-
-// orDefault returns v, or def when v is the zero value.
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // checkSize refuses a request with more descriptors, or a descriptor with

@@ -33,11 +33,12 @@ func TestRequestSizeBeyondTheBoundsIsRefused(t *testing.T) {
 	}
 	fixed := func(i int) *ratelimitv3.RateLimitDescriptor { return desc("fixed", fmt.Sprint("a", i)) }
 
-	t.Run("the defaults", func(t *testing.T) {
+	t.Run("the tests' bounds", func(t *testing.T) {
 		f := newFixture(t, nil)
-		resp := f.call(t, request(many(DefaultMaxDescriptors, fixed)...))
+		b := f.svc.opts.Bounds
+		resp := f.call(t, request(many(b.MaxDescriptors, fixed)...))
 		assert.Equal(t, ok, resp.GetOverallCode())
-		resp = f.call(t, request(desc("fixed", "b"), entries(DefaultMaxEntries)))
+		resp = f.call(t, request(desc("fixed", "b"), entries(b.MaxEntries)))
 		assert.Equal(t, []any{ok, ok}, []any{resp.GetStatuses()[0].GetCode(), resp.GetStatuses()[1].GetCode()})
 
 		for _, tc := range []struct {
@@ -45,9 +46,9 @@ func TestRequestSizeBeyondTheBoundsIsRefused(t *testing.T) {
 			ds   []*ratelimitv3.RateLimitDescriptor
 			msg  string
 		}{
-			{"257 descriptors", append(many(DefaultMaxDescriptors, fixed), desc("fixed", "c")),
+			{"257 descriptors", append(many(b.MaxDescriptors, fixed), desc("fixed", "c")),
 				"rls: the request has 257 descriptors, more than the 256 one request may have (RLS_MAX_DESCRIPTORS): send them in several requests"},
-			{"a descriptor of 65 entries", []*ratelimitv3.RateLimitDescriptor{desc("fixed", "c"), entries(DefaultMaxEntries + 1)},
+			{"a descriptor of 65 entries", []*ratelimitv3.RateLimitDescriptor{desc("fixed", "c"), entries(b.MaxEntries + 1)},
 				"rls: descriptors[1] has 65 entries, more than the 64 one descriptor may have (RLS_MAX_ENTRIES): send fewer; no configured rule matches more than 64"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 const chargeLimits = `
@@ -36,12 +37,12 @@ descriptors:
 
 func newChargeFixture(t *testing.T, obs Observer) *fixture {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "charge.yaml", Data: []byte(chargeLimits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "charge.yaml", Data: []byte(chargeLimits)}}, rlstest.Config())
 	require.NoError(t, err)
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
-	opts := DefaultOptions()
+	opts := testOptions()
 	opts.Observer = obs
 	return &fixture{svc: newService(t, mem, cfg, opts), clock: clock, mem: mem}
 }

@@ -43,9 +43,9 @@ func serveGRPC(t *testing.T, svc *Service) rlsv3.RateLimitServiceClient {
 // (allow) must reach the caller before its deadline, rather than the caller
 // giving up with DEADLINE_EXCEEDED while the service still waits.
 func TestCallerDeadlineBoundsTheBackend(t *testing.T) {
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	require.NoError(t, err)
-	opts := DefaultOptions()
+	opts := testOptions()
 	opts.FailureMode = FailAllow
 	opts.BackendTimeout = time.Second
 	// A reserve that a loaded test machine cannot eat.
@@ -91,12 +91,12 @@ func (r *deadlineRecorder) Do(ctx context.Context, ops []algorithms.Op) ([]algor
 // of them admitted: the refund of the admitted one runs under the deadline
 // the request got when it arrived, not under a fresh timeout of its own.
 func TestRefundSharesTheTakesDeadline(t *testing.T) {
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	require.NoError(t, err)
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	rec := &deadlineRecorder{inner: mem}
-	opts := DefaultOptions()
+	opts := testOptions()
 	opts.BackendTimeout = time.Second
 	svc := newService(t, rec, cfg, opts)
 
@@ -118,7 +118,7 @@ func TestRefundSharesTheTakesDeadline(t *testing.T) {
 // timeout; the backend timeout after arrival for a caller without one; and
 // none without a backend timeout.
 func TestCallerDeadlineLessReserve(t *testing.T) {
-	opts := DefaultOptions()
+	opts := testOptions()
 	opts.BackendTimeout = 10 * time.Millisecond
 	opts.DeadlineReserve = 3 * time.Millisecond
 	svc := newService(t, failingLimiter{}, nil, opts)
@@ -159,7 +159,7 @@ func TestCallerDeadlineLessReserve(t *testing.T) {
 // arrival, and the reserve kept of the caller's deadline for the way back
 // grows to the 4ms the way in took.
 func TestWaitBeforeTheHandlerCounts(t *testing.T) {
-	opts := DefaultOptions()
+	opts := testOptions()
 	opts.BackendTimeout = 10 * time.Millisecond
 	opts.DeadlineReserve = time.Millisecond
 	svc := newService(t, failingLimiter{}, nil, opts)
@@ -206,19 +206,20 @@ func newDelayService(t *testing.T, delay time.Duration, opts Options) (*Service,
 // not the backend timeout, is the budget, so each gets a decision, and the
 // circuit breaker, which 20 failures would open, stays closed.
 func TestLongDeadlineIsTheBudget(t *testing.T) {
-	opts := DefaultOptions()
+	opts := testOptions()
 	opts.BackendTimeout = 10 * time.Millisecond
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	require.NoError(t, err)
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	lim := &rlstest.DelayLimiter{Inner: mem, Delay: 50 * time.Millisecond}
-	b, err := breaker.New(lim, breaker.Options{Failures: breaker.DefaultFailures})
+	bOpts := breaker.Options{Failures: 20, Probes: 3, Cooldown: time.Second}
+	b, err := breaker.New(lim, bOpts)
 	require.NoError(t, err)
 	svc := newService(t, b, cfg, opts)
 
 	var wg sync.WaitGroup
-	for i := range 2 * breaker.DefaultFailures {
+	for i := range 2 * bOpts.Failures {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
@@ -240,8 +241,9 @@ func TestLongDeadlineIsTheBudget(t *testing.T) {
 // a backend that answers in 50ms to decide, and with a short one the
 // failure mode's answer comes when it ends.
 func TestNoDeadlineGetsTheBackendTimeout(t *testing.T) {
-	opts := DefaultOptions()
-	require.Equal(t, DefaultBackendTimeout, opts.BackendTimeout)
+	opts := testOptions()
+	budget := opts.BackendTimeout
+	require.Equal(t, time.Second, budget)
 	svc, lim := newDelayService(t, 50*time.Millisecond, opts)
 	before := time.Now()
 	resp, err := svc.ShouldRateLimit(context.Background(), request(desc("counter", "a")))
@@ -249,8 +251,8 @@ func TestNoDeadlineGetsTheBackendTimeout(t *testing.T) {
 	require.NoError(t, err, "a decision with the default budget")
 	assert.True(t, rlstest.Decided(resp))
 	d := lim.LastDeadline(t)
-	assert.False(t, d.Before(before.Add(DefaultBackendTimeout)), "BackendTimeout after arrival")
-	assert.False(t, d.After(after.Add(DefaultBackendTimeout)), "…set at arrival")
+	assert.False(t, d.Before(before.Add(budget)), "BackendTimeout after arrival")
+	assert.False(t, d.After(after.Add(budget)), "…set at arrival")
 
 	opts.BackendTimeout = 20 * time.Millisecond
 	svc, lim = newDelayService(t, 50*time.Millisecond, opts)
@@ -267,7 +269,7 @@ func TestNoDeadlineGetsTheBackendTimeout(t *testing.T) {
 // their arrival, and the failure mode's answer from a backend that takes
 // 50ms.
 func TestBackendTimeoutMaxCapsEveryBudget(t *testing.T) {
-	opts := DefaultOptions()
+	opts := testOptions()
 	opts.BackendTimeoutMax = 30 * time.Millisecond
 	svc, lim := newDelayService(t, 50*time.Millisecond, opts)
 	for name, timeout := range map[string]time.Duration{"2s deadline": 2 * time.Second, "no deadline": 0} {
@@ -289,6 +291,8 @@ func TestBackendTimeoutMaxCapsEveryBudget(t *testing.T) {
 		})
 	}
 
-	_, err := New(nil, nil, Options{BackendTimeoutMax: -time.Second})
+	invalid := testOptions()
+	invalid.BackendTimeoutMax = -time.Second
+	_, err := New(nil, nil, invalid)
 	assert.ErrorContains(t, err, "BackendTimeoutMax")
 }

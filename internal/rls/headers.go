@@ -23,12 +23,6 @@ type LimitHeaders struct {
 	Reset string
 }
 
-// DefaultLimitHeaders returns the header names envoyproxy/ratelimit uses by
-// default: RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset.
-func DefaultLimitHeaders() LimitHeaders {
-	return LimitHeaders{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"}
-}
-
 // add appends the headers to resp for its most constrained status, chosen as
 // envoyproxy/ratelimit chooses it: the last status that is over its limit,
 // else the first with the fewest remaining. Statuses without a current

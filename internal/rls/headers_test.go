@@ -19,8 +19,13 @@ func headerMap(resp *rlsv3.RateLimitResponse) map[string]string {
 	return m
 }
 
+// testHeaders are the names of the limit headers in the tests.
+func testHeaders() LimitHeaders {
+	return LimitHeaders{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"}
+}
+
 func withLimitHeaders(o *Options) {
-	h := DefaultLimitHeaders()
+	h := testHeaders()
 	o.LimitHeaders = &h
 }
 
@@ -82,7 +87,9 @@ func TestLimitHeadersReportTheMostConstrainedLimit(t *testing.T) {
 		f := newFixture(t, withLimitHeaders)
 		assert.Empty(t, f.call(t, request(desc("free", "a"), desc("unmatched", "b"))).GetResponseHeadersToAdd())
 
-		failing := newService(t, failingLimiter{}, f.svc.Config(), Options{FailureMode: FailAllow, LimitHeaders: f.svc.opts.LimitHeaders})
+		opts := testOptions()
+		opts.FailureMode, opts.LimitHeaders = FailAllow, f.svc.opts.LimitHeaders
+		failing := newService(t, failingLimiter{}, f.svc.Config(), opts)
 		resp, err := failing.ShouldRateLimit(context.Background(), request(desc("fixed", "a")))
 		require.NoError(t, err)
 		assert.Empty(t, resp.GetResponseHeadersToAdd(), "a failure-mode answer reports no limit it did not see")
@@ -90,7 +97,7 @@ func TestLimitHeadersReportTheMostConstrainedLimit(t *testing.T) {
 }
 
 func TestLimitHeadersAddRoundsTheResetUp(t *testing.T) {
-	h := DefaultLimitHeaders()
+	h := testHeaders()
 	for _, c := range []struct {
 		secs  int64
 		nanos int32

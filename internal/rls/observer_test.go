@@ -20,6 +20,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 // recorder is an Observer that keeps everything it is told, and a
@@ -85,7 +86,7 @@ descriptors:
 // that clock. took is how long each call to the backend takes by the clock.
 func newObserved(t *testing.T, took time.Duration, mutate func(*Options)) (*Service, *recorder, *algotest.Clock) {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(observedLimits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(observedLimits)}}, rlstest.Config())
 	require.NoError(t, err)
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))
@@ -93,7 +94,7 @@ func newObserved(t *testing.T, took time.Duration, mutate func(*Options)) (*Serv
 	rec := &recorder{}
 	b, err := breaker.New(slowLimiter{clock: clock, took: took, inner: mem}, breaker.Options{Observer: rec, Now: clock.Now})
 	require.NoError(t, err)
-	opts := DefaultOptions()
+	opts := testOptions()
 	opts.BackendTimeout = time.Second
 	opts.Observer = rec
 	if mutate != nil {

@@ -1,9 +1,9 @@
 package rls
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
@@ -13,8 +13,7 @@ import (
 // time.
 type FailureMode uint8
 
-// The failure modes. FailError is the default: Envoy's failure_mode_deny then
-// decides.
+// The failure modes. FailError is the zero FailureMode.
 const (
 	// FailError answers gRPC UNAVAILABLE.
 	FailError FailureMode = iota
@@ -65,10 +64,13 @@ func ParseFailureMode(s string) (FailureMode, error) {
 	return 0, fmt.Errorf("rls: unknown failure mode %q (want error, allow or deny)", s)
 }
 
-// Options configure a Service. DefaultOptions gives the defaults.
+// Options configure a Service. The zero Options are not valid: a field
+// whose zero value has no meaning of its own (DefaultAlgorithm,
+// NearLimitRatio, every bound) must be set. The server sets every field from
+// its settings (internal/settings), whose tags hold the defaults.
 type Options struct {
 	// DefaultAlgorithm enforces a request's limit override when no rule
-	// matched its descriptor; 0 means sliding_window_counter.
+	// matched its descriptor.
 	DefaultAlgorithm algorithms.Algorithm
 	// ShadowMode answers OK to every request while still counting; the
 	// status of a descriptor over its limit stays OVER_LIMIT, where a
@@ -91,7 +93,7 @@ type Options struct {
 	// (config.Rule.AllowNegativeHits). Where it is not allowed, the hits are
 	// taken, as envoyproxy/ratelimit takes them.
 	AllowNegativeHits bool
-	// Bounds limit what one request may ask; zero fields mean the defaults.
+	// Bounds limit what one request may ask; every bound must be set.
 	Bounds Bounds
 	// FailureMode applies when the backend fails, or does not answer
 	// within a request's budget.
@@ -118,7 +120,7 @@ type Options struct {
 	// its admitted hits are given back.
 	DeadlineReserve time.Duration
 	// NearLimitRatio is the share of a limit's capacity at or above which an
-	// admitted request counts as near the limit, in (0, 1]; 0 means 0.8.
+	// admitted request counts as near the limit, in (0, 1].
 	NearLimitRatio float64
 	// LimitHeaders, when not nil, adds the most constrained limit's headers
 	// to every response the backend decided (not to failure-mode answers);
@@ -139,48 +141,18 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultOptions returns the options the service runs with when nothing is
-// configured: sliding window counter, refunds on, failure mode error, a
-// budget per request of the caller's deadline less a 2ms reserve, or
-// DefaultBackendTimeout for a caller that sends none, with no cap; a
-// near-limit ratio of 0.8, no give-backs by unmatched descriptors, and
-// DefaultBounds.
-func DefaultOptions() Options {
-	return Options{
-		DefaultAlgorithm: algorithms.SlidingWindowCounter,
-		RefundOnDeny:     true,
-		FailureMode:      FailError,
-		BackendTimeout:   DefaultBackendTimeout,
-		DeadlineReserve:  DefaultDeadlineReserve,
-		NearLimitRatio:   DefaultNearLimitRatio,
-		Bounds:           DefaultBounds(),
-	}
-}
-
-// Defaults of the options whose zero value means "the default" or "off".
-const (
-	// DefaultBackendTimeout is the BackendTimeout of DefaultOptions: the
-	// budget of a caller that sends no deadline. Long enough that such a
-	// caller is answered with a decision on a host too busy to answer within
-	// Envoy's 20ms (docs/operations.md, "Overload"), short enough that a
-	// Redis that hangs holds it for no longer than the breaker's cool-down.
-	DefaultBackendTimeout = time.Second
-	// DefaultDeadlineReserve is the DeadlineReserve of DefaultOptions: time
-	// for a gRPC answer to be written, cross a local network and be read.
-	DefaultDeadlineReserve = 2 * time.Millisecond
-	// DefaultNearLimitRatio is what a zero NearLimitRatio means.
-	DefaultNearLimitRatio = 0.8
-)
-
-// validate reports the first option that is neither valid nor the zero
-// value that stands for its default.
+// validate reports the first option that is not valid. Every option that
+// has no zero value of its own meaning must be set: the server sets them
+// all from its settings, whose tags hold their defaults.
 func (o Options) validate() error {
 	switch {
-	case o.DefaultAlgorithm != 0 && !o.DefaultAlgorithm.Valid():
+	case o.DefaultAlgorithm == 0:
+		return errors.New("rls: DefaultAlgorithm is not set")
+	case !o.DefaultAlgorithm.Valid():
 		return fmt.Errorf("rls: DefaultAlgorithm %s is no algorithm", o.DefaultAlgorithm)
 	case o.FailureMode > FailDeny:
 		return fmt.Errorf("rls: FailureMode %s is no failure mode", o.FailureMode)
-	case math.IsNaN(o.NearLimitRatio) || o.NearLimitRatio < 0 || o.NearLimitRatio > 1:
+	case !(o.NearLimitRatio > 0 && o.NearLimitRatio <= 1):
 		return fmt.Errorf("rls: NearLimitRatio %v is not in (0, 1]", o.NearLimitRatio)
 	case o.BackendTimeout < 0, o.BackendTimeoutMax < 0, o.DeadlineReserve < 0:
 		return fmt.Errorf("rls: negative duration in BackendTimeout %s, BackendTimeoutMax %s or DeadlineReserve %s",
@@ -189,9 +161,9 @@ func (o Options) validate() error {
 	return o.Bounds.validate()
 }
 
-// withDefaults returns o with the defaults in place of the zero values that
-// stand for them.
-func (o Options) withDefaults() Options {
+// withNops returns o with a logger, an observer and a give-back that do
+// nothing in place of nil ones.
+func (o Options) withNops() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -201,9 +173,5 @@ func (o Options) withDefaults() Options {
 	if o.GiveBack == nil {
 		o.GiveBack = func([]algorithms.Op) {}
 	}
-	d := DefaultOptions()
-	o.DefaultAlgorithm = orDefault(o.DefaultAlgorithm, d.DefaultAlgorithm)
-	o.NearLimitRatio = orDefault(o.NearLimitRatio, d.NearLimitRatio)
-	o.Bounds = o.Bounds.withDefaults()
 	return o
 }

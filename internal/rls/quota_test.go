@@ -17,6 +17,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 // envoyExample is envoyproxy/ratelimit's example configuration, domain "rl",
@@ -33,7 +34,7 @@ func newConfigFixture(t *testing.T, mutate func(*Options), files ...config.File)
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
-	opts := DefaultOptions()
+	opts := testOptions()
 	opts.BackendTimeout = time.Second
 	if mutate != nil {
 		mutate(&opts)
@@ -197,9 +198,9 @@ func TestQuotaMode(t *testing.T) {
 
 	t.Run("failure mode deny", func(t *testing.T) {
 		for _, global := range []bool{false, true} {
-			cfg, err := config.Parse([]config.File{file}, config.Options{})
+			cfg, err := config.Parse([]config.File{file}, rlstest.Config())
 			require.NoError(t, err)
-			opts := DefaultOptions()
+			opts := testOptions()
 			opts.FailureMode = FailDeny
 			opts.QuotaMode = global
 			svc := newService(t, failingLimiter{}, cfg, opts)

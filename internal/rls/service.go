@@ -39,13 +39,13 @@ type Service struct {
 
 // New returns a Service deciding with limiter under cfg, which may be nil
 // until a configuration is loaded (every valid request is then answered
-// ErrNoConfig). The options whose zero value means the default (see Options)
-// get it; an invalid option is an error.
+// ErrNoConfig). Options that are not valid (see Options) are an error
+// naming the option.
 func New(limiter algorithms.Limiter, cfg *config.Config, opts Options) (*Service, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	opts = opts.withDefaults()
+	opts = opts.withNops()
 	s := &Service{
 		limiter:      limiter,
 		opts:         opts,

@@ -79,12 +79,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, mutate func(*Options)) *fixture {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	require.NoError(t, err)
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
-	opts := DefaultOptions()
+	opts := testOptions()
 	opts.BackendTimeout = time.Second
 	if mutate != nil {
 		mutate(&opts)
@@ -237,7 +237,7 @@ func TestHitsLargerThanTheLimitAreDeniedAndConsumeNothing(t *testing.T) {
 	resp := f.call(t, req)
 	assert.Equal(t, over, resp.GetOverallCode())
 	huge := desc("fixed", "a")
-	huge.HitsAddend = wrapperspb.UInt64(DefaultMaxHits)
+	huge.HitsAddend = wrapperspb.UInt64(f.svc.opts.Bounds.MaxHits)
 	assert.Equal(t, over, f.call(t, request(huge)).GetOverallCode())
 	st := f.call(t, request(desc("fixed", "a"))).GetStatuses()[0]
 	assert.Equal(t, ok, st.GetCode())
@@ -264,7 +264,7 @@ func TestHitsBeyondTheBoundsAreRefused(t *testing.T) {
 	}{
 		{"the request's hits_addend", requestHits, "descriptors[0] asks for 4294967295 hits, more than the 1000000000 one descriptor may take or give back (RLS_MAX_HITS)"},
 		{"a descriptor's hits_addend", request(desc("fixed", "a"), descHits("counter", math.MaxUint64, false)), "descriptors[1] asks for 18446744073709551615 hits"},
-		{"hits given back", request(descHits("refill", DefaultMaxHits+1, true)), "RLS_MAX_HITS"},
+		{"hits given back", request(descHits("refill", f.svc.opts.Bounds.MaxHits+1, true)), "RLS_MAX_HITS"},
 		{"hits of a sliding log", request(descHits("log", 6, false)), "descriptors[0] asks for 6 hits of a sliding_window_log, more than the 5 it may take or give back at once (RLS_MAX_LOG_HITS)"},
 		{"hits of an override's log", request(withOverride(descHits("log", 6, false), 100, typev3.RateLimitUnit_MINUTE, 0)), "RLS_MAX_LOG_HITS"},
 	} {
@@ -491,7 +491,7 @@ func TestUnlimitedRulesReplaceAndAreReplaced(t *testing.T) {
 func TestWithoutConfigTheAnswerIsAnError(t *testing.T) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
-	svc := newService(t, mem, nil, DefaultOptions())
+	svc := newService(t, mem, nil, testOptions())
 	override := desc("fixed", "a")
 	override.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}
 	for _, req := range []*rlsv3.RateLimitRequest{request(desc("fixed", "a")), request(override), {Domain: "elsewhere", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("k", "v")}}} {
@@ -505,7 +505,7 @@ func TestWithoutConfigTheAnswerIsAnError(t *testing.T) {
 	assert.Equal(t, codes.InvalidArgument, status.Code(err), "the request's fault first: %v", err)
 	// /json says 503: internal/server's TestJSONWithoutConfig.
 
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	require.NoError(t, err)
 	svc.SetConfig(cfg)
 	resp, err := svc.ShouldRateLimit(context.Background(), request(desc("fixed", "a")))
@@ -527,7 +527,7 @@ func (l failingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorith
 }
 
 func TestFailureModes(t *testing.T) {
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	require.NoError(t, err)
 	for _, hang := range []bool{false, true} {
 		for _, tc := range []struct {
@@ -535,7 +535,7 @@ func TestFailureModes(t *testing.T) {
 			want rlsv3.RateLimitResponse_Code
 		}{{FailAllow, ok}, {FailDeny, over}, {FailError, 0}} {
 			t.Run(tc.mode.String(), func(t *testing.T) {
-				opts := DefaultOptions()
+				opts := testOptions()
 				opts.FailureMode = tc.mode
 				opts.BackendTimeout = 20 * time.Millisecond
 				svc := newService(t, failingLimiter{hang: hang}, cfg, opts)
@@ -665,23 +665,39 @@ func newService(tb testing.TB, limiter algorithms.Limiter, cfg *config.Config, o
 	return s
 }
 
-// TestNewRefusesInvalidOptions: New refuses what it used to repair, naming
-// the option, and gives the zero values that stand for defaults their
-// defaults. (The circuit breaker's options are its own:
+// TestNewRefusesInvalidOptions: New refuses an option that is not valid,
+// or not set where its zero value has no meaning of its own, naming the
+// option. (The circuit breaker's options are its own:
 // internal/layers/breaker's TestNewRefusesInvalidOptions.)
 func TestNewRefusesInvalidOptions(t *testing.T) {
-	for name, opts := range map[string]Options{
-		"DefaultAlgorithm": {DefaultAlgorithm: algorithms.Algorithm(9)},
-		"FailureMode":      {FailureMode: FailureMode(7)},
-		"NearLimitRatio":   {NearLimitRatio: 1.5},
-		"MaxUnmatched":     {Bounds: Bounds{MaxUnmatchedEntries: -1}},
+	for name, mutate := range map[string]func(*Options){
+		"DefaultAlgorithm":     func(o *Options) { o.DefaultAlgorithm = algorithms.Algorithm(9) },
+		"FailureMode":          func(o *Options) { o.FailureMode = FailureMode(7) },
+		"NearLimitRatio":       func(o *Options) { o.NearLimitRatio = 1.5 },
+		"MaxUnmatchedEntries":  func(o *Options) { o.Bounds.MaxUnmatchedEntries = -1 },
+		"BackendTimeout":       func(o *Options) { o.BackendTimeout = -time.Second },
+		"MaxDescriptors":       func(o *Options) { o.Bounds.MaxDescriptors = 0 },
+		"MaxEntries":           func(o *Options) { o.Bounds.MaxEntries = 0 },
+		"MaxHits":              func(o *Options) { o.Bounds.MaxHits = 0 },
+		"MaxLogHits":           func(o *Options) { o.Bounds.MaxLogHits = 0 },
+		"MaxOverrideLogSize":   func(o *Options) { o.Bounds.MaxOverrideLogSize = 0 },
+		"MaxOverrideLifetime":  func(o *Options) { o.Bounds.MaxOverrideLifetime = 0 },
+		"MaxUnmatchedKeyBytes": func(o *Options) { o.Bounds.MaxUnmatchedKeyBytes = 0 },
 	} {
+		opts := testOptions()
+		mutate(&opts)
 		_, err := New(memory.New(), nil, opts)
 		assert.ErrorContains(t, err, name, name)
 	}
-	s, err := New(memory.New(), nil, Options{})
+	_, err := New(memory.New(), nil, testOptions())
 	require.NoError(t, err)
-	assert.Equal(t, algorithms.SlidingWindowCounter, s.opts.DefaultAlgorithm)
-	assert.Equal(t, DefaultNearLimitRatio, s.opts.NearLimitRatio)
-	assert.Equal(t, DefaultBounds(), s.opts.Bounds)
+
+	// No option without a meaning of its own for its zero value is filled
+	// in: the zero Options name the first of them.
+	_, err = New(memory.New(), nil, Options{})
+	assert.EqualError(t, err, "rls: DefaultAlgorithm is not set")
+	_, err = New(memory.New(), nil, Options{DefaultAlgorithm: algorithms.SlidingWindowCounter})
+	assert.ErrorContains(t, err, "NearLimitRatio")
+	_, err = New(memory.New(), nil, Options{DefaultAlgorithm: algorithms.SlidingWindowCounter, NearLimitRatio: 0.8})
+	assert.ErrorContains(t, err, "Bounds.MaxDescriptors must be positive")
 }

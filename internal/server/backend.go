@@ -38,8 +38,8 @@ func newBackend(s settings.Settings, logger *slog.Logger) (backend, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: RLS_REDIS_*: %w", err)
 		}
-		lim, err := redisx.NewLimiter(client, redisx.WithKeyPrefix(s.KeyPrefix), redisx.WithGrace(redisGrace(s)),
-			redisx.WithCoalescing(max(2, s.RedisPipelinesPerCPU*runtime.GOMAXPROCS(0))))
+		lim, err := redisx.NewLimiter(client, max(2, s.RedisPipelinesPerCPU*runtime.GOMAXPROCS(0)),
+			redisx.WithKeyPrefix(s.KeyPrefix), redisx.WithGrace(redisGrace(s)))
 		if err != nil {
 			client.Close()
 			return nil, fmt.Errorf("server: %w", err)
@@ -53,12 +53,7 @@ func newBackend(s settings.Settings, logger *slog.Logger) (backend, error) {
 // redisGrace is how long a pipeline whose callers gave up is still read: as
 // long as one reply may take, so that what it did is known (see
 // algorithms.Outcomes).
-func redisGrace(s settings.Settings) time.Duration {
-	if s.Redis.ReadTimeout == 0 {
-		return redisx.DefaultReadTimeout
-	}
-	return s.Redis.ReadTimeout
-}
+func redisGrace(s settings.Settings) time.Duration { return s.Redis.ReplyTimeout() }
 
 // memoryBackend is the in-process backend: always reachable.
 type memoryBackend struct{ *memory.Limiter }

@@ -56,7 +56,7 @@ var scriptBackends = []scriptBackend{
 		return m
 	}},
 	{"redis", func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
-		lim, err := redisx.NewLimiter(redistest.Standalone(t).Client(t), redisx.WithClock(clock.Now))
+		lim, err := redisx.NewLimiter(redistest.Standalone(t).Client(t), 2, redisx.WithClock(clock.Now))
 		require.NoError(t, err)
 		t.Cleanup(lim.Close)
 		return denycache.New(lim, denycache.Options{MaxEntries: 1000, Now: clock.Now})
@@ -69,10 +69,10 @@ var scriptStart = time.Date(2026, 11, 21, 10, 0, 0, 250_000_000, time.UTC)
 // newScriptEnv serves limits (one file) over gRPC on a loopback port.
 func newScriptEnv(t *testing.T, b scriptBackend, limits []byte) *scriptEnv {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "example.yaml", Data: limits}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "example.yaml", Data: limits}}, defaultConfigOptions(t))
 	require.NoError(t, err)
 	clock := algotest.NewClock(scriptStart)
-	opts := rls.DefaultOptions()
+	opts := defaultServiceOptions(t)
 	opts.BackendTimeout = 5 * time.Second
 	opts.ResponseDynamicMetadata = true // as their Compose file runs it
 	svc, err := rls.New(b.limiter(t, clock), cfg, opts)

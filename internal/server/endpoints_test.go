@@ -21,7 +21,7 @@ func newEndpoints(t *testing.T, limits *config.Config) http.Handler {
 	t.Helper()
 	mem := memory.New()
 	t.Cleanup(mem.Close)
-	svc, err := rls.New(mem, limits, rls.DefaultOptions())
+	svc, err := rls.New(mem, limits, defaultServiceOptions(t))
 	require.NoError(t, err)
 	return newHTTPHandler(svc, NewHealth(), httpOptions{})
 }
@@ -30,7 +30,7 @@ func newEndpoints(t *testing.T, limits *config.Config) http.Handler {
 // no UTF-8 string can hold, is refused with an error that quotes that
 // escape and says where it is, whatever follows it.
 func TestJSONLoneSurrogate(t *testing.T) {
-	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte("domain: test\n")}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte("domain: test\n")}}, defaultConfigOptions(t))
 	require.NoError(t, err)
 	h := newEndpoints(t, cfg)
 	for _, tc := range []struct{ name, body, want string }{

@@ -198,11 +198,11 @@ func TestConfigStateReloaded(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.yaml")
 	require.NoError(t, writeFile(path, reloadYAML(3)))
-	first, err := config.LoadContext(context.Background(), path, config.Options{})
+	first, err := config.LoadContext(context.Background(), path, defaultConfigOptions(t))
 	require.NoError(t, err)
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
-	svc, err := rls.New(memory.New(), first, rls.Options{})
+	svc, err := rls.New(memory.New(), first, defaultServiceOptions(t))
 	require.NoError(t, err)
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	c := newConfigState(svc, config.NewStatic(config.Origin{Name: path}, first), first, t0, logger)
@@ -212,7 +212,7 @@ func TestConfigStateReloaded(t *testing.T) {
 
 	// A failure keeps the configuration and is logged with its place.
 	require.NoError(t, writeFile(path, "domain: reload\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: -1}\n"))
-	_, loadErr := config.LoadContext(context.Background(), path, config.Options{})
+	_, loadErr := config.LoadContext(context.Background(), path, defaultConfigOptions(t))
 	require.Error(t, loadErr)
 	t1 := t0.Add(time.Minute)
 	c.apply(config.Update{Err: loadErr}, t1)
@@ -228,7 +228,7 @@ func TestConfigStateReloaded(t *testing.T) {
 
 	// A success replaces it, and clears the error.
 	require.NoError(t, writeFile(path, reloadYAML(9)))
-	second, err := config.LoadContext(context.Background(), path, config.Options{})
+	second, err := config.LoadContext(context.Background(), path, defaultConfigOptions(t))
 	require.NoError(t, err)
 	t2 := t1.Add(time.Minute)
 	logs.Reset()
@@ -277,7 +277,7 @@ func (s *sentSource) Run(ctx context.Context, apply func(config.Update)) {
 // Config with its version, each error, and it stops with the source.
 func TestConfigStateFollowsAnySource(t *testing.T) {
 	src := &sentSource{origin: config.Origin{Name: "a test's source", Resources: true}, updates: make(chan config.Update)}
-	svc, err := rls.New(memory.New(), nil, rls.Options{})
+	svc, err := rls.New(memory.New(), nil, defaultServiceOptions(t))
 	require.NoError(t, err)
 	c := newConfigState(svc, src, nil, time.Now(), slog.New(slog.DiscardHandler))
 	assert.Equal(t, ConfigStatus{Source: "a test's source", Resources: true}, c.Status())
@@ -285,7 +285,7 @@ func TestConfigStateFollowsAnySource(t *testing.T) {
 	c.onReload(reloads.add)
 	stop := c.follow(context.Background())
 
-	first, err := config.Parse([]config.File{{Name: "first", Data: []byte(reloadYAML(4))}}, config.Options{})
+	first, err := config.Parse([]config.File{{Name: "first", Data: []byte(reloadYAML(4))}}, defaultConfigOptions(t))
 	require.NoError(t, err)
 	src.send(t, config.Update{Config: first, Version: "7"})
 	require.Eventually(t, func() bool { return len(reloads.all()) == 1 }, 2*time.Second, tick)

@@ -13,6 +13,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/denycache"
 	"github.com/ratewarden/ratewarden/internal/layers/giveback"
 	"github.com/ratewarden/ratewarden/internal/metrics"
+	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/tracing"
@@ -95,13 +96,16 @@ func giveBackOptions(s settings.Settings) giveback.Options {
 }
 
 // breakerOptions returns the circuit breaker's options that s asks for, its
-// observer and logger aside: it judges a timeout once the Redis client has
-// stopped reading its reply.
+// observer and logger aside. It judges a timeout once the Redis client has
+// stopped reading its reply (redisGrace); the memory backend's timeouts,
+// callers' deadlines that passed before it was asked, as late as a Redis
+// client's with its default read timeout.
 func breakerOptions(s settings.Settings) breaker.Options {
 	o := breaker.Options{
 		Failures: s.BreakerFailures,
 		Probes:   s.BreakerProbes,
 		Cooldown: s.BreakerCooldown,
+		Grace:    redisx.DefaultReadTimeout,
 	}
 	if s.Backend != settings.BackendMemory {
 		o.Grace = redisGrace(s)

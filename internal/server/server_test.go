@@ -14,10 +14,6 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/layers/breaker"
-	"github.com/ratewarden/ratewarden/internal/layers/giveback"
-	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -206,36 +202,6 @@ func TestGracefulShutdownTurnsHealthNotServing(t *testing.T) {
 	_, err := s.client.ShouldRateLimit(context.Background(), loginRequest("203.0.113.9"))
 	assert.NoError(t, err)
 	assert.NoError(t, <-done)
-}
-
-// TestServiceOptionsOfTheSettings: the settings reach rls.Options, and
-// their defaults are rls.DefaultOptions's.
-func TestServiceOptionsOfTheSettings(t *testing.T) {
-	t.Parallel()
-	s, err := loadSettings(map[string]string{"RLS_BACKEND": "redis", "RLS_DEFAULT_ALGORITHM": "token_bucket", "RLS_FAILURE_MODE": "deny"})
-	require.NoError(t, err)
-	assert.Equal(t, settings.BackendRedis, s.Backend)
-	opts := serviceOptions(s, slog.New(slog.DiscardHandler))
-	assert.Equal(t, algorithms.TokenBucket, opts.DefaultAlgorithm)
-	assert.Equal(t, rls.FailDeny, opts.FailureMode)
-
-	// rls keeps a copy of the defaults for the Options a test builds
-	// without settings; the two copies agree.
-	s, err = loadSettings(nil)
-	require.NoError(t, err)
-	got, want := serviceOptions(s, nil), rls.DefaultOptions()
-	assert.Equal(t, want.DefaultAlgorithm, got.DefaultAlgorithm)
-	assert.Equal(t, want.RefundOnDeny, got.RefundOnDeny)
-	assert.Equal(t, want.FailureMode, got.FailureMode)
-	assert.Equal(t, want.BackendTimeout, got.BackendTimeout)
-	assert.Equal(t, want.DeadlineReserve, got.DeadlineReserve)
-	assert.InDelta(t, want.NearLimitRatio, got.NearLimitRatio, 0)
-	assert.Equal(t, want.Bounds, got.Bounds)
-	assert.Equal(t, breaker.DefaultFailures, breakerOptions(s).Failures)
-	assert.Equal(t, breaker.DefaultProbes, breakerOptions(s).Probes)
-	assert.Equal(t, breaker.DefaultCooldown, breakerOptions(s).Cooldown)
-	assert.Equal(t, giveback.DefaultSize, giveBackOptions(s).Size)
-	assert.Equal(t, giveback.DefaultTimeout, giveBackOptions(s).Timeout)
 }
 
 func TestConfigErrorStopsStartup(t *testing.T) {

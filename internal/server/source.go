@@ -31,13 +31,9 @@ func newConfigSource(ctx context.Context, s settings.Settings, logger *slog.Logg
 		reg.MustRegister(xdsConnected(c))
 		return c, nil
 	case s.ConfigWatch:
-		poll := s.ConfigPollInterval
-		if poll == 0 {
-			poll = -1 // the setting's 0 turns polling off; WatchOptions' means the default
-		}
 		return config.NewWatcher(s.ConfigPath, config.WatchOptions{
 			Options:      opts,
-			PollInterval: poll,
+			PollInterval: s.ConfigPollInterval,
 			ReadTimeout:  s.ConfigReadTimeout,
 			Logger:       logger,
 			WaitForFiles: true,

@@ -72,6 +72,15 @@ type Settings struct {
 	// cannot name an algorithm.
 	XDSDefaultAlgorithm algorithms.Algorithm `split_words:"true" default:"fixed_window" desc:"algorithm of the limits that come over xDS (RateLimitConfig resources cannot name one); fixed_window counts them as envoyproxy/ratelimit does. Their hits are recorded even past the limit, as that service records them"`
 
+	// BackendTimeout's default is long enough that a caller without a
+	// deadline is answered with a decision on a host too busy to answer
+	// within Envoy's 20ms (docs/operations.md, "Overload"), and short enough
+	// that a Redis that hangs holds it for no longer than the breaker's
+	// cool-down. BreakerFailures' default of 20: a master lost from a Redis
+	// Cluster of three fails about a third of the calls, and 20 of them in a
+	// row come with a probability of (1/3)^20, a few in ten billion, so the
+	// breaker opens when nearly every call fails, not while one master of
+	// several is failed over.
 	Backend          Backend              `split_words:"true" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
 	DefaultAlgorithm algorithms.Algorithm `split_words:"true" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
 	FailureMode      rls.FailureMode      `split_words:"true" default:"error" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
@@ -92,7 +101,11 @@ type Settings struct {
 	Redis     redisx.Options
 	KeyPrefix string `split_words:"true" default:"ratewarden:" desc:"prefix of every Redis key; must not contain '{' or '}'"`
 	// RedisPipelinesPerCPU sets how many pipelines the Redis limiter keeps
-	// in flight (redisx.WithCoalescing).
+	// in flight (redisx.NewLimiter). Fewer pipelines carry more calls each,
+	// which costs Redis less per decision (one read and one write per
+	// pipeline): on 2 CPUs, 1 per CPU cost Redis 17 to 28 µs of CPU per
+	// decision where 4 per CPU cost 23 to 35 (`go run ./cmd/loadgen
+	// rediscost`).
 	RedisPipelinesPerCPU int `split_words:"true" default:"1" desc:"pipelines in flight to Redis per CPU (at least 2 in all): concurrent requests share them, so fewer cost Redis less per decision and more wait less on a CPU-starved host"`
 	// DenyCache answers repeated denials locally (redis backend only).
 	DenyCache     bool `split_words:"true" default:"true" desc:"with the redis backend, answer a take that Redis denied, until its retry time, from memory instead of asking Redis again"`
@@ -105,7 +118,18 @@ type Settings struct {
 	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"on SIGTERM, how long in-flight calls may take to finish"`
 
 	// What one request may ask, so that no client hurts the others (see
-	// rls.Bounds): beyond these a request gets InvalidArgument.
+	// rls.Bounds): beyond these a request gets InvalidArgument. Their
+	// defaults: 256 descriptors per request (Envoy sends one per rate limit
+	// action that applies, a handful; Envoy Gateway at most one per rule of
+	// a policy, which has at most 256), 64 entries per descriptor (the most
+	// a rule can match, config.MaxDepth), 10^9 hits per descriptor, and 100
+	// for a sliding_window_log (a script that adds 1 000 entries held Redis
+	// for 3 to 5 ms on a busy 2-core machine, and one of 100 000 for a
+	// quarter to half a second); overrides of at most 1 000 for a
+	// sliding_window_log (about 115 KB in Redis), whose state lives at most
+	// 62 days (a month's window under any algorithm); and overrides of
+	// unmatched descriptors with at most 16 entries and a 1 024-byte
+	// identity.
 	MaxDescriptors       int           `split_words:"true" default:"256" desc:"most descriptors one request may have; Envoy sends one per rate limit action that applies, Envoy Gateway at most one per rule of a policy (at most 256)"`
 	MaxEntries           int           `split_words:"true" default:"64" desc:"most entries one descriptor may have; no rule matches more than 64"`
 	AllowNegativeHits    bool          `split_words:"true" default:"false" desc:"let is_negative_hits give hits back where a descriptor does not set allow_negative_hits, and for overrides of descriptors that match no rule; elsewhere such hits are taken"`
@@ -142,6 +166,11 @@ type Settings struct {
 	TracingServiceInstanceID string          `split_words:"true" desc:"service.instance.id of the traces, such as the pod's name; empty: none, or what OTEL_RESOURCE_ATTRIBUTES says"`
 	TracingSamplingRate      SamplingRate    `split_words:"true" desc:"share of the traces that start here to sample, in [0, 1], besides every trace the caller sampled; empty: as OTEL_TRACES_SAMPLER says (all, by default)"`
 
+	// ConfigMaxBytes' default of 32 MiB: a file of 10 MB with 92 000
+	// descriptors in block style took the heap to 93 MB at the start and 172
+	// MB on a reload, when the limits in force and the new ones are both
+	// held; a file of the same size that must be read whole (flow style, or
+	// anchors used across top-level descriptors) took it to 355 and 401 MB.
 	ConfigMaxBytes    int64         `split_words:"true" default:"33554432" desc:"most bytes the files of RLS_CONFIG_PATH may hold together (32 MiB); past that, loading or reloading them is an error naming the file, and the limits in force stay. A 10 MB file of 92 000 descriptors takes about 100 MB of heap to load, twice that to reload"`
 	ConfigReadTimeout time.Duration `split_words:"true" default:"10s" desc:"longest wait for the files of RLS_CONFIG_PATH to be read, at startup and at each reload; a read that hangs (a stuck volume) is an error naming the file, and the limits in force stay"`
 
@@ -173,6 +202,11 @@ type Settings struct {
 	RlconfigShowPaths   bool     `split_words:"true" default:"false" desc:"show the full paths of the limits files in /rlconfig; by default it names them relative to RLS_CONFIG_PATH"`
 
 	// Overload: deadlines and shedding (docs/operations.md#overload).
+	// BreakerProbes' default of three probes at once keeps the one probe
+	// that a busy host happens to hold up from costing another cool-down,
+	// while a backend that is down costs three timeouts per cool-down
+	// instead of one. DeadlineReserve's default of 2ms is time for a gRPC
+	// answer to be written, cross a local network and be read.
 	BreakerProbes     int           `split_words:"true" default:"3" desc:"probe calls the half-open circuit breaker lets through at once; the first success closes it, and as many failures open it for another RLS_BREAKER_COOLDOWN"`
 	DeadlineReserve   time.Duration `split_words:"true" default:"2ms" desc:"least time kept of a caller's gRPC deadline for the answer to reach it: backend calls end by the caller's deadline less this (or less the time the request waited in the server before its handler ran, when longer); a decision with less left gets the failure mode's answer and its hits are given back"`
 	BackendTimeoutMax time.Duration `split_words:"true" default:"0s" desc:"cap on every request's budget for the backend, from its arrival, whatever deadline its caller sent (and on RLS_BACKEND_TIMEOUT); 0s caps nothing"`

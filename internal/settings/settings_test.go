@@ -115,6 +115,14 @@ func TestLoadReadsOnlyThroughLookup(t *testing.T) {
 	assert.Equal(t, ":8080", s.HTTPAddr)
 }
 
+// TestMaxEntriesDefaultIsTheDeepestRule: RLS_MAX_ENTRIES's default says
+// that no rule matches more entries; the tag's number is config.MaxDepth.
+func TestMaxEntriesDefaultIsTheDeepestRule(t *testing.T) {
+	s, err := Load(lookupIn(nil))
+	require.NoError(t, err)
+	assert.Equal(t, config.MaxDepth, s.MaxEntries)
+}
+
 func TestVariablesWithoutThePrefixAreIgnored(t *testing.T) {
 	t.Parallel()
 	s, err := Load(lookupIn(map[string]string{

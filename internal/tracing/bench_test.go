@@ -11,13 +11,15 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 // BenchmarkShouldRateLimit measures a call with tracing on, its span made
 // as the gRPC stats handler would, sampled or not; internal/rls's benchmark
 // of the same name is the call without tracing.
 func BenchmarkShouldRateLimit(b *testing.B) {
-	cfg, err := config.Parse([]config.File{{Name: "edge.yaml", Data: []byte(limits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "edge.yaml", Data: []byte(limits)}}, rlstest.Config())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -29,7 +31,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 			}
 			mem := memory.New()
 			b.Cleanup(mem.Close)
-			opts := rls.DefaultOptions()
+			opts := rlsopts.Service()
 			opts.BackendTimeout = 0
 			svc, err := rls.New(tr.Limiter(mem), cfg, opts)
 			if err != nil {

@@ -25,6 +25,8 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 	"github.com/ratewarden/ratewarden/internal/testkit/tracingtest"
 )
 
@@ -40,9 +42,9 @@ descriptors:
 // stops the server once its calls are done, their spans ended.
 func serve(t *testing.T, tr *Tracer, limiter algorithms.Limiter) (*grpc.ClientConn, func()) {
 	t.Helper()
-	cfg, err := config.Parse([]config.File{{Name: "edge.yaml", Data: []byte(limits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "edge.yaml", Data: []byte(limits)}}, rlstest.Config())
 	require.NoError(t, err)
-	svc, err := rls.New(tr.Limiter(limiter), cfg, rls.DefaultOptions())
+	svc, err := rls.New(tr.Limiter(limiter), cfg, rlsopts.Service())
 	require.NoError(t, err)
 	srv := grpc.NewServer(tr.ServerOptions()...)
 	rlsv3.RegisterRateLimitServiceServer(srv, svc)

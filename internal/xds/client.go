@@ -67,7 +67,8 @@ type Options struct {
 	Backoff Backoff
 	// MaxMessageBytes bounds one response from the server.
 	MaxMessageBytes int
-	// Config is how resources become a config.Config.
+	// Config is how resources become a config.Config; its DefaultAlgorithm,
+	// which counts every limit (a resource names no algorithm), must be set.
 	Config config.Options
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
@@ -95,6 +96,9 @@ func New(opts Options) (*Client, error) {
 	}
 	if opts.MaxMessageBytes <= 0 {
 		return nil, fmt.Errorf("xds: the largest message must be positive, not %d", opts.MaxMessageBytes)
+	}
+	if opts.Config.DefaultAlgorithm == 0 {
+		return nil, errors.New("xds: the limits need a default algorithm (Config.DefaultAlgorithm)")
 	}
 	log := opts.Logger
 	if log == nil {

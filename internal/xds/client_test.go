@@ -56,6 +56,9 @@ func run(t *testing.T, srv *xdstest.Server, opts xds.Options) *running {
 	if opts.MaxMessageBytes == 0 {
 		opts.MaxMessageBytes = 4 << 20
 	}
+	if opts.Config.DefaultAlgorithm == 0 {
+		opts.Config.DefaultAlgorithm = algorithms.SlidingWindowCounter
+	}
 	c, err := xds.New(opts)
 	require.NoError(t, err)
 	r := &running{client: c, updates: make(chan config.Update, 1000)}
@@ -182,7 +185,8 @@ func TestClientSubscribes(t *testing.T) {
 // TestClientIsASource: as a config.Source, a Client names the server and
 // the node, and has no limits before the server's first response.
 func TestClientIsASource(t *testing.T) {
-	c, err := xds.New(xds.Options{ServerURL: "envoy-gateway:18001", NodeID: "envoy-ratelimit", Backoff: testBackoff, MaxMessageBytes: 1 << 20})
+	c, err := xds.New(xds.Options{ServerURL: "envoy-gateway:18001", NodeID: "envoy-ratelimit", Backoff: testBackoff, MaxMessageBytes: 1 << 20,
+		Config: config.Options{DefaultAlgorithm: algorithms.FixedWindow}})
 	require.NoError(t, err)
 	assert.Equal(t, config.Origin{Name: "xDS server envoy-gateway:18001 (node envoy-ratelimit)", Resources: true}, c.Origin())
 	cfg, err := c.Load(context.Background())
@@ -339,7 +343,8 @@ func TestClientMutualTLS(t *testing.T) {
 
 // TestNewRefusesBadOptions: New says which option is wrong.
 func TestNewRefusesBadOptions(t *testing.T) {
-	good := xds.Options{ServerURL: "localhost:18000", NodeID: "n", Backoff: testBackoff, MaxMessageBytes: 1}
+	good := xds.Options{ServerURL: "localhost:18000", NodeID: "n", Backoff: testBackoff, MaxMessageBytes: 1,
+		Config: config.Options{DefaultAlgorithm: algorithms.FixedWindow}}
 	_, err := xds.New(good)
 	require.NoError(t, err)
 	for _, tc := range []struct {
@@ -350,6 +355,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		{func(o *xds.Options) { o.NodeID = "" }, "xds: the node id must not be empty"},
 		{func(o *xds.Options) { o.Backoff.Initial = 0 }, "xds: backoff initial interval must be positive, not 0s"},
 		{func(o *xds.Options) { o.MaxMessageBytes = 0 }, "xds: the largest message must be positive, not 0"},
+		{func(o *xds.Options) { o.Config.DefaultAlgorithm = 0 }, "xds: the limits need a default algorithm (Config.DefaultAlgorithm)"},
 	} {
 		o := good
 		tc.change(&o)

@@ -20,6 +20,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
@@ -91,7 +92,7 @@ func TestShedRequestsNeverReachTheBackend(t *testing.T) {
 	rec := &recorder{}
 	a, err := New(lim, Options{MaxInflight: 1, Observer: rec})
 	require.NoError(t, err)
-	opts := rls.DefaultOptions()
+	opts := rlsopts.Service()
 	opts.BackendTimeout = time.Minute
 	svc := newService(t, a, opts)
 	a.gate.observe(50*time.Millisecond, false, time.Now()) // the backend's recent latency
@@ -133,12 +134,12 @@ func TestShortDeadlineBesideLongOnes(t *testing.T) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	lim := &rlstest.DelayLimiter{Inner: mem, Delay: 50 * time.Millisecond}
-	b, err := breaker.New(lim, breaker.Options{Failures: breaker.DefaultFailures})
+	b, err := breaker.New(lim, breaker.Options{Failures: 20, Probes: 3, Cooldown: time.Second})
 	require.NoError(t, err)
 	rec := &recorder{}
 	a, err := New(b, Options{MaxInflight: 1, Observer: rec})
 	require.NoError(t, err)
-	opts := rls.DefaultOptions()
+	opts := rlsopts.Service()
 	// A reserve that a loaded test machine cannot eat.
 	opts.DeadlineReserve = 8 * time.Millisecond
 	svc := newService(t, a, opts)
@@ -230,7 +231,7 @@ func TestARefundKeepsItsRequestsSlot(t *testing.T) {
 	lim := &orderLimiter{inner: mem, hold: make(chan struct{})}
 	a, err := New(lim, Options{MaxInflight: 1})
 	require.NoError(t, err)
-	opts := rls.DefaultOptions()
+	opts := rlsopts.Service()
 	opts.BackendTimeout = time.Minute
 	svc := newService(t, a, opts)
 

@@ -32,7 +32,9 @@ type Call struct {
 }
 
 // Options configure New. The zero value disables the breaker: calls are
-// still timed and observed.
+// still timed and observed. An enabled breaker (Failures above 0) needs
+// Probes and Cooldown set: the server sets them from its settings
+// (RLS_BREAKER_*), whose tags hold the defaults.
 type Options struct {
 	// Failures is how many consecutive failures of the backend open the
 	// breaker, which then refuses every call at once for Cooldown; after
@@ -42,17 +44,18 @@ type Options struct {
 	// breaker.
 	Failures int
 	// Probes is how many probe calls a half-open breaker lets through at
-	// once, and how many of them must fail to open it again; 0 means
-	// DefaultProbes.
+	// once, and how many of them must fail to open it again; at least 1
+	// when the breaker is enabled.
 	Probes int
-	// Cooldown is how long the breaker stays open; 0 means
-	// DefaultCooldown.
+	// Cooldown is how long the breaker stays open; positive when the
+	// breaker is enabled.
 	Cooldown time.Duration
 	// Grace is how long the backend keeps waiting for the answers of calls
 	// whose callers gave up (for Redis, its read timeout) and reports them
 	// (algorithms.Outcomes). The breaker judges a timeout that long after it
 	// happened: one that the backend answered by then, or after which it
-	// answered another call, is no failure. 0 means DefaultGrace.
+	// answered another call, is no failure. 0 judges a timeout when it
+	// happens, for a backend that reports no late answers.
 	Grace time.Duration
 	// Now is the clock of the breaker and of the calls' durations; nil
 	// means time.Now.
@@ -64,25 +67,21 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// The defaults of the Options whose zero value means "the default".
-const (
-	// DefaultFailures is the Failures the server runs with unless told
-	// otherwise. A master lost from a Redis Cluster of three fails about a
-	// third of the calls, and 20 of them in a row come with a probability
-	// of (1/3)^20, a few in ten billion: the breaker opens when nearly
-	// every call fails, not while one master of several is failed over.
-	DefaultFailures = 20
-	// DefaultProbes is what a zero Probes means: three probes at once, so
-	// that the one that a busy host happens to hold up does not cost
-	// another cool-down, while a backend that is down costs three timeouts
-	// per cool-down instead of one.
-	DefaultProbes = 3
-	// DefaultCooldown is what a zero Cooldown means.
-	DefaultCooldown = time.Second
-	// DefaultGrace is what a zero Grace means: as long as the server's
-	// Redis client keeps reading a reply by default.
-	DefaultGrace = 500 * time.Millisecond
-)
+// validate reports an option that is negative, or unset where an enabled
+// breaker needs it.
+func (o Options) validate() error {
+	switch {
+	case o.Failures < 0, o.Probes < 0:
+		return fmt.Errorf("breaker: negative count in Failures %d or Probes %d", o.Failures, o.Probes)
+	case o.Cooldown < 0, o.Grace < 0:
+		return fmt.Errorf("breaker: negative duration in Cooldown %s or Grace %s", o.Cooldown, o.Grace)
+	case o.Failures > 0 && o.Probes == 0:
+		return fmt.Errorf("breaker: Probes must be at least 1 for a breaker that opens after %d failures", o.Failures)
+	case o.Failures > 0 && o.Cooldown == 0:
+		return fmt.Errorf("breaker: Cooldown must be positive for a breaker that opens after %d failures", o.Failures)
+	}
+	return nil
+}
 
 // Limiter is a Limiter with a circuit breaker in front of the Limiter it
 // wraps: while the breaker is open it refuses calls without calling the
@@ -92,21 +91,15 @@ const (
 type Limiter struct {
 	next    algorithms.Limiter
 	breaker *breaker // nil when disabled
-	opts    Options  // with the defaults in place
+	opts    Options  // with a clock, an observer and a logger in place of nil
 }
 
-// New returns a Limiter with a breaker as opts say in front of next. A
-// negative option is an error.
+// New returns a Limiter with a breaker as opts say in front of next.
+// Options that are not valid (see Options) are an error naming the option.
 func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
-	switch {
-	case opts.Failures < 0, opts.Probes < 0:
-		return nil, fmt.Errorf("breaker: negative count in Failures %d or Probes %d", opts.Failures, opts.Probes)
-	case opts.Cooldown < 0, opts.Grace < 0:
-		return nil, fmt.Errorf("breaker: negative duration in Cooldown %s or Grace %s", opts.Cooldown, opts.Grace)
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
-	opts.Probes = orDefault(opts.Probes, DefaultProbes)
-	opts.Cooldown = orDefault(opts.Cooldown, DefaultCooldown)
-	opts.Grace = orDefault(opts.Grace, DefaultGrace)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -181,15 +174,6 @@ func (l *Limiter) changed(from, to State) {
 		l.opts.Logger.Info("backend circuit breaker closed: the backend answers again")
 	}
 	l.opts.Observer.ObserveBreaker(to)
-}
-
-// orDefault returns v, or def when v is the zero value.
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // nopObserver observes nothing.

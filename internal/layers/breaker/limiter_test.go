@@ -21,6 +21,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
@@ -79,7 +80,7 @@ func newObserved(t *testing.T, limiter algorithms.Limiter, opts Options, mutate 
 	opts.Observer, opts.Now = rec, clock.Now
 	b, err := New(limiter, opts)
 	require.NoError(t, err)
-	svcOpts := rls.DefaultOptions()
+	svcOpts := rlsopts.Service()
 	svcOpts.BackendTimeout = time.Second
 	if mutate != nil {
 		mutate(&svcOpts)
@@ -206,7 +207,7 @@ func TestBreakerInTheService(t *testing.T) {
 }
 
 func TestBreakerIgnoresCallersThatGoAway(t *testing.T) {
-	svc, _, rec, _ := newObserved(t, hangLimiter{}, Options{Failures: 1}, nil)
+	svc, _, rec, _ := newObserved(t, hangLimiter{}, Options{Failures: 1, Probes: 3, Cooldown: time.Second}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for range 3 {
@@ -254,10 +255,10 @@ func TestBreakerStaysClosedOnALoadedHost(t *testing.T) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	lim := &hangingLimiter{inner: mem}
-	opts := Options{Grace: 200 * time.Millisecond, Failures: 5}
+	opts := Options{Grace: 200 * time.Millisecond, Failures: 5, Probes: 3, Cooldown: time.Second}
 	b, err := New(lim, opts)
 	require.NoError(t, err)
-	svcOpts := rls.DefaultOptions()
+	svcOpts := rlsopts.Service()
 	svcOpts.BackendTimeout = 200 * time.Millisecond
 	svc := newService(t, b, svcOpts)
 
@@ -295,15 +296,24 @@ func TestBreakerStaysClosedOnALoadedHost(t *testing.T) {
 	assert.Equal(t, Open, b.State(), "timeouts with no answer at all")
 }
 
-// TestNewRefusesInvalidOptions: New refuses a negative option, naming it.
+// TestNewRefusesInvalidOptions: New refuses a negative option, and an
+// enabled breaker without probes or a cool-down, naming the option; a
+// disabled breaker needs neither.
 func TestNewRefusesInvalidOptions(t *testing.T) {
-	for name, opts := range map[string]Options{
-		"Cooldown": {Cooldown: -time.Second},
-		"Probes":   {Probes: -1},
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"Cooldown", Options{Cooldown: -time.Second}},
+		{"Probes", Options{Probes: -1}},
+		{"Probes", Options{Failures: 1, Cooldown: time.Second}},
+		{"Cooldown", Options{Failures: 1, Probes: 1}},
 	} {
-		_, err := New(memory.New(), opts)
-		assert.ErrorContains(t, err, name, name)
+		_, err := New(memory.New(), tc.opts)
+		assert.ErrorContains(t, err, tc.name, "%+v", tc.opts)
 	}
+	_, err := New(memory.New(), Options{})
+	assert.NoError(t, err, "disabled")
 }
 
 // TestLateAnswersCountAsAnswers has a call time out while the backend holds
@@ -314,7 +324,7 @@ func TestLateAnswersCountAsAnswers(t *testing.T) {
 	outcomes := &algorithms.Outcomes{}
 	lim := lateAnswer{outcomes: outcomes}
 	clock := algotest.NewClock(t0)
-	b, err := New(lim, Options{Failures: 1, Grace: time.Second, Now: clock.Now})
+	b, err := New(lim, Options{Failures: 1, Probes: 3, Cooldown: time.Second, Grace: time.Second, Now: clock.Now})
 	require.NoError(t, err)
 	_, err = b.Do(context.Background(), []algorithms.Op{{}})
 	require.ErrorIs(t, err, context.DeadlineExceeded)

@@ -67,13 +67,14 @@ type Observer interface {
 	ObserveDeferredCharge(result Result, n int)
 }
 
-// Options configure New.
+// Options configure New. Size and Timeout must be set: the server sets
+// them from its settings (RLS_GIVE_BACK_*), whose tags hold the defaults.
 type Options struct {
 	// Size bounds the refunds waiting to be given back to the backend, and
-	// the charges waiting to be recorded; 0 means DefaultSize.
+	// the charges waiting to be recorded; at least 1.
 	Size int
 	// Timeout is how long a refund may wait to be given back, or a charge
-	// to be recorded, before it is dropped; 0 means DefaultTimeout.
+	// to be recorded, before it is dropped; positive.
 	Timeout time.Duration
 	// KeepFailedTakes leaves counted the hits that the backend took for a
 	// call that failed, rather than giving them back: right when the
@@ -85,14 +86,6 @@ type Options struct {
 	// Logger receives the queue's logs; nil discards them.
 	Logger *slog.Logger
 }
-
-// The defaults of the Options whose zero value means "the default".
-const (
-	// DefaultSize is what a zero Size means.
-	DefaultSize = 10_000
-	// DefaultTimeout is what a zero Timeout means.
-	DefaultTimeout = 10 * time.Second
-)
 
 // Limiter is a Limiter that passes every call to the Limiter it wraps and
 // keeps a queue of what the calls leave owed to the backend: refunds, and
@@ -119,16 +112,10 @@ type Limiter struct {
 }
 
 // New returns a Limiter with a give-back queue as opts say in front of next.
-// A negative Size or Timeout is an error.
+// A Size or Timeout that is not positive is an error.
 func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
-	if opts.Size < 0 || opts.Timeout < 0 {
-		return nil, fmt.Errorf("giveback: negative Size %d or Timeout %s", opts.Size, opts.Timeout)
-	}
-	if opts.Size == 0 {
-		opts.Size = DefaultSize
-	}
-	if opts.Timeout == 0 {
-		opts.Timeout = DefaultTimeout
+	if opts.Size <= 0 || opts.Timeout <= 0 {
+		return nil, fmt.Errorf("giveback: Size %d and Timeout %s must be positive", opts.Size, opts.Timeout)
 	}
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}

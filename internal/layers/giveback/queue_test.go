@@ -20,6 +20,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
@@ -157,12 +158,37 @@ type giveBackFixture struct {
 	res  algorithms.Result
 }
 
+// testOptions returns the queue's options in these tests, which a test
+// changes where it tests them: room for 10 000 ops, each kept for 10s.
+func testOptions() Options {
+	return Options{Size: 10_000, Timeout: 10 * time.Second}
+}
+
+// TestNewRefusesInvalidOptions: New refuses a Size or a Timeout that is not
+// positive; nothing stands for a default.
+func TestNewRefusesInvalidOptions(t *testing.T) {
+	for _, mutate := range []func(*Options){
+		func(o *Options) { o.Size = 0 },
+		func(o *Options) { o.Size = -1 },
+		func(o *Options) { o.Timeout = 0 },
+		func(o *Options) { o.Timeout = -time.Second },
+	} {
+		opts := testOptions()
+		mutate(&opts)
+		_, err := New(memory.New(), opts)
+		assert.ErrorContains(t, err, "giveback: Size")
+	}
+	_, err := New(memory.New(), testOptions())
+	assert.NoError(t, err)
+}
+
 func newGiveBackFixture(t *testing.T, alg algorithms.Algorithm, mutate func(*Options)) *giveBackFixture {
 	t.Helper()
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	f := &giveBackFixture{lim: &givingLimiter{inner: mem}, rec: &recorder{}, mem: mem}
-	opts := Options{Observer: f.rec}
+	opts := testOptions()
+	opts.Observer = f.rec
 	if mutate != nil {
 		mutate(&opts)
 	}
@@ -314,10 +340,12 @@ func newLateFixture(t *testing.T, after time.Duration, mutate func(*rls.Options)
 	t.Helper()
 	mem := memory.New()
 	t.Cleanup(mem.Close)
-	opts := rls.DefaultOptions()
+	opts := rlsopts.Service()
 	opts.BackendTimeout = time.Second
 	mutate(&opts)
-	q, err := New(lateLimiter{inner: mem, after: after}, Options{KeepFailedTakes: opts.FailureMode == rls.FailAllow})
+	qOpts := testOptions()
+	qOpts.KeepFailedTakes = opts.FailureMode == rls.FailAllow
+	q, err := New(lateLimiter{inner: mem, after: after}, qOpts)
 	require.NoError(t, err)
 	return &lateFixture{svc: newService(t, q, q, opts), mem: mem}
 }
@@ -390,11 +418,13 @@ func TestChargesThatMissTheBackendAreRecordedLater(t *testing.T) {
 	t.Cleanup(mem.Close)
 	lim := &givingLimiter{inner: mem}
 	rec := &recorder{}
-	q, err := New(lim, Options{Observer: rec, Timeout: time.Minute})
+	qOpts := testOptions()
+	qOpts.Observer, qOpts.Timeout = rec, time.Minute
+	q, err := New(lim, qOpts)
 	require.NoError(t, err)
-	b, err := breaker.New(q, breaker.Options{Failures: 1, Cooldown: time.Minute})
+	b, err := breaker.New(q, breaker.Options{Failures: 1, Probes: 3, Cooldown: time.Minute})
 	require.NoError(t, err)
-	opts := rls.DefaultOptions()
+	opts := rlsopts.Service()
 	opts.BackendTimeout = time.Second
 	svc := newService(t, b, q, opts)
 

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
@@ -45,7 +46,7 @@ func frontProxy(t *testing.T) envoymodel.HTTPListener {
 // exampleLimits loads the example limits in config/.
 func exampleLimits(t *testing.T) *config.Config {
 	t.Helper()
-	c, err := config.LoadContext(context.Background(), repoFile("config"), config.Options{})
+	c, err := config.LoadContext(context.Background(), repoFile("config"), config.Options{DefaultAlgorithm: algorithms.SlidingWindowCounter})
 	require.NoError(t, err)
 	return c
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
 )
@@ -146,7 +147,7 @@ func TestIstioRatewardenDeployment(t *testing.T) {
 	edge, err := os.ReadFile(repoFile("config", "edge.yaml"))
 	require.NoError(t, err)
 	assert.Equal(t, string(edge), limits, "the ConfigMap holds config/edge.yaml")
-	cfg, err := config.Parse([]config.File{{Name: "config.yaml", Data: []byte(limits)}}, config.Options{})
+	cfg, err := config.Parse([]config.File{{Name: "config.yaml", Data: []byte(limits)}}, config.Options{DefaultAlgorithm: algorithms.SlidingWindowCounter})
 	require.NoError(t, err)
 	assert.True(t, cfg.HasDomain("edge"))
 
