@@ -1,5 +1,6 @@
-// Package lua holds ratewarden's Redis scripts, one per rate limit algorithm,
-// embedded into the binary. The table of algorithms (algorithms.Spec) names
+// Package lua holds ratewarden's Redis scripts, one per rate limit algorithm
+// that Redis counts with a script (the fixed window is counted with plain
+// commands, see redisx), embedded into the binary. The table of algorithms (algorithms.Spec) names
 // each algorithm's script and the keys it takes, and redisx.Encoder encodes
 // every call of one.
 //
@@ -23,9 +24,6 @@
 //	ARGV[9]  milliseconds to keep every key past the time its state needs
 //	ARGV[10] D, the most hits a charge may leave recorded beyond L
 //	         (algorithms.Limit.MaxDebt)
-//	ARGV[11] fixed_window: "week", "month" or "year" for a limit that counts
-//	         in the calendar's windows (algorithms.Limit.Calendar); absent
-//	         or "day" for windows of W from the epoch
 //
 // Each answers the same array of five integers:
 //

@@ -32,10 +32,12 @@ func TestDenyCacheSparesRedis(t *testing.T) {
 		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "fixed_window", Value: "hot"}}},
 	}}
 	ctx := context.Background()
-	evalsha := func() int {
+	// The fixed window is counted with INCRBY (and a SET NX PX that makes
+	// its key): a denial adds its hit and gives it back.
+	incrby := func() int {
 		info := client.Info(ctx, "commandstats").Val()
 		for _, line := range strings.Split(info, "\n") {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:calls="); ok {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_incrby:calls="); ok {
 				n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
 				require.NoError(t, err)
 				return n
@@ -48,14 +50,14 @@ func TestDenyCacheSparesRedis(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, rlsv3.RateLimitResponse_OK, resp.GetOverallCode(), "call %d", i)
 	}
-	before := evalsha()
+	before := incrby()
 	for range 200 {
 		resp, err := srv.Client.ShouldRateLimit(ctx, req)
 		require.NoError(t, err)
 		require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.GetOverallCode())
 		assert.Positive(t, resp.GetStatuses()[0].GetDurationUntilReset().AsDuration())
 	}
-	assert.Equal(t, 1, evalsha()-before, "200 denials cost Redis one script run")
+	assert.Equal(t, 2, incrby()-before, "200 denials cost Redis one decision: its INCRBY and the INCRBY that gives its hit back")
 }
 
 // raceLimits lets is_negative_hits give hits back to a limit of one an hour.
@@ -104,8 +106,10 @@ func TestDenyCacheRacesGiveBacksOnRedis(t *testing.T) {
 		wg.Wait()
 		if call(request(value, false)) == rlsv3.RateLimitResponse_OVER_LIMIT {
 			denied++
-			key := set.KeyPrefix + "{" + algorithms.Identity(algorithms.Key{Domain: "race", Entries: []algorithms.Entry{{Key: "k", Value: value}}}, limit) + "}"
-			if count, _ := client.HGet(ctx, key, "c").Int(); count < 1 {
+			// The count of the window, in the key of the hour.
+			key := set.KeyPrefix + "{" + algorithms.Identity(algorithms.Key{Domain: "race", Entries: []algorithms.Entry{{Key: "k", Value: value}}}, limit) + "}:w" +
+				strconv.FormatInt(limit.WindowIndex(time.Now()), 10)
+			if count, _ := client.Get(ctx, key).Int(); count < 1 {
 				wrong++
 			}
 		}

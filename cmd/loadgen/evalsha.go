@@ -23,9 +23,10 @@ const modeEvalsha = "evalsha"
 const (
 	// scriptTrivial is `return 1`: the cost of EVALSHA itself.
 	scriptTrivial = "trivial"
-	// scriptFixedWindow is ratewarden's fixed_window script, as the Redis
-	// limiter runs it for a limit no call reaches; the other algorithms'
-	// scripts go by their names too.
+	// scriptFixedWindow is ratewarden's fixed_window, as the Redis limiter
+	// counts it for a limit no call reaches: no script, but SET NX PX and
+	// INCRBY of the window's count; the other algorithms' scripts go by
+	// their names too.
 	scriptFixedWindow = "fixed_window"
 	// scriptPeer is no script: envoyproxy/ratelimit's fixed window, INCRBY
 	// of the window's key and EXPIRE, pipelined in one round trip.
@@ -109,21 +110,22 @@ func serverKeyPrefix() (string, error) {
 	return s.KeyPrefix, nil
 }
 
-// evalshaCommands returns the EVALSHA command of the named script for each
-// of the run's keys limits, once the script is cached on every master, so
-// that no call falls back to EVAL. For the empty script it is `return 1` on
-// the limit's key; for an algorithm, the command that the Redis limiter
-// sends (redisx.Encoder) to take 1 hit at Redis TIME from a live limit of
-// `loadgen limits`, which no run reaches.
-func evalshaCommands(ctx context.Context, client redis.UniversalClient, name, runID string, keys int) ([][]any, error) {
-	commands := make([][]any, keys)
+// evalshaCommands returns, for each of the run's keys, the commands of one
+// decision of the named script, once the script is cached on every master,
+// so that no call falls back to EVAL. For the empty script it is `return 1`
+// on the limit's key; for an algorithm, what the Redis limiter sends
+// (redisx.Encoder) to take 1 hit at Redis TIME from a live limit of `loadgen
+// limits`, which no run reaches: its EVALSHA, or for the fixed window, which
+// has no script, its SET NX PX and INCRBY.
+func evalshaCommands(ctx context.Context, client redis.UniversalClient, name, runID string, keys int) ([][][]any, error) {
+	commands := make([][][]any, keys)
 	if name == scriptTrivial {
 		script := redis.NewScript("return 1")
 		if err := loadScript(ctx, client, script); err != nil {
 			return nil, err
 		}
 		for i, key := range runKeys(runID, keys) {
-			commands[i] = []any{"evalsha", script.Hash(), 1, key}
+			commands[i] = [][]any{{"evalsha", script.Hash(), 1, key}}
 		}
 		return commands, nil
 	}
@@ -149,7 +151,14 @@ func evalshaCommands(ctx context.Context, client redis.UniversalClient, name, ru
 			Limit: limit,
 			Hits:  1,
 		}
-		if commands[i], err = enc.Command(&op, redisx.Unsharded, ""); err != nil {
+		if alg.Spec().Counter {
+			commands[i], err = enc.CounterCommands(&op, redisx.Unsharded, time.Now())
+		} else {
+			var cmd []any
+			cmd, err = enc.Command(&op, redisx.Unsharded, "")
+			commands[i] = [][]any{cmd}
+		}
+		if err != nil {
 			return nil, fmt.Errorf("loadgen: %w", err)
 		}
 	}
@@ -193,30 +202,20 @@ func loadScript(ctx context.Context, client redis.UniversalClient, script *redis
 	return nil
 }
 
-// evalshaCaller returns a worker's call: pipeline of commands, drawn at
-// random, in one round trip. A reply whose first element is 0 (a denial)
-// counts as denied, any other as admitted.
-func evalshaCaller(client redis.UniversalClient, commands [][]any, pipeline int, rng *rand.Rand) callFunc {
-	if pipeline == 1 {
-		return func(ctx context.Context) (int, int, error) {
-			v, err := client.Do(ctx, commands[rng.IntN(len(commands))]...).Result()
-			if err != nil {
-				return 0, 0, fmt.Errorf("loadgen: EVALSHA: %w", err)
-			}
-			if admitted(v) {
-				return 1, 0, nil
-			}
-			return 0, 1, nil
-		}
-	}
+// evalshaCaller returns a worker's call: pipeline decisions, drawn at
+// random, in one round trip. A decision whose last reply is 0, or an array
+// starting with 0 (a denial), counts as denied, any other as admitted.
+func evalshaCaller(client redis.UniversalClient, commands [][][]any, pipeline int, rng *rand.Rand) callFunc {
 	cmds := make([]*redis.Cmd, pipeline)
 	return func(ctx context.Context) (int, int, error) {
 		pipe := client.Pipeline()
 		for i := range cmds {
-			cmds[i] = pipe.Do(ctx, commands[rng.IntN(len(commands))]...)
+			for _, cmd := range commands[rng.IntN(len(commands))] {
+				cmds[i] = pipe.Do(ctx, cmd...)
+			}
 		}
-		_, err := pipe.Exec(ctx)
-		if err != nil {
+		// SET NX answers nil when the count's key is there already.
+		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 			return 0, 0, fmt.Errorf("loadgen: EVALSHA pipeline: %w", err)
 		}
 		allowed := 0

@@ -26,8 +26,15 @@ type Spec struct {
 	// Name is the algorithm's name in limits files, settings, metrics and
 	// the identities of states (Identity).
 	Name string
-	// Script is the file under lua/ that holds the algorithm's Redis script.
+	// Script is the file under lua/ that holds the algorithm's Redis script,
+	// or "" for an algorithm counted on Redis with plain commands (Counter).
 	Script string
+	// Counter reports that the algorithm is counted on Redis as
+	// envoyproxy/ratelimit counts: a key per window holding its count,
+	// added to with INCRBY, without a script; only the states of limits that
+	// owe debts (Op.Debt) are kept whole under the state key, and changed
+	// in transactions.
+	Counter bool
 	// Keys are the Redis keys the script takes, in the order of its KEYS,
 	// each as the suffix that follows the limit's hash tag: "" for the
 	// state, then any more keys of the same limit (the log's sequence
@@ -65,7 +72,7 @@ type Spec struct {
 // under lua/, and its documentation; nothing else names an algorithm.
 var specs = [...]Spec{
 	FixedWindow: {
-		Name: "fixed_window", Script: "fixed_window.lua", Keys: []string{""},
+		Name: "fixed_window", Counter: true, Keys: []string{""},
 		Calendar: true,
 		newState: func() State { return new(FixedWindowState) },
 		lifetime: fixedWindowLifetime, maxDebt: windowDebt,

@@ -96,3 +96,12 @@ func (l Limit) CalendarUnit() string {
 	}
 	return ""
 }
+
+// WindowIndex returns the index of the window of a fixed_window limit l that
+// holds now: ⌊now/W⌋ for windows from the epoch, or the number of the UTC
+// day, ISO week, month or year of a calendar limit. l must be valid.
+func (l Limit) WindowIndex(now time.Time) int64 { return l.windows().index(now.UnixMicro()) }
+
+// WindowStart returns when window i of a fixed_window limit l starts (see
+// WindowIndex). l must be valid.
+func (l Limit) WindowStart(i int64) time.Time { return time.UnixMicro(l.windows().start(i)) }

@@ -167,3 +167,16 @@ func (s *FixedWindowState) remaining(l Limit) uint64 {
 // fixedWindowLifetime is Limit.Lifetime of a fixed_window: W, or the longest
 // of its months or years for a calendar one.
 func fixedWindowLifetime(l Limit) time.Duration { return l.windows().longest() }
+
+// FixedWindowStateOf returns the state counting count hits in window, owing
+// debt, which behaves as a new one at drop (in µs) while it owes: the
+// fields a store keeps, as Fields returns them.
+func FixedWindowStateOf(window int64, count, debt uint64, drop int64) FixedWindowState {
+	return FixedWindowState{window: window, count: count, debt: debt, drop: drop}
+}
+
+// Fields returns what a store keeps of s: its window, its count, its debt,
+// and when it behaves as a new one while it owes (0 when it owes nothing).
+func (s *FixedWindowState) Fields() (window int64, count, debt uint64, drop int64) {
+	return s.window, s.count, s.debt, s.drop
+}

@@ -44,8 +44,10 @@ type Op struct {
 	// counts hits, or with Debt as a debt that later windows pay off
 	// (State.Charge). A split limit charges one shard.
 	Charge bool
-	// Debt, with Charge, carries what the charge records beyond the limit
-	// into later windows as a debt (State.Charge).
+	// Debt reports that the limit's state may owe a debt: its rule charges
+	// with debt. A charge with Debt carries what it records beyond the
+	// limit into later windows (State.Charge), one without it records
+	// (State.Record). A backend may keep such states apart.
 	Debt bool
 	// Refund gives Hits back instead of taking them; it takes precedence
 	// over Charge.

@@ -42,3 +42,17 @@ func NewState(a Algorithm) State {
 	}
 	return specs[a].newState()
 }
+
+// Apply applies op to st at now, as its flags ask: a refund, a charge that
+// owes (Op.Charge with Op.Debt), a record (Op.Charge alone), or a take.
+func Apply(st State, op *Op, now time.Time) Result {
+	switch {
+	case op.Refund:
+		return st.Refund(op.Limit, now, op.Hits, op.Receipt)
+	case op.Charge && op.Debt:
+		return st.Charge(op.Limit, now, op.Hits)
+	case op.Charge:
+		return st.Record(op.Limit, now, op.Hits)
+	}
+	return st.Take(op.Limit, now, op.Hits)
+}

@@ -148,36 +148,20 @@ func (m *Limiter) apply(op *algorithms.Op, now time.Time, t int64) algorithms.Re
 	}
 	if e == nil {
 		st := algorithms.NewState(op.Limit.Algorithm)
+		res := algorithms.Apply(st, op, now)
 		if op.Refund {
-			return st.Refund(op.Limit, now, op.Hits, op.Receipt)
+			return res
 		}
-		res := take(st, op, now)
 		if exp := st.Expiry(op.Limit).UnixMicro(); exp > t {
 			sh.entries[id] = &entry{state: st, expires: exp}
 		}
 		return res
 	}
-	var res algorithms.Result
-	if op.Refund {
-		res = e.state.Refund(op.Limit, now, op.Hits, op.Receipt)
-	} else {
-		res = take(e.state, op, now)
-	}
+	res := algorithms.Apply(e.state, op, now)
 	if e.expires = e.state.Expiry(op.Limit).UnixMicro(); e.expires <= t {
 		delete(sh.entries, id)
 	}
 	return res
-}
-
-// take applies a take, a charge or a record.
-func take(st algorithms.State, op *algorithms.Op, now time.Time) algorithms.Result {
-	switch {
-	case op.Charge && op.Debt:
-		return st.Charge(op.Limit, now, op.Hits)
-	case op.Charge:
-		return st.Record(op.Limit, now, op.Hits)
-	}
-	return st.Take(op.Limit, now, op.Hits)
 }
 
 // Close stops the background sweep and waits for it to return. Do keeps

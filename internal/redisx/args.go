@@ -8,12 +8,10 @@ import (
 )
 
 // limitArgs are the script arguments that depend on the limit alone (ARGV[3],
-// [4], [8], [10] and [11], see lua.go), formatted and boxed once, so that a
+// [4], [8] and [10], see lua.go), formatted and boxed once, so that a
 // decision does not format and box them again.
 type limitArgs struct {
 	requests, window, capacity, debt any
-	// calendar is ARGV[11] of a calendar limit, "" for any other.
-	calendar string
 }
 
 // maxCachedLimits bounds an argCache: limits that requests name (overrides)
@@ -42,7 +40,6 @@ func (c *argCache) get(l algorithms.Limit) *limitArgs {
 		window:   strconv.FormatInt(l.WindowMicros(), 10),
 		capacity: strconv.FormatUint(l.Capacity(), 10),
 		debt:     strconv.FormatUint(l.MaxDebt(), 10),
-		calendar: l.CalendarUnit(),
 	}
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= maxCachedLimits {

@@ -37,13 +37,13 @@ type sentHook struct {
 
 func (h *sentHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if args := cmds[0].Args(); len(args) > 3 {
-			key := fmt.Sprint(args[3])
-			if _, rest, ok := strings.Cut(key, "{"); ok {
+		for _, arg := range cmds[0].Args() {
+			if _, rest, ok := strings.Cut(fmt.Sprint(arg), "{"); ok {
 				domain, _, _ := strings.Cut(rest, "|")
 				h.mu.Lock()
 				h.seen[domain] = true
 				h.mu.Unlock()
+				break
 			}
 		}
 		return next(ctx, cmds)

@@ -27,6 +27,7 @@ type coalescer struct {
 	client  redis.UniversalClient
 	retries int // see execScripts
 	grace   time.Duration
+	slack   time.Duration // see counterCall.process
 	queue   chan *batch
 	stop    chan struct{}
 	done    chan struct{}
@@ -60,11 +61,12 @@ const (
 )
 
 // newCoalescer starts workers goroutines sending calls through client.
-func newCoalescer(client redis.UniversalClient, workers int, grace time.Duration) *coalescer {
+func newCoalescer(client redis.UniversalClient, workers int, grace, slack time.Duration) *coalescer {
 	c := &coalescer{
 		client:  client,
 		retries: clientRetries(client),
 		grace:   grace,
+		slack:   slack,
 		queue:   make(chan *batch, 4*maxCoalesced),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -217,7 +219,7 @@ func (c *coalescer) send(batches []*batch, calls []*scriptCall) []*scriptCall {
 		ctx, cancel = context.WithDeadline(ctx, latest.Add(c.grace))
 		defer cancel()
 	}
-	execScripts(ctx, c.client, calls, c.retries)
+	execScripts(ctx, c.client, calls, c.retries, c.slack)
 	for _, b := range live {
 		c.deliver(b, callsError(b.calls))
 	}

@@ -45,6 +45,9 @@ func NewEncoder(prefix string, slack time.Duration) (*Encoder, error) {
 	e := &Encoder{keys: keys, slack: strconv.FormatInt(slack.Milliseconds(), 10)}
 	e.scripts = make([]*script, len(algorithms.Algorithms)+1)
 	for _, a := range algorithms.Algorithms {
+		if a.Spec().Counter {
+			continue // counted with plain commands (counter.go)
+		}
 		if e.scripts[a], err = loadScript(a.Spec()); err != nil {
 			return nil, err
 		}
@@ -60,6 +63,9 @@ func NewEncoder(prefix string, slack time.Duration) (*Encoder, error) {
 func (e *Encoder) Command(op *algorithms.Op, shard int, now string) ([]any, error) {
 	if err := op.Limit.Validate(); err != nil {
 		return nil, fmt.Errorf("redisx: %w", err)
+	}
+	if op.Limit.Algorithm.Spec().Counter {
+		return nil, fmt.Errorf("redisx: %s is counted without a script", op.Limit.Algorithm)
 	}
 	return e.appendCommand(make([]any, 0, maxArgv), op, shard, now), nil
 }
@@ -134,8 +140,5 @@ func (e *Encoder) appendCommand(dst []any, op *algorithms.Op, shard int, now any
 	dst = append(dst, "evalsha", s.shaArg)
 	dst = e.keys.appendKeys(dst, op.Identity(), shard, s.keys)
 	dst = append(dst, mode, now, la.requests, la.window, hitsArg(hits), at, seq, la.capacity, e.slack, la.debt)
-	if la.calendar != "" {
-		dst = append(dst, la.calendar)
-	}
 	return dst
 }

@@ -38,10 +38,10 @@ func TestEncoderCommand(t *testing.T) {
 	}{
 		{
 			name: "take",
-			op:   algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 100, Window: time.Minute}, Hits: 2},
+			op:   algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Requests: 100, Window: time.Minute}, Hits: 2},
 			// D = 100 · ⌊3650 days / 1 minute⌋.
 			shard: Unsharded,
-			want: []any{"evalsha", digest(t, algorithms.FixedWindow), 1, "rl:{edge|api_key=a|fixed_window:60}",
+			want: []any{"evalsha", digest(t, algorithms.SlidingWindowCounter), 1, "rl:{edge|api_key=a|sliding_window_counter:60}",
 				"take", now, "100", "60000000", "2", "", "", "100", "0", "525600000"},
 		},
 		{
@@ -68,15 +68,6 @@ func TestEncoderCommand(t *testing.T) {
 			shard: Unsharded,
 			want: []any{"evalsha", digest(t, algorithms.TokenBucket), 1, "rl:{edge|api_key=a|token_bucket:1}",
 				"charge", now, "10", "1000000", "1000", "", "", "20", "0", "3153600000"},
-		},
-		{
-			name: "record in a calendar month",
-			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: 30 * 24 * time.Hour, Calendar: true},
-				Hits: 7, Charge: true},
-			// D = 5 · ⌊3650 days / 31 days⌋, the longest month.
-			shard: Unsharded,
-			want: []any{"evalsha", digest(t, algorithms.FixedWindow), 1, "rl:{edge|api_key=a|fixed_window:2592000:calendar}",
-				"record", now, "5", "2592000000000", "7", "", "", "5", "0", "585", "month"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,12 +103,15 @@ func TestEncoderRejects(t *testing.T) {
 	require.NoError(t, err)
 	for _, l := range []algorithms.Limit{
 		{Requests: 1, Window: time.Second},
-		{Algorithm: algorithms.FixedWindow, Requests: 1, Window: 1500 * time.Millisecond},
-		{Algorithm: algorithms.FixedWindow, Requests: 1, Burst: 2, Window: time.Second},
+		{Algorithm: algorithms.TokenBucket, Requests: 1, Window: 1500 * time.Millisecond},
+		{Algorithm: algorithms.SlidingWindowLog, Requests: 1, Burst: 2, Window: time.Second},
 	} {
 		_, err := enc.Command(&algorithms.Op{Limit: l, Hits: 1}, Unsharded, "")
 		assert.ErrorIs(t, err, algorithms.ErrInvalidLimit, "%+v", l)
 	}
+	// The fixed window is counted with plain commands, not a script.
+	_, err = enc.Command(&algorithms.Op{Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}, Hits: 1}, Unsharded, "")
+	assert.ErrorContains(t, err, "fixed_window is counted without a script")
 }
 
 // TestEncoderHasEveryScript: the encoder holds the script of every
@@ -127,6 +121,10 @@ func TestEncoderHasEveryScript(t *testing.T) {
 	require.NoError(t, err)
 	for _, a := range algorithms.Algorithms {
 		s := enc.script(a)
+		if a.Spec().Counter {
+			require.Nil(t, s, "%s is counted without a script", a)
+			continue
+		}
 		require.NotNil(t, s, "%s", a)
 		assert.Equal(t, a.Spec().Script, s.name)
 		assert.Equal(t, digest(t, a), s.sha)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,9 +21,10 @@ import (
 // TestFootprint measures, on a server of its own, what one limit costs Redis:
 // the bytes its keys take (MEMORY USAGE) and the commands its script runs
 // per decision (INFO commandstats, without the EVALSHA itself), that a
-// denial writes nothing, and that a charge, which is no denial, does. The
-// algorithm table of docs/algorithms.md quotes
-// the figures it logs.
+// denial writes nothing, and that a charge, which is no denial, does; for
+// the fixed window, counted without a script, the commands of a decision
+// (counterFootprint). The algorithm table of docs/algorithms.md quotes the
+// figures it logs.
 func TestFootprint(t *testing.T) {
 	srv := redistest.Standalone(t)
 	client := srv.Client(t)
@@ -33,6 +35,10 @@ func TestFootprint(t *testing.T) {
 	key := algorithms.Key{Domain: "edge", Entries: []algorithms.Entry{{Key: "api_key", Value: "k-5f2a9c1e7b3d4a60"}}}
 	var rows []string
 	for _, alg := range algorithms.Algorithms {
+		if alg.Spec().Counter {
+			rows = append(rows, counterFootprint(t, client, lim, key, alg))
+			continue
+		}
 		limit := algorithms.Limit{Algorithm: alg, Requests: 100, Window: time.Minute}
 		op := algorithms.Op{Key: key, Limit: limit, Hits: 1}
 		// Warm up the script cache and the state, then count what 100
@@ -134,6 +140,60 @@ func TestFootprint(t *testing.T) {
 	}
 	t.Logf("per limit of 100 a minute, full (Redis %s):\n| algorithm | keys | bytes (MEMORY USAGE) | commands per decision inside the script | per denial, all reads |\n%s",
 		client.InfoMap(ctx, "server").Item("Server", "redis_version"), strings.Join(rows, "\n"))
+}
+
+// counterFootprint is TestFootprint's row of an algorithm counted without a
+// script: a decision is a SET NX PX and an INCRBY, a denial also gives its
+// hit back with a second INCRBY, a check is one GET; the window's count is
+// one small key.
+func counterFootprint(t *testing.T, client *redis.Client, lim *Limiter, key algorithms.Key, alg algorithms.Algorithm) string {
+	ctx := context.Background()
+	limit := algorithms.Limit{Algorithm: alg, Requests: 100, Window: time.Hour}
+	op := algorithms.Op{Key: key, Limit: limit, Hits: 1}
+	require.NoError(t, client.ConfigResetStat(ctx).Err())
+	const decisions = 100
+	for range decisions {
+		res, err := lim.Do(ctx, []algorithms.Op{op})
+		require.NoError(t, err)
+		require.True(t, res[0].Allowed)
+	}
+	calls := commandCalls(t, client.Info(ctx, "commandstats").Val())
+	assert.Equal(t, decisions, calls["set"], "%s: one SET NX PX per decision: %v", alg, calls)
+	assert.Equal(t, decisions, calls["incrby"], "%s: one INCRBY per decision: %v", alg, calls)
+	assert.Zero(t, calls["evalsha"]+calls["eval"], "%s: no script", alg)
+
+	require.NoError(t, client.ConfigResetStat(ctx).Err())
+	const denials = 10
+	for range denials {
+		res, err := lim.Do(ctx, []algorithms.Op{op})
+		require.NoError(t, err)
+		require.False(t, res[0].Allowed, "%s: the limit is full", alg)
+	}
+	calls = commandCalls(t, client.Info(ctx, "commandstats").Val())
+	assert.Equal(t, 2*denials, calls["incrby"], "%s: a denial adds its hit and gives it back: %v", alg, calls)
+
+	require.NoError(t, client.ConfigResetStat(ctx).Err())
+	check := op
+	check.Hits = 0
+	for range denials {
+		_, err := lim.Do(ctx, []algorithms.Op{check})
+		require.NoError(t, err)
+	}
+	calls = commandCalls(t, client.Info(ctx, "commandstats").Val())
+	assert.Equal(t, map[string]int{"get": denials, "config|resetstat": 1}, withoutInfo(calls), "%s: a check reads one key", alg)
+
+	keys := limitKeys(t, client, lim.enc.keys, key, limit)
+	require.Len(t, keys, 1, "one count key for the window")
+	full, err := client.MemoryUsage(ctx, keys[0]).Result()
+	require.NoError(t, err)
+	assert.Less(t, full, int64(128), "%s keeps a small count", alg)
+	return fmt.Sprintf("| %s | %d | %d | %.1f | %.1f |", alg, len(keys), full, 2.0, 3.0)
+}
+
+// withoutInfo returns calls without the INFO commands that read them.
+func withoutInfo(calls map[string]int) map[string]int {
+	delete(calls, "info")
+	return calls
 }
 
 // commandCalls parses INFO commandstats into calls per command.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -34,8 +36,13 @@ func TestKeysLayout(t *testing.T) {
 	fw := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Minute}
 	log := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Window: time.Hour}
 
-	assert.Equal(t, []string{"rl:{edge|api_key=a%7Bb%7D#1|fixed_window:60}"}, keysOf(ks, k, fw, Unsharded))
-	assert.Equal(t, []string{"rl:{edge|api_key=a%7Bb%7D#1|fixed_window:60#3}"}, keysOf(ks, k, fw, 3))
+	// A fixed window: the state of a limit that owes, and the count key of
+	// the window (minute 29 928 630 since the epoch here).
+	at := time.Unix(29_928_630*60+15, 0)
+	assert.Equal(t, []string{"rl:{edge|api_key=a%7Bb%7D#1|fixed_window:60}", "rl:{edge|api_key=a%7Bb%7D#1|fixed_window:60}:w29928630"},
+		keysAt(ks, k, fw, Unsharded, at))
+	assert.Equal(t, []string{"rl:{edge|api_key=a%7Bb%7D#1|fixed_window:60#3}", "rl:{edge|api_key=a%7Bb%7D#1|fixed_window:60#3}:w29928630"},
+		keysAt(ks, k, fw, 3, at))
 	assert.Equal(t, []string{
 		"rl:{edge|api_key=a%7Bb%7D#1|sliding_window_log:3600}",
 		"rl:{edge|api_key=a%7Bb%7D#1|sliding_window_log:3600}:seq",
@@ -64,11 +71,39 @@ func TestAppendKeys(t *testing.T) {
 // keysOf returns the KEYS that the encoder writes for a script call of
 // limit l on k in shard, under the prefix of s.
 func keysOf(s keySpace, k algorithms.Key, l algorithms.Limit, shard int) []string {
-	args := s.appendKeys(nil, algorithms.Identity(k, l), shard, l.Algorithm.Spec().Keys)
+	return keysAt(s, k, l, shard, time.Now())
+}
+
+// keysAt is keysOf at now: a counted limit's count key is the key of the
+// window that holds now.
+func keysAt(s keySpace, k algorithms.Key, l algorithms.Limit, shard int, now time.Time) []string {
+	suffixes := l.Algorithm.Spec().Keys
+	if l.Algorithm.Spec().Counter {
+		// The state key (of a limit that owes) and the count key.
+		suffixes = append(slices.Clip(suffixes), counterKeySuffix+strconv.FormatInt(l.WindowIndex(now), 10))
+	}
+	args := s.appendKeys(nil, algorithms.Identity(k, l), shard, suffixes)
 	keys := make([]string, args[0].(int))
 	for i := range keys {
 		keys[i] = args[1+i].(string)
 	}
+	return keys
+}
+
+// limitKeys returns the keys Redis holds of limit l of k, unsharded: those of
+// its script, or the count keys of a counted limit and its state key.
+func limitKeys(t *testing.T, client *redis.Client, s keySpace, k algorithms.Key, l algorithms.Limit) []string {
+	t.Helper()
+	state := keysOf(s, k, l, Unsharded)[0]
+	var glob strings.Builder
+	for _, r := range state {
+		if strings.ContainsRune(`*?[]\`, r) {
+			glob.WriteByte('\\')
+		}
+		glob.WriteRune(r)
+	}
+	keys, err := client.Keys(context.Background(), glob.String()+"*").Result()
+	require.NoError(t, err)
 	return keys
 }
 

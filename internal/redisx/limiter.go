@@ -25,6 +25,12 @@ type Limiter struct {
 	clock  func() time.Time
 	intN   func(n int) int
 	co     *coalescer
+	// slack is how much longer than their state needs the keys of the ops
+	// decided without a script are kept (the scripts' is the Encoder's).
+	slack time.Duration
+	// server follows Redis's clock, for the ops decided without a script
+	// (counter.go) when there is no injected clock.
+	server *serverClock
 }
 
 // clockSlack is how much longer keys live when the Limiter's clock is not the
@@ -102,14 +108,25 @@ func NewLimiter(client redis.UniversalClient, pipelines int, opts ...Option) (*L
 	case pipelines < 1:
 		return nil, fmt.Errorf("redisx: coalescing needs at least 1 pipeline in flight, not %d", pipelines)
 	}
-	l := &Limiter{client: client, enc: enc, clock: o.clock, intN: o.intN}
-	l.co = newCoalescer(client, pipelines, o.grace)
+	l := &Limiter{client: client, enc: enc, clock: o.clock, intN: o.intN, slack: slack}
+	if o.clock == nil {
+		l.server = newServerClock(client)
+		// The ops decided without a script read Redis's clock as the
+		// Limiter follows it, which may be off by part of a round trip.
+		l.slack = serverClockMargin
+	}
+	l.co = newCoalescer(client, pipelines, o.grace, l.slack)
 	return l, nil
 }
 
 // Close stops the Limiter's coalescing workers; Do then fails. It does not
 // close the client.
-func (l *Limiter) Close() { l.co.close() }
+func (l *Limiter) Close() {
+	l.co.close()
+	if l.server != nil {
+		l.server.close()
+	}
+}
 
 // maxBatch bounds the calls of one Do that travel to Redis together. A
 // larger Do sends its calls in batches of maxBatch, one batch after the
@@ -180,10 +197,17 @@ func (l *Limiter) runBatch(ctx context.Context, calls []*scriptCall, b *batch, o
 // that certainly did not run is sent again as the client's MaxRetries allow;
 // nothing else is retried.
 func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	debts := 0
 	for i := range ops {
 		if err := ops[i].Limit.Validate(); err != nil {
 			return nil, fmt.Errorf("redisx: op %d: %w", i, err)
 		}
+		if owes(&ops[i]) {
+			debts++
+		}
+	}
+	if debts > 0 {
+		return l.doWithDebts(ctx, ops)
 	}
 	// One allocation holds what a decision of one op needs, the usual
 	// request; several ops take one for each slice.
@@ -207,8 +231,9 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		}
 	}
 	var now any = l.now() // boxed once for every call
+	micros := l.micros()
 	for i := range ops {
-		l.call(calls[i], &ops[i], l.pickShard(&ops[i]), now)
+		l.call(calls[i], &ops[i], l.pickShard(&ops[i]), now, micros)
 	}
 	if err := l.run(ctx, calls, b, out); err != nil {
 		return nil, algorithms.Unsettled(err, out)
@@ -234,14 +259,14 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 
 	first := calls
 	calls = make([]*scriptCall, 0, len(again))
-	now = any(l.now())
+	now, micros = any(l.now()), l.micros()
 	for _, i := range again {
 		// Another shard, uniformly among the other n−1.
 		other := l.intN(shardCount(&ops[i]) - 1)
 		if other >= first[i].shard {
 			other++
 		}
-		calls = append(calls, l.call(new(scriptCall), &ops[i], other, now))
+		calls = append(calls, l.call(new(scriptCall), &ops[i], other, now, micros))
 	}
 	err := l.run(ctx, calls, nil, out)
 	if err == nil {
@@ -264,6 +289,52 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		}
 		out.Report(applied)
 		return nil, algorithms.Unsettled(err, out)
+	}
+	return results, nil
+}
+
+// doWithDebts is Do for ops among which some go to the whole state of a
+// limit that may owe (see doDebt): those, one transaction each, in order,
+// and then the others together, as Do sends them. When one fails, what
+// became of each op is reported with the error: the ops before it applied,
+// it unknown (its transaction may have run), the others not applied.
+func (l *Limiter) doWithDebts(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	results := make([]algorithms.Result, len(ops))
+	var rest []algorithms.Op
+	var index []int
+	for i := range ops {
+		if !owes(&ops[i]) {
+			rest = append(rest, ops[i])
+			index = append(index, i)
+			continue
+		}
+		r, err := l.doDebt(ctx, &ops[i], l.pickShard(&ops[i]))
+		if err != nil {
+			out := new(algorithms.Outcomes)
+			at := time.Now()
+			fates := make([]algorithms.Outcome, len(ops))
+			for j := range ops {
+				fates[j] = algorithms.Outcome{Op: ops[j], Fate: algorithms.NotApplied, At: at}
+				switch {
+				case j == i:
+					fates[j].Fate = algorithms.Unknown
+				case j < i && owes(&ops[j]):
+					fates[j].Fate, fates[j].Result = algorithms.Applied, results[j]
+				}
+			}
+			out.Report(fates)
+			return nil, algorithms.Unsettled(err, out)
+		}
+		results[i] = r
+	}
+	if len(rest) > 0 {
+		got, err := l.Do(ctx, rest)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range index {
+			results[i] = got[k]
+		}
 	}
 	return results, nil
 }
@@ -334,11 +405,25 @@ type oneOp struct {
 	outcomes algorithms.Outcomes
 }
 
-// call builds the script run of op on shard at now in c, and returns c.
-func (l *Limiter) call(c *scriptCall, op *algorithms.Op, shard int, now any) *scriptCall {
+// call builds the run of op on shard in c, and returns c: its script at now
+// (the script's argument), or the commands of a counted limit at micros.
+func (l *Limiter) call(c *scriptCall, op *algorithms.Op, shard int, now any, micros int64) *scriptCall {
+	if op.Limit.Algorithm.Spec().Counter {
+		*c = scriptCall{op: *op, shard: shard, counter: l.enc.counterCall(op, shard, micros)}
+		return c
+	}
 	*c = scriptCall{op: *op, shard: shard, script: l.enc.script(op.Limit.Algorithm)}
 	c.argv = l.enc.appendCommand(c.buf[:0], op, shard, now)
 	return c
+}
+
+// micros returns now in µs: the injected clock's, or Redis's as the
+// Limiter follows it.
+func (l *Limiter) micros() int64 {
+	if l.clock != nil {
+		return l.clock().UnixMicro()
+	}
+	return l.server.now().UnixMicro()
 }
 
 // reply is a script's answer.

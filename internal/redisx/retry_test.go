@@ -93,7 +93,7 @@ func TestScriptsAreNeverSentTwice(t *testing.T) {
 			ctx := context.Background()
 			require.NoError(t, lim.Prepare(ctx))
 
-			limit := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Window: time.Hour}
+			limit := algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Requests: 10, Window: time.Hour}
 			ops := make([]algorithms.Op, takes)
 			for i := range ops {
 				ops[i] = algorithms.Op{Key: algorithms.Key{Domain: "once", Entries: []algorithms.Entry{{Key: "k", Value: strconv.Itoa(i)}}}, Limit: limit, Hits: 1}
@@ -155,7 +155,7 @@ func TestRetriesWhatCertainlyDidNotRun(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
 
-	op := algorithms.Op{Key: algorithms.Key{Domain: "retry"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Window: time.Hour}, Hits: 1}
+	op := algorithms.Op{Key: algorithms.Key{Domain: "retry"}, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Requests: 10, Window: time.Hour}, Hits: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	require.NoError(t, lim.Prepare(ctx))

@@ -56,6 +56,9 @@ type scriptCall struct {
 	argv []any
 	buf  [maxArgv]any       // argv's storage, allocated with the call
 	cmd  *redis.IntSliceCmd // nil until sent
+	// counter holds the commands of an op of a limit counted without a
+	// script (counter.go); script, argv and cmd are then unused.
+	counter *counterCall
 	// sends counts the times the call was sent again after a failure that
 	// proved it had not run; eval is set once a node lacked the script.
 	sends int
@@ -63,8 +66,8 @@ type scriptCall struct {
 }
 
 // maxArgv is the length of the longest argv that a scriptCall holds without
-// allocating: the log's, with two keys and ten ARGV, and a calendar fixed
-// window's, with one key and ARGV[11]. A longer one is allocated.
+// allocating: the log's, with two keys and ten ARGV. A longer one is
+// allocated.
 const maxArgv = 3 + 2 + 10
 
 // waiting reports whether the call's caller still waits for its answer.
@@ -72,6 +75,13 @@ func (c *scriptCall) waiting() bool { return c.ctx == nil || c.ctx.Err() == nil 
 
 // result decodes the call's reply as its op's Result.
 func (c *scriptCall) result() (algorithms.Result, error) {
+	if c.counter != nil {
+		res := c.counter.result(&c.op, c.counter.seen)
+		if res.Receipt.At != 0 && c.shard != Unsharded {
+			res.Receipt.Shard = uint32(c.shard)
+		}
+		return res, nil
+	}
 	r, err := decodeReply(c.cmd.Val())
 	if err != nil {
 		return algorithms.Result{}, fmt.Errorf("redisx: %s: %w", c.script.name, err)
@@ -82,11 +92,11 @@ func (c *scriptCall) result() (algorithms.Result, error) {
 // outcome returns what became of the call, as known at.
 func (c *scriptCall) outcome(at time.Time) algorithms.Outcome {
 	o := algorithms.Outcome{Op: c.op, Fate: algorithms.Unknown, At: at}
-	if c.cmd == nil {
+	if !c.sent() {
 		o.Fate = algorithms.NotApplied
 		return o
 	}
-	switch err := c.cmd.Err(); {
+	switch err := c.err(); {
 	case err == nil:
 		if r, err := c.result(); err == nil {
 			o.Fate, o.Result = algorithms.Applied, r
@@ -104,6 +114,30 @@ func outcomesOf(calls []*scriptCall, at time.Time) []algorithms.Outcome {
 		out[i] = c.outcome(at)
 	}
 	return out
+}
+
+// sent reports whether the call's commands were made to be sent.
+func (c *scriptCall) sent() bool {
+	if c.counter != nil {
+		return c.counter.incr != nil
+	}
+	return c.cmd != nil
+}
+
+// err returns the error of the call's commands, once sent.
+func (c *scriptCall) err() error {
+	if c.counter != nil {
+		return c.counter.err()
+	}
+	return c.cmd.Err()
+}
+
+// name names what the call runs, for errors.
+func (c *scriptCall) name() string {
+	if c.counter != nil {
+		return c.op.Limit.Algorithm.String()
+	}
+	return c.script.name
 }
 
 // command returns a new command that runs c: EVALSHA, or EVAL once a node
@@ -130,7 +164,7 @@ func (c *scriptCall) command(ctx context.Context) *redis.IntSliceCmd {
 // that counts them twice. With NoRetry it still follows MOVED and ASK
 // redirects and redials a cluster node it could not reach, which never
 // re-run anything; execScripts sends again only what certainly did not run.
-type sentOnce struct{ *redis.IntSliceCmd }
+type sentOnce struct{ redis.Cmder }
 
 // NoRetry tells go-redis not to send the command again.
 func (sentOnce) NoRetry() bool { return true }
@@ -145,11 +179,15 @@ func (sentOnce) NoRetry() bool { return true }
 // CLUSTERDOWN), while ctx lasts and its own caller still waits. A call whose
 // reply was lost after it was written (a read timeout, a connection broken
 // mid-reply) may have run, and is never sent again.
-func execScripts(ctx context.Context, client redis.UniversalClient, calls []*scriptCall, retries int) {
+func execScripts(ctx context.Context, client redis.UniversalClient, calls []*scriptCall, retries int, slack time.Duration) {
 	pending := calls
 	for len(pending) > 0 {
 		pipe := client.Pipeline()
 		for _, c := range pending {
+			if c.counter != nil {
+				c.counter.process(ctx, pipe, slack)
+				continue
+			}
 			c.cmd = c.command(ctx)
 			_ = pipe.Process(ctx, sentOnce{c.cmd})
 		}
@@ -157,9 +195,25 @@ func execScripts(ctx context.Context, client redis.UniversalClient, calls []*scr
 		// inspected instead, except when the connection could not be set up
 		// (a refused AUTH: NOAUTH, WRONGPASS): go-redis reports that from
 		// Exec only, and the commands would look answered with nothing.
-		if _, err := pipe.Exec(ctx); err != nil {
+		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+			// A failure of the connection's setup leaves every command
+			// without an error of its own.
+			setup := true
 			for _, c := range pending {
-				if c.cmd.Err() == nil && c.cmd.Val() == nil {
+				if c.counter != nil && (c.counter.incr.Err() != nil || c.counter.set != nil && c.counter.set.Err() != nil) ||
+					c.counter == nil && (c.cmd.Err() != nil || c.cmd.Val() != nil) {
+					setup = false
+				}
+			}
+			for _, c := range pending {
+				switch {
+				case c.counter != nil:
+					if set := c.counter.set; set != nil && c.counter.incr.Err() == nil && set.Err() != nil && set.Err() != redis.Nil {
+						c.counter.incr.SetErr(set.Err())
+					} else if setup {
+						c.counter.incr.SetErr(err)
+					}
+				case c.cmd.Err() == nil && c.cmd.Val() == nil:
 					c.cmd.SetErr(err)
 				}
 			}
@@ -167,7 +221,7 @@ func execScripts(ctx context.Context, client redis.UniversalClient, calls []*scr
 
 		again := pending[:0:0]
 		for _, c := range pending {
-			err := c.cmd.Err()
+			err := c.err()
 			switch {
 			case err == nil, !c.waiting():
 			case isNoScript(err) && !c.eval:
@@ -180,7 +234,39 @@ func execScripts(ctx context.Context, client redis.UniversalClient, calls []*scr
 		}
 		pending = again
 	}
+	settleCounters(calls)
+	correct(client, calls)
 }
+
+// correct sends, in one more pipeline, the give-backs of the counted calls
+// that answered (counterCall.correction), and waits for it: an op is
+// answered once its count is as it leaves it. Each give-back is sent once;
+// one that fails leaves a count too high (so later takes in its window are
+// denied, not admitted) or, for a refund, below zero (which denies too),
+// until the window ends.
+func correct(client redis.UniversalClient, calls []*scriptCall) {
+	var pipe redis.Pipeliner
+	for _, c := range calls {
+		cc := c.counter
+		if cc == nil || cc.give == 0 {
+			continue
+		}
+		if pipe == nil {
+			pipe = client.Pipeline()
+		}
+		cc.fix = redis.NewIntCmd(context.Background(), "incrby", cc.key, -cc.give)
+		_ = pipe.Process(context.Background(), sentOnce{cc.fix})
+	}
+	if pipe == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), correctionTimeout)
+	defer cancel()
+	_, _ = pipe.Exec(ctx)
+}
+
+// correctionTimeout bounds the wait for the give-backs of counted calls.
+const correctionTimeout = time.Second
 
 // clientRetries returns how often client may send a script again that
 // certainly did not run: its MaxRetries, or for a cluster the MaxRedirects
@@ -217,8 +303,8 @@ func didNotRun(err error) bool {
 // callsError returns the first failure among calls that have run.
 func callsError(calls []*scriptCall) error {
 	for _, c := range calls {
-		if err := c.cmd.Err(); err != nil {
-			return runError(c.script.name, err)
+		if err := c.err(); err != nil {
+			return runError(c.name(), err)
 		}
 	}
 	return nil

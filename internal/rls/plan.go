@@ -165,7 +165,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 				Hits:   opHits(hits, refund || charge, rl.Limit),
 				Shards: rl.Shards,
 				Charge: charge,
-				Debt:   charge && m.Rule.Debt,
+				Debt:   matched && m.Rule.Debt,
 				Refund: refund,
 			})
 			p.limits = append(p.limits, planLimit{desc: i, limit: rl, rule: rule, shadow: shadow, ruleShadow: ruleShadow, override: d.GetLimit() != nil})
