@@ -50,6 +50,10 @@ type Spec struct {
 	// Calendar reports that a limit may count in the calendar's windows
 	// (Limit.Calendar).
 	Calendar bool
+	// Windowed reports that the state counts in windows that start at fixed
+	// times (Limit.WindowIndex, Limit.WindowStart): a take counts in the
+	// window it was made in, and gives back only there.
+	Windowed bool
 	// ExactRefund reports how a refund with a receipt applies: it gives back
 	// exactly the entries the receipt's take added, and nothing once they
 	// are gone, so that sending it twice gives back no more than sending it
@@ -73,7 +77,7 @@ type Spec struct {
 var specs = [...]Spec{
 	FixedWindow: {
 		Name: "fixed_window", Counter: true, Keys: []string{""},
-		Calendar: true,
+		Calendar: true, Windowed: true,
 		newState: func() State { return new(FixedWindowState) },
 		lifetime: fixedWindowLifetime, maxDebt: windowDebt,
 	},
@@ -85,6 +89,7 @@ var specs = [...]Spec{
 	},
 	SlidingWindowCounter: {
 		Name: "sliding_window_counter", Script: "sliding_window_counter.lua", Keys: []string{""},
+		Windowed: true,
 		newState: func() State { return new(SlidingWindowCounterState) },
 		lifetime: counterLifetime, maxDebt: windowDebt,
 	},

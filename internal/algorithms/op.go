@@ -60,6 +60,13 @@ type Op struct {
 	// or empty. Limiters that need the identity take it from Op.Identity,
 	// so that it is built once per operation.
 	ID string
+	// Hold, for a take, is a lease: the hits are served until now + Hold.
+	// 0 for an ordinary op.
+	Hold time.Duration
+	// Tag names the op for observations, opaque to Limiters: the service
+	// sets the metric key of the rule the op counts for, under which the
+	// layers that keep state of their own (leases) report it.
+	Tag string
 }
 
 // Identity returns op.ID, or Identity(op.Key, op.Limit) when it is empty.

@@ -167,6 +167,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 				Charge: charge,
 				Debt:   matched && m.Rule.Debt,
 				Refund: refund,
+				Tag:    metricKey,
 			})
 			p.limits = append(p.limits, planLimit{desc: i, limit: rl, rule: rule, shadow: shadow, ruleShadow: ruleShadow, override: d.GetLimit() != nil})
 			replaced = addNames(replaced, rl.Replaces)

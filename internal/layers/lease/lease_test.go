@@ -1,0 +1,369 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
+)
+
+// t0 is a realistic time a little after a minute boundary.
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 250_000_000, time.UTC)
+
+const (
+	tau     = 50 * time.Millisecond
+	minHits = 8
+)
+
+// recorder records the ops that reach the Limiter it wraps, and the calls.
+type recorder struct {
+	algorithms.Limiter
+	mu    sync.Mutex
+	ops   []algorithms.Op
+	calls int
+}
+
+func (r *recorder) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	r.mu.Lock()
+	r.ops = append(r.ops, ops...)
+	r.calls++
+	r.mu.Unlock()
+	return r.Limiter.Do(ctx, ops)
+}
+
+func (r *recorder) counts() (calls, ops int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls, len(r.ops)
+}
+
+// counter is an Observer that sums what it is told, per event.
+type counter struct {
+	mu   sync.Mutex
+	hits map[Event]uint64
+	n    map[Event]int
+	tags map[string]bool
+}
+
+func newCounter() *counter {
+	return &counter{hits: map[Event]uint64{}, n: map[Event]int{}, tags: map[string]bool{}}
+}
+
+func (c *counter) ObserveLease(tag string, e Event, hits uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hits[e] += hits
+	c.n[e]++
+	c.tags[tag] = true
+}
+
+func (c *counter) get(e Event) (int, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[e], c.hits[e]
+}
+
+// replica is one replica's lease layer in a simulation on a fake clock.
+type replica struct {
+	*Limiter
+	obs *counter
+}
+
+func newReplica(t *testing.T, backend algorithms.Limiter, now func() time.Time) replica {
+	t.Helper()
+	obs := newCounter()
+	l, err := New(backend, Options{Time: tau, MinHits: minHits, Observer: obs, Now: now})
+	require.NoError(t, err)
+	t.Cleanup(l.Close)
+	return replica{Limiter: l, obs: obs}
+}
+
+// do runs ops, and waits for what it started in the background, so that a
+// simulation on a fake clock is deterministic.
+func (r replica) do(t *testing.T, ops ...algorithms.Op) []algorithms.Result {
+	t.Helper()
+	res, err := r.Do(context.Background(), ops)
+	require.NoError(t, err)
+	r.pending.Wait()
+	return res
+}
+
+// tick gives back what expired by now, as the sweeper does every τ.
+func (r replica) tick(now time.Time) {
+	r.expire(now)
+	r.pending.Wait()
+}
+
+func take(k string, l algorithms.Limit, hits uint64) algorithms.Op {
+	return algorithms.Op{Key: algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: k}}},
+		Limit: l, Hits: hits, Tag: "d.k_" + k}
+}
+
+func peek(t *testing.T, l algorithms.Limiter, op algorithms.Op) algorithms.Result {
+	t.Helper()
+	op.Hits = 0
+	res, err := l.Do(context.Background(), []algorithms.Op{op})
+	require.NoError(t, err)
+	return res[0]
+}
+
+// leased are the algorithms the tests lease.
+var leased = []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowCounter}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	mem := memory.New()
+	t.Cleanup(mem.Close)
+	_, err := New(mem, Options{MinHits: 8})
+	assert.ErrorContains(t, err, "Time must be positive")
+	_, err = New(mem, Options{Time: tau, MinHits: 1})
+	assert.ErrorContains(t, err, "MinHits must be at least 2")
+}
+
+// TestColdLimitsDecideAsTheBackend sends a limit fewer takes than a lease
+// would hold (5 a second against 8 in τ): every take reaches the backend
+// as it was asked, with no lease, and each answer is the one a backend
+// without leases gives.
+func TestColdLimitsDecideAsTheBackend(t *testing.T) {
+	for _, alg := range algorithms.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := algotest.NewClock(t0)
+			mem := memory.New(memory.WithClock(clock.Now))
+			twin := memory.New(memory.WithClock(clock.Now))
+			t.Cleanup(mem.Close)
+			t.Cleanup(twin.Close)
+			rec := &recorder{Limiter: mem}
+			r := newReplica(t, rec, clock.Now)
+			lim := algorithms.Limit{Algorithm: alg, Requests: 20, Window: time.Second}
+			for i := range 200 {
+				op := take("cold", lim, uint64(1+i%3))
+				got := r.do(t, op)
+				want, err := twin.Do(context.Background(), []algorithms.Op{op})
+				require.NoError(t, err)
+				require.Equal(t, want[0].Allowed, got[0].Allowed, "take %d", i)
+				require.Equal(t, want[0].Remaining, got[0].Remaining, "take %d", i)
+				require.Equal(t, want[0].ResetAfter, got[0].ResetAfter, "take %d", i)
+				clock.Advance(200 * time.Millisecond)
+				r.tick(clock.Now())
+			}
+			for _, op := range rec.ops {
+				require.False(t, op.Refund)
+				require.Zero(t, op.Hold)
+			}
+			calls, ops := rec.counts()
+			assert.Equal(t, 200, calls)
+			assert.Equal(t, 200, ops)
+			n, _ := r.obs.get(Taken)
+			assert.Zero(t, n)
+		})
+	}
+}
+
+// TestHotLimitIsServedFromLeases sends one limit far above a lease's worth
+// of takes, 20 000 a second on the clock, for a second: all are admitted,
+// almost none reaches the backend, and what the backend counted is what was
+// served, once the leases are given back.
+func TestHotLimitIsServedFromLeases(t *testing.T) {
+	for _, alg := range leased {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := algotest.NewClock(t0)
+			mem := memory.New(memory.WithClock(clock.Now))
+			t.Cleanup(mem.Close)
+			rec := &recorder{Limiter: mem}
+			r := newReplica(t, rec, clock.Now)
+			lim := algorithms.Limit{Algorithm: alg, Requests: 1_000_000, Window: time.Hour}
+			const takes = 20_000
+			next := clock.Now().Add(tau)
+			for i := range takes {
+				res := r.do(t, take("hot", lim, 1))
+				require.True(t, res[0].Allowed, "take %d", i)
+				clock.Advance(50 * time.Microsecond)
+				if now := clock.Now(); !now.Before(next) {
+					r.tick(now)
+					next = now.Add(tau)
+				}
+			}
+			calls, _ := rec.counts()
+			t.Logf("%d takes, %d backend calls", takes, calls)
+			assert.Less(t, calls, takes/100, "backend calls")
+			nServed, served := r.obs.get(Served)
+			assert.Greater(t, served, uint64(takes*98/100))
+			assert.Equal(t, int(served), nServed)
+			_, tags := r.obs.hits, r.obs.tags
+			assert.Equal(t, map[string]bool{"d.k_hot": true}, tags)
+
+			clock.Advance(tau)
+			r.tick(clock.Now())
+			nTaken, leasedHits := r.obs.get(Taken)
+			_, back := r.obs.get(GivenBack)
+			assert.Positive(t, nTaken)
+			assert.Equal(t, peek(t, mem, take("hot", lim, 0)).Remaining, lim.Requests-takes,
+				"the backend counts what was served once the leases are given back (leased %d, given back %d)", leasedHits, back)
+		})
+	}
+}
+
+// TestLeaseEndsWithItsWindow runs a hot limit across a window's end: no
+// take after the end is served from a lease taken before it, and the lease
+// is given back into its own window, leaving the new one's count alone.
+func TestLeaseEndsWithItsWindow(t *testing.T) {
+	for _, alg := range leased {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := algotest.NewClock(t0.Truncate(time.Minute).Add(time.Minute - 20*time.Millisecond))
+			mem := memory.New(memory.WithClock(clock.Now))
+			t.Cleanup(mem.Close)
+			rec := &recorder{Limiter: mem}
+			r := newReplica(t, rec, clock.Now)
+			lim := algorithms.Limit{Algorithm: alg, Requests: 1_000_000, Window: time.Minute}
+			end := clock.Now().Truncate(time.Minute).Add(time.Minute)
+			for clock.Now().Before(end) {
+				r.do(t, take("hot", lim, 1))
+				clock.Advance(50 * time.Microsecond)
+			}
+			require.NotNil(t, r.entryOf(take("hot", lim, 1)).lease, "a lease is held at the window's end")
+			calls, _ := rec.counts()
+			r.do(t, take("hot", lim, 1))
+			after, _ := rec.counts()
+			assert.Greater(t, after, calls, "the first take of the new window goes to the backend")
+			r.tick(clock.Now())
+			for _, op := range rec.ops {
+				if op.Refund {
+					assert.Less(t, op.Receipt.At, end.UnixMicro(), "a give-back names the window it was taken in")
+				}
+			}
+			if alg == algorithms.FixedWindow {
+				// The new window counts the one take and the lease that came
+				// with it, nothing given back from the old.
+				e := r.entryOf(take("hot", lim, 1))
+				var held uint64
+				if e.lease != nil {
+					held = e.lease.left
+				}
+				assert.Equal(t, lim.Requests-1-held, peek(t, mem, take("hot", lim, 0)).Remaining)
+			}
+		})
+	}
+}
+
+func (r replica) entryOf(op algorithms.Op) *entry {
+	id := op.Identity()
+	s := r.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[id]
+}
+
+// TestBindingLimitAcrossReplicas offers a limit of 1 000 a second twice
+// that, from two replicas sharing a backend, for 10 windows on the clock:
+// no window admits more than the limit, and the windows together admit at
+// least 95% of what it allows.
+func TestBindingLimitAcrossReplicas(t *testing.T) {
+	for _, alg := range leased {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := algotest.NewClock(t0.Truncate(time.Second))
+			mem := memory.New(memory.WithClock(clock.Now))
+			t.Cleanup(mem.Close)
+			replicas := []replica{newReplica(t, mem, clock.Now), newReplica(t, mem, clock.Now)}
+			lim := algorithms.Limit{Algorithm: alg, Requests: 1000, Window: time.Second}
+			const windows = 10
+			start := clock.Now()
+			admitted := make([]uint64, windows)
+			next := start.Add(tau)
+			for i := 0; clock.Now().Before(start.Add(windows * time.Second)); i++ {
+				r := replicas[i%2]
+				res := r.do(t, take("bound", lim, 1))
+				if res[0].Allowed {
+					admitted[clock.Now().Sub(start)/time.Second]++
+				}
+				clock.Advance(500 * time.Microsecond)
+				if now := clock.Now(); !now.Before(next) {
+					replicas[0].tick(now)
+					replicas[1].tick(now)
+					next = now.Add(tau)
+				}
+			}
+			var total uint64
+			for w, n := range admitted {
+				assert.LessOrEqual(t, n, lim.Requests, "window %d", w)
+				total += n
+			}
+			t.Logf("admitted per window: %v", admitted)
+			assert.GreaterOrEqual(t, total, lim.Requests*windows*95/100)
+			n, _ := replicas[0].obs.get(Taken)
+			assert.Positive(t, n, "the limit was leased")
+		})
+	}
+}
+
+// TestExactAcrossReplicas races 128 callers over two replicas, in real
+// time, for 3 000 takes of a limit of 1 000 an hour: exactly 1 000 are
+// admitted, leases or not.
+func TestExactAcrossReplicas(t *testing.T) {
+	for _, alg := range leased {
+		t.Run(alg.String(), func(t *testing.T) {
+			mem := memory.New()
+			t.Cleanup(mem.Close)
+			var replicas [2]*Limiter
+			obs := newCounter()
+			for i := range replicas {
+				l, err := New(mem, Options{Time: tau, MinHits: minHits, Observer: obs})
+				require.NoError(t, err)
+				t.Cleanup(l.Close)
+				replicas[i] = l
+			}
+			lim := algorithms.Limit{Algorithm: alg, Requests: 1000, Window: time.Hour}
+			var admitted, calls atomic.Int64
+			var wg sync.WaitGroup
+			for c := range 128 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for calls.Add(1) <= 3000 {
+						res, err := replicas[c%2].Do(context.Background(), []algorithms.Op{take("exact", lim, 1)})
+						if !assert.NoError(t, err) {
+							return
+						}
+						if res[0].Allowed {
+							admitted.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			assert.EqualValues(t, 1000, admitted.Load())
+			n, hits := obs.get(Taken)
+			t.Logf("%d leases of %d hits", n, hits)
+		})
+	}
+}
+
+func TestOpsNotLeasedPassThrough(t *testing.T) {
+	clock := algotest.NewClock(t0)
+	mem := memory.New(memory.WithClock(clock.Now))
+	t.Cleanup(mem.Close)
+	rec := &recorder{Limiter: mem}
+	r := newReplica(t, rec, clock.Now)
+	lim := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1_000_000, Window: time.Hour}
+	for i := range 1000 {
+		ops := []algorithms.Op{take("c", lim, 1), take("s", lim, 1), take("p", lim, 0), take("r", lim, 1)}
+		ops[0].Charge = true
+		ops[1].Shards = 4
+		ops[3].Refund = true
+		r.do(t, ops...)
+		_ = i
+		clock.Advance(50 * time.Microsecond)
+	}
+	for _, op := range rec.ops {
+		assert.Zero(t, op.Hold, fmt.Sprintf("%+v", op.Key))
+	}
+	calls, _ := rec.counts()
+	assert.Equal(t, 1000, calls)
+}
