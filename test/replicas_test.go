@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -39,6 +40,14 @@ descriptors:
     rate_limit: {unit: day, requests_per_unit: 100, algorithm: token_bucket, shards: 4}
   - key: hot
     rate_limit: {unit: day, requests_per_unit: 1000, algorithm: sliding_window_log, shards: 4}
+  - key: leased_fixed_window
+    rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: fixed_window}
+  - key: leased_sliding_window_log
+    rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: sliding_window_log}
+  - key: leased_sliding_window_counter
+    rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: sliding_window_counter}
+  - key: leased_token_bucket
+    rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: token_bucket}
 `
 
 // replicas starts two server processes sharing one Redis.
@@ -120,6 +129,45 @@ func TestReplicasAdmitExactlyTheLimit(t *testing.T) {
 					t.Logf("%s: admitted %d of 300 (limit 100, 4 shards)", alg, got)
 				})
 			}
+		})
+	}
+}
+
+// TestLeasedReplicasAdmitExactlyTheLimit races 128 callers over two
+// replicas on a 6-node cluster, with leases on (the default), for 3 000
+// calls on a limit of 1 000 an hour of each algorithm: exactly 1 000 are
+// admitted, and the replicas' own counts show that leases served them.
+func TestLeasedReplicasAdmitExactlyTheLimit(t *testing.T) {
+	cluster := redistest.SharedCluster(t)
+	servers := replicas(t, map[string]string{"RLS_REDIS_MODE": "cluster", "RLS_REDIS_ADDRS": strings.Join(cluster.Addrs(), ",")})
+	run := fmt.Sprintf("lease-%d", rand.Uint64())
+	for _, alg := range []string{"fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket"} {
+		t.Run(alg, func(t *testing.T) {
+			if into := time.Since(time.Now().Truncate(time.Hour)); into > time.Hour-20*time.Second {
+				// A window that ends during the run admits its limit again.
+				t.Logf("waiting %s for the hour to end", time.Hour-into)
+				time.Sleep(time.Hour - into)
+			}
+			key := "leased_" + alg
+			got := hammer(t, servers, key, run, 128, 3000)
+			assert.Equal(t, 1000, got, "admitted by 2 replicas from 128 callers, limit 1 000")
+			var leases, served float64
+			for _, srv := range servers {
+				for series, v := range scrapeMetrics(t, srv) {
+					if !strings.Contains(series, `descriptor="exact.`+key+`"`) {
+						continue
+					}
+					switch {
+					case strings.HasPrefix(series, "ratewarden_lease_taken_total{"):
+						leases += v
+					case strings.HasPrefix(series, "ratewarden_lease_hits_total{") && strings.Contains(series, `result="served"`):
+						served += v
+					}
+				}
+			}
+			t.Logf("%s: %.0f leases, %.0f hits served from them", alg, leases, served)
+			assert.Positive(t, leases, "leases were taken")
+			assert.Positive(t, served, "hits were served from leases")
 		})
 	}
 }

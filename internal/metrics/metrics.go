@@ -62,6 +62,8 @@ type Metrics struct {
 	configReloads     *prometheus.CounterVec
 	configLastSuccess prometheus.Gauge
 
+	leases *leaseMetrics
+
 	// names says which names are exported; ratelimit holds
 	// envoyproxy/ratelimit's metrics, nil unless names asks for them.
 	names     Names
@@ -159,6 +161,8 @@ func New(opts ...Option) *Metrics {
 			Namespace: Namespace, Subsystem: "config", Name: "last_reload_successful",
 			Help: "1 when the last reload of the limits configuration succeeded (or none was tried), 0 when it failed.",
 		}),
+
+		leases: newLeaseMetrics(),
 	}
 	for _, opt := range opts {
 		opt(m)
@@ -171,6 +175,7 @@ func New(opts ...Option) *Metrics {
 			m.shed, m.inflightLimit, m.giveBacks, m.deferredCharges,
 			m.configReloads, m.configLastSuccess,
 		)
+		m.registry.MustRegister(m.leases.collectors()...)
 	}
 	if m.names.ratelimit() {
 		m.ratelimit = newRatelimitMetrics()

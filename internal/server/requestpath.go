@@ -12,6 +12,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/layers/denycache"
 	"github.com/ratewarden/ratewarden/internal/layers/giveback"
+	"github.com/ratewarden/ratewarden/internal/layers/lease"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
@@ -29,14 +30,17 @@ import (
 //	breaker.Limiter    times and classifies every call; stops calling a backend that keeps failing
 //	giveback.Limiter   gives back, in the background, what failed calls leave owed to the backend
 //	denycache.Limiter  answers the denials it has seen without the backend (Redis, RLS_DENY_CACHE)
+//	lease.Limiter      serves hot limits from leases taken from the backend (Redis, RLS_LEASES)
 //	tracer.Limiter     a span for each call that reaches the backend (RLS_TRACING; tracer nil without)
 //	b                  the memory or Redis backend
 //
 // The layers tell the ones above what they need to know through the errors
 // of their calls (algorithms.ErrNotSent, algorithms.OutcomesOf), and the
 // service leaves to the give-back queue what it owes the backend
-// (rls.Options.GiveBack). m observes the service and every layer.
-func newRequestPath(b algorithms.Limiter, cfg *config.Config, s settings.Settings, m *metrics.Metrics, tracer *tracing.Tracer, logger *slog.Logger) (*rls.Service, error) {
+// (rls.Options.GiveBack). m observes the service and every layer. The
+// function returned gives back what the layers hold; it runs once no call
+// is under way, before the backend closes.
+func newRequestPath(b algorithms.Limiter, cfg *config.Config, s settings.Settings, m *metrics.Metrics, tracer *tracing.Tracer, logger *slog.Logger) (*rls.Service, func(), error) {
 	opts := serviceOptions(s, logger)
 	opts.Observer = m
 	if s.Backend == settings.BackendMemory {
@@ -48,6 +52,14 @@ func newRequestPath(b algorithms.Limiter, cfg *config.Config, s settings.Setting
 	l := b
 	if tracer != nil {
 		l = tracer.Limiter(l)
+	}
+	release := func() {}
+	if s.Backend == settings.BackendRedis && s.Leases {
+		leases, err := lease.New(l, lease.Options{Time: s.LeaseTime, MinHits: s.LeaseMinHits, Observer: m})
+		if err != nil {
+			return nil, nil, fmt.Errorf("server: %w", err)
+		}
+		l, release = leases, leases.Close
 	}
 	if s.Backend == settings.BackendRedis && s.DenyCache {
 		cache := denycache.New(l, denycache.Options{MaxEntries: s.DenyCacheSize})
@@ -61,26 +73,30 @@ func newRequestPath(b algorithms.Limiter, cfg *config.Config, s settings.Setting
 	gbOpts.Observer, gbOpts.Logger = m, logger
 	queue, err := giveback.New(l, gbOpts)
 	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		release()
+		return nil, nil, fmt.Errorf("server: %w", err)
 	}
 	l = queue
 	bOpts := breakerOptions(s)
 	bOpts.Observer, bOpts.Logger = m, logger.With("failure_mode", s.FailureMode.String())
 	if l, err = breaker.New(l, bOpts); err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		release()
+		return nil, nil, fmt.Errorf("server: %w", err)
 	}
 	if opts.BackendTimeout > 0 {
 		// Shedding needs a deadline to shed by.
 		if l, err = admission.New(l, admission.Options{MaxInflight: s.MaxInflight, Observer: m}); err != nil {
-			return nil, fmt.Errorf("server: %w", err)
+			release()
+			return nil, nil, fmt.Errorf("server: %w", err)
 		}
 	}
 	opts.GiveBack = queue.GiveBack
 	svc, err := rls.New(l, cfg, opts)
 	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		release()
+		return nil, nil, fmt.Errorf("server: %w", err)
 	}
-	return svc, nil
+	return svc, release, nil
 }
 
 // giveBackOptions returns the give-back queue's options that s asks for,

@@ -35,9 +35,12 @@ type Server struct {
 	service *rls.Service
 	health  *Health
 	backend backend
-	config  *configState // the limits in force, and their source
-	metrics *metrics.Metrics
-	tracer  *tracing.Tracer // nil without RLS_TRACING
+	// closePath gives back what the request path's layers hold (leases),
+	// before the backend closes.
+	closePath func()
+	config    *configState // the limits in force, and their source
+	metrics   *metrics.Metrics
+	tracer    *tracing.Tracer // nil without RLS_TRACING
 	// backendWatch keeps health in step with the backend's reachability.
 	backendWatch *backendWatch
 
@@ -102,7 +105,7 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 			return nil, fmt.Errorf("server: RLS_TRACING: %w", err)
 		}
 	}
-	if srv.service, err = newRequestPath(b, cfg, s, srv.metrics, srv.tracer, logger); err != nil {
+	if srv.service, srv.closePath, err = newRequestPath(b, cfg, s, srv.metrics, srv.tracer, logger); err != nil {
 		b.Close()
 		if srv.tracer != nil {
 			srv.tracer.Shutdown(context.Background())
@@ -119,13 +122,13 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 	srv.backendWatch.check(ctx)
 
 	if srv.grpcLis, err = net.Listen("tcp", s.GRPCAddr); err != nil {
-		b.Close()
+		srv.closeBackend()
 		return nil, fmt.Errorf("server: RLS_GRPC_ADDR: %w", err)
 	}
 	if s.HTTPAddr != "" {
 		if srv.httpLis, err = net.Listen("tcp", s.HTTPAddr); err != nil {
 			srv.grpcLis.Close()
-			b.Close()
+			srv.closeBackend()
 			return nil, fmt.Errorf("server: RLS_HTTP_ADDR: %w", err)
 		}
 	}
@@ -134,7 +137,7 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 			srv.httpLis.Close()
 		}
 		srv.grpcLis.Close()
-		b.Close()
+		srv.closeBackend()
 		return nil, err
 	}
 	srv.grpcServe = boundedListener(srv.grpcLis, s.GRPCMaxConnections)
@@ -255,7 +258,7 @@ func (srv *Server) shutdown() {
 		srv.log.Warn("in-flight calls did not finish in time; closing them", "timeout", srv.settings.ShutdownTimeout)
 		srv.grpc.Stop()
 	}
-	if err := srv.backend.Close(); err != nil {
+	if err := srv.closeBackend(); err != nil {
 		srv.log.Warn("closing backend", "err", err)
 	}
 	if srv.tracer != nil {
@@ -264,6 +267,13 @@ func (srv *Server) shutdown() {
 		}
 	}
 	srv.log.Info("stopped")
+}
+
+// closeBackend gives back what the request path holds, then closes the
+// backend.
+func (srv *Server) closeBackend() error {
+	srv.closePath()
+	return srv.backend.Close()
 }
 
 func addrString(a net.Addr) string {

@@ -110,6 +110,13 @@ type Settings struct {
 	// DenyCache answers repeated denials locally (redis backend only).
 	DenyCache     bool `split_words:"true" default:"true" desc:"with the redis backend, answer a take that Redis denied, until its retry time, from memory instead of asking Redis again"`
 	DenyCacheSize int  `split_words:"true" default:"100000" desc:"most denials the deny cache remembers"`
+	// Leases serve hot limits locally from reservations taken from Redis
+	// (internal/layers/lease). LeaseTime bounds how long hits are held
+	// away from the other replicas; LeaseMinHits is the least demand in a
+	// lease time that leases a limit at all, so that cold limits never do.
+	Leases       bool          `default:"true" desc:"with the redis backend, serve a limit this replica asks often from leases: hits reserved in Redis with one take, admitted locally, the unused given back"`
+	LeaseTime    time.Duration `split_words:"true" default:"50ms" desc:"longest a lease serves hits (and holds them from the other replicas) before what is left goes back"`
+	LeaseMinHits uint64        `split_words:"true" default:"8" desc:"least demand of this replica on a limit within a lease time for the limit to be leased; limits asked less go to Redis take by take"`
 
 	LogLevel  LogLevel  `split_words:"true" default:"info" desc:"debug, info, warn or error"`
 	LogFormat LogFormat `split_words:"true" default:"text" desc:"text or json"`

@@ -36,6 +36,12 @@ func (s Settings) Validate() error {
 	if s.DenyCacheSize < 1 {
 		return fmt.Errorf("server: RLS_DENY_CACHE_SIZE must be at least 1, not %d", s.DenyCacheSize)
 	}
+	if s.LeaseTime <= 0 {
+		return fmt.Errorf("server: RLS_LEASE_TIME must be positive, not %s", s.LeaseTime)
+	}
+	if s.LeaseMinHits < 2 {
+		return fmt.Errorf("server: RLS_LEASE_MIN_HITS must be at least 2, not %d", s.LeaseMinHits)
+	}
 	if s.BreakerFailures < 0 {
 		return fmt.Errorf("server: RLS_BREAKER_FAILURES must not be negative, not %d", s.BreakerFailures)
 	}

@@ -89,7 +89,7 @@ func (e *entry) serve(op *algorithms.Op, now time.Time, tau time.Duration, back 
 	}
 	h := e.lease
 	r = h.result(op.Hits, now)
-	obs.ObserveLease(op.Tag, Served, op.Hits)
+	obs.ObserveLease(op, Served, op.Hits)
 	ahead = e.next == nil && !e.fetching &&
 		(h.left*4 <= h.left+h.used || (!h.windowEnd && h.expires.Sub(now)*4 <= tau))
 	return r, true, ahead, back
@@ -156,7 +156,7 @@ func (e *entry) grant(op *algorithms.Op, n uint64, r algorithms.Result, sent tim
 			h.expires, h.windowEnd = until, true
 		}
 	}
-	obs.ObserveLease(op.Tag, Taken, op.Hits)
+	obs.ObserveLease(op, Taken, op.Hits)
 	var res algorithms.Result
 	if n > 0 {
 		res = h.result(n, sent)
@@ -186,7 +186,7 @@ func (e *entry) detach(p **held, back []algorithms.Op, obs Observer) []algorithm
 	if r.Limit.Algorithm.Spec().ExactRefund {
 		r.Receipt.Seq += h.used
 	}
-	obs.ObserveLease(r.Tag, GivenBack, h.left)
+	obs.ObserveLease(&r, GivenBack, h.left)
 	return append(back, r)
 }
 

@@ -49,16 +49,16 @@ const (
 	GivenBack
 )
 
-// Observer is told what the leases do, per op tag (algorithms.Op.Tag: the
-// rule), for metrics. Implementations MUST be safe for concurrent use and
-// should be quick.
+// Observer is told what the leases of op's limit do, for metrics (op's Tag
+// names the rule it counts for). Implementations MUST be safe for
+// concurrent use, should be quick, and must not keep op.
 type Observer interface {
-	ObserveLease(tag string, e Event, hits uint64)
+	ObserveLease(op *algorithms.Op, e Event, hits uint64)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) ObserveLease(string, Event, uint64) {}
+func (nopObserver) ObserveLease(*algorithms.Op, Event, uint64) {}
 
 // Options configure New.
 type Options struct {

@@ -58,12 +58,12 @@ func newCounter() *counter {
 	return &counter{hits: map[Event]uint64{}, n: map[Event]int{}, tags: map[string]bool{}}
 }
 
-func (c *counter) ObserveLease(tag string, e Event, hits uint64) {
+func (c *counter) ObserveLease(op *algorithms.Op, e Event, hits uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.hits[e] += hits
 	c.n[e]++
-	c.tags[tag] = true
+	c.tags[op.Tag] = true
 }
 
 func (c *counter) get(e Event) (int, uint64) {
