@@ -96,7 +96,7 @@ func TestRuleCounters(t *testing.T) {
 		assert.Equal(t, want, got[series], series)
 	}
 	// No decision of d.ip was near, over or shadowed: no series for them.
-	for _, name := range []string{"near_limit_hits_total", "over_limit_hits_total", "shadow_mode_hits_total"} {
+	for _, name := range []string{RuleNearLimitHits, RuleOverLimitHits, RuleShadowModeHits} {
 		_, ok := got[rule(name, "d.ip", "", "fixed_window", "5s")]
 		assert.False(t, ok, name)
 	}
