@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -77,16 +78,16 @@ descriptors:
 	require.NoError(t, err)
 	var rules []string
 	for line := range strings.SplitSeq(string(body), "\n") {
-		if strings.HasPrefix(line, "ratelimit_service_rate_limit_") {
+		if strings.HasPrefix(line, metrics.RatelimitRulePrefix) {
 			rules = append(rules, line)
 		}
 	}
 	assert.ElementsMatch(t, []string{
-		`ratelimit_service_rate_limit_total_hits{domain="compat",key1="PATH_/productpage"} 3`,
-		`ratelimit_service_rate_limit_within_limit{domain="compat",key1="PATH_/productpage"} 2`,
-		`ratelimit_service_rate_limit_near_limit{domain="compat",key1="PATH_/productpage"} 1`,
-		`ratelimit_service_rate_limit_over_limit{domain="compat",key1="PATH_/productpage"} 1`,
-		`ratelimit_service_rate_limit_shadow_mode{domain="compat",key1="PATH_/productpage"} 0`,
+		metrics.RatelimitTotalHits + `{domain="compat",key1="PATH_/productpage"} 3`,
+		metrics.RatelimitWithinLimit + `{domain="compat",key1="PATH_/productpage"} 2`,
+		metrics.RatelimitNearLimit + `{domain="compat",key1="PATH_/productpage"} 1`,
+		metrics.RatelimitOverLimit + `{domain="compat",key1="PATH_/productpage"} 1`,
+		metrics.RatelimitShadowMode + `{domain="compat",key1="PATH_/productpage"} 0`,
 	}, rules, "envoyproxy/ratelimit's names on PROMETHEUS_ADDR")
 
 	resp, err = http.Get("http://" + srv.Addrs[addrfile.Debug] + "/rlconfig")

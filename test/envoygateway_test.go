@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 	"github.com/ratewarden/ratewarden/internal/testkit/xdstest"
 )
@@ -238,7 +239,7 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	// Prometheus, where Envoy Gateway scrapes it, with envoyproxy/ratelimit's names.
 	code, body := httpGet(t, "http://"+srv.Addrs[addrfile.Metrics]+"/metrics")
 	assert.Equal(t, http.StatusOK, code)
-	assert.Contains(t, body, `ratelimit_service_rate_limit_over_limit{domain="default/eg/http"`)
+	assert.Contains(t, body, metrics.RatelimitOverLimit+`{domain="default/eg/http"`)
 
 	// A Redis outage leaves the pods alive and in rotation by Envoy
 	// Gateway's probes, so Kubernetes restarts nothing; requests get the
@@ -275,7 +276,7 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	// was down, so dave's call during the outage counts only if it was
 	// recorded later.
 	fate := func(m map[string]float64, result string) int {
-		return int(m[`ratewarden_backend_deferred_charges_total{result="`+result+`"}`])
+		return int(m[metrics.DeferredCharges+`{result="`+result+`"}`])
 	}
 	var deferred map[string]float64
 	require.Eventually(t, func() bool {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/testkit/promtext"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
@@ -292,7 +293,7 @@ func backendErrors(t *testing.T, servers map[string]*serverProcess, kind string)
 	t.Helper()
 	n := make(map[string]float64)
 	for mode, srv := range servers {
-		n[mode] = scrapeMetrics(t, srv)[`ratewarden_backend_errors_total{kind="`+kind+`"}`]
+		n[mode] = scrapeMetrics(t, srv)[metrics.BackendErrors+`{kind="`+kind+`"}`]
 	}
 	return n
 }
@@ -334,12 +335,12 @@ func TestFaultsStandalone(t *testing.T) {
 
 		m := scrapeMetrics(t, servers["error"])
 		t.Logf("stopped, mode error: backend errors unavailable %v timeout %v circuit_open %v; breaker opened %v times",
-			m[`ratewarden_backend_errors_total{kind="unavailable"}`], m[`ratewarden_backend_errors_total{kind="timeout"}`],
-			m[`ratewarden_backend_errors_total{kind="circuit_open"}`], m[`ratewarden_backend_circuit_breaker_opened_total`])
-		assert.Positive(t, m[`ratewarden_backend_errors_total{kind="unavailable"}`])
-		assert.Positive(t, m[`ratewarden_backend_errors_total{kind="circuit_open"}`])
-		assert.Positive(t, m[`ratewarden_backend_circuit_breaker_opened_total`])
-		assert.Equal(t, 1.0, m[`ratewarden_backend_circuit_breaker_state{state="open"}`]+m[`ratewarden_backend_circuit_breaker_state{state="half_open"}`])
+			m[metrics.BackendErrors+`{kind="unavailable"}`], m[metrics.BackendErrors+`{kind="timeout"}`],
+			m[metrics.BackendErrors+`{kind="circuit_open"}`], m[metrics.BreakerOpened])
+		assert.Positive(t, m[metrics.BackendErrors+`{kind="unavailable"}`])
+		assert.Positive(t, m[metrics.BackendErrors+`{kind="circuit_open"}`])
+		assert.Positive(t, m[metrics.BreakerOpened])
+		assert.Equal(t, 1.0, m[metrics.BreakerState+`{state="open"}`]+m[metrics.BreakerState+`{state="half_open"}`])
 
 		require.NoError(t, redis.Start())
 		t.Logf("started again: answers decided after %v, health SERVING after %v",
@@ -360,8 +361,8 @@ func TestFaultsStandalone(t *testing.T) {
 
 		m := scrapeMetrics(t, servers["allow"])
 		t.Logf("paused, mode allow: backend errors timeout %v circuit_open %v",
-			m[`ratewarden_backend_errors_total{kind="timeout"}`], m[`ratewarden_backend_errors_total{kind="circuit_open"}`])
-		assert.Positive(t, m[`ratewarden_backend_errors_total{kind="timeout"}`])
+			m[metrics.BackendErrors+`{kind="timeout"}`], m[metrics.BackendErrors+`{kind="circuit_open"}`])
+		assert.Positive(t, m[metrics.BackendErrors+`{kind="timeout"}`])
 
 		redis.Resume()
 		t.Logf("resumed: answers decided after %v, health SERVING after %v",
@@ -416,10 +417,10 @@ func clusterFailover(t *testing.T, fullCoverage string) {
 	checkPhase(t, "master killed", stats, false)
 	for _, mode := range failureModes {
 		m := scrapeMetrics(t, servers[mode])
-		opened := m[`ratewarden_backend_circuit_breaker_opened_total`]
+		opened := m[metrics.BreakerOpened]
 		t.Logf("master killed, mode %s: backend errors unavailable %v timeout %v other %v circuit_open %v; breaker opened %v times", mode,
-			m[`ratewarden_backend_errors_total{kind="unavailable"}`], m[`ratewarden_backend_errors_total{kind="timeout"}`],
-			m[`ratewarden_backend_errors_total{kind="other"}`], m[`ratewarden_backend_errors_total{kind="circuit_open"}`], opened)
+			m[metrics.BackendErrors+`{kind="unavailable"}`], m[metrics.BackendErrors+`{kind="timeout"}`],
+			m[metrics.BackendErrors+`{kind="other"}`], m[metrics.BackendErrors+`{kind="circuit_open"}`], opened)
 		st := stats[mode]
 		assert.Positive(t, st.count(func(a answer) bool { return a.decided }),
 			"mode %s: tenants on the other masters are decided", mode)

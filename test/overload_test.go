@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -93,7 +94,7 @@ func TestOnlyAdmittedAnswersKeepHits(t *testing.T) {
 		"the limit holds the hits of the OK answers only")
 	m := scrapeMetrics(t, srv)
 	t.Logf("give-backs: given back %v, dropped %v, uncertain %v",
-		m[`ratewarden_backend_give_backs_total{result="given_back"}`], m[`ratewarden_backend_give_backs_total{result="dropped"}`],
-		m[`ratewarden_backend_give_backs_total{result="uncertain"}`])
-	assert.Positive(t, m[`ratewarden_backend_give_backs_total{result="given_back"}`])
+		m[metrics.GiveBacks+`{result="given_back"}`], m[metrics.GiveBacks+`{result="dropped"}`],
+		m[metrics.GiveBacks+`{result="uncertain"}`])
+	assert.Positive(t, m[metrics.GiveBacks+`{result="given_back"}`])
 }

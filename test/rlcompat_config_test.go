@@ -23,6 +23,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/ratewarden/ratewarden/internal/metrics"
 )
 
 // rlConfigDir returns a RUNTIME_ROOT whose ratelimit/config directory holds
@@ -205,7 +207,7 @@ func runProbes(t *testing.T, env map[string]string, probes []rlProbe) rlServer {
 	for stats, want := range hits {
 		var got float64
 		for series, v := range m {
-			if strings.HasPrefix(series, "ratewarden_rule_hits_total{") && strings.Contains(series, `descriptor="`+stats+`"`) {
+			if strings.HasPrefix(series, metrics.RuleHits+"{") && strings.Contains(series, `descriptor="`+stats+`"`) {
 				got += v
 			}
 		}
@@ -272,10 +274,10 @@ func TestRLConfigFilesThatLoad(t *testing.T) {
 			{entries: entries("key2", "value2"), hits: 31, limit: limit(30, rlMinute), code: rlOver, remaining: 30, stats: "test-domain.key2_value2"},
 		})
 		m := s.rlMetrics(t)
-		assert.Zero(t, m.of("shadow_mode", `domain="test-domain",key1="key1_value1",key2="subkey1"`))
-		assert.Positive(t, m.of("shadow_mode", `domain="test-domain",key1="key1_value1",key2="subkey1_subvalue1"`))
-		assert.Positive(t, m.of("shadow_mode", `domain="test-domain",key1="key2"`))
-		assert.Zero(t, m.of("shadow_mode", `domain="test-domain",key1="key2_value2"`))
+		assert.Zero(t, m.of(metrics.RatelimitShadowMode, `domain="test-domain",key1="key1_value1",key2="subkey1"`))
+		assert.Positive(t, m.of(metrics.RatelimitShadowMode, `domain="test-domain",key1="key1_value1",key2="subkey1_subvalue1"`))
+		assert.Positive(t, m.of(metrics.RatelimitShadowMode, `domain="test-domain",key1="key2"`))
+		assert.Zero(t, m.of(metrics.RatelimitShadowMode, `domain="test-domain",key1="key2_value2"`))
 	})
 	t.Run("wildcard.yaml", func(t *testing.T) {
 		t.Parallel()

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 	"github.com/ratewarden/ratewarden/internal/testkit/xdstest"
 )
@@ -31,7 +32,7 @@ import (
 // count of loads.
 func (s rlServer) rlConfigLoads(t *testing.T) float64 {
 	t.Helper()
-	return s.rlMetrics(t)["ratelimit_service_config_load_success"]
+	return s.rlMetrics(t)[metrics.RatelimitConfigLoadSuccess]
 }
 
 // waitForConfigReload is theirs: it waits for the count of loads to pass
@@ -219,8 +220,8 @@ func TestRLBasicConfigExtraTags(t *testing.T) {
 	s := startRLServer(t, env)
 	s.call(t, rlRequest("basic", [][][2]string{{{"key1", "foo"}}}, 1))
 	m := s.rlMetrics(t)
-	assert.Equal(t, 1.0, m.of("total_hits", `domain="basic",key1="key1"`))
-	assert.Equal(t, 1.0, m["ratelimit_service_config_load_success"])
+	assert.Equal(t, 1.0, m.of(metrics.RatelimitTotalHits, `domain="basic",key1="key1"`))
+	assert.Equal(t, 1.0, m[metrics.RatelimitConfigLoadSuccess])
 	assert.Contains(t, s.Output(), `msg="envoyproxy/ratelimit variable ignored" variables=EXTRA_TAGS`)
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlscripts"
@@ -144,7 +145,7 @@ func TestRLScriptValueIncludedInStatsKeyWhenUnspecified(t *testing.T) {
 	assert.True(t, ok(p.curl("/unspec", "unspec", "unspecified_value")))
 	assert.True(t, ok(p.curl("/unspec", "unspec", "unspecified_value")), "these should not be rate limited")
 	assert.False(t, ok(p.curl("/unspec", "unspec", "unspecified_value")), "this should be a ratelimited call")
-	assert.Equal(t, 1.0, p.s.rlMetrics(t).of("over_limit", `domain="rl",key1="unspec_unspecified_value"`), "over_limit should be 1")
+	assert.Equal(t, 1.0, p.s.rlMetrics(t).of(metrics.RatelimitOverLimit, `domain="rl",key1="unspec_unspecified_value"`), "over_limit should be 1")
 }
 
 // The quota scripts' routes set their descriptors in typed_per_filter_config,

@@ -35,6 +35,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -205,10 +206,10 @@ func (s rlServer) rlMetrics(t *testing.T) rlMetrics {
 	return scrapeMetrics(t, s.serverProcess)
 }
 
-// of returns one counter of a rule: name is total_hits, over_limit, ...,
+// of returns one counter of a rule: name is metrics.RatelimitTotalHits, ...,
 // and labels the series' labels (domain="basic",key1="key1").
 func (m rlMetrics) of(name, labels string) float64 {
-	return m["ratelimit_service_rate_limit_"+name+"{"+labels+"}"]
+	return m[name+"{"+labels+"}"]
 }
 
 // rlStatus is their newDescriptorStatus, less the duration (see rlAnswer).
@@ -362,7 +363,7 @@ func testRLBasicConfig(t *testing.T, s rlServer, v rlVariant) {
 		Statuses:    []*rlsv3.RateLimitResponse_DescriptorStatus{rlStatus(rlOK, 50, rlSecond, 49)},
 	}, c)
 	basicKey1 := fmt.Sprintf(`domain="basic",key1=%q`, key("key1"))
-	assert.Equal(t, 1.0, s.rlMetrics(t).of("total_hits", basicKey1))
+	assert.Equal(t, 1.0, s.rlMetrics(t).of(metrics.RatelimitTotalHits, basicKey1))
 
 	// A new value, over a limit of 20 a minute.
 	awayFromBoundary(time.Minute, 3*time.Second)
@@ -379,8 +380,8 @@ func testRLBasicConfig(t *testing.T, s rlServer, v rlVariant) {
 			Statuses:    []*rlsv3.RateLimitResponse_DescriptorStatus{rlStatus(status, 20, rlMinute, remaining)},
 		}, c, "request %d", i)
 		m := s.rlMetrics(t)
-		assert.Equal(t, float64(i+1), m.of("total_hits", key2), "request %d", i)
-		assert.Equal(t, float64(max(0, i-19)), m.of("over_limit", key2), "request %d", i)
+		assert.Equal(t, float64(i+1), m.of(metrics.RatelimitTotalHits, key2), "request %d", i)
+		assert.Equal(t, float64(max(0, i-19)), m.of(metrics.RatelimitOverLimit, key2), "request %d", i)
 	}
 
 	// Two keys of one domain: key3, 10 an hour, denies from the 11th
@@ -411,10 +412,10 @@ func testRLBasicConfig(t *testing.T, s rlServer, v rlVariant) {
 			},
 		}, c, "request %d", i)
 		m := s.rlMetrics(t)
-		assert.Equal(t, float64(i+26), m.of("total_hits", key2), "request %d", i)
-		assert.Equal(t, 5.0, m.of("over_limit", key2), "request %d", i)
-		assert.Equal(t, float64(i+1), m.of("total_hits", key3), "request %d", i)
-		assert.Equal(t, float64(max(0, i-9)), m.of("over_limit", key3), "request %d", i)
+		assert.Equal(t, float64(i+26), m.of(metrics.RatelimitTotalHits, key2), "request %d", i)
+		assert.Equal(t, 5.0, m.of(metrics.RatelimitOverLimit, key2), "request %d", i)
+		assert.Equal(t, float64(i+1), m.of(metrics.RatelimitTotalHits, key3), "request %d", i)
+		assert.Equal(t, float64(max(0, i-9)), m.of(metrics.RatelimitOverLimit, key3), "request %d", i)
 	}
 
 	// duration_until_reset counts down.

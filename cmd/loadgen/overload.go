@@ -24,6 +24,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/testkit/proc"
 	"github.com/ratewarden/ratewarden/internal/testkit/promtext"
 )
@@ -122,7 +123,7 @@ func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error
 	fs.Float64Var(&cfg.ExactShare, "exact-share", 0.1, "share of the calls for exactness limits")
 	fs.IntVar(&cfg.Passes, "passes", 3, "rounds of each build, in the order after, before, no-op, no-op, before, after, … so that the machine's drift and the order fall on all")
 	fs.BoolVar(&cfg.Ceiling, "ceiling", true, "also run the loops against no-op RateLimitServices in every pass: what the machine answers in time when answering costs nothing")
-	fs.BoolVar(&cfg.Metrics, "metrics", false, "log the servers' ratewarden_* samples after each round")
+	fs.BoolVar(&cfg.Metrics, "metrics", false, "log the servers' "+metrics.Prefix+"* samples after each round")
 	env := fs.String("env", "", "comma list of NAME=VALUE settings for the servers, beyond the defaults (for experiments)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -932,7 +933,7 @@ func serverSamples(addr string) (map[string]float64, error) {
 	}
 	samples := map[string]float64{}
 	for series, v := range all {
-		if strings.HasPrefix(series, "ratewarden_") && !strings.HasPrefix(series, "ratewarden_rule_") && !strings.Contains(series, "_bucket{") {
+		if strings.HasPrefix(series, metrics.Prefix) && !strings.HasPrefix(series, metrics.RulePrefix) && !strings.Contains(series, "_bucket{") {
 			samples[series] = v
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/metrics"
 )
 
 // The files `loadgen overload` writes, relative to its output directory,
@@ -213,15 +214,15 @@ func (r *overloadReport) writeDetail(w io.Writer, analysis string) {
 		}
 		m := v.Servers
 		p("| %s | %s | %s | %s | %s / %s | %s | %s / %s / %s |", v.label(),
-			sample(m, `ratewarden_backend_errors_total{kind="timeout"}`),
-			sample(m, `ratewarden_backend_errors_total{kind="circuit_open"}`),
-			sample(m, `ratewarden_backend_circuit_breaker_opened_total`),
-			sample(m, `ratewarden_requests_shed_total{reason="deadline"}`),
-			sample(m, `ratewarden_requests_shed_total{reason="queue"}`),
-			sample(m, `ratewarden_backend_inflight_limit`),
-			sample(m, `ratewarden_backend_give_backs_total{result="given_back"}`),
-			sample(m, `ratewarden_backend_give_backs_total{result="dropped"}`),
-			sample(m, `ratewarden_backend_give_backs_total{result="uncertain"}`))
+			sample(m, metrics.BackendErrors+`{kind="timeout"}`),
+			sample(m, metrics.BackendErrors+`{kind="circuit_open"}`),
+			sample(m, metrics.BreakerOpened),
+			sample(m, metrics.RequestsShed+`{reason="deadline"}`),
+			sample(m, metrics.RequestsShed+`{reason="queue"}`),
+			sample(m, metrics.InflightLimit),
+			sample(m, metrics.GiveBacks+`{result="given_back"}`),
+			sample(m, metrics.GiveBacks+`{result="dropped"}`),
+			sample(m, metrics.GiveBacks+`{result="uncertain"}`))
 	}
 	p("")
 	p("(– where a build has no such metric; the in-flight limit is the sum of the replicas'.)")

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/metrics"
 )
 
 // sampleOverloadReport is an overload run of two builds and the no-op
@@ -29,7 +31,7 @@ func sampleOverloadReport() *overloadReport {
 			ExactLimit: 20, ExactKeys: 1, ExactShare: 0.1, DeadlinesText: []string{"20ms", "none"}, WarmupText: "1s", ClosedText: "10s", OpenText: "10s"},
 		Machine: machine{CPU: "test CPU", CPUs: 2, LoadBefore: "1 1 1", LoadAfter: "9 9 9"},
 		Variants: []*overloadRound{
-			{Name: "after", Commit: "abc", Pass: 1, Servers: map[string]float64{`ratewarden_requests_shed_total{reason="deadline"}`: 1234, `ratewarden_backend_inflight_limit`: 40},
+			{Name: "after", Commit: "abc", Pass: 1, Servers: map[string]float64{metrics.RequestsShed + `{reason="deadline"}`: 1234, metrics.InflightLimit: 40},
 				Closed: []*phaseResult{
 					{Deadline: "20ms", Seconds: 10, Calls: 30000, Decisions: 20000, Allowed: 19000, Denied: 1000,
 						Goodput: 1900, Codes: map[string]uint64{"Unavailable": 7000, "DeadlineExceeded": 3000}, ExactLimit: 20, Exact: exact(20, 19, 20, 20)},

@@ -24,10 +24,10 @@ func TestChargedHits(t *testing.T) {
 	}
 	got := scrape(t, m)
 	for series, want := range map[string]float64{
-		rule("hits_total", "d.tokens", "", "fixed_window", "1m"):              1101,
-		rule("charged_hits_total", "d.tokens", "", "fixed_window", "1m"):      1100,
-		rule("within_limit_hits_total", "d.tokens", "", "fixed_window", "1m"): 701,
-		rule("over_limit_hits_total", "d.tokens", "", "fixed_window", "1m"):   400,
+		rule(RuleHits, "d.tokens", "", "fixed_window", "1m"):            1101,
+		rule(RuleChargedHits, "d.tokens", "", "fixed_window", "1m"):     1100,
+		rule(RuleWithinLimitHits, "d.tokens", "", "fixed_window", "1m"): 701,
+		rule(RuleOverLimitHits, "d.tokens", "", "fixed_window", "1m"):   400,
 	} {
 		assert.Equal(t, want, got[series], series)
 	}

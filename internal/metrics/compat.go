@@ -76,11 +76,11 @@ const shouldRateLimitMethod = "ShouldRateLimit"
 type ratelimitMetrics struct {
 	rules *ruleCounters
 
-	totalRequests *prometheus.CounterVec   // ratelimit_service_total_requests{grpc_method}
-	responseTime  *prometheus.HistogramVec // ratelimit_service_response_time_seconds{grpc_method}
-	callErrors    *prometheus.CounterVec   // ratelimit_service_should_rate_limit_error{err_type}
-	configSuccess prometheus.Counter       // ratelimit_service_config_load_success
-	configError   prometheus.Counter       // ratelimit_service_config_load_error
+	totalRequests *prometheus.CounterVec   // RatelimitTotalRequests{grpc_method}
+	responseTime  *prometheus.HistogramVec // RatelimitResponseTime{grpc_method}
+	callErrors    *prometheus.CounterVec   // RatelimitShouldRateLimitError{err_type}
+	configSuccess prometheus.Counter       // RatelimitConfigLoadSuccess
+	configError   prometheus.Counter       // RatelimitConfigLoadError
 
 	requests     prometheus.Counter
 	duration     prometheus.Observer
@@ -92,25 +92,19 @@ func newRatelimitMetrics() *ratelimitMetrics {
 	r := &ratelimitMetrics{
 		rules: newRuleCounters(),
 		totalRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ratelimit_service_total_requests",
-			Help: "ShouldRateLimit calls, over gRPC and /json (envoyproxy/ratelimit's ratelimit_server.<method>.total_requests).",
+			Name: RatelimitTotalRequests, Help: ratelimitTotalRequestsHelp,
 		}, []string{"grpc_method"}),
 		responseTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "ratelimit_service_response_time_seconds",
-			Help:    "Time to answer a ShouldRateLimit call (envoyproxy/ratelimit's ratelimit_server.<method>.response_time).",
-			Buckets: prometheus.DefBuckets,
+			Name: RatelimitResponseTime, Help: ratelimitResponseTimeHelp, Buckets: prometheus.DefBuckets,
 		}, []string{"grpc_method"}),
 		callErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ratelimit_service_should_rate_limit_error",
-			Help: "ShouldRateLimit calls that failed: redis_error when the backend failed and the answer was UNAVAILABLE, service_error when the request was invalid.",
+			Name: RatelimitShouldRateLimitError, Help: ratelimitShouldRateLimitErrorHelp,
 		}, []string{"err_type"}),
 		configSuccess: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ratelimit_service_config_load_success",
-			Help: "Loads of the limits configuration that succeeded, the first one included.",
+			Name: RatelimitConfigLoadSuccess, Help: ratelimitConfigLoadSuccessHelp,
 		}),
 		configError: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ratelimit_service_config_load_error",
-			Help: "Loads of the limits configuration that failed; the previous configuration stays in force.",
+			Name: RatelimitConfigLoadError, Help: ratelimitConfigLoadErrorHelp,
 		}),
 	}
 	r.requests = r.totalRequests.WithLabelValues(shouldRateLimitMethod)
@@ -145,7 +139,7 @@ func (r *ratelimitMetrics) observeConfigLoad(err error) {
 
 // ruleStats are the names of envoyproxy/ratelimit's per-rule counters, in
 // the order of ruleSeries.counts.
-var ruleStats = [...]string{"total_hits", "over_limit", "near_limit", "within_limit", "shadow_mode"}
+var ruleStats = [...]string{RatelimitTotalHits, RatelimitOverLimit, RatelimitNearLimit, RatelimitWithinLimit, RatelimitShadowMode}
 
 // The indexes of ruleStats.
 const (
@@ -156,8 +150,7 @@ const (
 	statShadowMode
 )
 
-// ruleCounters are envoyproxy/ratelimit's per-rule counters,
-// ratelimit_service_rate_limit_<stat>. Their series do not all have the same
+// ruleCounters are envoyproxy/ratelimit's per-rule counters, ruleStats. Their series do not all have the same
 // labels: a rule of one level has domain and key1, a deeper one domain, key1
 // and key2, as the default mapping of envoyproxy/ratelimit's Prometheus sink
 // gives them. The registry takes such a family only from an unchecked
@@ -180,9 +173,8 @@ type ruleSeries struct {
 func newRuleCounters() *ruleCounters {
 	c := &ruleCounters{series: make(map[string]*ruleSeries)}
 	for n, labels := range [][]string{{"domain", "key1"}, {"domain", "key1", "key2"}} {
-		for s, stat := range ruleStats {
-			c.descs[n][s] = prometheus.NewDesc("ratelimit_service_rate_limit_"+stat,
-				"Hits of a rule: envoyproxy/ratelimit's ratelimit.service.rate_limit.<domain>.<descriptor>."+stat+".", labels, nil)
+		for s, name := range ruleStats {
+			c.descs[n][s] = prometheus.NewDesc(name, ratelimitRuleHelp(name), labels, nil)
 		}
 	}
 	return c

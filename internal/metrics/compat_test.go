@@ -53,31 +53,31 @@ func TestRatelimitNames(t *testing.T) {
 	got := parseText(t, text)
 	deep := `{domain="edge",key1="path_/login",key2="remote_address"}`
 	for series, want := range map[string]float64{
-		"ratelimit_service_rate_limit_total_hits" + deep:                                           4,
-		"ratelimit_service_rate_limit_within_limit" + deep:                                         2,
-		"ratelimit_service_rate_limit_near_limit" + deep:                                           1,
-		"ratelimit_service_rate_limit_over_limit" + deep:                                           2,
-		"ratelimit_service_rate_limit_shadow_mode" + deep:                                          1,
-		`ratelimit_service_rate_limit_total_hits{domain="edge",key1="api_key"}`:                    3,
-		`ratelimit_service_rate_limit_over_limit{domain="edge",key1="api_key"}`:                    0,
-		`ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}`:                          3,
-		`ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"}`:             3,
-		`ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.005"}`: 3,
-		`ratelimit_service_should_rate_limit_error{err_type="redis_error"}`:                        1,
-		`ratelimit_service_should_rate_limit_error{err_type="service_error"}`:                      1,
-		"ratelimit_service_config_load_success":                                                    2,
-		"ratelimit_service_config_load_error":                                                      1,
+		RatelimitTotalHits + deep:                                                   4,
+		RatelimitWithinLimit + deep:                                                 2,
+		RatelimitNearLimit + deep:                                                   1,
+		RatelimitOverLimit + deep:                                                   2,
+		RatelimitShadowMode + deep:                                                  1,
+		RatelimitTotalHits + `{domain="edge",key1="api_key"}`:                       3,
+		RatelimitOverLimit + `{domain="edge",key1="api_key"}`:                       0,
+		RatelimitTotalRequests + `{grpc_method="ShouldRateLimit"}`:                  3,
+		RatelimitResponseTime + `_count{grpc_method="ShouldRateLimit"}`:             3,
+		RatelimitResponseTime + `_bucket{grpc_method="ShouldRateLimit",le="0.005"}`: 3,
+		RatelimitShouldRateLimitError + `{err_type="redis_error"}`:                  1,
+		RatelimitShouldRateLimitError + `{err_type="service_error"}`:                1,
+		RatelimitConfigLoadSuccess:                                                  2,
+		RatelimitConfigLoadError:                                                    1,
 	} {
 		assert.Equal(t, want, got[series], series)
 	}
 	// The per-rule counters are counters, as the statsd exporter makes
 	// them, with no _total suffix; the response time is a histogram.
-	for _, stat := range ruleStats {
-		assert.Contains(t, text, "# TYPE ratelimit_service_rate_limit_"+stat+" counter\n")
+	for _, name := range ruleStats {
+		assert.Contains(t, text, "# TYPE "+name+" counter\n")
 	}
-	assert.Contains(t, text, "# TYPE ratelimit_service_total_requests counter\n")
-	assert.Contains(t, text, "# TYPE ratelimit_service_response_time_seconds histogram\n")
-	assert.NotContains(t, text, "ratewarden_", "ratewarden's names are not asked for")
+	assert.Contains(t, text, "# TYPE "+RatelimitTotalRequests+" counter\n")
+	assert.Contains(t, text, "# TYPE "+RatelimitResponseTime+" histogram\n")
+	assert.NotContains(t, text, Prefix, "ratewarden's names are not asked for")
 	assert.Contains(t, text, "process_resident_memory_bytes", "the process metrics stay")
 }
 
@@ -85,8 +85,8 @@ func TestBothNames(t *testing.T) {
 	m := New(WithNames(NamesBoth))
 	m.ObserveLimit(rls.LimitDecision{Domain: "d", Descriptor: "d.user", Algorithm: algorithms.TokenBucket, Window: time.Minute, Hits: 2})
 	got := scrape(t, m)
-	assert.Equal(t, 2.0, got[`ratelimit_service_rate_limit_total_hits{domain="d",key1="user"}`])
-	assert.Equal(t, 2.0, got[rule("hits_total", "d.user", "", "token_bucket", "1m")])
+	assert.Equal(t, 2.0, got[RatelimitTotalHits+`{domain="d",key1="user"}`])
+	assert.Equal(t, 2.0, got[rule(RuleHits, "d.user", "", "token_bucket", "1m")])
 
 	text := scrapeText(t, New())
 	assert.NotContains(t, text, "ratelimit_service", "ratewarden's names alone by default")

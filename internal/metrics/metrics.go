@@ -1,10 +1,11 @@
 // Package metrics exposes ratewarden's Prometheus metrics: it implements
 // rls.Observer and the observers of the request path's layers (breaker,
 // admission, giveback) over a registry of its own (never the global default one)
-// and serves it in the Prometheus text format. Its own metric names start
-// with ratewarden_; on request it also exports envoyproxy/ratelimit's names
-// (ratelimit_service_*), beside or instead of its own. docs/operations.md
-// lists them all.
+// and serves it in the Prometheus text format. Every name it exports is a
+// constant of names.go: its own start with ratewarden_ (Prefix); on request
+// it also exports envoyproxy/ratelimit's names (ratelimit_service_*,
+// RatelimitPrefix), beside or instead of its own. docs/operations.md lists
+// them all, and no other package registers a metric.
 package metrics
 
 import (
@@ -22,9 +23,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/giveback"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
-
-// Namespace prefixes every metric name.
-const Namespace = "ratewarden"
 
 // LatencyBuckets are the upper bounds, in seconds, of the request and backend
 // latency histograms: from 100µs, below a Redis round trip on one host, to
@@ -88,78 +86,45 @@ var (
 // runtime and process collectors.
 func New(opts ...Option) *Metrics {
 	ruleCounter := func(name, help string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "rule", Name: name, Help: help,
-		}, ruleLabels)
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, ruleLabels)
 	}
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 
-		totalHits: ruleCounter("hits_total",
-			"Hits asked of a limit (envoyproxy/ratelimit's total_hits)."),
-		withinLimit: ruleCounter("within_limit_hits_total",
-			"Hits a limit admitted (within_limit)."),
-		nearLimit: ruleCounter("near_limit_hits_total",
-			"Admitted hits that left a limit used at or above RLS_NEAR_LIMIT_RATIO of its capacity (near_limit)."),
-		overLimit: ruleCounter("over_limit_hits_total",
-			"Hits a limit denied, shadow mode or not (over_limit)."),
-		shadowMode: ruleCounter("shadow_mode_hits_total",
-			"Hits a limit denied that shadow mode let through (shadow_mode)."),
-		charged: ruleCounter("charged_hits_total",
-			"Hits charged to a limit as usage already spent, recorded within the limit or past it (over_limit counts those of charges that took it past)."),
+		totalHits:   ruleCounter(RuleHits, ruleHitsHelp),
+		withinLimit: ruleCounter(RuleWithinLimitHits, ruleWithinLimitHitsHelp),
+		nearLimit:   ruleCounter(RuleNearLimitHits, ruleNearLimitHitsHelp),
+		overLimit:   ruleCounter(RuleOverLimitHits, ruleOverLimitHitsHelp),
+		shadowMode:  ruleCounter(RuleShadowModeHits, ruleShadowModeHitsHelp),
+		charged:     ruleCounter(RuleChargedHits, ruleChargedHitsHelp),
 
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "requests_total",
-			Help: "ShouldRateLimit calls, over gRPC and /json, by overall code (UNKNOWN when the call failed) and gRPC code.",
-		}, []string{"code", "grpc_code"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Requests, Help: requestsHelp},
+			[]string{"code", "grpc_code"}),
 		requestDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "request_duration_seconds",
-			Help:    "Time to answer a ShouldRateLimit call, from its decoded request to its response.",
-			Buckets: LatencyBuckets,
+			Name: RequestDuration, Help: requestDurationHelp, Buckets: LatencyBuckets,
 		}),
 
 		backendDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Subsystem: "backend", Name: "duration_seconds",
-			Help:    "Time of one call to the backend (one pipelined round trip to Redis), failed or not; calls the circuit breaker refused are not included.",
-			Buckets: LatencyBuckets,
+			Name: BackendDuration, Help: backendDurationHelp, Buckets: LatencyBuckets,
 		}),
-		backendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "backend", Name: "errors_total",
-			Help: "Backend calls that failed, by kind: timeout, unavailable (connection refused, reset or closed), circuit_open (refused by the circuit breaker without trying), other.",
-		}, []string{"kind"}),
-		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Subsystem: "backend", Name: "circuit_breaker_state",
-			Help: "1 for the circuit breaker's current state (closed, open or half_open), 0 for the others.",
-		}, []string{"state"}),
-		breakerOpened: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "backend", Name: "circuit_breaker_opened_total",
-			Help: "Times the circuit breaker opened, after consecutive failures or a failed probe.",
-		}),
+		backendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: BackendErrors, Help: backendErrorsHelp},
+			[]string{"kind"}),
+		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: BreakerState, Help: breakerStateHelp},
+			[]string{"state"}),
+		breakerOpened: prometheus.NewCounter(prometheus.CounterOpts{Name: BreakerOpened, Help: breakerOpenedHelp}),
 
-		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "requests_shed_total",
-			Help: "Requests answered with the failure mode without calling the backend, because they could not have been answered before their deadline, by reason: deadline (too little time left for the backend's recent latency) or queue (the waiting list was full).",
-		}, []string{"reason"}),
-		inflightLimit: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace, Subsystem: "backend", Name: "inflight_limit",
-			Help: "How many requests may have backend calls under way at once: RLS_MAX_INFLIGHT, or the limit adapted to what the backend answers in time.",
-		}),
-		giveBacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "backend", Name: "give_backs_total",
-			Help: "Hits owed back to the backend after a failed call, by result: given_back, dropped (queue full or time limit passed), uncertain (a take answered with the failure mode, or a refund, that may or may not have run and is not sent again).",
-		}, []string{"result"}),
-		deferredCharges: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "backend", Name: "deferred_charges_total",
-			Help: "Charges (usage already spent) that could not be recorded with their request (shed, circuit breaker open, or a backend call that failed before running them), by result: recorded later, dropped (queue full or time limit passed), uncertain (sent, and may or may not have run: not sent again).",
-		}, []string{"result"}),
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: RequestsShed, Help: requestsShedHelp},
+			[]string{"reason"}),
+		inflightLimit: prometheus.NewGauge(prometheus.GaugeOpts{Name: InflightLimit, Help: inflightLimitHelp}),
+		giveBacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: GiveBacks, Help: giveBacksHelp},
+			[]string{"result"}),
+		deferredCharges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: DeferredCharges, Help: deferredChargesHelp},
+			[]string{"result"}),
 
-		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "config", Name: "reloads_total",
-			Help: "Reloads of the limits configuration, by result: success or failure (the previous configuration stays in force).",
-		}, []string{"result"}),
+		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ConfigReloads, Help: configReloadsHelp},
+			[]string{"result"}),
 		configLastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace, Subsystem: "config", Name: "last_reload_successful",
-			Help: "1 when the last reload of the limits configuration succeeded (or none was tried), 0 when it failed.",
+			Name: ConfigLastReloadSuccessful, Help: configLastReloadSuccessfulHelp,
 		}),
 
 		leases: newLeaseMetrics(),
@@ -210,9 +175,25 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }
 
-// Registry returns the registry the metrics live in, so that more
-// collectors can be registered beside them.
-func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+// RegisterDenyCacheHits adds DenyCacheHits, the counter that hits reads:
+// the takes the deny cache denied. Call it once, with the deny cache.
+func (m *Metrics) RegisterDenyCacheHits(hits func() uint64) {
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: DenyCacheHits, Help: denyCacheHitsHelp},
+		func() float64 { return float64(hits()) }))
+}
+
+// RegisterXDSConnected adds XDSConnected, the gauge that connected reads:
+// whether the stream to the xDS server is up. Call it once, with the xDS
+// client.
+func (m *Metrics) RegisterXDSConnected(connected func() bool) {
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: XDSConnected, Help: xdsConnectedHelp},
+		func() float64 {
+			if connected() {
+				return 1
+			}
+			return 0
+		}))
+}
 
 // ObserveRequest counts a ShouldRateLimit call and its latency.
 func (m *Metrics) ObserveRequest(o rls.RequestOutcome) {
@@ -336,8 +317,8 @@ func (m *Metrics) ObserveConfigReload(err error) {
 const overrideWindow = "override"
 
 // ObserveConfigLoaded records the first load of the limits configuration,
-// which envoyproxy/ratelimit's config_load_success counts and
-// ratewarden_config_reloads_total does not.
+// which envoyproxy/ratelimit's config_load_success counts and ConfigReloads
+// does not.
 func (m *Metrics) ObserveConfigLoaded() {
 	if m.ratelimit != nil {
 		m.ratelimit.observeConfigLoad(nil)

@@ -41,7 +41,7 @@ func parseText(t *testing.T, text string) map[string]float64 {
 }
 
 func rule(name, descriptor, limit, algorithm, window string) string {
-	return "ratewarden_rule_" + name + `{algorithm="` + algorithm + `",descriptor="` + descriptor +
+	return name + `{algorithm="` + algorithm + `",descriptor="` + descriptor +
 		`",domain="d",limit="` + limit + `",window="` + window + `"}`
 }
 
@@ -55,10 +55,10 @@ func TestOverridesShareOneSeries(t *testing.T) {
 			Window: time.Duration(i+1) * time.Second, Override: true, Hits: 1})
 	}
 	got := scrape(t, m)
-	assert.Equal(t, 1000.0, got[rule("hits_total", "d", "", "sliding_window_counter", "override")])
+	assert.Equal(t, 1000.0, got[rule(RuleHits, "d", "", "sliding_window_counter", "override")])
 	n := 0
 	for series := range got {
-		if strings.HasPrefix(series, "ratewarden_rule_hits_total{") {
+		if strings.HasPrefix(series, RuleHits+"{") {
 			n++
 		}
 	}
@@ -85,18 +85,18 @@ func TestRuleCounters(t *testing.T) {
 
 	got := scrape(t, m)
 	for series, want := range map[string]float64{
-		rule("hits_total", "d.user", "per_user", "token_bucket", "1m"):              10,
-		rule("within_limit_hits_total", "d.user", "per_user", "token_bucket", "1m"): 6,
-		rule("near_limit_hits_total", "d.user", "per_user", "token_bucket", "1m"):   2,
-		rule("over_limit_hits_total", "d.user", "per_user", "token_bucket", "1m"):   4,
-		rule("shadow_mode_hits_total", "d.user", "per_user", "token_bucket", "1m"):  2,
-		rule("hits_total", "d.ip", "", "fixed_window", "5s"):                        1,
-		rule("within_limit_hits_total", "d.ip", "", "fixed_window", "5s"):           1,
+		rule(RuleHits, "d.user", "per_user", "token_bucket", "1m"):            10,
+		rule(RuleWithinLimitHits, "d.user", "per_user", "token_bucket", "1m"): 6,
+		rule(RuleNearLimitHits, "d.user", "per_user", "token_bucket", "1m"):   2,
+		rule(RuleOverLimitHits, "d.user", "per_user", "token_bucket", "1m"):   4,
+		rule(RuleShadowModeHits, "d.user", "per_user", "token_bucket", "1m"):  2,
+		rule(RuleHits, "d.ip", "", "fixed_window", "5s"):                      1,
+		rule(RuleWithinLimitHits, "d.ip", "", "fixed_window", "5s"):           1,
 	} {
 		assert.Equal(t, want, got[series], series)
 	}
 	// No decision of d.ip was near, over or shadowed: no series for them.
-	for _, name := range []string{"near_limit_hits_total", "over_limit_hits_total", "shadow_mode_hits_total"} {
+	for _, name := range []string{RuleNearLimitHits, RuleOverLimitHits, RuleShadowModeHits} {
 		_, ok := got[rule(name, "d.ip", "", "fixed_window", "5s")]
 		assert.False(t, ok, name)
 	}
@@ -106,12 +106,12 @@ func TestRequestAndBackendMetrics(t *testing.T) {
 	m := New()
 	got := scrape(t, m)
 	for _, kind := range []string{"timeout", "unavailable", "circuit_open", "other"} {
-		v, ok := got[`ratewarden_backend_errors_total{kind="`+kind+`"}`]
+		v, ok := got[BackendErrors+`{kind="`+kind+`"}`]
 		assert.True(t, ok, "every error kind is shown from the start: %s", kind)
 		assert.Zero(t, v)
 	}
-	assert.Equal(t, 1.0, got[`ratewarden_backend_circuit_breaker_state{state="closed"}`])
-	assert.Equal(t, 0.0, got[`ratewarden_backend_circuit_breaker_state{state="open"}`])
+	assert.Equal(t, 1.0, got[BreakerState+`{state="closed"}`])
+	assert.Equal(t, 0.0, got[BreakerState+`{state="open"}`])
 
 	m.ObserveRequest(rls.RequestOutcome{Duration: 300 * time.Microsecond, Code: rlsv3.RateLimitResponse_OK, GRPCCode: codes.OK})
 	m.ObserveRequest(rls.RequestOutcome{Duration: 4 * time.Millisecond, Code: rlsv3.RateLimitResponse_OVER_LIMIT, GRPCCode: codes.OK})
@@ -128,29 +128,29 @@ func TestRequestAndBackendMetrics(t *testing.T) {
 
 	got = scrape(t, m)
 	for series, want := range map[string]float64{
-		`ratewarden_requests_total{code="OK",grpc_code="OK"}`:               1,
-		`ratewarden_requests_total{code="OVER_LIMIT",grpc_code="OK"}`:       1,
-		`ratewarden_requests_total{code="UNKNOWN",grpc_code="Unavailable"}`: 1,
-		`ratewarden_request_duration_seconds_count`:                         3,
-		`ratewarden_request_duration_seconds_bucket{le="0.0005"}`:           1,
-		`ratewarden_request_duration_seconds_bucket{le="0.005"}`:            2,
-		`ratewarden_request_duration_seconds_bucket{le="0.015"}`:            3,
-		`ratewarden_backend_duration_seconds_count`:                         4, // not the refused calls
-		`ratewarden_backend_duration_seconds_bucket{le="0.00025"}`:          1,
-		`ratewarden_backend_errors_total{kind="timeout"}`:                   1,
-		`ratewarden_backend_errors_total{kind="unavailable"}`:               1,
-		`ratewarden_backend_errors_total{kind="circuit_open"}`:              2,
-		`ratewarden_backend_errors_total{kind="other"}`:                     0,
-		`ratewarden_backend_circuit_breaker_state{state="closed"}`:          0,
-		`ratewarden_backend_circuit_breaker_state{state="open"}`:            1,
-		`ratewarden_backend_circuit_breaker_state{state="half_open"}`:       0,
-		`ratewarden_backend_circuit_breaker_opened_total`:                   2,
-		`ratewarden_config_reloads_total{result="success"}`:                 0,
-		`ratewarden_config_last_reload_successful`:                          1,
+		Requests + `{code="OK",grpc_code="OK"}`:               1,
+		Requests + `{code="OVER_LIMIT",grpc_code="OK"}`:       1,
+		Requests + `{code="UNKNOWN",grpc_code="Unavailable"}`: 1,
+		RequestDuration + `_count`:                            3,
+		RequestDuration + `_bucket{le="0.0005"}`:              1,
+		RequestDuration + `_bucket{le="0.005"}`:               2,
+		RequestDuration + `_bucket{le="0.015"}`:               3,
+		BackendDuration + `_count`:                            4, // not the refused calls
+		BackendDuration + `_bucket{le="0.00025"}`:             1,
+		BackendErrors + `{kind="timeout"}`:                    1,
+		BackendErrors + `{kind="unavailable"}`:                1,
+		BackendErrors + `{kind="circuit_open"}`:               2,
+		BackendErrors + `{kind="other"}`:                      0,
+		BreakerState + `{state="closed"}`:                     0,
+		BreakerState + `{state="open"}`:                       1,
+		BreakerState + `{state="half_open"}`:                  0,
+		BreakerOpened:                                         2,
+		ConfigReloads + `{result="success"}`:                  0,
+		ConfigLastReloadSuccessful:                            1,
 	} {
 		assert.Equal(t, want, got[series], series)
 	}
-	_, canceled := got[`ratewarden_backend_errors_total{kind="canceled"}`]
+	_, canceled := got[BackendErrors+`{kind="canceled"}`]
 	assert.False(t, canceled, "a caller going away is no backend error")
 	assert.Contains(t, got, "go_goroutines", "the runtime collector is registered")
 }
@@ -160,20 +160,20 @@ func TestConfigReloads(t *testing.T) {
 	m.ObserveConfigReload(nil)
 	m.ObserveConfigReload(errors.New("config: bad.yaml:3: unknown field"))
 	got := scrape(t, m)
-	assert.Equal(t, 1.0, got[`ratewarden_config_reloads_total{result="success"}`])
-	assert.Equal(t, 1.0, got[`ratewarden_config_reloads_total{result="failure"}`])
-	assert.Equal(t, 0.0, got[`ratewarden_config_last_reload_successful`])
+	assert.Equal(t, 1.0, got[ConfigReloads+`{result="success"}`])
+	assert.Equal(t, 1.0, got[ConfigReloads+`{result="failure"}`])
+	assert.Equal(t, 0.0, got[ConfigLastReloadSuccessful])
 	m.ObserveConfigReload(nil)
 	got = scrape(t, m)
-	assert.Equal(t, 2.0, got[`ratewarden_config_reloads_total{result="success"}`])
-	assert.Equal(t, 1.0, got[`ratewarden_config_last_reload_successful`])
+	assert.Equal(t, 2.0, got[ConfigReloads+`{result="success"}`])
+	assert.Equal(t, 1.0, got[ConfigLastReloadSuccessful])
 }
 
 func TestRegistriesAreIndependent(t *testing.T) {
 	a, b := New(), New()
 	a.ObserveConfigReload(nil)
-	assert.Equal(t, 1.0, scrape(t, a)[`ratewarden_config_reloads_total{result="success"}`])
-	assert.Equal(t, 0.0, scrape(t, b)[`ratewarden_config_reloads_total{result="success"}`])
+	assert.Equal(t, 1.0, scrape(t, a)[ConfigReloads+`{result="success"}`])
+	assert.Equal(t, 0.0, scrape(t, b)[ConfigReloads+`{result="success"}`])
 }
 
 func TestWindowLabel(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
@@ -131,7 +132,7 @@ func TestHostileRequestsAreBounded(t *testing.T) {
 		return d
 	}
 	hitsTotal := func(descriptor, algorithm, window string) float64 {
-		series := fmt.Sprintf(`ratewarden_rule_hits_total{algorithm=%q,descriptor=%q,domain="edge",limit="api_key_per_second",window=%q}`, algorithm, descriptor, window)
+		series := fmt.Sprintf(metrics.RuleHits+`{algorithm=%q,descriptor=%q,domain="edge",limit="api_key_per_second",window=%q}`, algorithm, descriptor, window)
 		return scrapeMetrics(t, s.http)[series]
 	}
 
@@ -214,7 +215,7 @@ func TestHostileRequestsAreBounded(t *testing.T) {
 		}
 		series := 0
 		for name := range scrapeMetrics(t, s.http) {
-			if strings.HasPrefix(name, "ratewarden_rule_hits_total{") && strings.Contains(name, `descriptor="edge"`) {
+			if strings.HasPrefix(name, metrics.RuleHits+"{") && strings.Contains(name, `descriptor="edge"`) {
 				series++
 				assert.Contains(t, name, `window="override"`)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/testkit/promtext"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
@@ -58,7 +59,7 @@ func shopRequest(kv ...string) *rlsv3.RateLimitRequest {
 }
 
 func ruleSeries(name, descriptor, limit, algorithm, window string) string {
-	return fmt.Sprintf(`ratewarden_rule_%s{algorithm=%q,descriptor=%q,domain="shop",limit=%q,window=%q}`,
+	return fmt.Sprintf(`%s{algorithm=%q,descriptor=%q,domain="shop",limit=%q,window=%q}`,
 		name, algorithm, descriptor, limit, window)
 }
 
@@ -108,38 +109,38 @@ func TestMetricsAfterKnownRequests(t *testing.T) {
 	want := map[string]float64{
 		// 7 hits; 5 admitted, of which the 4th and 5th leave 4 and 5 of 5
 		// used, at or above 0.8; 2 denied.
-		ruleSeries("hits_total", login, "logins", "sliding_window_log", "1m"):              7,
-		ruleSeries("within_limit_hits_total", login, "logins", "sliding_window_log", "1m"): 5,
-		ruleSeries("near_limit_hits_total", login, "logins", "sliding_window_log", "1m"):   2,
-		ruleSeries("over_limit_hits_total", login, "logins", "sliding_window_log", "1m"):   2,
+		ruleSeries(metrics.RuleHits, login, "logins", "sliding_window_log", "1m"):            7,
+		ruleSeries(metrics.RuleWithinLimitHits, login, "logins", "sliding_window_log", "1m"): 5,
+		ruleSeries(metrics.RuleNearLimitHits, login, "logins", "sliding_window_log", "1m"):   2,
+		ruleSeries(metrics.RuleOverLimitHits, login, "logins", "sliding_window_log", "1m"):   2,
 
-		ruleSeries("hits_total", "shop.remote_address", "", "sliding_window_counter", "1s"):              1000,
-		ruleSeries("within_limit_hits_total", "shop.remote_address", "", "sliding_window_counter", "1s"): 1000,
+		ruleSeries(metrics.RuleHits, "shop.remote_address", "", "sliding_window_counter", "1s"):            1000,
+		ruleSeries(metrics.RuleWithinLimitHits, "shop.remote_address", "", "sliding_window_counter", "1s"): 1000,
 
-		ruleSeries("hits_total", "shop.user_alice", "", "sliding_window_log", "1m"):              3,
-		ruleSeries("within_limit_hits_total", "shop.user_alice", "", "sliding_window_log", "1m"): 2,
-		ruleSeries("near_limit_hits_total", "shop.user_alice", "", "sliding_window_log", "1m"):   1,
-		ruleSeries("over_limit_hits_total", "shop.user_alice", "", "sliding_window_log", "1m"):   1,
-		ruleSeries("hits_total", "shop.user_bob", "", "sliding_window_log", "1m"):                1,
+		ruleSeries(metrics.RuleHits, "shop.user_alice", "", "sliding_window_log", "1m"):            3,
+		ruleSeries(metrics.RuleWithinLimitHits, "shop.user_alice", "", "sliding_window_log", "1m"): 2,
+		ruleSeries(metrics.RuleNearLimitHits, "shop.user_alice", "", "sliding_window_log", "1m"):   1,
+		ruleSeries(metrics.RuleOverLimitHits, "shop.user_alice", "", "sliding_window_log", "1m"):   1,
+		ruleSeries(metrics.RuleHits, "shop.user_bob", "", "sliding_window_log", "1m"):              1,
 
-		ruleSeries("hits_total", "shop.batch", "", "token_bucket", "1h"):              2,
-		ruleSeries("within_limit_hits_total", "shop.batch", "", "token_bucket", "1h"): 1,
-		ruleSeries("near_limit_hits_total", "shop.batch", "", "token_bucket", "1h"):   1,
-		ruleSeries("over_limit_hits_total", "shop.batch", "", "token_bucket", "1h"):   1,
-		ruleSeries("shadow_mode_hits_total", "shop.batch", "", "token_bucket", "1h"):  1,
+		ruleSeries(metrics.RuleHits, "shop.batch", "", "token_bucket", "1h"):            2,
+		ruleSeries(metrics.RuleWithinLimitHits, "shop.batch", "", "token_bucket", "1h"): 1,
+		ruleSeries(metrics.RuleNearLimitHits, "shop.batch", "", "token_bucket", "1h"):   1,
+		ruleSeries(metrics.RuleOverLimitHits, "shop.batch", "", "token_bucket", "1h"):   1,
+		ruleSeries(metrics.RuleShadowModeHits, "shop.batch", "", "token_bucket", "1h"):  1,
 
 		// 7 + 1000 + 4 + 2 valid requests, 3 of them over the limit.
-		`ratewarden_requests_total{code="OK",grpc_code="OK"}`:                   1010,
-		`ratewarden_requests_total{code="OVER_LIMIT",grpc_code="OK"}`:           3,
-		`ratewarden_requests_total{code="UNKNOWN",grpc_code="InvalidArgument"}`: 1,
-		`ratewarden_request_duration_seconds_count`:                             1014,
-		`ratewarden_backend_duration_seconds_count`:                             1013,
-		`ratewarden_backend_errors_total{kind="timeout"}`:                       0,
-		`ratewarden_backend_errors_total{kind="unavailable"}`:                   0,
-		`ratewarden_backend_errors_total{kind="circuit_open"}`:                  0,
-		`ratewarden_backend_errors_total{kind="other"}`:                         0,
-		`ratewarden_backend_circuit_breaker_state{state="closed"}`:              1,
-		`ratewarden_config_last_reload_successful`:                              1,
+		metrics.Requests + `{code="OK",grpc_code="OK"}`:                   1010,
+		metrics.Requests + `{code="OVER_LIMIT",grpc_code="OK"}`:           3,
+		metrics.Requests + `{code="UNKNOWN",grpc_code="InvalidArgument"}`: 1,
+		metrics.RequestDuration + `_count`:                                1014,
+		metrics.BackendDuration + `_count`:                                1013,
+		metrics.BackendErrors + `{kind="timeout"}`:                        0,
+		metrics.BackendErrors + `{kind="unavailable"}`:                    0,
+		metrics.BackendErrors + `{kind="circuit_open"}`:                   0,
+		metrics.BackendErrors + `{kind="other"}`:                          0,
+		metrics.BreakerState + `{state="closed"}`:                         1,
+		metrics.ConfigLastReloadSuccessful:                                1,
 	}
 	for series, v := range want {
 		if assert.Contains(t, got, series) {
@@ -150,20 +151,20 @@ func TestMetricsAfterKnownRequests(t *testing.T) {
 	// Exactly the label sets above: 1000 addresses make one, not 1000.
 	var hitSeries []string
 	for series := range got {
-		if strings.HasPrefix(series, "ratewarden_rule_hits_total{") {
+		if strings.HasPrefix(series, metrics.RuleHits+"{") {
 			hitSeries = append(hitSeries, series)
 		}
 	}
 	assert.ElementsMatch(t, []string{
-		ruleSeries("hits_total", login, "logins", "sliding_window_log", "1m"),
-		ruleSeries("hits_total", "shop.remote_address", "", "sliding_window_counter", "1s"),
-		ruleSeries("hits_total", "shop.user_alice", "", "sliding_window_log", "1m"),
-		ruleSeries("hits_total", "shop.user_bob", "", "sliding_window_log", "1m"),
-		ruleSeries("hits_total", "shop.batch", "", "token_bucket", "1h"),
+		ruleSeries(metrics.RuleHits, login, "logins", "sliding_window_log", "1m"),
+		ruleSeries(metrics.RuleHits, "shop.remote_address", "", "sliding_window_counter", "1s"),
+		ruleSeries(metrics.RuleHits, "shop.user_alice", "", "sliding_window_log", "1m"),
+		ruleSeries(metrics.RuleHits, "shop.user_bob", "", "sliding_window_log", "1m"),
+		ruleSeries(metrics.RuleHits, "shop.batch", "", "token_bucket", "1h"),
 	}, hitSeries)
 	var nearSeries int
 	for series := range got {
-		if strings.HasPrefix(series, "ratewarden_rule_near_limit_hits_total{") {
+		if strings.HasPrefix(series, metrics.RuleNearLimitHits+"{") {
 			nearSeries++
 		}
 	}
@@ -177,9 +178,9 @@ func TestMetricsCountConfigReloads(t *testing.T) {
 	reloaded := func(success, failure, last float64) func() bool {
 		return func() bool {
 			got := scrapeMetrics(t, s.http)
-			return got[`ratewarden_config_reloads_total{result="success"}`] == success &&
-				got[`ratewarden_config_reloads_total{result="failure"}`] == failure &&
-				got[`ratewarden_config_last_reload_successful`] == last
+			return got[metrics.ConfigReloads+`{result="success"}`] == success &&
+				got[metrics.ConfigReloads+`{result="failure"}`] == failure &&
+				got[metrics.ConfigLastReloadSuccessful] == last
 		}
 	}
 	require.True(t, reloaded(0, 0, 1)(), "no reload yet")

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
+	"github.com/ratewarden/ratewarden/internal/metrics"
 )
 
 // TestRatelimitMetricsOnTheirOwnPort scrapes envoyproxy/ratelimit's names
@@ -58,18 +59,18 @@ func TestRatelimitMetricsOnTheirOwnPort(t *testing.T) {
 	for _, got := range []map[string]float64{parseSamples(t, text), scrapeMetrics(t, s.http)} {
 		login := `{domain="shop",key1="path_/login",key2="remote_address"}`
 		for series, want := range map[string]float64{
-			"ratelimit_service_rate_limit_total_hits" + login:                          6,
-			"ratelimit_service_rate_limit_within_limit" + login:                        5,
-			"ratelimit_service_rate_limit_over_limit" + login:                          1,
-			"ratelimit_service_rate_limit_near_limit" + login:                          2,
-			`ratelimit_service_rate_limit_total_hits{domain="shop",key1="user_alice"}`: 3,
-			`ratelimit_service_rate_limit_over_limit{domain="shop",key1="user_alice"}`: 1,
-			`ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}`:          10,
-			`ratelimit_service_should_rate_limit_error{err_type="service_error"}`:      1,
-			`ratelimit_service_should_rate_limit_error{err_type="redis_error"}`:        0,
-			"ratelimit_service_config_load_success":                                    1,
-			"ratelimit_service_config_load_error":                                      0,
-			`ratewarden_rule_hits_total{algorithm="sliding_window_log",descriptor="shop.path_/login.remote_address",domain="shop",limit="logins",window="1m"}`: 6,
+			metrics.RatelimitTotalHits + login:                                   6,
+			metrics.RatelimitWithinLimit + login:                                 5,
+			metrics.RatelimitOverLimit + login:                                   1,
+			metrics.RatelimitNearLimit + login:                                   2,
+			metrics.RatelimitTotalHits + `{domain="shop",key1="user_alice"}`:     3,
+			metrics.RatelimitOverLimit + `{domain="shop",key1="user_alice"}`:     1,
+			metrics.RatelimitTotalRequests + `{grpc_method="ShouldRateLimit"}`:   10,
+			metrics.RatelimitShouldRateLimitError + `{err_type="service_error"}`: 1,
+			metrics.RatelimitShouldRateLimitError + `{err_type="redis_error"}`:   0,
+			metrics.RatelimitConfigLoadSuccess:                                   1,
+			metrics.RatelimitConfigLoadError:                                     0,
+			metrics.RuleHits + `{algorithm="sliding_window_log",descriptor="shop.path_/login.remote_address",domain="shop",limit="logins",window="1m"}`: 6,
 		} {
 			v, ok := got[series]
 			if assert.True(t, ok, "%s is exported", series) {
@@ -77,7 +78,7 @@ func TestRatelimitMetricsOnTheirOwnPort(t *testing.T) {
 			}
 		}
 	}
-	assert.Contains(t, text, "# TYPE ratelimit_service_rate_limit_total_hits counter")
+	assert.Contains(t, text, "# TYPE "+metrics.RatelimitTotalHits+" counter")
 }
 
 func TestDebugListener(t *testing.T) {
@@ -86,7 +87,7 @@ func TestDebugListener(t *testing.T) {
 	for path, want := range map[string]string{
 		"/":                    "/debug/pprof/: the Go profiles",
 		"/rlconfig":            "edge",
-		"/metrics":             "ratewarden_config_reloads_total",
+		"/metrics":             metrics.ConfigReloads,
 		"/debug/pprof/":        "goroutine",
 		"/debug/pprof/cmdline": "",
 	} {

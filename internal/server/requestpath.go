@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/layers/admission"
@@ -63,10 +61,7 @@ func newRequestPath(b algorithms.Limiter, cfg *config.Config, s settings.Setting
 	}
 	if s.Backend == settings.BackendRedis && s.DenyCache {
 		cache := denycache.New(l, denycache.Options{MaxEntries: s.DenyCacheSize})
-		m.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "ratewarden_deny_cache_hits_total",
-			Help: "Takes denied from the deny cache, without asking the backend.",
-		}, func() float64 { return float64(cache.Hits()) }))
+		m.RegisterDenyCacheHits(cache.Hits)
 		l = cache
 	}
 	gbOpts := giveBackOptions(s)

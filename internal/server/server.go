@@ -65,7 +65,7 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 		report.Log(logger)
 	}
 	m := metrics.New(metrics.WithNames(s.MetricsNames))
-	source, err := newConfigSource(ctx, s, logger, m.Registry())
+	source, err := newConfigSource(ctx, s, logger, m)
 	if err != nil {
 		return nil, err
 	}

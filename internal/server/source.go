@@ -7,20 +7,19 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // newConfigSource returns the Source of limits the settings choose; it is
 // the one place that chooses. With RLS_CONFIG_SOURCE=xds, an xDS server
-// (RLS_XDS_*), whose metrics go to reg. Otherwise the files at
+// (RLS_XDS_*), whose metrics go to m. Otherwise the files at
 // RLS_CONFIG_PATH: with RLS_CONFIG_WATCH a Watcher that reloads them when
 // they change, and for which a path with nothing to load yet is no error;
 // without it, the files read now, waiting for them until ctx ends or for
 // RLS_CONFIG_READ_TIMEOUT, and a path with nothing to load is an error.
-func newConfigSource(ctx context.Context, s settings.Settings, logger *slog.Logger, reg prometheus.Registerer) (config.Source, error) {
+func newConfigSource(ctx context.Context, s settings.Settings, logger *slog.Logger, m *metrics.Metrics) (config.Source, error) {
 	opts := configOptions(s)
 	switch {
 	case s.ConfigSource == settings.ConfigFromXDS:
@@ -28,7 +27,7 @@ func newConfigSource(ctx context.Context, s settings.Settings, logger *slog.Logg
 		if err != nil {
 			return nil, err
 		}
-		reg.MustRegister(xdsConnected(c))
+		m.RegisterXDSConnected(c.Connected)
 		return c, nil
 	case s.ConfigWatch:
 		return config.NewWatcher(s.ConfigPath, config.WatchOptions{

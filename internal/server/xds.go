@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/xds"
 )
@@ -80,18 +78,4 @@ func newXDSTLS(s settings.Settings, logger *slog.Logger, now time.Time) (func() 
 		}
 		return c, nil
 	}, nil
-}
-
-// xdsConnected is the gauge that tells whether c is connected to the xDS
-// server.
-func xdsConnected(c *xds.Client) prometheus.Collector {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "ratewarden_xds_connected",
-		Help: "1 while the stream to the xDS management server is open and has answered, else 0.",
-	}, func() float64 {
-		if c.Connected() {
-			return 1
-		}
-		return 0
-	})
 }

@@ -17,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 	"github.com/ratewarden/ratewarden/internal/testkit/xdstest"
 )
@@ -162,15 +163,15 @@ func TestXDSServesEnvoyGatewayLimits(t *testing.T) {
 	assert.Contains(t, body, "descriptors[0].descriptors[1].rate_limit.unit")
 	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, healthOf(t, s), "the limits in force stay loaded")
 	m := scrapeMetrics(t, s.http)
-	assert.Equal(t, 2.0, m[`ratewarden_config_reloads_total{result="success"}`])
-	assert.GreaterOrEqual(t, m[`ratewarden_config_reloads_total{result="failure"}`], 1.0)
-	assert.Equal(t, 0.0, m[`ratewarden_config_last_reload_successful`])
-	assert.Equal(t, 1.0, m[`ratewarden_xds_connected`])
+	assert.Equal(t, 2.0, m[metrics.ConfigReloads+`{result="success"}`])
+	assert.GreaterOrEqual(t, m[metrics.ConfigReloads+`{result="failure"}`], 1.0)
+	assert.Equal(t, 0.0, m[metrics.ConfigLastReloadSuccessful])
+	assert.Equal(t, 1.0, m[metrics.XDSConnected])
 
 	// The management server dies: the limits in force stay, and health
 	// with them. It comes back with other limits, which are taken.
 	xs.Stop()
-	require.Eventually(t, func() bool { return scrapeMetrics(t, s.http)[`ratewarden_xds_connected`] == 0 }, xdsWait, tick)
+	require.Eventually(t, func() bool { return scrapeMetrics(t, s.http)[metrics.XDSConnected] == 0 }, xdsWait, tick)
 	assert.Equal(t, 0, admits(t, s, rules, alice, 1))
 	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, healthOf(t, s))
 	rules = egRules(5, 10)
@@ -181,7 +182,7 @@ func TestXDSServesEnvoyGatewayLimits(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, xs.Streams())
 	assert.Equal(t, 10, admits(t, s, rules, xdstest.HTTPRequest{Headers: map[string]string{"x-org": "umbrella"}}, 20))
-	assert.Equal(t, 1.0, scrapeMetrics(t, s.http)[`ratewarden_xds_connected`])
+	assert.Equal(t, 1.0, scrapeMetrics(t, s.http)[metrics.XDSConnected])
 }
 
 // TestXDSMutualTLS: the server takes its limits from an xDS server that
