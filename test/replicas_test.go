@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -158,9 +159,9 @@ func TestLeasedReplicasAdmitExactlyTheLimit(t *testing.T) {
 						continue
 					}
 					switch {
-					case strings.HasPrefix(series, "ratewarden_lease_taken_total{"):
+					case strings.HasPrefix(series, metrics.LeaseTaken+"{"):
 						leases += v
-					case strings.HasPrefix(series, "ratewarden_lease_hits_total{") && strings.Contains(series, `result="served"`):
+					case strings.HasPrefix(series, metrics.LeaseHits+"{") && strings.Contains(series, `result="served"`):
 						served += v
 					}
 				}

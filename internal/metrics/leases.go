@@ -20,14 +20,9 @@ type leaseMetrics struct {
 
 func newLeaseMetrics() *leaseMetrics {
 	return &leaseMetrics{
-		taken: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "lease", Name: "taken_total",
-			Help: "Leases taken from Redis for a limit this replica asks often (RLS_LEASES).",
-		}, leaseLabels),
-		hits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "lease", Name: "hits_total",
-			Help: "Hits of leases, by result: leased (reserved in Redis by a lease), served (admitted from a lease without asking Redis), given_back (not used, and given back).",
-		}, append(leaseLabels, "result")),
+		taken: prometheus.NewCounterVec(prometheus.CounterOpts{Name: LeaseTaken, Help: leaseTakenHelp}, leaseLabels),
+		hits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: LeaseHits, Help: leaseHitsHelp},
+			append(leaseLabels, "result")),
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
+	"github.com/ratewarden/ratewarden/internal/layers/lease"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/testkit/promtext"
 )
@@ -189,4 +190,26 @@ func TestWindowLabel(t *testing.T) {
 	} {
 		assert.Equal(t, want, windowLabel(w), w.String())
 	}
+}
+
+// TestLeaseCounters counts what leases do per rule: one lease taken of 100
+// hits, 60 of them served, 40 given back.
+func TestLeaseCounters(t *testing.T) {
+	m := New()
+	op := &algorithms.Op{Key: algorithms.Key{Domain: "edge"}, Tag: "edge.api_key", Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog}}
+	m.ObserveLease(op, lease.Taken, 100)
+	for range 60 {
+		m.ObserveLease(op, lease.Served, 1)
+	}
+	m.ObserveLease(op, lease.GivenBack, 40)
+	got := scrape(t, m)
+	labels := `{algorithm="sliding_window_log",descriptor="edge.api_key",domain="edge"`
+	assert.Equal(t, 1.0, got[LeaseTaken+labels+`}`])
+	assert.Equal(t, 100.0, got[LeaseHits+labels+`,result="leased"}`])
+	assert.Equal(t, 60.0, got[LeaseHits+labels+`,result="served"}`])
+	assert.Equal(t, 40.0, got[LeaseHits+labels+`,result="given_back"}`])
+
+	rl := New(WithNames(NamesRatelimit))
+	rl.ObserveLease(op, lease.Taken, 100)
+	assert.NotContains(t, scrape(t, rl), LeaseTaken+labels+`}`, "envoyproxy/ratelimit's names have no leases")
 }

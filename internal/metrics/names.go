@@ -92,6 +92,18 @@ const (
 	deferredChargesHelp = "Charges (usage already spent) that could not be recorded with their request (shed, circuit breaker open, or a backend call that failed before running them), by result: recorded later, dropped (queue full or time limit passed), uncertain (sent, and may or may not have run: not sent again)."
 )
 
+// The metrics of the leases of hot limits (RLS_LEASES), labelled domain,
+// descriptor and algorithm, with their help text beside them.
+const (
+	// LeaseTaken counts the leases taken from Redis.
+	LeaseTaken     = "ratewarden_lease_taken_total"
+	leaseTakenHelp = "Leases taken from Redis for a limit this replica asks often (RLS_LEASES)."
+
+	// LeaseHits counts the hits of leases, labelled result too.
+	LeaseHits     = "ratewarden_lease_hits_total"
+	leaseHitsHelp = "Hits of leases, by result: leased (reserved in Redis by a lease), served (admitted from a lease without asking Redis), given_back (not used, and given back)."
+)
+
 // The metrics of the limits configuration, with the labels each has and its
 // help text beside it.
 const (
