@@ -30,6 +30,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 
@@ -231,7 +232,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 				l.settle(&send[steps[i].at], func(e *entry) { e.fetching = false })
 			}
 		}
-		return nil, err
+		return nil, l.unsettled(err, ops, results, func(i int) bool { return steps[i].kind == served })
 	}
 	var retry []int
 	for i := range ops {
@@ -277,13 +278,36 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	}
 	got, err = l.next.Do(ctx, again)
 	if err != nil {
-		return nil, err
+		return nil, l.unsettled(err, ops, results, func(i int) bool { return !slices.Contains(retry, i) })
 	}
 	for j, i := range retry {
 		results[i] = got[j]
 		l.settle(&again[j], func(e *entry) { e.noteRoom(got[j]) })
 	}
 	return results, nil
+}
+
+// unsettled returns err, the error of a call that failed after the ops
+// for which answered reports true were answered with results (from leases,
+// or by an earlier call): it carries their outcomes, as applied, besides
+// what the backend reports of the ops it was sent, so that the layers above
+// give back what the caller, told the call failed, did not get (see
+// algorithms.Outcomes).
+func (l *Limiter) unsettled(err error, ops []algorithms.Op, results []algorithms.Result, answered func(int) bool) error {
+	now := l.now()
+	var known []algorithms.Outcome
+	for i := range ops {
+		if answered(i) {
+			known = append(known, algorithms.Outcome{Op: ops[i], Fate: algorithms.Applied, Result: results[i], At: now})
+		}
+	}
+	if len(known) == 0 {
+		return err
+	}
+	o := new(algorithms.Outcomes)
+	o.Report(known)
+	algorithms.OutcomesOf(err).Follow(o.Report)
+	return algorithms.Unsettled(err, o)
 }
 
 // leaseOp returns the take of a lease of k hits of op's limit, whose

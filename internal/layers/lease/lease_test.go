@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -366,4 +367,58 @@ func TestOpsNotLeasedPassThrough(t *testing.T) {
 	}
 	calls, _ := rec.counts()
 	assert.Equal(t, 1000, calls)
+}
+
+// failing fails every call while fail is set, reporting its ops as not
+// applied.
+type failing struct {
+	algorithms.Limiter
+	fail atomic.Bool
+}
+
+var errDown = errors.New("backend down")
+
+func (f *failing) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	if f.fail.Load() {
+		o := new(algorithms.Outcomes)
+		out := make([]algorithms.Outcome, len(ops))
+		for i, op := range ops {
+			out[i] = algorithms.Outcome{Op: op, Fate: algorithms.NotApplied}
+		}
+		o.Report(out)
+		return nil, algorithms.Unsettled(errDown, o)
+	}
+	return f.Limiter.Do(ctx, ops)
+}
+
+// TestFailedCallReportsServedHits makes a request whose one limit is served
+// from a lease and whose other limit's call fails: the error carries the
+// served take as applied, with the receipt that gives its hits back, beside
+// the backend's own report of the failed op.
+func TestFailedCallReportsServedHits(t *testing.T) {
+	clock := algotest.NewClock(t0)
+	mem := memory.New(memory.WithClock(clock.Now))
+	t.Cleanup(mem.Close)
+	back := &failing{Limiter: mem}
+	r := newReplica(t, back, clock.Now)
+	hot := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1_000_000, Window: time.Hour}
+	for range 2000 {
+		r.do(t, take("hot", hot, 1))
+		clock.Advance(50 * time.Microsecond)
+	}
+	require.NotNil(t, r.entryOf(take("hot", hot, 1)).lease)
+
+	back.fail.Store(true)
+	cold := take("cold", algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Window: time.Hour}, 1)
+	_, err := r.Do(context.Background(), []algorithms.Op{take("hot", hot, 1), cold})
+	require.ErrorIs(t, err, errDown)
+	var got []algorithms.Outcome
+	algorithms.OutcomesOf(err).Follow(func(o []algorithms.Outcome) { got = append(got, o...) })
+	require.Len(t, got, 2)
+	assert.Equal(t, algorithms.Applied, got[0].Fate)
+	assert.Equal(t, "hot", got[0].Op.Key.Entries[0].Value)
+	assert.True(t, got[0].Result.Allowed)
+	assert.NotZero(t, got[0].Result.Receipt.At, "the served take's receipt, for its give-back")
+	assert.Equal(t, algorithms.NotApplied, got[1].Fate)
+	assert.Equal(t, "cold", got[1].Op.Key.Entries[0].Value)
 }
