@@ -422,3 +422,100 @@ func TestFailedCallReportsServedHits(t *testing.T) {
 	assert.Equal(t, algorithms.NotApplied, got[1].Fate)
 	assert.Equal(t, "cold", got[1].Op.Key.Entries[0].Value)
 }
+
+// held returns the hits r's leases of op's limit hold and have not served.
+func (r replica) held(op algorithms.Op) uint64 {
+	e := r.entryOf(op)
+	if e == nil {
+		return 0
+	}
+	id := op.Identity()
+	s := r.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n uint64
+	for _, h := range []*held{e.lease, e.next} {
+		if h != nil {
+			n += h.left
+		}
+	}
+	return n
+}
+
+// TestDeadReplicaLosesAtMostItsLeases lets one replica take leases of a
+// limit and stop without giving them back, as a killed process does: the
+// other replica still admits all but the hits the dead one held, and the
+// whole limit again once the window ends.
+func TestDeadReplicaLosesAtMostItsLeases(t *testing.T) {
+	for _, alg := range leased {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := algotest.NewClock(t0.Truncate(time.Minute))
+			mem := memory.New(memory.WithClock(clock.Now))
+			t.Cleanup(mem.Close)
+			lim := algorithms.Limit{Algorithm: alg, Requests: 10_000, Window: time.Minute}
+			op := take("shared", lim, 1)
+			dead, err := New(mem, Options{Time: tau, MinHits: minHits, Now: clock.Now})
+			require.NoError(t, err)
+			d := replica{Limiter: dead, obs: newCounter()}
+			for range 400 {
+				d.do(t, op)
+				clock.Advance(50 * time.Microsecond)
+			}
+			lost := d.held(op)
+			require.Positive(t, lost, "the replica holds a lease when it dies")
+			assert.LessOrEqual(t, lost, 2*lim.Requests/4, "at most two leases of a quarter of the room each")
+			// Killed: its leases are never given back, its sweeper stops.
+			close(dead.stop)
+			<-dead.done
+
+			live := newReplica(t, mem, clock.Now)
+			var admitted uint64
+			for range 12_000 {
+				if live.do(t, op)[0].Allowed {
+					admitted++
+				}
+				clock.Advance(time.Microsecond)
+			}
+			assert.Equal(t, lim.Requests-400-lost, admitted, "all but what the dead replica used and held")
+
+			clock.Set(clock.Now().Truncate(time.Minute).Add(2 * time.Minute))
+			live.tick(clock.Now())
+			admitted = 0
+			for range 12_000 {
+				if live.do(t, op)[0].Allowed {
+					admitted++
+				}
+				clock.Advance(time.Microsecond)
+			}
+			assert.Equal(t, lim.Requests, admitted, "a later window has the whole limit")
+		})
+	}
+}
+
+// TestDenialsComeFromTheBackend drives a limit past its end from two
+// replicas: every denial was the backend's answer to a take of the hits
+// asked (no lease denies), with the backend's own wait.
+func TestDenialsComeFromTheBackend(t *testing.T) {
+	clock := algotest.NewClock(t0.Truncate(time.Second))
+	mem := memory.New(memory.WithClock(clock.Now))
+	t.Cleanup(mem.Close)
+	rec := &recorder{Limiter: mem}
+	replicas := []replica{newReplica(t, rec, clock.Now), newReplica(t, rec, clock.Now)}
+	lim := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 500, Window: time.Second}
+	op := take("d", lim, 1)
+	denials := 0
+	for i := range 2000 {
+		_, before := rec.counts()
+		res := replicas[i%2].do(t, op)
+		if !res[0].Allowed {
+			denials++
+			_, after := rec.counts()
+			require.Greater(t, after, before, "denial %d reached the backend", denials)
+			last := rec.ops[after-1]
+			assert.Equal(t, uint64(1), last.Hits)
+			assert.Equal(t, clock.Now().Truncate(time.Second).Add(time.Second).Sub(clock.Now()), res[0].ResetAfter)
+		}
+		clock.Advance(100 * time.Microsecond)
+	}
+	assert.Equal(t, 1500, denials)
+}
