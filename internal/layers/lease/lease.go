@@ -141,11 +141,14 @@ func (l *Limiter) Close() {
 	l.giveBack(back)
 }
 
-// leasable reports whether op may be served from a lease: a take of at
-// least one hit, no more than its limit can hold, of a limit that is not
-// split and owes nothing.
+// leasable reports whether op may be served from a lease: a take, or a
+// record (a charge that owes no debt, as envoyproxy/ratelimit counts every
+// hit), of at least one hit and no more than its limit can hold, of a limit
+// that is not split and owes nothing. A record a lease holds the hits of
+// is admitted as its take would be; one it cannot serve goes to the backend
+// as a record, counted past the limit if it must be.
 func leasable(op *algorithms.Op) bool {
-	return !op.Refund && !op.Charge && !op.Debt && op.Shards <= 1 && op.Hits > 0 &&
+	return !op.Refund && !op.Debt && op.Shards <= 1 && op.Hits > 0 &&
 		op.Hits <= op.Limit.Capacity() && op.Limit.Algorithm.Valid()
 }
 
@@ -311,10 +314,12 @@ func (l *Limiter) unsettled(err error, ops []algorithms.Op, results []algorithms
 }
 
 // leaseOp returns the take of a lease of k hits of op's limit, whose
-// identity is id.
+// identity is id: a take whether op is one or a record.
 func (l *Limiter) leaseOp(op *algorithms.Op, id string, k uint64) algorithms.Op {
 	one := *op
 	one.ID, one.Hits, one.Hold = id, k, l.tau
+	// A lease is a take, for a record too: it holds hits within the limit.
+	one.Charge = false
 	one.Receipt = algorithms.Receipt{}
 	return one
 }

@@ -306,44 +306,58 @@ func TestBindingLimitAcrossReplicas(t *testing.T) {
 
 // TestExactAcrossReplicas races 128 callers over two replicas, in real
 // time, for 3 000 takes of a limit of 1 000 an hour: exactly 1 000 are
-// admitted, leases or not.
+// admitted, leases or not; and the same for records (charges counted as
+// envoyproxy/ratelimit counts, as Envoy Gateway's limits are).
 func TestExactAcrossReplicas(t *testing.T) {
 	for _, alg := range leased {
-		t.Run(alg.String(), func(t *testing.T) {
-			mem := memory.New()
-			t.Cleanup(mem.Close)
-			var replicas [2]*Limiter
-			obs := newCounter()
-			for i := range replicas {
-				l, err := New(mem, Options{Time: tau, MinHits: minHits, Observer: obs})
-				require.NoError(t, err)
-				t.Cleanup(l.Close)
-				replicas[i] = l
+		for _, record := range []bool{false, true} {
+			name := alg.String()
+			if record {
+				name += "/record"
 			}
-			lim := algorithms.Limit{Algorithm: alg, Requests: 1000, Window: time.Hour}
-			var admitted, calls atomic.Int64
-			var wg sync.WaitGroup
-			for c := range 128 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for calls.Add(1) <= 3000 {
-						res, err := replicas[c%2].Do(context.Background(), []algorithms.Op{take("exact", lim, 1)})
-						if !assert.NoError(t, err) {
-							return
-						}
-						if res[0].Allowed {
-							admitted.Add(1)
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			assert.EqualValues(t, 1000, admitted.Load())
-			n, hits := obs.get(Taken)
-			t.Logf("%d leases of %d hits", n, hits)
-		})
+			t.Run(name, func(t *testing.T) { exactAcrossReplicas(t, alg, record) })
+		}
 	}
+}
+
+func exactAcrossReplicas(t *testing.T, alg algorithms.Algorithm, record bool) {
+	mem := memory.New()
+	t.Cleanup(mem.Close)
+	var replicas [2]*Limiter
+	obs := newCounter()
+	for i := range replicas {
+		l, err := New(mem, Options{Time: tau, MinHits: minHits, Observer: obs})
+		require.NoError(t, err)
+		t.Cleanup(l.Close)
+		replicas[i] = l
+	}
+	lim := algorithms.Limit{Algorithm: alg, Requests: 1000, Window: time.Hour}
+	op := take("exact", lim, 1)
+	if record {
+		op.Key.Entries[0].Value = "record"
+		op.Charge = true
+	}
+	var admitted, calls atomic.Int64
+	var wg sync.WaitGroup
+	for c := range 128 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for calls.Add(1) <= 3000 {
+				res, err := replicas[c%2].Do(context.Background(), []algorithms.Op{op})
+				if !assert.NoError(t, err) {
+					return
+				}
+				if res[0].Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.EqualValues(t, 1000, admitted.Load())
+	n, hits := obs.get(Taken)
+	t.Logf("%d leases of %d hits", n, hits)
 }
 
 func TestOpsNotLeasedPassThrough(t *testing.T) {
