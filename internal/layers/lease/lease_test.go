@@ -369,7 +369,7 @@ func TestOpsNotLeasedPassThrough(t *testing.T) {
 	lim := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1_000_000, Window: time.Hour}
 	for i := range 1000 {
 		ops := []algorithms.Op{take("c", lim, 1), take("s", lim, 1), take("p", lim, 0), take("r", lim, 1)}
-		ops[0].Charge = true
+		ops[0].Charge, ops[0].Debt = true, true
 		ops[1].Shards = 4
 		ops[3].Refund = true
 		r.do(t, ops...)
