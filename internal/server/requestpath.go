@@ -24,11 +24,11 @@ import (
 // top-down, as a request goes:
 //
 //	rls.Service        the protocol: plans the ops, applies the deadline and the failure mode
+//	lease.Limiter      serves hot limits from leases taken from the backend (Redis, RLS_LEASES)
 //	admission.Limiter  sheds what could not be answered before its deadline (requests with a budget)
 //	breaker.Limiter    times and classifies every call; stops calling a backend that keeps failing
 //	giveback.Limiter   gives back, in the background, what failed calls leave owed to the backend
 //	denycache.Limiter  answers the denials it has seen without the backend (Redis, RLS_DENY_CACHE)
-//	lease.Limiter      serves hot limits from leases taken from the backend (Redis, RLS_LEASES)
 //	tracer.Limiter     a span for each call that reaches the backend (RLS_TRACING; tracer nil without)
 //	b                  the memory or Redis backend
 //
@@ -51,14 +51,6 @@ func newRequestPath(b algorithms.Limiter, cfg *config.Config, s settings.Setting
 	if tracer != nil {
 		l = tracer.Limiter(l)
 	}
-	release := func() {}
-	if s.Backend == settings.BackendRedis && s.Leases {
-		leases, err := lease.New(l, lease.Options{Time: s.LeaseTime, MinHits: s.LeaseMinHits, Observer: m})
-		if err != nil {
-			return nil, nil, fmt.Errorf("server: %w", err)
-		}
-		l, release = leases, leases.Close
-	}
 	if s.Backend == settings.BackendRedis && s.DenyCache {
 		cache := denycache.New(l, denycache.Options{MaxEntries: s.DenyCacheSize})
 		m.RegisterDenyCacheHits(cache.Hits)
@@ -68,22 +60,30 @@ func newRequestPath(b algorithms.Limiter, cfg *config.Config, s settings.Setting
 	gbOpts.Observer, gbOpts.Logger = m, logger
 	queue, err := giveback.New(l, gbOpts)
 	if err != nil {
-		release()
 		return nil, nil, fmt.Errorf("server: %w", err)
 	}
 	l = queue
 	bOpts := breakerOptions(s)
 	bOpts.Observer, bOpts.Logger = m, logger.With("failure_mode", s.FailureMode.String())
 	if l, err = breaker.New(l, bOpts); err != nil {
-		release()
 		return nil, nil, fmt.Errorf("server: %w", err)
 	}
 	if opts.BackendTimeout > 0 {
 		// Shedding needs a deadline to shed by.
 		if l, err = admission.New(l, admission.Options{MaxInflight: s.MaxInflight, Observer: m}); err != nil {
-			release()
 			return nil, nil, fmt.Errorf("server: %w", err)
 		}
+	}
+	release := func() {}
+	if s.Backend == settings.BackendRedis && s.Leases {
+		leases, err := lease.New(l, lease.Options{
+			Time: s.LeaseTime, MinHits: s.LeaseMinHits, Observer: m,
+			GiveBack: queue.GiveBack, KeepFailedTakes: gbOpts.KeepFailedTakes,
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("server: %w", err)
+		}
+		l, release = leases, leases.Close
 	}
 	opts.GiveBack = queue.GiveBack
 	svc, err := rls.New(l, cfg, opts)

@@ -73,6 +73,14 @@ type Options struct {
 	Observer Observer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// GiveBack, when set, takes the give-backs of the hits leases did not
+	// use, and of the hits served to calls that then failed (a give-back
+	// queue, which retries). Nil sends them to the Limiter wrapped, once,
+	// in the background. Close gives back to the Limiter wrapped directly.
+	GiveBack func([]algorithms.Op)
+	// KeepFailedTakes keeps the hits served to a call that failed: its
+	// caller was answered as admitted (the failure mode allow).
+	KeepFailedTakes bool
 }
 
 // Limiter is a Limiter that serves hot limits from leases taken from the
@@ -84,7 +92,11 @@ type Limiter struct {
 	minHits  uint64
 	observer Observer
 	now      func() time.Time
-	seed     maphash.Seed
+	// queue, when set, takes the give-backs; keepFailed is
+	// Options.KeepFailedTakes.
+	queue      func([]algorithms.Op)
+	keepFailed bool
+	seed       maphash.Seed
 	shards   [leaseShards]shard
 	stop     chan struct{}
 	done     chan struct{}
@@ -114,6 +126,7 @@ func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
 		opts.Now = time.Now
 	}
 	l := &Limiter{next: next, tau: opts.Time, minHits: opts.MinHits, observer: opts.Observer, now: opts.Now,
+		queue: opts.GiveBack, keepFailed: opts.KeepFailedTakes,
 		seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*entry)
@@ -235,7 +248,8 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 				l.settle(&send[steps[i].at], func(e *entry) { e.fetching = false })
 			}
 		}
-		return nil, l.unsettled(err, ops, results, func(i int) bool { return steps[i].kind == served })
+		l.failed(ops, results, func(i int) bool { return steps[i].kind == served })
+		return nil, err
 	}
 	var retry []int
 	for i := range ops {
@@ -281,7 +295,8 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	}
 	got, err = l.next.Do(ctx, again)
 	if err != nil {
-		return nil, l.unsettled(err, ops, results, func(i int) bool { return !slices.Contains(retry, i) })
+		l.failed(ops, results, func(i int) bool { return !slices.Contains(retry, i) })
+		return nil, err
 	}
 	for j, i := range retry {
 		results[i] = got[j]
@@ -290,27 +305,25 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	return results, nil
 }
 
-// unsettled returns err, the error of a call that failed after the ops
-// for which answered reports true were answered with results (from leases,
-// or by an earlier call): it carries their outcomes, as applied, besides
-// what the backend reports of the ops it was sent, so that the layers above
-// give back what the caller, told the call failed, did not get (see
-// algorithms.Outcomes).
-func (l *Limiter) unsettled(err error, ops []algorithms.Op, results []algorithms.Result, answered func(int) bool) error {
-	now := l.now()
-	var known []algorithms.Outcome
-	for i := range ops {
-		if answered(i) {
-			known = append(known, algorithms.Outcome{Op: ops[i], Fate: algorithms.Applied, Result: results[i], At: now})
+// failed gives back what a call that failed took for the ops for which
+// answered reports true, answered with results before it failed (from
+// leases, or by an earlier call): its caller, told the call failed, got
+// none of it. What the backend did with the ops sent in the failed call
+// comes with its error, for the layers below to give back. Charges are
+// usage already spent, and stay; so does everything with KeepFailedTakes.
+func (l *Limiter) failed(ops []algorithms.Op, results []algorithms.Result, answered func(int) bool) {
+	if l.keepFailed {
+		return
+	}
+	var back []algorithms.Op
+	for i, op := range ops {
+		if !answered(i) || !results[i].Allowed || op.Refund || op.Charge || op.Hits == 0 {
+			continue
 		}
+		op.Refund, op.Receipt, op.Hold = true, results[i].Receipt, 0
+		back = append(back, op)
 	}
-	if len(known) == 0 {
-		return err
-	}
-	o := new(algorithms.Outcomes)
-	o.Report(known)
-	algorithms.OutcomesOf(err).Follow(o.Report)
-	return algorithms.Unsettled(err, o)
+	l.background(back, nil)
 }
 
 // leaseOp returns the take of a lease of k hits of op's limit, whose
@@ -325,8 +338,16 @@ func (l *Limiter) leaseOp(op *algorithms.Op, id string, k uint64) algorithms.Op 
 }
 
 // background sends back, the give-backs of leases, and takes ahead, the
-// leases taken ahead, to the backend off the caller's path.
+// leases taken ahead, to the backend off the caller's path: the give-backs
+// through the queue, when there is one.
 func (l *Limiter) background(back, ahead []algorithms.Op) {
+	if l.queue != nil && len(back) > 0 {
+		l.queue(back)
+		back = nil
+	}
+	if len(back) == 0 && len(ahead) == 0 {
+		return
+	}
 	l.pending.Add(1)
 	go func() {
 		defer l.pending.Done()
@@ -361,7 +382,7 @@ func (l *Limiter) takeAhead(ops []algorithms.Op) {
 			e.next, _ = e.grant(op, 0, got[i], sent, l.tau, l.observer)
 		})
 	}
-	l.giveBack(back)
+	l.sendBack(back)
 }
 
 // settle runs f on the entry of op's limit, if it is still held.
@@ -382,6 +403,18 @@ func (l *Limiter) shard(id string) *shard {
 // backgroundTimeout bounds the calls made off the callers' path: the
 // give-backs of unused leases and the leases taken ahead.
 const backgroundTimeout = time.Second
+
+// sendBack gives ops back through the queue, when there is one, or
+// straight to the backend.
+func (l *Limiter) sendBack(ops []algorithms.Op) {
+	if l.queue != nil {
+		if len(ops) > 0 {
+			l.queue(ops)
+		}
+		return
+	}
+	l.giveBack(ops)
+}
 
 // giveBack sends ops, the refunds of what leases did not use, to the
 // backend. One that fails leaves its hits counted until its window passes
@@ -430,7 +463,7 @@ func (l *Limiter) expire(now time.Time) {
 		}
 		s.mu.Unlock()
 	}
-	l.giveBack(back)
+	l.sendBack(back)
 }
 
 // idleAfter is how long a limit no one asks for is remembered.

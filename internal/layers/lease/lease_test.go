@@ -405,36 +405,52 @@ func (f *failing) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	return f.Limiter.Do(ctx, ops)
 }
 
-// TestFailedCallReportsServedHits makes a request whose one limit is served
-// from a lease and whose other limit's call fails: the error carries the
-// served take as applied, with the receipt that gives its hits back, beside
-// the backend's own report of the failed op.
-func TestFailedCallReportsServedHits(t *testing.T) {
-	clock := algotest.NewClock(t0)
-	mem := memory.New(memory.WithClock(clock.Now))
-	t.Cleanup(mem.Close)
-	back := &failing{Limiter: mem}
-	r := newReplica(t, back, clock.Now)
-	hot := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1_000_000, Window: time.Hour}
-	for range 2000 {
-		r.do(t, take("hot", hot, 1))
-		clock.Advance(50 * time.Microsecond)
-	}
-	require.NotNil(t, r.entryOf(take("hot", hot, 1)).lease)
+// TestFailedCallGivesBackServedHits makes a request whose one limit is
+// served from a lease and whose other limit's call fails: the served take's
+// hits go back by its receipt (its caller was told the call failed), unless
+// failed takes are kept (the failure mode allow admitted it).
+func TestFailedCallGivesBackServedHits(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
+			clock := algotest.NewClock(t0)
+			mem := memory.New(memory.WithClock(clock.Now))
+			t.Cleanup(mem.Close)
+			back := &failing{Limiter: mem}
+			var mu sync.Mutex
+			var given []algorithms.Op
+			l, err := New(back, Options{Time: tau, MinHits: minHits, Now: clock.Now, KeepFailedTakes: keep,
+				GiveBack: func(ops []algorithms.Op) { mu.Lock(); given = append(given, ops...); mu.Unlock() }})
+			require.NoError(t, err)
+			t.Cleanup(l.Close)
+			r := replica{Limiter: l, obs: newCounter()}
+			hot := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1_000_000, Window: time.Hour}
+			for range 2000 {
+				r.do(t, take("hot", hot, 1))
+				clock.Advance(50 * time.Microsecond)
+			}
+			require.NotNil(t, r.entryOf(take("hot", hot, 1)).lease)
+			mu.Lock()
+			given = nil
+			mu.Unlock()
 
-	back.fail.Store(true)
-	cold := take("cold", algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Window: time.Hour}, 1)
-	_, err := r.Do(context.Background(), []algorithms.Op{take("hot", hot, 1), cold})
-	require.ErrorIs(t, err, errDown)
-	var got []algorithms.Outcome
-	algorithms.OutcomesOf(err).Follow(func(o []algorithms.Outcome) { got = append(got, o...) })
-	require.Len(t, got, 2)
-	assert.Equal(t, algorithms.Applied, got[0].Fate)
-	assert.Equal(t, "hot", got[0].Op.Key.Entries[0].Value)
-	assert.True(t, got[0].Result.Allowed)
-	assert.NotZero(t, got[0].Result.Receipt.At, "the served take's receipt, for its give-back")
-	assert.Equal(t, algorithms.NotApplied, got[1].Fate)
-	assert.Equal(t, "cold", got[1].Op.Key.Entries[0].Value)
+			back.fail.Store(true)
+			cold := take("cold", algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Window: time.Hour}, 1)
+			_, err = r.Do(context.Background(), []algorithms.Op{take("hot", hot, 1), cold})
+			require.ErrorIs(t, err, errDown)
+			r.pending.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			if keep {
+				assert.Empty(t, given)
+				return
+			}
+			require.Len(t, given, 1)
+			assert.True(t, given[0].Refund)
+			assert.Equal(t, "hot", given[0].Key.Entries[0].Value)
+			assert.Equal(t, uint64(1), given[0].Hits)
+			assert.NotZero(t, given[0].Receipt.At, "given back by the served take's receipt")
+		})
+	}
 }
 
 // held returns the hits r's leases of op's limit hold and have not served.
