@@ -97,9 +97,9 @@ type Limiter struct {
 	queue      func([]algorithms.Op)
 	keepFailed bool
 	seed       maphash.Seed
-	shards   [leaseShards]shard
-	stop     chan struct{}
-	done     chan struct{}
+	shards     [leaseShards]shard
+	stop       chan struct{}
+	done       chan struct{}
 	// pending counts the calls made in the background.
 	pending sync.WaitGroup
 }
