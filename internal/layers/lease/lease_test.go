@@ -262,6 +262,85 @@ func (r replica) entryOf(op algorithms.Op) *entry {
 	return s.m[id]
 }
 
+// TestLeasesShrinkAsTheLimitFills runs one hot limit of 1 000 to its end on
+// one replica: every lease is at most a quarter of the room the backend had
+// before it, so the leases shrink as the limit fills, the last hits are taken
+// one by one, and exactly the limit is admitted.
+func TestLeasesShrinkAsTheLimitFills(t *testing.T) {
+	for _, alg := range leased {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := algotest.NewClock(t0)
+			mem := memory.New(memory.WithClock(clock.Now))
+			t.Cleanup(mem.Close)
+			lim := algorithms.Limit{Algorithm: alg, Requests: 1000, Window: time.Hour}
+			type lease struct{ k, room uint64 }
+			var leases []lease
+			var singles []uint64 // the room before each take sent alone
+			spy := &spyLimiter{Limiter: mem, f: func(op algorithms.Op) {
+				if op.Refund {
+					return
+				}
+				room := peek(t, mem, op).Remaining
+				if op.Hold > 0 {
+					leases = append(leases, lease{op.Hits, room})
+				} else {
+					singles = append(singles, room)
+				}
+			}}
+			r := newReplica(t, spy, clock.Now)
+			var admitted uint64
+			for range 3000 {
+				if r.do(t, take("fill", lim, 1))[0].Allowed {
+					admitted++
+				}
+				clock.Advance(100 * time.Microsecond)
+			}
+			clock.Advance(tau)
+			r.tick(clock.Now())
+
+			assert.Equal(t, lim.Requests, admitted)
+			require.NotEmpty(t, leases)
+			top := 0
+			for i, l := range leases {
+				assert.LessOrEqual(t, l.k, l.room/4, "lease %d", i)
+				assert.GreaterOrEqual(t, l.k, uint64(minHits), "lease %d", i)
+				if l.k > leases[top].k {
+					top = i
+				}
+			}
+			for i := top + 1; i < len(leases); i++ {
+				assert.LessOrEqual(t, leases[i].k, leases[i-1].k, "lease %d shrinks with the room", i)
+			}
+			last := leases[len(leases)-1]
+			assert.Less(t, last.k, lim.Requests/20, "the last lease is small")
+			var alone int
+			for _, room := range singles {
+				if room > 0 && room < 4*minHits {
+					alone++
+				}
+			}
+			assert.GreaterOrEqual(t, alone, 4*minHits-1, "the last hits of the limit are taken one by one")
+			t.Logf("leases (k, room before): %v", leases)
+		})
+	}
+}
+
+// spyLimiter calls f with each op before passing it on.
+type spyLimiter struct {
+	algorithms.Limiter
+	mu sync.Mutex
+	f  func(algorithms.Op)
+}
+
+func (s *spyLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	s.mu.Lock()
+	for _, op := range ops {
+		s.f(op)
+	}
+	s.mu.Unlock()
+	return s.Limiter.Do(ctx, ops)
+}
+
 // TestBindingLimitAcrossReplicas offers a limit of 1 000 a second twice
 // that, from two replicas sharing a backend, for 10 windows on the clock:
 // no window admits more than the limit, and the windows together admit at
