@@ -325,6 +325,87 @@ func TestLeasesShrinkAsTheLimitFills(t *testing.T) {
 	}
 }
 
+// TestServedAnswersMeanWhatTheBackendSays runs a hot limit to its end and
+// past it on one replica, beside a twin backend without leases: every take
+// gets the twin's answer, allowed or not, with its remaining and its reset,
+// whether a lease served it or the backend did.
+func TestServedAnswersMeanWhatTheBackendSays(t *testing.T) {
+	for _, alg := range leased {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := algotest.NewClock(t0)
+			mem := memory.New(memory.WithClock(clock.Now))
+			twin := memory.New(memory.WithClock(clock.Now))
+			t.Cleanup(mem.Close)
+			t.Cleanup(twin.Close)
+			r := newReplica(t, mem, clock.Now)
+			lim := algorithms.Limit{Algorithm: alg, Requests: 1000, Window: time.Hour}
+			for i := range 1500 {
+				op := take("hot", lim, 1)
+				got := r.do(t, op)
+				want, err := twin.Do(context.Background(), []algorithms.Op{op})
+				require.NoError(t, err)
+				require.Equal(t, want[0].Allowed, got[0].Allowed, "take %d", i)
+				require.Equal(t, want[0].Remaining, got[0].Remaining, "take %d", i)
+				require.Equal(t, want[0].ResetAfter, got[0].ResetAfter, "take %d", i)
+				clock.Advance(100 * time.Microsecond)
+			}
+			n, _ := r.obs.get(Served)
+			assert.Greater(t, n, 900, "takes served from leases")
+		})
+	}
+}
+
+// TestRefundsOfServedTakes refunds every fifth take of a hot limit, as the
+// service does when another descriptor of the request is denied: a refund of
+// a take a lease served goes to the backend by the lease's receipt, so the
+// limit still admits exactly its limit net of refunds, the backend ends where
+// a twin without leases does, and no answer reports more room than the
+// twin's (a lease learns of refunds at its next take).
+func TestRefundsOfServedTakes(t *testing.T) {
+	for _, alg := range leased {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := algotest.NewClock(t0)
+			mem := memory.New(memory.WithClock(clock.Now))
+			twin := memory.New(memory.WithClock(clock.Now))
+			t.Cleanup(mem.Close)
+			t.Cleanup(twin.Close)
+			r := newReplica(t, mem, clock.Now)
+			lim := algorithms.Limit{Algorithm: alg, Requests: 1000, Window: time.Hour}
+			var admitted, refunded, servedRefunds int
+			for i := range 2000 {
+				op := take("hot", lim, 1)
+				n, _ := r.obs.get(Served)
+				got := r.do(t, op)
+				m, _ := r.obs.get(Served)
+				want, err := twin.Do(context.Background(), []algorithms.Op{op})
+				require.NoError(t, err)
+				assert.LessOrEqual(t, got[0].Remaining, want[0].Remaining, "take %d", i)
+				if got[0].Allowed {
+					admitted++
+				}
+				if i%5 == 4 && got[0].Allowed && want[0].Allowed {
+					back := op
+					back.Refund, back.Receipt = true, got[0].Receipt
+					r.do(t, back)
+					back.Receipt = want[0].Receipt
+					_, err := twin.Do(context.Background(), []algorithms.Op{back})
+					require.NoError(t, err)
+					refunded++
+					if m > n {
+						servedRefunds++
+					}
+				}
+				clock.Advance(100 * time.Microsecond)
+			}
+			clock.Advance(tau)
+			r.tick(clock.Now())
+			assert.Equal(t, int(lim.Requests), admitted-refunded)
+			assert.Positive(t, servedRefunds, "refunds of takes leases served")
+			assert.Equal(t, peek(t, twin, take("hot", lim, 0)).Remaining, peek(t, mem, take("hot", lim, 0)).Remaining)
+		})
+	}
+}
+
 // spyLimiter calls f with each op before passing it on.
 type spyLimiter struct {
 	algorithms.Limiter
