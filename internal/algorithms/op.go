@@ -73,9 +73,15 @@ type Op struct {
 	Tag string
 }
 
-// HoldMicros returns op.Hold in whole microseconds, cut to [0, MaxHold]:
-// the hold the states and the scripts apply, 0 for an ordinary op.
-func (op *Op) HoldMicros() int64 { return holdMicros(op.Hold) }
+// HoldMicros returns the hold the states and the scripts apply, in whole
+// microseconds, cut to [0, MaxHold]: op.Hold, or for a refund without one,
+// its receipt's (a refund of hits a lease served); 0 for an ordinary op.
+func (op *Op) HoldMicros() int64 {
+	if op.Refund && op.Hold == 0 {
+		return holdMicros(op.Receipt.Hold)
+	}
+	return holdMicros(op.Hold)
+}
 
 // holdMicros returns d in whole microseconds, cut to [0, MaxHold].
 func holdMicros(d time.Duration) int64 { return min(max(d, 0), MaxHold).Microseconds() }
@@ -105,6 +111,10 @@ type Receipt struct {
 	Seq uint64
 	// Shard is the shard that admitted the Take when its Op was split.
 	Shard uint32
+	// Hold is, on the receipt of a lease's take (Op.Hold), that hold, set
+	// by the one who keeps the lease: a refund by the receipt gives back hits
+	// of the lease (State.Release), whoever sends it. 0 otherwise.
+	Hold time.Duration
 }
 
 // Result is the outcome of one Op.

@@ -57,10 +57,11 @@ func NewState(a Algorithm) State {
 // give-back with Op.Hold), a charge that owes (Op.Charge with Op.Debt), a
 // record (Op.Charge alone), or a take (a lease's with Op.Hold).
 func Apply(st State, op *Op, now time.Time) Result {
-	held := op.HoldMicros() > 0
+	hold := time.Duration(op.HoldMicros()) * time.Microsecond
+	held := hold > 0
 	switch {
 	case op.Refund && held:
-		return st.Release(op.Limit, now, op.Hits, op.Receipt, op.Hold)
+		return st.Release(op.Limit, now, op.Hits, op.Receipt, hold)
 	case op.Refund:
 		return st.Refund(op.Limit, now, op.Hits, op.Receipt)
 	case op.Charge && op.Debt:
@@ -68,7 +69,7 @@ func Apply(st State, op *Op, now time.Time) Result {
 	case op.Charge:
 		return st.Record(op.Limit, now, op.Hits)
 	case held:
-		return st.Lease(op.Limit, now, op.Hits, op.Hold)
+		return st.Lease(op.Limit, now, op.Hits, hold)
 	}
 	return st.Take(op.Limit, now, op.Hits)
 }
