@@ -139,11 +139,11 @@ func headingSlug(heading string) string {
 	return b.String()
 }
 
-// userDocs returns the documentation a user reads: README.md and every
-// markdown file under docs/.
+// userDocs returns the documentation the docs test reads: README.md,
+// CONTRIBUTING.md and every markdown file under docs/.
 func userDocs(t *testing.T) []markdownDoc {
 	t.Helper()
-	paths := []string{"README.md"}
+	paths := []string{"README.md", "CONTRIBUTING.md"}
 	entries, err := os.ReadDir(filepath.Join(repoRoot, "docs"))
 	require.NoError(t, err)
 	for _, e := range entries {

@@ -22,8 +22,8 @@ import (
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
-// TestDocs reads README.md and every file under docs/ as a user would, top to
-// bottom, and checks every fenced block. Each document becomes a testscript
+// TestDocs reads README.md, CONTRIBUTING.md and every file under docs/ as a
+// user would, top to bottom, and checks every fenced block. Each document becomes a testscript
 // (docScript) whose commands, docsCmds, check its blocks in order:
 //
 //   - sh, bash: bash runs the block as it is written, and the programs it
@@ -309,7 +309,7 @@ func TestDocsReadmeOpensWithTheTwoCommands(t *testing.T) {
 
 // TestDocsLinks checks that every relative link of the docs points to a file
 // of the repository, and every #anchor to a heading of its document, and
-// that the README links to every document under docs/.
+// that the README links to every other document the docs test reads.
 func TestDocsLinks(t *testing.T) {
 	docs := userDocs(t)
 	byPath := map[string]markdownDoc{}

@@ -27,7 +27,7 @@ import (
 // TestTopology runs the demo's topology (docker-compose.yaml) as processes:
 // the real server, on the memory backend and on a 6-node Redis Cluster, is
 // sent exactly what Envoy configured by envoy/envoy.yaml sends it for bursts
-// of HTTP requests, and answers what the README promises.
+// of HTTP requests, and answers what docs/envoy.md promises.
 func TestTopology(t *testing.T) {
 	for _, backend := range []struct {
 		name string

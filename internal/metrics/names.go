@@ -82,9 +82,10 @@ const (
 	InflightLimit     = "ratewarden_backend_inflight_limit"
 	inflightLimitHelp = "How many requests may have backend calls under way at once: RLS_MAX_INFLIGHT, or the limit adapted to what the backend answers in time."
 
-	// GiveBacks counts the hits owed back to the backend, labelled result.
+	// GiveBacks counts the give-backs owed to the backend, one per limit
+	// of a failed call whatever its hits, labelled result.
 	GiveBacks     = "ratewarden_backend_give_backs_total"
-	giveBacksHelp = "Hits owed back to the backend after a failed call, by result: given_back, dropped (queue full or time limit passed), uncertain (a take answered with the failure mode, or a refund, that may or may not have run and is not sent again)."
+	giveBacksHelp = "Give-backs owed to the backend after a failed call, one per limit whatever its hits, by result: given_back, dropped (queue full or time limit passed), uncertain (a take answered with the failure mode, or a refund, that may or may not have run and is not sent again)."
 
 	// DeferredCharges counts the charges recorded after their request,
 	// labelled result.

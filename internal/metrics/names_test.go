@@ -172,11 +172,12 @@ var metricMention = regexp.MustCompile(`(?:ratewarden|ratelimit_service)_[a-z0-9
 // the name, then the type.
 var operationsTableRow = regexp.MustCompile("^\\| `([a-z0-9_]+)` \\| ([a-z]+) \\|")
 
-// userDocs returns the Markdown files a user reads: README.md,
-// BENCHMARKS.md and every file under docs/ and benchmarks/.
+// userDocs returns the Markdown files a reader meets: README.md,
+// BENCHMARKS.md, CONTRIBUTING.md and every file under docs/ and
+// benchmarks/.
 func userDocs(t *testing.T) []string {
 	t.Helper()
-	docs := []string{"README.md", "BENCHMARKS.md"}
+	docs := []string{"README.md", "BENCHMARKS.md", "CONTRIBUTING.md"}
 	for _, dir := range []string{"docs", "benchmarks"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {

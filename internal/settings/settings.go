@@ -218,8 +218,8 @@ type Settings struct {
 	DeadlineReserve   time.Duration `split_words:"true" default:"2ms" desc:"least time kept of a caller's gRPC deadline for the answer to reach it: backend calls end by the caller's deadline less this (or less the time the request waited in the server before its handler ran, when longer); a decision with less left gets the failure mode's answer and its hits are given back"`
 	BackendTimeoutMax time.Duration `split_words:"true" default:"0s" desc:"cap on every request's budget for the backend, from its arrival, whatever deadline its caller sent (and on RLS_BACKEND_TIMEOUT); 0s caps nothing"`
 	MaxInflight       int           `split_words:"true" default:"0" desc:"requests with backend calls under way at once; more wait, and get the failure mode's answer at once when they could not be answered before their deadline; 0 adapts the limit to what the backend answers in time"`
-	GiveBackQueue     int           `split_words:"true" default:"10000" desc:"most hits waiting to be given back to Redis after a failed call (a take answered with the failure mode error or deny, a failed refund), or to be recorded (a charge that missed Redis); more are dropped"`
-	GiveBackTimeout   time.Duration `split_words:"true" default:"10s" desc:"how long hits may wait to be given back to (or charges recorded in) Redis before they are dropped"`
+	GiveBackQueue     int           `split_words:"true" default:"10000" desc:"most give-backs to Redis (the takes of a call answered with the failure mode error or deny, a failed refund) and charges that missed Redis waiting at once, one per limit whatever its hits; more are dropped"`
+	GiveBackTimeout   time.Duration `split_words:"true" default:"10s" desc:"how long a give-back or a charge that missed Redis may wait for Redis before it is dropped"`
 
 	// CompatEnv reads envoyproxy/ratelimit's variables where no RLS_ one is
 	// set (compat.go).
