@@ -411,6 +411,23 @@ var docsCovered = []coveredCommandSpec{
 		tests:  []string{"internal/testkit/envoymodel.TestIstioManifestsParse", "internal/testkit/envoymodel.TestIstioEnvoyFilters"},
 		why:    "Kubernetes does not run in the tests: the EnvoyFilter patches are checked as Envoy config equal to envoy.yaml's",
 	},
+	{
+		prefix: []string{"kubectl", "create", "configmap", "ratewarden-dashboards"},
+		files:  []string{"deploy/monitoring/ratewarden-dashboard.json", "deploy/monitoring/ratewarden-ratelimit-names-dashboard.json"},
+		tests:  []string{"test.TestDashboards", "test.TestMonitoringNamesServedMetrics"},
+		why:    "Kubernetes and Grafana do not run in the tests: the dashboards' queries are parsed with Prometheus's parser and checked against the series real servers serve",
+	},
+	{
+		prefix: []string{"kubectl", "label", "configmap", "ratewarden-dashboards"},
+		tests:  []string{"test.TestDashboards"},
+		why:    "Kubernetes does not run in the tests: it labels the ConfigMap of the dashboards for Grafana's sidecar",
+	},
+	{
+		prefix: []string{"kubectl", "apply", "-f", "deploy/monitoring/ratewarden-prometheusrule.yaml"},
+		files:  []string{"deploy/monitoring/ratewarden-prometheusrule.yaml", "deploy/monitoring/ratewarden.rules.yaml"},
+		tests:  []string{"test.TestAlertRules", "test.TestMonitoringNamesServedMetrics"},
+		why:    "Kubernetes and Prometheus do not run in the tests: the rules are parsed with Prometheus's parser, checked to equal the plain rules file, and checked against the series real servers serve",
+	},
 }
 
 // coveredCommand returns the docsCovered entry the command args matches.

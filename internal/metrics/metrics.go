@@ -52,6 +52,7 @@ type Metrics struct {
 	backendErrors   *prometheus.CounterVec
 	breakerState    *prometheus.GaugeVec
 	breakerOpened   prometheus.Counter
+	backendHealth   *prometheus.GaugeVec
 	shed            *prometheus.CounterVec
 	inflightLimit   prometheus.Gauge
 	giveBacks       *prometheus.CounterVec
@@ -59,6 +60,7 @@ type Metrics struct {
 
 	configReloads     *prometheus.CounterVec
 	configLastSuccess prometheus.Gauge
+	configLoaded      prometheus.Gauge
 
 	leases *leaseMetrics
 
@@ -112,6 +114,8 @@ func New(opts ...Option) *Metrics {
 		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: BreakerState, Help: breakerStateHelp},
 			[]string{"state"}),
 		breakerOpened: prometheus.NewCounter(prometheus.CounterOpts{Name: BreakerOpened, Help: breakerOpenedHelp}),
+		backendHealth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: BackendHealth, Help: backendHealthHelp},
+			[]string{"state"}),
 
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: RequestsShed, Help: requestsShedHelp},
 			[]string{"reason"}),
@@ -126,6 +130,7 @@ func New(opts ...Option) *Metrics {
 		configLastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: ConfigLastReloadSuccessful, Help: configLastReloadSuccessfulHelp,
 		}),
+		configLoaded: prometheus.NewGauge(prometheus.GaugeOpts{Name: ConfigLoaded, Help: configLoadedHelp}),
 
 		leases: newLeaseMetrics(),
 	}
@@ -136,9 +141,9 @@ func New(opts ...Option) *Metrics {
 		m.registry.MustRegister(
 			m.totalHits, m.withinLimit, m.nearLimit, m.overLimit, m.shadowMode, m.charged,
 			m.requests, m.requestDuration,
-			m.backendDuration, m.backendErrors, m.breakerState, m.breakerOpened,
+			m.backendDuration, m.backendErrors, m.breakerState, m.breakerOpened, m.backendHealth,
 			m.shed, m.inflightLimit, m.giveBacks, m.deferredCharges,
-			m.configReloads, m.configLastSuccess,
+			m.configReloads, m.configLastSuccess, m.configLoaded,
 		)
 		m.registry.MustRegister(m.leases.collectors()...)
 	}
@@ -156,6 +161,7 @@ func New(opts ...Option) *Metrics {
 		m.backendErrors.WithLabelValues(kind.String())
 	}
 	m.ObserveBreaker(breaker.Closed)
+	m.ObserveBackendCheck(BackendOK)
 	for _, r := range admission.ShedReasons {
 		m.shed.WithLabelValues(r.String())
 	}
@@ -311,6 +317,7 @@ func (m *Metrics) ObserveConfigReload(err error) {
 	}
 	m.configReloads.WithLabelValues("success").Inc()
 	m.configLastSuccess.Set(1)
+	m.configLoaded.Set(1)
 }
 
 // overrideWindow is the window label of every limit override.
@@ -318,11 +325,13 @@ const overrideWindow = "override"
 
 // ObserveConfigLoaded records the first load of the limits configuration,
 // which envoyproxy/ratelimit's config_load_success counts and ConfigReloads
-// does not.
+// does not. ConfigLoaded is 1 from then on, or from the first reload that
+// succeeds: limits once in force stay in force.
 func (m *Metrics) ObserveConfigLoaded() {
 	if m.ratelimit != nil {
 		m.ratelimit.observeConfigLoad(nil)
 	}
+	m.configLoaded.Set(1)
 }
 
 // windowLabel writes a window in its largest whole unit: "1s", "90s", "5m",

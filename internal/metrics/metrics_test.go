@@ -170,6 +170,47 @@ func TestConfigReloads(t *testing.T) {
 	assert.Equal(t, 1.0, got[ConfigLastReloadSuccessful])
 }
 
+// TestConfigLoaded: ConfigLoaded is 0 until limits are in force, whether
+// they come at the start or with a later reload, and stays 1 through failed
+// reloads, which keep the limits in force.
+func TestConfigLoaded(t *testing.T) {
+	atStart := New()
+	assert.Equal(t, 0.0, scrape(t, atStart)[ConfigLoaded], "nothing loaded yet")
+	atStart.ObserveConfigLoaded()
+	assert.Equal(t, 1.0, scrape(t, atStart)[ConfigLoaded])
+	atStart.ObserveConfigReload(errors.New("config: bad.yaml:3: unknown field"))
+	assert.Equal(t, 1.0, scrape(t, atStart)[ConfigLoaded], "a failed reload keeps the limits in force")
+
+	later := New()
+	later.ObserveConfigReload(errors.New("config: no configuration files"))
+	assert.Equal(t, 0.0, scrape(t, later)[ConfigLoaded], "a failed first load leaves none in force")
+	later.ObserveConfigReload(nil)
+	assert.Equal(t, 1.0, scrape(t, later)[ConfigLoaded])
+}
+
+// TestBackendHealth: BackendHealth shows one state at a time, ok from the
+// start.
+func TestBackendHealth(t *testing.T) {
+	m := New()
+	series := func(state string) string { return BackendHealth + `{state="` + state + `"}` }
+	got := scrape(t, m)
+	assert.Equal(t, map[string]float64{"ok": 1, "unreachable": 0, "refuses_writes": 0},
+		map[string]float64{"ok": got[series("ok")], "unreachable": got[series("unreachable")], "refuses_writes": got[series("refuses_writes")]})
+	for _, c := range []BackendCheck{BackendRefusesWrites, BackendUnreachable, BackendOK} {
+		m.ObserveBackendCheck(c)
+		got := scrape(t, m)
+		for _, other := range []BackendCheck{BackendOK, BackendUnreachable, BackendRefusesWrites} {
+			want := 0.0
+			if other == c {
+				want = 1
+			}
+			require.Contains(t, got, series(other.String()))
+			assert.Equal(t, want, got[series(other.String())], "after %s: %s", c, other)
+		}
+	}
+	assert.Equal(t, "BackendCheck(9)", BackendCheck(9).String())
+}
+
 func TestRegistriesAreIndependent(t *testing.T) {
 	a, b := New(), New()
 	a.ObserveConfigReload(nil)

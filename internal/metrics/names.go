@@ -87,6 +87,11 @@ const (
 	GiveBacks     = "ratewarden_backend_give_backs_total"
 	giveBacksHelp = "Give-backs owed to the backend after a failed call, one per limit whatever its hits, by result: given_back, dropped (queue full or time limit passed), uncertain (a take answered with the failure mode, or a refund, that may or may not have run and is not sent again)."
 
+	// BackendHealth is what the last health check of the backend found,
+	// labelled state.
+	BackendHealth     = "ratewarden_backend_health"
+	backendHealthHelp = "1 for what the last health check of the backend found, 0 for the others: ok, unreachable (no answer, or an error such as a refused connection or a wrong password), refuses_writes (Redis answers but would refuse the scripts' writes: OOM, READONLY, MISCONF, NOREPLICAS)."
+
 	// DeferredCharges counts the charges recorded after their request,
 	// labelled result.
 	DeferredCharges     = "ratewarden_backend_deferred_charges_total"
@@ -115,6 +120,10 @@ const (
 	// ConfigLastReloadSuccessful is 1 when the last reload succeeded.
 	ConfigLastReloadSuccessful     = "ratewarden_config_last_reload_successful"
 	configLastReloadSuccessfulHelp = "1 when the last reload of the limits configuration succeeded (or none was tried), 0 when it failed."
+
+	// ConfigLoaded is 1 once limits are in force.
+	ConfigLoaded     = "ratewarden_config_loaded"
+	configLoadedHelp = "1 once limits are in force, 0 while none has been loaded (files not there yet, an xDS server that has not answered): every request is then answered with gRPC Unknown \"no rate limit configuration loaded\"."
 
 	// XDSConnected is 1 while the stream to the xDS server is up.
 	XDSConnected     = "ratewarden_xds_connected"

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 )
 
@@ -167,6 +168,8 @@ type backendWatch struct {
 	interval time.Duration
 	timeout  time.Duration
 	log      *slog.Logger
+	// observe, when set, learns what each check found, for metrics.
+	observe func(metrics.BackendCheck)
 
 	// Used by run's goroutine only (and by check before it starts):
 	down     bool // whether the last check failed
@@ -184,13 +187,17 @@ func (w *backendWatch) check(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	err := w.backend.CheckWrites(ctx)
+	found := metrics.BackendOK
 	switch {
 	case errors.Is(err, redisx.ErrWritesRefused):
-		err = fmt.Errorf("backend refuses writes: %w", err)
+		err, found = fmt.Errorf("backend refuses writes: %w", err), metrics.BackendRefusesWrites
 	case err != nil:
-		err = fmt.Errorf("backend unreachable: %w", err)
+		err, found = fmt.Errorf("backend unreachable: %w", err), metrics.BackendUnreachable
 	}
 	w.health.SetBackendError(err)
+	if w.observe != nil {
+		w.observe(found)
+	}
 	// A refusal is an answer too: Redis is there, and would answer PING.
 	wasAnswered := w.answered
 	if !wasAnswered && (err == nil || errors.Is(err, redisx.ErrWritesRefused)) {

@@ -17,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 )
 
@@ -155,6 +156,27 @@ func TestLivenessWaitsForTheBackend(t *testing.T) {
 		ready, _ = h.Ready()
 		assert.False(t, ready)
 	}
+}
+
+// TestBackendWatchReportsWhatItFinds: each check tells the metrics what it
+// found, a refusal of writes apart from a backend that does not answer.
+func TestBackendWatchReportsWhatItFinds(t *testing.T) {
+	mem := memory.New()
+	t.Cleanup(mem.Close)
+	b := &flakyBackend{memoryBackend: memoryBackend{mem}}
+	var found []metrics.BackendCheck
+	w := &backendWatch{backend: b, health: NewHealth(), interval: time.Hour, timeout: 20 * time.Millisecond,
+		log: slog.New(slog.DiscardHandler), observe: func(c metrics.BackendCheck) { found = append(found, c) }}
+
+	w.check(context.Background())
+	b.refuse.Store(true)
+	w.check(context.Background())
+	b.down.Store(true)
+	w.check(context.Background())
+	b.down.Store(false)
+	b.refuse.Store(false)
+	w.check(context.Background())
+	assert.Equal(t, []metrics.BackendCheck{metrics.BackendOK, metrics.BackendRefusesWrites, metrics.BackendUnreachable, metrics.BackendOK}, found)
 }
 
 func TestRedisLogsGoToDebug(t *testing.T) {

@@ -141,6 +141,9 @@ func TestMetricsAfterKnownRequests(t *testing.T) {
 		metrics.BackendErrors + `{kind="other"}`:                          0,
 		metrics.BreakerState + `{state="closed"}`:                         1,
 		metrics.ConfigLastReloadSuccessful:                                1,
+		metrics.ConfigLoaded:                                              1,
+		metrics.BackendHealth + `{state="ok"}`:                            1,
+		metrics.BackendHealth + `{state="refuses_writes"}`:                0,
 	}
 	for series, v := range want {
 		if assert.Contains(t, got, series) {

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/ratewarden/ratewarden/internal/metrics"
 )
 
 // healthOf returns the gRPC health of the server as a whole.
@@ -72,6 +74,7 @@ func TestServerWaitsForConfiguration(t *testing.T) {
 			assert.Contains(t, body, "no rate limit configuration loaded")
 			code, _ = getBody(t, s.http+"/rlconfig")
 			assert.Equal(t, http.StatusServiceUnavailable, code)
+			assert.Equal(t, 0.0, scrapeMetrics(t, s.http)[metrics.ConfigLoaded], "no limits in force")
 			for range 5 {
 				_, err := s.client.ShouldRateLimit(ctx, reloadRequest("v"))
 				assert.Equal(t, codes.Unknown, status.Code(err), "%v", err)
@@ -90,6 +93,7 @@ func TestServerWaitsForConfiguration(t *testing.T) {
 			code, body = getBody(t, s.http+"/rlconfig")
 			assert.Equal(t, http.StatusOK, code)
 			assert.Contains(t, body, "requests_per_unit=4 ")
+			assert.Equal(t, 1.0, scrapeMetrics(t, s.http)[metrics.ConfigLoaded])
 		})
 	}
 }

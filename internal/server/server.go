@@ -118,7 +118,8 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 	// update of the source that brought some.
 	srv.health.SetConfigLoaded(cfg != nil)
 	srv.OnConfigReload(func(error) { srv.health.SetConfigLoaded(srv.config.Status().Config != nil) })
-	srv.backendWatch = &backendWatch{backend: b, health: srv.health, interval: s.BackendHealthInterval, timeout: s.BackendHealthTimeout, log: logger}
+	srv.backendWatch = &backendWatch{backend: b, health: srv.health, interval: s.BackendHealthInterval, timeout: s.BackendHealthTimeout, log: logger,
+		observe: srv.metrics.ObserveBackendCheck}
 	srv.backendWatch.check(ctx)
 
 	if srv.grpcLis, err = net.Listen("tcp", s.GRPCAddr); err != nil {
