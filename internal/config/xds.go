@@ -81,7 +81,7 @@ func FromRateLimitConfigs(resources []*rlsconfv3.RateLimitConfig, opts Options) 
 	if err != nil {
 		if e, ok := err.(*Error); ok {
 			// The line is one of the YAML written above, which nobody sees.
-			e.Line = 0
+			e.Line, e.Column = 0, 0
 		}
 		return nil, err
 	}

@@ -98,7 +98,7 @@ type httpOptions struct {
 	// why:
 	//
 	//	loaded: 2026-11-21T10:00:00Z from ./config (2 files)
-	//	last reload error: 2026-11-21T10:05:00Z: config/edge.yaml:14: descriptors[1].rate_limit.unit: …
+	//	last reload error: 2026-11-21T10:05:00Z: config/edge.yaml:14:13: descriptors[1].rate_limit.unit: …
 	//
 	// It is called for every request, concurrently.
 	configStatus func() ConfigStatus
