@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 )
@@ -59,3 +60,56 @@ func writePosition(b *strings.Builder, file string, line, column int, field stri
 
 // Unwrap returns the underlying cause, or nil.
 func (e *Error) Unwrap() error { return e.Err }
+
+// Errors are the errors of a load that found several: every error Parse
+// could go on past, in the order of the files and of their lines. It prints
+// as its errors, one per line.
+type Errors []*Error
+
+// Error returns the errors, one per line.
+func (es Errors) Error() string {
+	var b strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the errors, for errors.Is and errors.As, which find the
+// first that matches.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// ErrorsOf returns the configuration errors that err holds: the Errors it
+// wraps, or the one *Error it wraps, or none.
+func ErrorsOf(err error) []*Error {
+	var es Errors
+	if errors.As(err, &es) {
+		return es
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return []*Error{e}
+	}
+	return nil
+}
+
+// errorOf returns nil for no errors, the *Error for one, and Errors for
+// several.
+func errorOf(es []*Error) error {
+	switch len(es) {
+	case 0:
+		return nil
+	case 1:
+		return es[0]
+	}
+	return Errors(es)
+}

@@ -79,7 +79,7 @@ func FromRateLimitConfigs(resources []*rlsconfv3.RateLimitConfig, opts Options) 
 	}
 	c, err := Parse(files, opts)
 	if err != nil {
-		if e, ok := err.(*Error); ok {
+		for _, e := range ErrorsOf(err) {
 			// The line is one of the YAML written above, which nobody sees.
 			e.Line, e.Column = 0, 0
 		}
