@@ -74,6 +74,8 @@ func Parse(files []File, opts Options) (*Config, error) {
 			domains:       c.domains,
 			allowNegative: opts.AllowNegativeHits,
 			room:          MaxErrors - len(errs),
+			warnLifetime:  opts.WarnLifetime,
+			warnLogSize:   opts.WarnLogSize,
 		}
 		d, err := p.parse(f.Data)
 		if err != nil {
@@ -91,6 +93,7 @@ func Parse(files []File, opts Options) (*Config, error) {
 			c.names = append(c.names, d.name)
 		}
 		errs = append(errs, p.errs...)
+		c.warnings = append(c.warnings, p.warnings...)
 		c.rules = append(c.rules, p.rules...)
 		c.files = append(c.files, f.Name)
 	}
@@ -127,6 +130,10 @@ type fileParser struct {
 	// (see keep), at most room of them.
 	errs []*Error
 	room int
+	// warnLifetime and warnLogSize are Options.WarnLifetime and
+	// Options.WarnLogSize.
+	warnLifetime time.Duration
+	warnLogSize  uint64
 }
 
 // keep records err, the error of one descriptor, so that parsing goes on
@@ -153,7 +160,7 @@ func (p *fileParser) parse(data []byte) (*domain, error) {
 		if d, err := p.parsePieces(ps); err == nil {
 			return d, nil
 		}
-		p.budget, p.rules, p.segments, p.errs = budget, nil, p.segments[:0], nil
+		p.budget, p.rules, p.segments, p.errs, p.warnings, p.warned = budget, nil, p.segments[:0], nil, nil, nil
 	}
 	return p.parseWhole(data)
 }
@@ -260,15 +267,15 @@ func (p *fileParser) descriptors(v value, lvl *level, parent *node, depth int) e
 		return p.errorf(v.at, v.path, "descriptors nested more than %d deep", MaxDepth)
 	}
 	for i, item := range items {
-		if err := p.descriptor(item, v.path+"["+strconv.Itoa(i)+"]", lvl, parent, depth); err != nil && !p.keep(err) {
+		if err := p.descriptor(item, v.path+"["+strconv.Itoa(i)+"]", i, lvl, parent, depth); err != nil && !p.keep(err) {
 			return err
 		}
 	}
 	return nil
 }
 
-// descriptor reads the descriptor at into lvl.
-func (p *fileParser) descriptor(at *yaml.Node, path string, lvl *level, parent *node, depth int) error {
+// descriptor reads the descriptor at, the index-th of its list, into lvl.
+func (p *fileParser) descriptor(at *yaml.Node, path string, index int, lvl *level, parent *node, depth int) error {
 	fs, err := p.mapping(at, path, descriptorFields)
 	if err != nil {
 		return err
@@ -276,7 +283,7 @@ func (p *fileParser) descriptor(at *yaml.Node, path string, lvl *level, parent *
 	if err := p.charge(len(path)/16, at, path); err != nil {
 		return err
 	}
-	n := &node{parent: parent, file: p.file, line: at.Line}
+	n := &node{parent: parent, file: p.file, line: at.Line, column: int32(at.Column), index: int32(index)}
 	key, keyAt, err := p.optionalString(fs, path, "key")
 	if err != nil {
 		return err
@@ -702,7 +709,7 @@ func (p *fileParser) limit(fs fields, at *yaml.Node, path string, def algorithms
 		}
 		burstAt = v.at
 	}
-	shards, _, err := number("shards", 1, MaxShards, 1)
+	shards, shardsAt, err := number("shards", 1, MaxShards, 1)
 	if err != nil {
 		return l, err
 	}
@@ -739,6 +746,7 @@ func (p *fileParser) limit(fs fields, at *yaml.Node, path string, def algorithms
 	l.Unit = unit
 	l.UnitMultiplier = uint32(multiplier)
 	l.Shards = uint32(shards)
+	p.limitWarnings(l.RateLimit, at, requestsAt, shardsAt, path)
 	return l, nil
 }
 

@@ -46,9 +46,11 @@ type node struct {
 	// request's value into the metric key of a rule without
 	// detailed_metric; detailedValues whether one does for a rule with it.
 	valueMetric, detailedValues bool
-	// file and line locate the descriptor.
-	file string
-	line int
+	// file, line and column locate the descriptor, and index is its place
+	// in its list of descriptors, for warnings.
+	file          string
+	line          int
+	column, index int32
 }
 
 // setPattern makes n, whose value holds a '*', a wildcard node.

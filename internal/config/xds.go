@@ -85,6 +85,7 @@ func FromRateLimitConfigs(resources []*rlsconfv3.RateLimitConfig, opts Options) 
 		}
 		return nil, err
 	}
+	c.resources = true
 	for _, d := range c.domains {
 		d.line = 0
 	}

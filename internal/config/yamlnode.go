@@ -29,6 +29,11 @@ const maxAliasHops = 8
 type decoder struct {
 	file   string
 	budget int
+	// warnings are what the file holds that is likely a mistake; warned
+	// records the fields already warned about, which aliases may visit
+	// again.
+	warnings []Warning
+	warned   map[*yaml.Node]bool
 }
 
 // field is one field of a mapping: its key as written, and its value as
@@ -272,9 +277,11 @@ func (d *decoder) mergedMapping(at *yaml.Node, path string, allowed []string, de
 				return nil, err
 			}
 			for name, f := range merged {
-				if _, ok := fs[name]; !ok {
-					fs[name] = f
+				if own, ok := fs[name]; ok {
+					d.mergeDropped(own, f, m, path, name)
+					continue
 				}
+				fs[name] = f
 			}
 		}
 	}
