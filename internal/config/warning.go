@@ -91,12 +91,9 @@ func (d *decoder) warn(kind WarningKind, n *yaml.Node, path, format string, args
 // mergeDropped warns, once for each field as written, when the field own of
 // the mapping at path, named name, replaces a list or a mapping that the
 // merge key at merge brings in (dropped) and something of it is lost: a
-// merge key joins neither lists nor nested mappings, which a reader of
-//
-//   - <<: *login
-//     descriptors: [...]
-//
-// may expect it to. A mapping that own restates every field of is no loss.
+// merge key joins neither lists nor nested mappings, which a reader of a
+// descriptor holding "<<: *login" and descriptors of its own may expect it
+// to. A mapping that own restates every field of is no loss.
 func (d *decoder) mergeDropped(own, dropped field, merge *yaml.Node, path, name string) {
 	v, o := followAliases(dropped.value), followAliases(own.value)
 	if v == nil || o == nil || d.warned[own.key] {
