@@ -26,6 +26,9 @@ type Explanation struct {
 	RefundOnDeny bool
 	// FailureMode answers when the backend fails.
 	FailureMode FailureMode
+	// DefaultAlgorithm counts the override of a descriptor that matches
+	// no rule.
+	DefaultAlgorithm algorithms.Algorithm
 }
 
 // DescriptorExplanation is what becomes of one request descriptor.
@@ -117,6 +120,8 @@ func explain(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*Ex
 		QuotaMode:    opts.QuotaMode,
 		RefundOnDeny: opts.RefundOnDeny,
 		FailureMode:  opts.FailureMode,
+
+		DefaultAlgorithm: opts.DefaultAlgorithm,
 	}
 	for i, d := range req.GetDescriptors() {
 		dx := &x.Descriptors[i]

@@ -74,7 +74,7 @@ func tracingOptions(s settings.Settings) tracing.Options {
 	return opts
 }
 
-// jsonOff returns why /json is not served, or "" when it is.
+// jsonOff returns why /json (and /explain) is not served, or "" when it is.
 func jsonOff(s settings.Settings) string {
 	switch {
 	case s.HTTPJson == settings.JSONOff:
