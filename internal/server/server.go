@@ -37,7 +37,7 @@ type Server struct {
 	backend backend
 	config  *configState // the limits in force, and their source
 	metrics *metrics.Metrics
-	explain *explainer // /explain's keys
+	explain *explainer      // /explain's keys
 	tracer  *tracing.Tracer // nil without RLS_TRACING
 	// backendWatch keeps health in step with the backend's reachability.
 	backendWatch *backendWatch
