@@ -128,6 +128,9 @@ type domain struct {
 	file string
 	line int
 	top  *level
+	// files are the files that configure it, in order: more than one
+	// when merged.
+	files []string
 }
 
 // Domains returns the names of the configured domains, sorted.

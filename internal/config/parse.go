@@ -92,6 +92,9 @@ func Parse(files []File, opts Options) (*Config, error) {
 			c.domains[d.name] = d
 			c.names = append(c.names, d.name)
 		}
+		if d != nil {
+			d.files = append(d.files, f.Name)
+		}
 		errs = append(errs, p.errs...)
 		c.warnings = append(c.warnings, p.warnings...)
 		c.rules = append(c.rules, p.rules...)
