@@ -33,8 +33,11 @@ type ExplainReport struct {
 	// use.
 	Backend string `json:"backend"`
 	// ShadowMode and QuotaMode are RLS_SHADOW_MODE and RLS_QUOTA_MODE.
-	ShadowMode  bool                  `json:"shadowMode,omitempty"`
-	QuotaMode   bool                  `json:"quotaMode,omitempty"`
+	ShadowMode bool `json:"shadowMode,omitempty"`
+	QuotaMode  bool `json:"quotaMode,omitempty"`
+	// Effects say, in sentences, what the service's settings do to the
+	// whole request.
+	Effects     []string              `json:"effects,omitempty"`
 	Descriptors []ExplainedDescriptor `json:"descriptors"`
 }
 
@@ -182,6 +185,9 @@ func parseRequestJSON(body []byte) (*rlsv3.RateLimitRequest, error) {
 // report lays x out with the keys of each limit at now.
 func (e *explainer) report(x *rls.Explanation, now time.Time) (*ExplainReport, error) {
 	r := &ExplainReport{Domain: x.Domain, Backend: string(e.backend), ShadowMode: x.ShadowMode, QuotaMode: x.QuotaMode}
+	if x.RefundOnDeny {
+		r.Effects = append(r.Effects, "when the request is denied, what its takes took from its other limits is given back (RLS_REFUND_ON_DENY); charges stay")
+	}
 	for _, d := range x.Descriptors {
 		ed := ExplainedDescriptor{Unlimited: d.Unlimited, Override: d.Override, Quota: d.Quota, Hits: d.Hits, Refund: d.Refund, Why: d.Trace.Why}
 		for _, en := range d.Entries {
@@ -231,9 +237,6 @@ func descriptorEffects(d rls.DescriptorExplanation, x *rls.Explanation) []string
 	}
 	if d.Refund {
 		out = append(out, fmt.Sprintf("is_negative_hits: gives %d hits back instead of taking them", d.Hits))
-	}
-	if len(d.Limits) > 0 && x.RefundOnDeny && !d.Refund {
-		out = append(out, "when the request is denied, what its takes took is given back (RLS_REFUND_ON_DENY); charges stay")
 	}
 	return out
 }
@@ -345,6 +348,9 @@ func (r *ExplainReport) Text() string {
 		b.WriteString(" (backend memory: the keys are those RLS_BACKEND=redis would use)")
 	}
 	b.WriteByte('\n')
+	for _, s := range r.Effects {
+		b.WriteString(s + "\n")
+	}
 	for i, d := range r.Descriptors {
 		fmt.Fprintf(&b, "descriptors[%d] %s\n", i, entriesText(d.Entries))
 		for _, st := range d.Steps {

@@ -48,8 +48,9 @@ func limitHeaders(s settings.Settings) *rls.LimitHeaders {
 	return &rls.LimitHeaders{Limit: s.LimitHeaderLimit, Remaining: s.LimitHeaderRemaining, Reset: s.LimitHeaderReset}
 }
 
-// configOptions returns the config.Options the settings ask for.
-func configOptions(s settings.Settings) config.Options {
+// ConfigOptions returns the config.Options the settings ask for: how the
+// server, and the check command, read the limits files.
+func ConfigOptions(s settings.Settings) config.Options {
 	return config.Options{
 		DefaultAlgorithm:   s.DefaultAlgorithm,
 		MergeDomains:       s.ConfigMergeDomains,
