@@ -56,7 +56,7 @@ func newHTTPHandler(svc *rls.Service, h *Health, o httpOptions) *http.ServeMux {
 			httpError(w, http.StatusForbidden, off)
 		})
 	default:
-		mux.HandleFunc("/explain", func(w http.ResponseWriter, r *http.Request) { serveExplain(svc, o.explain, w, r) })
+		mux.HandleFunc("/explain", func(w http.ResponseWriter, r *http.Request) { serveExplain(svc, o.explain, o.configRoot, w, r) })
 	}
 	mux.HandleFunc("/rlconfig", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -121,8 +121,9 @@ type httpOptions struct {
 	jsonOff string
 	// explain, when not nil, serves /explain.
 	explain *explainer
-	// configRoot is the prefix /rlconfig leaves out of the names of the
-	// configuration's files, and of the place it was loaded from:
+	// configRoot is the prefix /rlconfig and /explain leave out of the
+	// names of the configuration's files, and of the place it was loaded
+	// from:
 	// "edge.yaml:4" for "/etc/ratewarden/config/edge.yaml:4" with the root
 	// "/etc/ratewarden/config/".
 	configRoot string

@@ -340,6 +340,23 @@ func (e *explainer) limitEffects(l rls.LimitExplanation, d rls.DescriptorExplana
 	return out
 }
 
+// trimFiles leaves the prefix root out of the report's file names.
+func (r *ExplainReport) trimFiles(root string) {
+	if root == "" {
+		return
+	}
+	for i := range r.Descriptors {
+		d := &r.Descriptors[i]
+		if d.Rule != nil {
+			d.Rule.File = strings.TrimPrefix(d.Rule.File, root)
+		}
+		for j := range d.Steps {
+			d.Steps[j].File = strings.TrimPrefix(d.Steps[j].File, root)
+		}
+		d.Why = strings.ReplaceAll(d.Why, root, "")
+	}
+}
+
 // Text renders the report for people.
 func (r *ExplainReport) Text() string {
 	var b strings.Builder
@@ -441,9 +458,10 @@ func windowText(l ExplainedLimit) string {
 }
 
 // serveExplain answers an /explain request: its body, a RateLimitRequest
-// in JSON, explained by svc and ex; JSON with ?format=json, text
-// otherwise. It takes and gives back nothing.
-func serveExplain(svc *rls.Service, ex *explainer, w http.ResponseWriter, r *http.Request) {
+// in JSON, explained by svc and ex, with file names without the prefix
+// root, as /rlconfig shows them; JSON with ?format=json, text otherwise.
+// It takes and gives back nothing.
+func serveExplain(svc *rls.Service, ex *explainer, root string, w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		httpError(w, http.StatusMethodNotAllowed, "rls: /explain takes POST")
@@ -475,6 +493,7 @@ func serveExplain(svc *rls.Service, ex *explainer, w http.ResponseWriter, r *htt
 		httpError(w, http.StatusInternalServerError, "rls: "+err.Error())
 		return
 	}
+	report.trimFiles(root)
 	switch format := r.URL.Query().Get("format"); format {
 	case "", "text":
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

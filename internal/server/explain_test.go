@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +123,23 @@ func TestExplainEndpointNamesTheRedisKeys(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestExplainEndpointNamesFilesAsRLConfigDoes: under an absolute
+// RLS_CONFIG_PATH, file names are relative to it, unless
+// RLS_RLCONFIG_SHOW_PATHS.
+func TestExplainEndpointNamesFilesAsRLConfigDoes(t *testing.T) {
+	dir, err := filepath.Abs("../../config")
+	require.NoError(t, err)
+	plain := &http.Client{Timeout: 5 * time.Second}
+	s := start(t, map[string]string{"RLS_CONFIG_PATH": dir})
+	_, body := do(t, plain, http.MethodPost, s.http+"/explain", loginJSON(t, "192.0.2.84"))
+	assert.Contains(t, body, "rule edge.path_/login.remote_address at edge.yaml:40\n")
+	assert.NotContains(t, body, dir)
+	_, body = do(t, plain, http.MethodPost, s.http+"/explain", `{"domain":"edge","descriptors":[{"entries":[{"key":"path","value":"/search"}]}]}`)
+	assert.Contains(t, body, "no rule: the descriptor at edge.yaml:47 ")
+
+	s = start(t, map[string]string{"RLS_CONFIG_PATH": dir, "RLS_RLCONFIG_SHOW_PATHS": "true"})
+	_, body = do(t, plain, http.MethodPost, s.http+"/explain", loginJSON(t, "192.0.2.84"))
+	assert.Contains(t, body, "rule edge.path_/login.remote_address at "+filepath.Join(dir, "edge.yaml")+":40\n")
 }
