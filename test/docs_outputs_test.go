@@ -329,7 +329,7 @@ var (
 	traceHeader   = regexp.MustCompile(`^(fixed_window|sliding_window_log|sliding_window_counter|token_bucket): (\d+) per (\S+?)(?:, burst (\d+))?$`)
 	traceLine     = regexp.MustCompile(`^t=(\S+)\s+(take|charge|record) (\d+)\s+→ (admitted|denied|within|over), remaining (\d+), reset (\S+?)(?:\s+#.*)?$`)
 	matchLine     = regexp.MustCompile(`^\[(.*?)\]\s+→ (.*?)(?:\s+#.*)?$`)
-	configErrLine = regexp.MustCompile(`^config/([\w.-]+\.ya?ml):(\d+): (\S+): (.*)$`)
+	configErrLine = regexp.MustCompile(`^config/([\w.-]+\.ya?ml):(\d+)(?::\d+)?: (\S+): (.*)$`)
 	rlconfigFirst = regexp.MustCompile(`^loaded: \S+ from \S+ \(\d+ files?\)$`)
 	redisKeyLine  = regexp.MustCompile(`^ratewarden:\{(.*)\}(.*)$`)
 	timestamp     = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
@@ -524,13 +524,13 @@ var (
 )
 
 // breakConfig writes into the copy of config/ in dir the mistake that the
-// error message msg ("config/edge.yaml:17: …: invalid … \"fortnight\" …")
+// error message msg ("config/edge.yaml:17:13: …: invalid … \"fortnight\" …")
 // reports: the first quoted value of the message in place of the value on
 // that line.
 func breakConfig(dir, msg string) error {
 	m := configErrLine.FindStringSubmatch(msg)
 	if m == nil {
-		return fmt.Errorf("%q is not file:line: field: message", msg)
+		return fmt.Errorf("%q is not file:line:column: field: message", msg)
 	}
 	bad := quotedValue.FindStringSubmatch(m[4])
 	if bad == nil {

@@ -102,8 +102,10 @@ func consoleCommands(text string) ([]consoleCommand, error) {
 // in for the documented commands the test does not run as written (those of
 // standInPrograms): it appends each to the file $DOCS_CALLS, and the test
 // then runs it its own way or checks what covers it (docSession.runCall).
-// Only `go run ./cmd/server -h`, whose output the docs show, it runs: the
-// server binary TestMain built, with -h, as go run would.
+// Only `go run ./cmd/server -h` and `go run ./cmd/server check …`, whose
+// output the docs show, it runs: the server binary TestMain built, with
+// those arguments, in the script's work directory (where config/ is the
+// repository's), exiting as it exits, as go run would.
 //
 // The documented names (go, docker, scripts/test, …) are small scripts in
 // the script's work directory that call it (installStandIns), not
@@ -113,10 +115,16 @@ func consoleCommands(text string) ([]consoleCommand, error) {
 // tests included.
 func docsStandIn() {
 	args := os.Args[1:]
-	if slices.Equal(args, []string{"go", "run", "./cmd/server", "-h"}) {
-		cmd := exec.Command(os.Getenv("DOCS_SERVER_BINARY"), "-h")
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		exitOn(cmd.Run())
+	server := []string{"go", "run", "./cmd/server"}
+	if slices.Equal(args, append(server, "-h")) || len(args) > len(server) && slices.Equal(args[:len(server)+1], append(server, "check")) {
+		cmd := exec.Command(os.Getenv("DOCS_SERVER_BINARY"), args[len(server):]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		var exit *exec.ExitError
+		if err := cmd.Run(); errors.As(err, &exit) {
+			os.Exit(exit.ExitCode())
+		} else {
+			exitOn(err)
+		}
 		return
 	}
 	data, err := json.Marshal(docCall{Args: args, Env: os.Environ()})
@@ -171,6 +179,15 @@ func installStandIns(env *testscript.Env) error {
 		}
 	}
 	env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
+	// The documents run the check command on config/ as a user does in
+	// the repository.
+	config, err := filepath.Abs(filepath.Join(repoRoot, "config"))
+	if err != nil {
+		return err
+	}
+	if err := os.Symlink(config, filepath.Join(env.WorkDir, "config")); err != nil {
+		return err
+	}
 	env.Setenv("DOCS_CALLS", filepath.Join(env.WorkDir, ".calls"))
 	env.Setenv("DOCS_SERVER_BINARY", serverBinary)
 	return nil

@@ -1,16 +1,19 @@
 // Command server runs ratewarden, a rate limit service for Envoy and Istio.
 // It is configured entirely by RLS_* environment variables; `server -h`
-// lists them.
+// lists them. `server check` checks limits files, or explains a request,
+// without serving (internal/check).
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/ratewarden/ratewarden/internal/check"
 	"github.com/ratewarden/ratewarden/internal/server"
 	"github.com/ratewarden/ratewarden/internal/settings"
 )
@@ -18,20 +21,29 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdin, os.Stdout, os.Stderr); err != nil {
+		var exit *check.ExitError
+		if errors.As(err, &exit) {
+			os.Exit(exit.Code) // its report is written
+		}
 		fmt.Fprintln(os.Stderr, "ratewarden:", err)
 		os.Exit(1)
 	}
 }
 
 // run starts the server with the settings that lookup finds (the
-// environment's, from main) and serves until ctx ends.
-func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
+// environment's, from main) and serves until ctx ends; or, with the
+// arguments "check …", runs the check command, whose stdin is stdin.
+func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "check" {
+		return check.Run(ctx, args[1:], lookup, stdin, stdout, stderr)
+	}
 	for _, a := range args {
 		switch a {
 		case "-h", "-help", "--help":
 			fmt.Fprintln(stdout, "ratewarden: a rate limit service for Envoy and Istio (envoy.service.ratelimit.v3).")
 			fmt.Fprintln(stdout, "Usage: server   (configured by these environment variables)")
+			fmt.Fprintln(stdout, "       server check [flags] [PATH]   (checks limits files without serving; server check -h)")
 			fmt.Fprintln(stdout)
 			return settings.PrintUsage(stdout)
 		default:

@@ -11,11 +11,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/check"
 )
 
 func TestHelpListsEveryVariable(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"-h"}, nil, &out, &out))
+	require.NoError(t, run(context.Background(), []string{"-h"}, nil, nil, &out, &out))
 	for _, name := range []string{"RLS_GRPC_ADDR", "RLS_HTTP_ADDR", "RLS_CONFIG_PATH", "RLS_BACKEND", "RLS_DEFAULT_ALGORITHM", "RLS_FAILURE_MODE", "RLS_BACKEND_TIMEOUT", "RLS_SHADOW_MODE", "RLS_REFUND_ON_DENY", "RLS_LOG_LEVEL"} {
 		assert.Contains(t, out.String(), name)
 	}
@@ -23,7 +25,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 
 func TestUnknownArgumentIsAnError(t *testing.T) {
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"--port=1"}, nil, &out, &out)
+	err := run(context.Background(), []string{"--port=1"}, nil, nil, &out, &out)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "RLS_")
 }
@@ -37,7 +39,7 @@ func TestInvalidSettingStopsStartup(t *testing.T) {
 		return "", false
 	}
 	var out bytes.Buffer
-	err := run(context.Background(), nil, lookup, &out, &out)
+	err := run(context.Background(), nil, lookup, nil, &out, &out)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "RLS_FAILURE_MODE")
 }
@@ -57,7 +59,7 @@ func TestDocsListEveryVariable(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"-h"}, nil, &out, &out))
+	require.NoError(t, run(context.Background(), []string{"-h"}, nil, nil, &out, &out))
 	lines := strings.Split(out.String(), "\n")
 	header := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "VARIABLE") })
 	require.GreaterOrEqual(t, header, 0, "-h prints a header")
@@ -79,4 +81,22 @@ func TestDocsListEveryVariable(t *testing.T) {
 	for name := range documented {
 		assert.True(t, served[name], "docs/configuration.md lists %s, which the server does not read", name)
 	}
+}
+
+// TestCheckCommand: `server check` checks limits without serving, and
+// ends with the check's exit code.
+func TestCheckCommand(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"check", "../../config"}, func(string) (string, bool) { return "", false }, nil, &out, &out))
+	assert.Contains(t, out.String(), "ok: 2 domains in 2 files")
+
+	out.Reset()
+	err := run(context.Background(), []string{"check", "../../config/nope"}, func(string) (string, bool) { return "", false }, nil, &out, &out)
+	var exit *check.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, check.ExitFailed, exit.Code)
+
+	out.Reset()
+	require.NoError(t, run(context.Background(), []string{"-h"}, nil, nil, &out, &out))
+	assert.Contains(t, out.String(), "server check [flags] [PATH]")
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
@@ -35,6 +36,13 @@ type Options struct {
 	// MaxBytes is the most bytes the files LoadContext reads may hold together;
 	// past that, LoadContext fails before parsing any. Zero sets no bound.
 	MaxBytes int64
+	// WarnLifetime, when positive, makes a limit whose state lives longer
+	// than it after the last hit (algorithms.Limit.Lifetime) a warning of
+	// the Config (Config.Warnings); zero warns of none.
+	WarnLifetime time.Duration
+	// WarnLogSize, when positive, makes a sliding_window_log whose log may
+	// hold more entries than it a warning of the Config; zero warns of none.
+	WarnLogSize uint64
 }
 
 // maxBytes returns MaxBytes, or the most an int64 holds when it sets no
@@ -107,6 +115,11 @@ type Config struct {
 	names   []string
 	rules   []*Rule
 	files   []string
+	// warnings are those found while parsing (see Warnings).
+	warnings []Warning
+	// resources reports that the files are an xDS server's resources,
+	// whose lines nobody sees (FromRateLimitConfigs).
+	resources bool
 }
 
 // domain is one domain's tree and where it was first configured.
@@ -115,6 +128,9 @@ type domain struct {
 	file string
 	line int
 	top  *level
+	// files are the files that configure it, in order: more than one
+	// when merged.
+	files []string
 }
 
 // Domains returns the names of the configured domains, sorted.

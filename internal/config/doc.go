@@ -1,6 +1,6 @@
 // Package config reads ratewarden's limits: YAML files, one domain per file,
 // each a tree of descriptors carrying rate limits. It parses and validates
-// them (every error an *Error with file, line and field), builds the matching
+// them (every error an *Error with file, line, column and field), builds the matching
 // tree, and matches request descriptors to rules (Config.Match).
 //
 // A Source delivers the limits to the server: the files at a path, watched

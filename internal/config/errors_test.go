@@ -591,10 +591,12 @@ descriptors:
     rate_limit:
       unit: fortnight
 `)}})
-	assert.Equal(t, `path/to/file.yaml:5: descriptors[0].rate_limit.unit: invalid rate limit unit "fortnight" (want second, minute, hour, day, week, month or year)`, e.Error())
+	assert.Equal(t, `path/to/file.yaml:5:13: descriptors[0].rate_limit.unit: invalid rate limit unit "fortnight" (want second, minute, hour, day, week, month or year)`, e.Error())
 
 	assert.Equal(t, "f.yaml: empty file", (&Error{File: "f.yaml", Msg: "empty file"}).Error())
 	assert.Equal(t, "f.yaml:3: invalid YAML: x", (&Error{File: "f.yaml", Line: 3, Msg: "invalid YAML: x"}).Error())
+	assert.Equal(t, "f.yaml:3:7: domain: x", (&Error{File: "f.yaml", Line: 3, Column: 7, Field: "domain", Msg: "x"}).Error())
+	assert.Equal(t, "f.yaml: x", (&Error{File: "f.yaml", Column: 7, Msg: "x"}).Error(), "a column without a line")
 
 	// Errors from Limit.Validate stay reachable.
 	_, err := Parse([]File{{Name: "f.yaml", Data: yml(`
@@ -615,7 +617,7 @@ func TestParseDuplicateDomain(t *testing.T) {
 		{Name: "b.yaml", Data: yml("domain: other\n")},
 		{Name: "c.yaml", Data: yml("# the same domain again\ndomain: edge\ndescriptors: []\n")},
 	})
-	assert.Equal(t, &Error{File: "c.yaml", Line: 2, Field: "domain", Msg: `duplicate domain "edge" (also in a.yaml:1)`}, e)
+	assert.Equal(t, &Error{File: "c.yaml", Line: 2, Column: 9, Field: "domain", Msg: `duplicate domain "edge" (also in a.yaml:1)`}, e)
 }
 
 func TestParseUnnamedFile(t *testing.T) {

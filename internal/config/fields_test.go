@@ -125,13 +125,13 @@ domain: d
 descriptors:
   - key: k
     metadata: name
-`, Error{Line: 4, Field: "descriptors[0].metadata", Msg: `want a mapping, got "name"`}},
+`, Error{Line: 4, Column: 15, Field: "descriptors[0].metadata", Msg: `want a mapping, got "name"`}},
 		{"a list", `
 domain: d
 descriptors:
   - key: k
     metadata: [a]
-`, Error{Line: 4, Field: "descriptors[0].metadata", Msg: `want a mapping, got a list`}},
+`, Error{Line: 4, Column: 15, Field: "descriptors[0].metadata", Msg: `want a mapping, got a list`}},
 		{"a key given twice", `
 domain: d
 descriptors:
@@ -139,14 +139,14 @@ descriptors:
     metadata:
       a: 1
       b: {c: 1, c: 2}
-`, Error{Line: 6, Field: "descriptors[0].metadata.b.c", Msg: `field given twice (first at line 6)`}},
+`, Error{Line: 6, Column: 17, Field: "descriptors[0].metadata.b.c", Msg: `field given twice (first at line 6)`}},
 		{"an infinite number", `
 domain: d
 descriptors:
   - key: k
     metadata:
       list: [1, .inf]
-`, Error{Line: 5, Field: "descriptors[0].metadata.list[1]", Msg: `want a finite number, got ".inf"`}},
+`, Error{Line: 5, Column: 17, Field: "descriptors[0].metadata.list[1]", Msg: `want a finite number, got ".inf"`}},
 		{"a mapping as a key", `
 domain: d
 descriptors:
@@ -154,13 +154,13 @@ descriptors:
     metadata:
       ? {a: 1}
       : x
-`, Error{Line: 5, Field: "descriptors[0].metadata", Msg: `want a field name, got a mapping`}},
+`, Error{Line: 5, Column: 9, Field: "descriptors[0].metadata", Msg: `want a field name, got a mapping`}},
 		{"too deep", `
 domain: d
 descriptors:
   - key: k
     metadata: {a: ` + repeat("[", 70) + repeat("]", 70) + `}
-`, Error{Line: 4, Field: "descriptors[0].metadata.a" + repeat("[0]", 63), Msg: `metadata nested more than 64 deep`}},
+`, Error{Line: 4, Column: 82, Field: "descriptors[0].metadata.a" + repeat("[0]", 63), Msg: `metadata nested more than 64 deep`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := parseError(t, []File{{Name: "m.yaml", Data: yml(tc.yaml)}})
@@ -204,7 +204,7 @@ domain: d
 descriptors:
   - {key: k, quota_mode: maybe}
 `)}})
-	assert.Equal(t, &Error{File: "q.yaml", Line: 3, Field: "descriptors[0].quota_mode", Msg: `want true or false, got "maybe"`}, e)
+	assert.Equal(t, &Error{File: "q.yaml", Line: 3, Column: 26, Field: "descriptors[0].quota_mode", Msg: `want true or false, got "maybe"`}, e)
 }
 
 func TestStringShowsQuotaModeAndMetadata(t *testing.T) {
@@ -248,7 +248,7 @@ func TestMergeDomains(t *testing.T) {
 
 	// A descriptor given in two of the files is an error, as there.
 	_, err = Parse([]File{files[0], files[0]}, Options{DefaultAlgorithm: testAlgorithm, MergeDomains: true})
-	assert.Equal(t, &Error{File: files[0].Name, Line: 5, Field: "descriptors[0]",
+	assert.Equal(t, &Error{File: files[0].Name, Line: 5, Column: 5, Field: "descriptors[0]",
 		Msg: `duplicate descriptor "test-domain.key1_value1" (first at line 5)`}, err)
 	_, err = Parse([]File{files[0], {Name: "again.yaml", Data: yml(`
 domain: test-domain
@@ -257,7 +257,7 @@ descriptors:
   - key: key1
     value: value1
 `)}}, Options{DefaultAlgorithm: testAlgorithm, MergeDomains: true})
-	assert.Equal(t, &Error{File: "again.yaml", Line: 4, Field: "descriptors[1]",
+	assert.Equal(t, &Error{File: "again.yaml", Line: 4, Column: 5, Field: "descriptors[1]",
 		Msg: `duplicate descriptor "test-domain.key1_value1" (first at ` + files[0].Name + `:5)`}, err)
 
 	// The wildcards of a merged level are tried in the order of the files.

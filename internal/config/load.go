@@ -150,7 +150,14 @@ func scan(path string, dotFiles bool, maxBytes int64, reading func(name string))
 		return s
 	}
 	var s scanned
-	walkErr := filepath.WalkDir(path, func(full string, d fs.DirEntry, err error) error {
+	root := path
+	if l, err := os.Lstat(path); err == nil && l.Mode()&fs.ModeSymlink != 0 {
+		// A path that is a symlink to a directory is read as the
+		// directory: WalkDir would not enter it. Its files keep the
+		// path's name (Join cleans the separator away).
+		root = path + string(filepath.Separator)
+	}
+	walkErr := filepath.WalkDir(root, func(full string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if s.err == nil {
 				s.err = fileError(full, err)
@@ -160,13 +167,16 @@ func scan(path string, dotFiles bool, maxBytes int64, reading func(name string))
 			}
 			return nil
 		}
-		if full != path && !dotFiles && strings.HasPrefix(d.Name(), ".") {
+		if full != root && !dotFiles && strings.HasPrefix(d.Name(), ".") {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
 			return nil
 		}
 		if d.IsDir() {
+			if full == root {
+				full = path
+			}
 			s.dirs = append(s.dirs, full)
 			return nil
 		}

@@ -103,6 +103,26 @@ func TestLoadKubernetesConfigMap(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, "other.yml"), m.Rule.File)
 }
 
+// TestLoadPathThatLinksToADirectory: a path that is itself a symlink to a
+// directory (a ConfigMap's ..data, a link to a checkout's config/) is read
+// as that directory, its files named under the path.
+func TestLoadPathThatLinksToADirectory(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	require.NoError(t, os.Mkdir(real, 0o755))
+	write(t, real, "edge.yaml", edgeYAML)
+	link := filepath.Join(dir, "..data")
+	require.NoError(t, os.Symlink("real", link))
+
+	c, err := load(link, testOptions())
+	require.NoError(t, err)
+	assert.Equal(t, []string{filepath.Join(link, "edge.yaml")}, c.Files())
+
+	s := scan(link, false, 1<<20, func(string) {})
+	require.NoError(t, s.err)
+	assert.Equal(t, []string{link}, s.dirs)
+}
+
 func TestLoadErrors(t *testing.T) {
 	t.Run("missing path", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "nope")

@@ -35,9 +35,13 @@ var (
 )
 
 // Parse builds a Config from files, in order: one domain per file, or with
-// opts.MergeDomains one domain from every file that names it. It returns the
-// first error it finds: an *Error naming the file, line and field, except
-// for invalid opts. No files give an empty Config, which knows no domain.
+// opts.MergeDomains one domain from every file that names it. Invalid opts
+// are an error of their own. Otherwise it reports every error it finds, each
+// an *Error naming the file, line, column and field, as long as it can go
+// on: past an invalid descriptor (with its nested descriptors) to the next
+// one, and past an invalid file to the next file, up to MaxErrors. One error
+// is returned as the *Error it is, several as Errors; ErrorsOf finds them
+// in either. No files give an empty Config, which knows no domain.
 //
 // Parse is safe for concurrent use: it keeps no state between calls.
 func Parse(files []File, opts Options) (*Config, error) {
@@ -52,9 +56,15 @@ func Parse(files []File, opts Options) (*Config, error) {
 		return nil, fmt.Errorf("config: invalid wildcard precedence %s", opts.WildcardPrecedence)
 	}
 	c := &Config{domains: make(map[string]*domain, len(files))}
+	var errs []*Error
 	for i, f := range files {
+		if len(errs) >= MaxErrors {
+			errs = append(errs, &Error{File: f.Name, Msg: fmt.Sprintf("not read: the load stops after %d errors", MaxErrors)})
+			break
+		}
 		if f.Name == "" {
-			return nil, &Error{File: "files[" + strconv.Itoa(i) + "]", Msg: "file has no name"}
+			errs = append(errs, &Error{File: "files[" + strconv.Itoa(i) + "]", Msg: "file has no name"})
+			continue
 		}
 		p := &fileParser{
 			decoder:       newDecoder(f.Name, len(f.Data)),
@@ -63,21 +73,43 @@ func Parse(files []File, opts Options) (*Config, error) {
 			merge:         opts.MergeDomains,
 			domains:       c.domains,
 			allowNegative: opts.AllowNegativeHits,
+			room:          MaxErrors - len(errs),
+			warnLifetime:  opts.WarnLifetime,
+			warnLogSize:   opts.WarnLogSize,
 		}
 		d, err := p.parse(f.Data)
 		if err != nil {
-			return nil, err
+			var e *Error
+			if !errors.As(err, &e) {
+				return nil, err
+			}
+			p.errs = append(p.errs, e)
 		}
-		if c.domains[d.name] == nil {
+		// The domain of a file with errors counts too, so that a later
+		// file of the same domain is reported as the server would once
+		// this one is fixed.
+		if d != nil && c.domains[d.name] == nil {
 			c.domains[d.name] = d
 			c.names = append(c.names, d.name)
 		}
+		if d != nil {
+			d.files = append(d.files, f.Name)
+		}
+		errs = append(errs, p.errs...)
+		c.warnings = append(c.warnings, p.warnings...)
 		c.rules = append(c.rules, p.rules...)
 		c.files = append(c.files, f.Name)
+	}
+	if err := errorOf(errs); err != nil {
+		return nil, err
 	}
 	slices.Sort(c.names)
 	return c, nil
 }
+
+// MaxErrors is the most errors Parse reports: past them it stops, saying
+// so.
+const MaxErrors = 100
 
 // fileParser turns one file into a domain's tree and rules.
 type fileParser struct {
@@ -97,18 +129,41 @@ type fileParser struct {
 	// segments holds the path segments ("key" or "key_value") from the top
 	// level down to the descriptor being read.
 	segments []string
+	// errs holds the errors of the descriptors that parsing went on past
+	// (see keep), at most room of them.
+	errs []*Error
+	room int
+	// warnLifetime and warnLogSize are Options.WarnLifetime and
+	// Options.WarnLogSize.
+	warnLifetime time.Duration
+	warnLogSize  uint64
+}
+
+// keep records err, the error of one descriptor, so that parsing goes on
+// with the next one, and reports whether it may: not once the file's
+// budget is spent (every later node would fail too), nor once room errors
+// are found; then parsing stops with err.
+func (p *fileParser) keep(err error) bool {
+	e, ok := err.(*Error)
+	if !ok || p.budget < 0 || len(p.errs)+1 >= p.room {
+		return false
+	}
+	p.errs = append(p.errs, e)
+	return true
 }
 
 // parse reads the file's one document into its domain: a new one, or with
 // merge the one an earlier file configured. A file of the usual shape is
-// read in pieces (see cutPieces), others whole.
+// read in pieces (see cutPieces), others whole. The errors parsing went on
+// past are in p.errs; the error returned, if any, is the one it stopped
+// at, and the domain is returned whenever the root was read.
 func (p *fileParser) parse(data []byte) (*domain, error) {
 	if ps, ok := cutPieces(data); ok {
 		budget := p.budget
 		if d, err := p.parsePieces(ps); err == nil {
 			return d, nil
 		}
-		p.budget, p.rules, p.segments = budget, nil, p.segments[:0]
+		p.budget, p.rules, p.segments, p.errs, p.warnings, p.warned = budget, nil, p.segments[:0], nil, nil, nil
 	}
 	return p.parseWhole(data)
 }
@@ -129,7 +184,7 @@ func (p *fileParser) parseWhole(data []byte) (*domain, error) {
 	}
 	if ok {
 		if err := p.descriptors(v, d.top, nil, 1); err != nil {
-			return nil, err
+			return d, err
 		}
 	}
 	return d, nil
@@ -215,15 +270,15 @@ func (p *fileParser) descriptors(v value, lvl *level, parent *node, depth int) e
 		return p.errorf(v.at, v.path, "descriptors nested more than %d deep", MaxDepth)
 	}
 	for i, item := range items {
-		if err := p.descriptor(item, v.path+"["+strconv.Itoa(i)+"]", lvl, parent, depth); err != nil {
+		if err := p.descriptor(item, v.path+"["+strconv.Itoa(i)+"]", i, lvl, parent, depth); err != nil && !p.keep(err) {
 			return err
 		}
 	}
 	return nil
 }
 
-// descriptor reads the descriptor at into lvl.
-func (p *fileParser) descriptor(at *yaml.Node, path string, lvl *level, parent *node, depth int) error {
+// descriptor reads the descriptor at, the index-th of its list, into lvl.
+func (p *fileParser) descriptor(at *yaml.Node, path string, index int, lvl *level, parent *node, depth int) error {
 	fs, err := p.mapping(at, path, descriptorFields)
 	if err != nil {
 		return err
@@ -231,7 +286,7 @@ func (p *fileParser) descriptor(at *yaml.Node, path string, lvl *level, parent *
 	if err := p.charge(len(path)/16, at, path); err != nil {
 		return err
 	}
-	n := &node{parent: parent, file: p.file, line: at.Line}
+	n := &node{parent: parent, file: p.file, line: at.Line, column: int32(at.Column), index: int32(index)}
 	key, keyAt, err := p.optionalString(fs, path, "key")
 	if err != nil {
 		return err
@@ -657,7 +712,7 @@ func (p *fileParser) limit(fs fields, at *yaml.Node, path string, def algorithms
 		}
 		burstAt = v.at
 	}
-	shards, _, err := number("shards", 1, MaxShards, 1)
+	shards, shardsAt, err := number("shards", 1, MaxShards, 1)
 	if err != nil {
 		return l, err
 	}
@@ -694,6 +749,7 @@ func (p *fileParser) limit(fs fields, at *yaml.Node, path string, def algorithms
 	l.Unit = unit
 	l.UnitMultiplier = uint32(multiplier)
 	l.Shards = uint32(shards)
+	p.limitWarnings(l.RateLimit, at, requestsAt, shardsAt, path)
 	return l, nil
 }
 

@@ -188,7 +188,7 @@ func (p *fileParser) parsePieces(ps pieces) (*domain, error) {
 		}
 		shiftLines(list, g.first-1)
 		for _, item := range list.Content {
-			if err := p.descriptor(item, "descriptors["+strconv.Itoa(i)+"]", d.top, nil, 1); err != nil {
+			if err := p.descriptor(item, "descriptors["+strconv.Itoa(i)+"]", i, d.top, nil, 1); err != nil {
 				return nil, err
 			}
 			i++

@@ -46,9 +46,11 @@ type node struct {
 	// request's value into the metric key of a rule without
 	// detailed_metric; detailedValues whether one does for a rule with it.
 	valueMetric, detailedValues bool
-	// file and line locate the descriptor.
-	file string
-	line int
+	// file, line and column locate the descriptor, and index is its place
+	// in its list of descriptors, for warnings.
+	file          string
+	line          int
+	column, index int32
 }
 
 // setPattern makes n, whose value holds a '*', a wildcard node.
@@ -184,24 +186,35 @@ func (c *Config) Match(domain string, entries []algorithms.Entry) (Match, bool) 
 	if d == nil || len(entries) == 0 {
 		return Match{}, false
 	}
-	lvl := d.top
-	last := len(entries) - 1
-	for i := range entries {
-		n := lvl.lookup(entries[i])
-		switch {
-		case n == nil:
-			return Match{}, false
-		case i == last:
-			if n.rule == nil {
-				return Match{}, false
-			}
-			return n.match(domain, entries), true
-		case n.children == nil:
-			return Match{}, false
-		}
-		lvl = n.children
+	n, matched, _ := d.top.walk(entries, nil)
+	if matched < len(entries) || n.rule == nil {
+		return Match{}, false
 	}
-	return Match{}, false
+	return n.match(domain, entries), true
+}
+
+// walk follows entries down the tree from l, one level per entry, as Match
+// does, telling visit (when not nil) each node it reaches. It returns how
+// many entries found a node (matched), the node the last of them found (nil
+// when none did), and, when an entry found none, the level it was looked
+// up in (nil when the node before it has no nested descriptors).
+func (l *level) walk(entries []algorithms.Entry, visit func(*node)) (n *node, matched int, at *level) {
+	at = l
+	for i := range entries {
+		if at == nil {
+			return n, i, nil
+		}
+		next := at.lookup(entries[i])
+		if next == nil {
+			return n, i, at
+		}
+		n = next
+		if visit != nil {
+			visit(n)
+		}
+		at = n.children
+	}
+	return n, len(entries), nil
 }
 
 // match returns the Match of n, which entries reached.

@@ -273,7 +273,7 @@ func TestWatcherBrokenFileIsReportedThenFixed(t *testing.T) {
 	assert.Equal(t, path, e.File)
 	assert.Equal(t, 4, e.Line)
 	assert.Equal(t, "descriptors[0].rate_limit.unit", e.Field)
-	assert.Contains(t, err.Error(), path+":4: ")
+	assert.Contains(t, err.Error(), path+":4:24: ")
 
 	write(t, dir, "limits.yaml", "domain: edge\ndescriptors: [\n")
 	require.Eventually(t, func() bool { return len(r.all()) == 2 }, within, tick)
@@ -372,7 +372,7 @@ func TestWatcherCheck(t *testing.T) {
 		{"nothing", func() {}, want{}},
 		{"same bytes", func() { write(t, dir, "limits.yaml", limitsYAML("edge", 1)) }, want{}},
 		{"new limit", func() { write(t, dir, "limits.yaml", limitsYAML("edge", 2)) }, want{changed: true, limits: []string{"edge=2"}}},
-		{"invalid", func() { write(t, dir, "limits.yaml", "domain: edge\nbogus: 1\n") }, want{changed: true, err: path + ":2: bogus: "}},
+		{"invalid", func() { write(t, dir, "limits.yaml", "domain: edge\nbogus: 1\n") }, want{changed: true, err: path + ":2:1: bogus: "}},
 		{"invalid again, unchanged", func() {}, want{}},
 		{"removed", func() { require.NoError(t, os.Remove(path)) }, want{changed: true, err: "no such file or directory"}},
 		{"still removed", func() {}, want{}},

@@ -330,7 +330,7 @@ descriptors:
     value: exact
     share_threshold: true
 `)}})
-	assert.Equal(t, &Error{File: "s.yaml", Line: 5, Field: "descriptors[0].share_threshold",
+	assert.Equal(t, &Error{File: "s.yaml", Line: 5, Column: 22, Field: "descriptors[0].share_threshold",
 		Msg: `share_threshold can only be used with wildcard values (containing '*'), but found "k_exact"`}, e)
 
 	// false is fine anywhere, and a '*' in the key counts, as there.

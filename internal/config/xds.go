@@ -79,12 +79,13 @@ func FromRateLimitConfigs(resources []*rlsconfv3.RateLimitConfig, opts Options) 
 	}
 	c, err := Parse(files, opts)
 	if err != nil {
-		if e, ok := err.(*Error); ok {
+		for _, e := range ErrorsOf(err) {
 			// The line is one of the YAML written above, which nobody sees.
-			e.Line = 0
+			e.Line, e.Column = 0, 0
 		}
 		return nil, err
 	}
+	c.resources = true
 	for _, d := range c.domains {
 		d.line = 0
 	}

@@ -29,6 +29,11 @@ const maxAliasHops = 8
 type decoder struct {
 	file   string
 	budget int
+	// warnings are what the file holds that is likely a mistake; warned
+	// records the fields already warned about, which aliases may visit
+	// again.
+	warnings []Warning
+	warned   map[*yaml.Node]bool
 }
 
 // field is one field of a mapping: its key as written, and its value as
@@ -58,11 +63,11 @@ func newDecoder(name string, size int) *decoder {
 
 // errorf returns an *Error located at n.
 func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) *Error {
-	line := 0
+	line, column := 0, 0
 	if n != nil {
-		line = n.Line
+		line, column = n.Line, n.Column
 	}
-	return &Error{File: d.file, Line: line, Field: path, Msg: fmt.Sprintf(format, args...)}
+	return &Error{File: d.file, Line: line, Column: column, Field: path, Msg: fmt.Sprintf(format, args...)}
 }
 
 // readDocument parses data, which must hold exactly one YAML document, and
@@ -87,7 +92,7 @@ func readDocument(name string, data []byte) (*yaml.Node, error) {
 			return nil, syntaxError(name, err)
 		}
 		if len(next.Content) > 0 && !isNull(next.Content[0]) {
-			return nil, &Error{File: name, Line: next.Content[0].Line,
+			return nil, &Error{File: name, Line: next.Content[0].Line, Column: next.Content[0].Column,
 				Msg: "a second YAML document: a file holds one domain, use one file per domain"}
 		}
 	}
@@ -95,7 +100,7 @@ func readDocument(name string, data []byte) (*yaml.Node, error) {
 		return nil, &Error{File: name, Msg: "empty file: want a mapping with domain and descriptors"}
 	}
 	if isNull(doc.Content[0]) {
-		return nil, &Error{File: name, Line: doc.Line, Msg: "empty document: want a mapping with domain and descriptors"}
+		return nil, &Error{File: name, Line: doc.Line, Column: doc.Column, Msg: "empty document: want a mapping with domain and descriptors"}
 	}
 	return doc.Content[0], nil
 }
@@ -272,9 +277,11 @@ func (d *decoder) mergedMapping(at *yaml.Node, path string, allowed []string, de
 				return nil, err
 			}
 			for name, f := range merged {
-				if _, ok := fs[name]; !ok {
-					fs[name] = f
+				if own, ok := fs[name]; ok {
+					d.mergeDropped(own, f, m, path, name)
+					continue
 				}
+				fs[name] = f
 			}
 		}
 	}

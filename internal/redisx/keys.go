@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
 // keySpace builds the Redis keys of every limit under one prefix:
@@ -76,4 +79,53 @@ func (s keySpace) appendKeys(dst []any, id string, shard int, suffixes []string)
 		}
 	}
 	return dst
+}
+
+// StateKeys is where one shard of a limit keeps its state in Redis.
+type StateKeys struct {
+	// Shard is the shard, Unsharded for a limit that is not split.
+	Shard int
+	// Limit is the shard's share of the limit: the limit itself when it is
+	// not split.
+	Limit algorithms.Limit
+	// Keys are the keys an op of the shard reads and writes: its script's
+	// KEYS or, for an algorithm counted without a script, the count of the
+	// window that holds the time asked about (one key per window), or the
+	// whole state's key for a limit that may owe a debt.
+	Keys []string
+	// Slot is the keys' Redis Cluster hash slot, which they all share.
+	Slot int
+}
+
+// StateKeys returns where the state of op's limit lives in Redis at now,
+// as the Limiter builds the keys: one StateKeys per shard (see Op.Shards;
+// a limit too small to split is not), in shard order. It fails when op's
+// limit is invalid (algorithms.ErrInvalidLimit).
+func (e *Encoder) StateKeys(op *algorithms.Op, now time.Time) ([]StateKeys, error) {
+	if err := op.Limit.Validate(); err != nil {
+		return nil, fmt.Errorf("redisx: %w", err)
+	}
+	n := shardCount(op)
+	shards := []int{Unsharded}
+	if n > 1 {
+		shards = make([]int, n)
+		for i := range shards {
+			shards[i] = i
+		}
+	}
+	out := make([]StateKeys, 0, len(shards))
+	for _, shard := range shards {
+		sk := StateKeys{Shard: shard, Limit: shardLimit(op.Limit, n, shard)}
+		spec := op.Limit.Algorithm.Spec()
+		if spec.Counter && !op.Debt {
+			sk.Keys = []string{e.counterCall(op, shard, now.UnixMicro()).key}
+		} else {
+			for _, k := range e.keys.appendKeys(nil, op.Identity(), shard, spec.Keys)[1:] {
+				sk.Keys = append(sk.Keys, k.(string))
+			}
+		}
+		sk.Slot = KeySlot(sk.Keys[0])
+		out = append(out, sk)
+	}
+	return out, nil
 }

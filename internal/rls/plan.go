@@ -58,6 +58,9 @@ type descPlan struct {
 	// rule is the matched rule when its limits apply (no override), for
 	// its metadata.
 	rule *config.Rule
+	// hits is what the descriptor asks to take or give back, before any
+	// op bounds it (see opHits).
+	hits uint64
 }
 
 // planLimit is the configuration behind one Op.
@@ -76,10 +79,24 @@ type planLimit struct {
 }
 
 // newPlan matches every descriptor of req against cfg, which must not be
-// nil. Its only errors are
+// nil, and drops the limits that others replace. Its only errors are
 // InvalidArgument statuses: for limit overrides that no algorithm can
 // enforce, and for hits and overrides beyond opts.Bounds.
 func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*plan, error) {
+	p, replaced, err := matchPlan(cfg, req, opts)
+	if err != nil {
+		return nil, err
+	}
+	if replaced != nil {
+		p.dropReplaced(replaced)
+	}
+	return p, nil
+}
+
+// matchPlan is newPlan without dropping the limits, and unlimited rules,
+// that others replace: it returns the names they replace too (nil for
+// none).
+func matchPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*plan, map[string]bool, error) {
 	descs := req.GetDescriptors()
 	p := &plan{domain: req.GetDomain(), req: req, dynamicMetadata: opts.ResponseDynamicMetadata}
 	if len(descs) <= smallPlan {
@@ -92,7 +109,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 		p.descs[i].quota = opts.QuotaMode
 	}
 	if !cfg.HasDomain(p.domain) {
-		return p, nil
+		return p, nil, nil
 	}
 
 	requestHits := uint64(req.GetHitsAddend())
@@ -110,7 +127,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 
 		limits, err := descriptorLimits(i, d, m, matched, opts)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if matched && m.Rule.Unlimited && d.GetLimit() == nil {
 			p.descs[i].unlimited = m.Rule
@@ -130,7 +147,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 			// are named by the domain alone: its keys are the client's.
 			key, metricKey = algorithms.Key{Domain: p.domain, Entries: entries}, p.domain
 			if err := opts.Bounds.checkUnmatched(i, key, limits[0].Limit); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		hits := requestHits
@@ -150,6 +167,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 
 		p.descs[i].first = len(p.ops)
 		p.descs[i].metricKey = metricKey
+		p.descs[i].hits = hits
 		if matched && d.GetLimit() == nil {
 			p.descs[i].rule = m.Rule
 			p.descs[i].quota = p.descs[i].quota || m.Rule.QuotaMode
@@ -157,7 +175,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 		for j := range limits {
 			rl := &limits[j]
 			if err := opts.Bounds.checkHits(i, hits, rl.Limit); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			p.ops = append(p.ops, algorithms.Op{
 				Key:    key,
@@ -174,10 +192,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 		}
 		p.descs[i].n = len(p.ops) - p.descs[i].first
 	}
-	if replaced != nil {
-		p.dropReplaced(replaced)
-	}
-	return p, nil
+	return p, replaced, nil
 }
 
 // opHits returns the hits an op asks of limit l: hits, except that a take of

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,9 @@ const maxJSONBody = 4 << 20
 //   - /json: POST a RateLimitRequest as JSON, get the RateLimitResponse as
 //     JSON, with status 429 when over limit (503 while no configuration is
 //     loaded);
+//   - /explain, when o.explain is set: POST a RateLimitRequest as JSON,
+//     get what the service would do with it, and why, taking nothing
+//     (see ExplainReport); off as /json is;
 //   - /rlconfig: the loaded limits, as text, opening with where and when
 //     they were loaded when o.configStatus says so.
 //
@@ -43,6 +47,16 @@ func newHTTPHandler(svc *rls.Service, h *Health, o httpOptions) *http.ServeMux {
 		})
 	} else {
 		mux.HandleFunc("/json", func(w http.ResponseWriter, r *http.Request) { serveJSON(svc, w, r) })
+	}
+	switch {
+	case o.explain == nil:
+	case o.jsonOff != "":
+		off := strings.Replace(o.jsonOff, "rls: /json is off", "rls: /explain is off, as /json is", 1)
+		mux.HandleFunc("/explain", func(w http.ResponseWriter, r *http.Request) {
+			httpError(w, http.StatusForbidden, off)
+		})
+	default:
+		mux.HandleFunc("/explain", func(w http.ResponseWriter, r *http.Request) { serveExplain(svc, o.explain, o.configRoot, w, r) })
 	}
 	mux.HandleFunc("/rlconfig", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -98,15 +112,18 @@ type httpOptions struct {
 	// why:
 	//
 	//	loaded: 2026-11-21T10:00:00Z from ./config (2 files)
-	//	last reload error: 2026-11-21T10:05:00Z: config/edge.yaml:14: descriptors[1].rate_limit.unit: …
+	//	last reload error: 2026-11-21T10:05:00Z: config/edge.yaml:14:13: descriptors[1].rate_limit.unit: …
 	//
 	// It is called for every request, concurrently.
 	configStatus func() ConfigStatus
 	// jsonOff, when not empty, makes /json answer 403 Forbidden with it,
-	// taking and giving back nothing.
+	// taking and giving back nothing, and /explain likewise.
 	jsonOff string
-	// configRoot is the prefix /rlconfig leaves out of the names of the
-	// configuration's files, and of the place it was loaded from:
+	// explain, when not nil, serves /explain.
+	explain *explainer
+	// configRoot is the prefix /rlconfig and /explain leave out of the
+	// names of the configuration's files, and of the place it was loaded
+	// from:
 	// "edge.yaml:4" for "/etc/ratewarden/config/edge.yaml:4" with the root
 	// "/etc/ratewarden/config/".
 	configRoot string
@@ -119,26 +136,16 @@ func serveJSON(svc *rls.Service, w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusMethodNotAllowed, "rls: /json takes POST")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	req, err := parseRequestJSON(body)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("rls: request body exceeds %d bytes", maxJSONBody))
-			return
-		}
-		httpError(w, http.StatusBadRequest, "rls: reading request body: "+err.Error())
+		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	var req rlsv3.RateLimitRequest
-	if err := loneSurrogate(body); err != nil {
-		httpError(w, http.StatusBadRequest, "rls: request is not a RateLimitRequest in JSON: "+err.Error())
-		return
-	}
-	if err := protojson.Unmarshal(body, &req); err != nil {
-		httpError(w, http.StatusBadRequest, "rls: request is not a RateLimitRequest in JSON: "+err.Error())
-		return
-	}
-	resp, err := svc.ShouldRateLimit(r.Context(), &req)
+	resp, err := svc.ShouldRateLimit(r.Context(), req)
 	if err != nil {
 		code := http.StatusInternalServerError
 		switch {
@@ -165,6 +172,29 @@ func serveJSON(svc *rls.Service, w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTooManyRequests)
 	}
 	w.Write(out)
+}
+
+// readBody reads the body of r, up to maxJSONBody bytes; when it cannot,
+// it answers the error and reports false.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("rls: request body exceeds %d bytes", maxJSONBody))
+			return nil, false
+		}
+		httpError(w, http.StatusBadRequest, "rls: reading request body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+// writeJSON writes v as indented JSON and a newline.
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
 }
 
 func httpError(w http.ResponseWriter, code int, msg string) {

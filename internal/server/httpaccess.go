@@ -34,7 +34,7 @@ func requireClientCert(next http.Handler) http.Handler {
 // RLS_RLCONFIG_SHOW_PATHS.
 func (srv *Server) httpOptions(cfg *config.Config) httpOptions {
 	s := srv.settings
-	o := httpOptions{jsonOff: jsonOff(s), configStatus: srv.config.Status}
+	o := httpOptions{jsonOff: jsonOff(s), configStatus: srv.config.Status, explain: srv.explain}
 	if root := configRoot(s.ConfigPath, cfg); root != "" && !s.RlconfigShowPaths {
 		o.configRoot = root
 		o.configStatus = func() ConfigStatus {

@@ -95,7 +95,7 @@ func TestHTTPMutualTLS(t *testing.T) {
 		assert.Equal(t, http.StatusOK, code, "%s: %s", path, body)
 	}
 	// Everything else needs a certificate.
-	for _, path := range []string{"/json", "/rlconfig", "/metrics"} {
+	for _, path := range []string{"/json", "/explain", "/rlconfig", "/metrics"} {
 		code, body := do(t, anonymous, http.MethodPost, base+path, loginJSON(t, "192.0.2.70"))
 		assert.Equal(t, http.StatusForbidden, code, path)
 		assert.Contains(t, body, "client certificate is required")
@@ -108,6 +108,8 @@ func TestHTTPMutualTLS(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, code, "only the certified calls counted: 5 of 5")
 	code, _ = do(t, trusted, http.MethodGet, base+"/rlconfig", "")
 	assert.Equal(t, http.StatusOK, code)
+	code, body := do(t, trusted, http.MethodPost, base+"/explain", loginJSON(t, "192.0.2.70"))
+	assert.Equal(t, http.StatusOK, code, body)
 
 	// A certificate from another CA is not the CA's: no certificate.
 	code, _ = do(t, httpsClient(ca.pool(), newTestCA(t, "other CA").clientCert(t, 8)), http.MethodPost, base+"/json", loginJSON(t, "192.0.2.71"))

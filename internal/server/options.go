@@ -48,8 +48,9 @@ func limitHeaders(s settings.Settings) *rls.LimitHeaders {
 	return &rls.LimitHeaders{Limit: s.LimitHeaderLimit, Remaining: s.LimitHeaderRemaining, Reset: s.LimitHeaderReset}
 }
 
-// configOptions returns the config.Options the settings ask for.
-func configOptions(s settings.Settings) config.Options {
+// ConfigOptions returns the config.Options the settings ask for: how the
+// server, and the check command, read the limits files.
+func ConfigOptions(s settings.Settings) config.Options {
 	return config.Options{
 		DefaultAlgorithm:   s.DefaultAlgorithm,
 		MergeDomains:       s.ConfigMergeDomains,
@@ -74,7 +75,7 @@ func tracingOptions(s settings.Settings) tracing.Options {
 	return opts
 }
 
-// jsonOff returns why /json is not served, or "" when it is.
+// jsonOff returns why /json (and /explain) is not served, or "" when it is.
 func jsonOff(s settings.Settings) string {
 	switch {
 	case s.HTTPJson == settings.JSONOff:

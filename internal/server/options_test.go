@@ -31,7 +31,7 @@ func defaultConfigOptions(t *testing.T) config.Options {
 	t.Helper()
 	s, err := loadSettings(nil)
 	require.NoError(t, err)
-	return configOptions(s)
+	return ConfigOptions(s)
 }
 
 // TestServiceOptionsOfTheSettings: every setting that the service, the
@@ -92,7 +92,7 @@ func TestServiceOptionsOfTheSettings(t *testing.T) {
 		require.NoError(t, err)
 		mem := memory.New()
 		t.Cleanup(mem.Close)
-		_, err = config.Parse(nil, configOptions(s))
+		_, err = config.Parse(nil, ConfigOptions(s))
 		assert.NoError(t, err, backend)
 		_, err = rls.New(mem, nil, serviceOptions(s, nil))
 		assert.NoError(t, err, backend)

@@ -61,7 +61,7 @@ func (c *configState) onReload(f func(error)) {
 // apply takes an update of the source, made at now: a new configuration
 // replaces the one in force at once (requests already being answered keep
 // the one they started with); an error keeps the one in force and is logged
-// with its file, line and field. Then every hook learns the outcome.
+// with its file, line, column and field. Then every hook learns the outcome.
 func (c *configState) apply(u config.Update, now time.Time) {
 	c.mu.Lock()
 	if u.Err == nil {
@@ -87,7 +87,7 @@ func (c *configState) apply(u config.Update, now time.Time) {
 	default:
 		var ce *config.Error
 		if errors.As(u.Err, &ce) {
-			attrs = append(attrs, "file", ce.File, "line", ce.Line, "field", ce.Field)
+			attrs = append(attrs, "file", ce.File, "line", ce.Line, "column", ce.Column, "field", ce.Field)
 		}
 		attrs = append(attrs, "err", u.Err)
 		c.log.Error("rate limit configuration not reloaded; the previous one stays in force", attrs...)

@@ -166,14 +166,14 @@ func TestConfigReloadFailureKeepsTheLimitsInForce(t *testing.T) {
 	require.Eventually(t, func() bool { return len(reloads.all()) == 1 }, 2*time.Second, tick)
 	err := reloads.all()[0]
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), bad+":4: descriptors[0].rate_limit.unit: ")
+	assert.Contains(t, err.Error(), bad+":4:24: descriptors[0].rate_limit.unit: ")
 
 	rpu, err := limitOf(ctx, s.client, "v")
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, rpu, "the previous limits stay in force")
 	code, body := getBody(t, s.http+"/rlconfig")
 	assert.Equal(t, http.StatusOK, code)
-	assert.Regexp(t, `^loaded: \S+ from `+regexp.QuoteMeta(filepath.Base(dir))+` \(1 file\)\nlast reload error: \S+Z: `+regexp.QuoteMeta(filepath.Base(bad))+`:4: descriptors\[0\]\.rate_limit\.unit: `, body)
+	assert.Regexp(t, `^loaded: \S+ from `+regexp.QuoteMeta(filepath.Base(dir))+` \(1 file\)\nlast reload error: \S+Z: `+regexp.QuoteMeta(filepath.Base(bad))+`:4:24: descriptors\[0\]\.rate_limit\.unit: `, body)
 	assert.Contains(t, body, "requests_per_unit=3 ")
 	code, _ = getBody(t, s.http+"/healthcheck")
 	assert.Equal(t, http.StatusOK, code, "a failed reload leaves the server serving")
@@ -223,8 +223,9 @@ func TestConfigStateReloaded(t *testing.T) {
 	assert.Equal(t, "ERROR", entry["level"])
 	assert.Equal(t, path, entry["file"])
 	assert.EqualValues(t, 4, entry["line"])
+	assert.EqualValues(t, 51, entry["column"])
 	assert.Equal(t, "descriptors[0].rate_limit.requests_per_unit", entry["field"])
-	assert.Contains(t, entry["err"], path+":4: ")
+	assert.Contains(t, entry["err"], path+":4:51: ")
 
 	// A success replaces it, and clears the error.
 	require.NoError(t, writeFile(path, reloadYAML(9)))
@@ -341,7 +342,7 @@ func TestRLConfigShowsNoAbsolutePaths(t *testing.T) {
 	_, body := getBody(t, s.http+"/rlconfig")
 	assert.NotContains(t, body, dir)
 	assert.Contains(t, body, "(limits.yaml:1)")
-	assert.Contains(t, body, ": broken.yaml:4: descriptors[0].rate_limit.unit")
+	assert.Contains(t, body, ": broken.yaml:4:24: descriptors[0].rate_limit.unit")
 
 	require.NoError(t, os.Remove(filepath.Join(dir, "broken.yaml")))
 	shown := start(t, map[string]string{"RLS_CONFIG_PATH": dir, "RLS_RLCONFIG_SHOW_PATHS": "true", "RLS_CONFIG_WATCH": "false"})

@@ -40,6 +40,7 @@ type Server struct {
 	closePath func()
 	config    *configState // the limits in force, and their source
 	metrics   *metrics.Metrics
+	explain   *explainer      // /explain's keys
 	tracer    *tracing.Tracer // nil without RLS_TRACING
 	// backendWatch keeps health in step with the backend's reachability.
 	backendWatch *backendWatch
@@ -87,7 +88,7 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 		return nil, err
 	}
 	if why := jsonOff(s); why != "" {
-		logger.Info("/json is not served", "why", why)
+		logger.Info("/json and /explain are not served", "why", why)
 	}
 
 	routeRedisLogs(logger)
@@ -96,6 +97,10 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 		return nil, err
 	}
 	srv := &Server{settings: s, log: logger, backend: b, health: NewHealth(), metrics: m}
+	if srv.explain, err = newExplainer(s); err != nil {
+		b.Close()
+		return nil, err
+	}
 	if cfg != nil {
 		srv.metrics.ObserveConfigLoaded()
 	}

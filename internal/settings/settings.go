@@ -34,7 +34,7 @@ const Prefix = "RLS"
 // The zero Settings is not valid; Load returns them with their defaults.
 type Settings struct {
 	GRPCAddr   string `split_words:"true" default:":8081" desc:"gRPC listen address (RateLimitService, health, reflection)"`
-	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /ready, /json, /rlconfig, /metrics); empty disables HTTP"`
+	HTTPAddr   string `split_words:"true" default:":8080" desc:"HTTP listen address (/healthcheck, /ready, /json, /explain, /rlconfig, /metrics); empty disables HTTP"`
 	ConfigPath string `split_words:"true" default:"./config" desc:"limits YAML: a file, or a directory whose files, in its subdirectories too, are all read"`
 
 	// ConfigSource says where the limits come from; the XDS fields, how

@@ -10,12 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const sample = `# HELP ratewarden_requests_total Requests.
-# TYPE ratewarden_requests_total counter
-ratewarden_requests_total{code="OK",domain="edge"} 12
+const sample = `# HELP example_requests_total Requests.
+# TYPE example_requests_total counter
+example_requests_total{code="OK",domain="edge"} 12
 
-ratewarden_decision_seconds_bucket{le="+Inf"} 3
-ratewarden_label_with_space{v="a b"} 1.5e-06
+example_decision_seconds_bucket{le="+Inf"} 3
+example_label_with_space{v="a b"} 1.5e-06
 up 1
 `
 
@@ -23,10 +23,10 @@ func TestParse(t *testing.T) {
 	got, err := Parse(sample)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]float64{
-		`ratewarden_requests_total{code="OK",domain="edge"}`: 12,
-		`ratewarden_decision_seconds_bucket{le="+Inf"}`:      3,
-		`ratewarden_label_with_space{v="a b"}`:               1.5e-06,
-		`up`:                                                 1,
+		`example_requests_total{code="OK",domain="edge"}`: 12,
+		`example_decision_seconds_bucket{le="+Inf"}`:      3,
+		`example_label_with_space{v="a b"}`:               1.5e-06,
+		`up`:                                              1,
 	}, got)
 
 	for _, bad := range []string{"novalue\n", "name notanumber\n"} {
@@ -46,7 +46,7 @@ func TestScrape(t *testing.T) {
 	defer srv.Close()
 	got, err := Scrape(srv.URL + "/metrics")
 	require.NoError(t, err)
-	assert.Equal(t, 12.0, got[`ratewarden_requests_total{code="OK",domain="edge"}`])
+	assert.Equal(t, 12.0, got[`example_requests_total{code="OK",domain="edge"}`])
 
 	_, err = Scrape(srv.URL + "/other")
 	assert.ErrorContains(t, err, "404")
