@@ -28,9 +28,10 @@
 //	         algorithms.MaxHold: with "take", the lease serves its hits until
 //	         now + h; with "refund", the give-back is a lease's. Absent for
 //	         every other op. sliding_window_log logs a lease's hits at
-//	         now + h; token_bucket holds its tokens until then, and takes a
-//	         give-back from those it holds while the lease lasts (now is
-//	         before ARGV[6] + h); sliding_window_counter ignores it.
+//	         now + h; token_bucket holds its tokens until then (rounded up
+//	         to an eighth of h, in groups of leases by their ends), and
+//	         takes a give-back from those it holds while the lease lasts
+//	         (now is before ARGV[6] + h); sliding_window_counter ignores it.
 //
 // Each answers the same array of five integers:
 //

@@ -1,26 +1,29 @@
 -- token_bucket: up to B tokens, refilled at L per window in whole slices of
 -- W/S, kept in millionths of a token, and down to −D tokens after charges;
--- the tokens of leases held until the last of them ends, exactly as
+-- the tokens of leases held in groups, each until its end, exactly as
 -- internal/algorithms/doc.go states it.
 --
 -- KEYS[1]  hash {l = level in millionths of a token, below 0 while in debt,
 --          t = slice of the last refill, x = when the bucket is full again
---          in µs, and while leases hold tokens, h = the tokens they hold
---          in millionths and u = when the last of them ends in µs}
+--          in µs, and for each group of leases' tokens that is held, in
+--          order of their ends, hi = the tokens it holds in millionths and
+--          ui = when it ends in µs, i from 1 to G}
 -- ARGV     mode, now, L, W, n, receipt time, receipt seq, B, D, and a
 --          lease's hold or nothing (see lua.go)
 -- reply    {allowed, remaining, reset, now, 0}
 --
 -- Every number stays an integer below 2^53 (the level lies in [−D·S, B·S],
--- h in [0, B·S], and n ≤ B + D + 1, so C − level and n·S are below
--- 2^33·10^6; u is now + hold, below 2^53 as now + MaxHold + W is), so Lua's
--- doubles hold it exactly.
+-- what the groups hold in [0, B·S], and n ≤ B + D + 1, so C − level and n·S
+-- are below 2^33·10^6; a group's end is below now + 2·hold, below 2^53 as
+-- now + MaxHold + W is), so Lua's doubles hold it exactly.
 
 -- fdiv, cdiv, int, clock and expire come from prelude.lua.
 local S = 1000000
 -- MAXWAIT caps a reported wait at 2^53−1 µs (about 285 years): only a burst
 -- that takes longer than that to refill from empty reaches it.
 local MAXWAIT = 9007199254740991
+-- G is the most groups of leases' tokens a bucket keeps (holdGroups).
+local G = 9
 
 local key = KEYS[1]
 local mode = ARGV[1]
@@ -30,7 +33,7 @@ local W = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 local B = tonumber(ARGV[8])
 local D = tonumber(ARGV[10])
-local hold = tonumber(ARGV[11]) or 0
+local leased = tonumber(ARGV[11]) or 0
 local q = W / S
 local C = B * S
 
@@ -61,48 +64,128 @@ local function slices(level, t, want, from)
   return k * q + r
 end
 
+-- groups are the groups of leases' tokens held, {h, u} in order of u.
+local groups = {}
+
+-- heldFrom returns what the groups from the i-th on hold.
+local function heldFrom(i)
+  local h = 0
+  for j = i, #groups do
+    h = h + groups[j][1]
+  end
+  return h
+end
+
+-- keep keeps the groups that hold tokens and end after now (all that hold
+-- tokens when now is nil).
+local function keep(now)
+  local kept = {}
+  for _, g in ipairs(groups) do
+    if g[1] > 0 and (now == nil or g[2] > now) then
+      kept[#kept + 1] = g
+    end
+  end
+  groups = kept
+end
+
 -- A state that has reached its expiry x is a new, full bucket.
 local tau = fdiv(now, q)
-local state = redis.call('HMGET', key, 'l', 't', 'x', 'h', 'u')
+local fields = {'l', 't', 'x'}
+for i = 1, G do
+  fields[#fields + 1] = 'h' .. i
+  fields[#fields + 1] = 'u' .. i
+end
+local state = redis.call('HMGET', key, unpack(fields))
 local level, t, x = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
-local h, u = tonumber(state[4]) or 0, tonumber(state[5]) or 0
-local hadHold = h > 0
+local had = 0
+for i = 1, G do
+  local h, u = tonumber(state[2 + 2 * i]), tonumber(state[3 + 2 * i])
+  if h ~= nil and u ~= nil then
+    groups[#groups + 1] = {h, u}
+    had = i
+  end
+end
 local stale = x ~= nil and x <= now
 if level == nil or t == nil or x == nil or x <= now then
-  level, t, h, u = C, tau, 0, 0
+  level, t, groups = C, tau, {}
 else
+  -- What the groups hold beyond C (a burst lowered under them), the
+  -- earliest hold no longer.
+  local over = heldFrom(1) - C
+  for _, g in ipairs(groups) do
+    local d = math.min(math.max(over, 0), g[1])
+    g[1] = g[1] - d
+    over = over - d
+  end
+  keep(nil)
   -- Refill to slice tau: min(C, level + (tau − t)·L), without forming a
-  -- product above C − level; while leases hold h tokens, only up to C − h
-  -- until the last slice that starts before u. A level above C − h, left
-  -- by a larger burst, is cut, a debt beyond D forgiven; a clock that went
-  -- back refills nothing.
-  h = math.min(h, C)
-  level = math.max(math.min(level, C - h), -D * S)
+  -- product above C − level; a slice that starts before a group's end only
+  -- up to C less what it and the later groups hold. A level above the cap,
+  -- left by a larger burst, is cut, a debt beyond D forgiven; a clock that
+  -- went back refills nothing.
+  level = math.max(math.min(level, C - heldFrom(1)), -D * S)
   if tau > t then
     local from = t
-    if h > 0 then
-      local m = math.min(tau, math.max(t, cdiv(u, q) - 1))
-      level = filled(level, m - t, C - h)
+    for i, g in ipairs(groups) do
+      local m = math.min(tau, math.max(from, cdiv(g[2], q) - 1))
+      level = filled(level, m - from, C - heldFrom(i))
       from = m
     end
     level = filled(level, tau - from, C)
     t = tau
   end
-  -- Every lease counted in h has ended by u.
-  if now >= u or h == 0 then
-    h, u = 0, 0
-  end
+  -- The leases of the groups that end by now have ended.
+  keep(now)
 end
 
 -- wait returns the wait from from until the bucket, left alone, holds
--- want > level: while leases hold tokens and want is above C − h, the
--- refill reaches C − h at the last slice before u, and goes on from there.
+-- want > level: while want is above C less what the groups from the i-th
+-- on hold, the refill reaches that cap at the last slice before the i-th
+-- group ends, and goes on from there.
 local function wait(want, from)
-  if h > 0 and want > C - h then
-    local m = math.max(t, cdiv(u, q) - 1)
-    return slices(filled(level, m - t, C - h), m, want, from)
+  local base, lv = t, level
+  for i, g in ipairs(groups) do
+    local most = C - heldFrom(i)
+    if want <= most then
+      break
+    end
+    local m = math.max(base, cdiv(g[2], q) - 1)
+    lv = filled(lv, m - base, most)
+    base = m
   end
-  return slices(level, t, want, from)
+  return slices(lv, base, want, from)
+end
+
+-- hold holds x tokens of a lease taken at now with hold h, until its end
+-- rounded up to a slot of ⌈h/(G − 1)⌉: in the group that ends then, or a
+-- new one, or, with G groups already, the first that ends later, or else
+-- the last, which then ends then.
+local function hold(x, h)
+  local slot = cdiv(h, G - 1)
+  local u = cdiv(now + h, slot) * slot
+  for _, g in ipairs(groups) do
+    if g[2] == u then
+      g[1] = g[1] + x
+      return
+    end
+  end
+  if #groups < G then
+    local i = #groups + 1
+    while i > 1 and groups[i - 1][2] > u do
+      groups[i] = groups[i - 1]
+      i = i - 1
+    end
+    groups[i] = {x, u}
+    return
+  end
+  for _, g in ipairs(groups) do
+    if g[2] > u then
+      g[1] = g[1] + x
+      return
+    end
+  end
+  local g = groups[#groups]
+  g[1], g[2] = g[1] + x, u
 end
 
 local allowed, reset, waiting = 1, 0, false
@@ -111,10 +194,9 @@ if mode == 'take' then
     allowed, reset = 0, W
   elseif level >= n * S then
     level = level - n * S
-    if hold > 0 and n > 0 then
-      -- A lease's tokens are held until it ends: level + h stays ≤ C.
-      h = h + n * S
-      u = math.max(u, now + hold)
+    if leased > 0 and n > 0 then
+      -- A lease's tokens are held until it ends: level + H stays ≤ C.
+      hold(n * S, leased)
     end
   else
     -- 0 < n ≤ B, or the level is below 0, here, so L > 0.
@@ -150,18 +232,27 @@ elseif mode == 'charge' or mode == 'record' then
     reset, waiting = wait(0, now), true
   end
 else
-  -- A lease's give-back, while the lease lasts (now before its receipt's
-  -- time + hold), first takes its tokens from those held: once it has
-  -- ended they may have left h, which may hold later leases' only.
-  if hold > 0 and ARGV[6] ~= '' and now < tonumber(ARGV[6]) + hold then
-    if n >= cdiv(h, S) then
-      h, u = 0, 0
-    else
-      h = h - n * S
+  -- A lease's give-back, while the lease lasts (now before its end e, its
+  -- receipt's time + hold), first takes its tokens from the first group
+  -- that ends no sooner than e: once it has ended they may have left their
+  -- group, which may hold later leases' only.
+  if leased > 0 and ARGV[6] ~= '' and now < tonumber(ARGV[6]) + leased then
+    local e = tonumber(ARGV[6]) + leased
+    for _, g in ipairs(groups) do
+      if g[2] >= e then
+        if n >= cdiv(g[1], S) then
+          g[1] = 0
+        else
+          g[1] = g[1] - n * S
+        end
+        break
+      end
     end
+    keep(now)
   end
-  if n * S >= C - h - level then
-    level = C - h
+  local most = C - heldFrom(1)
+  if n * S >= most - level then
+    level = most
   else
     level = level + n * S
   end
@@ -172,20 +263,28 @@ end
 
 -- The state behaves as a new one once the bucket is full again: at the
 -- refill slice when it is, else when the refill completes (in absolute
--- microseconds, capped at MAXWAIT like every wait), after u while leases
--- hold tokens.
+-- microseconds, capped at MAXWAIT like every wait), after the last group
+-- ends while leases hold tokens.
 x = t * q
 if level < C then
   x = wait(C, 0)
 end
 if x > now then
-  if h > 0 then
-    redis.call('HSET', key, 'l', int(level), 't', int(t), 'x', int(x), 'h', int(h), 'u', int(u))
-  else
-    redis.call('HSET', key, 'l', int(level), 't', int(t), 'x', int(x))
-    if hadHold then
-      redis.call('HDEL', key, 'h', 'u')
+  local set = {'l', int(level), 't', int(t), 'x', int(x)}
+  for i, g in ipairs(groups) do
+    set[#set + 1] = 'h' .. i
+    set[#set + 1] = int(g[1])
+    set[#set + 1] = 'u' .. i
+    set[#set + 1] = int(g[2])
+  end
+  redis.call('HSET', key, unpack(set))
+  if had > #groups then
+    local gone = {}
+    for i = #groups + 1, had do
+      gone[#gone + 1] = 'h' .. i
+      gone[#gone + 1] = 'u' .. i
     end
+    redis.call('HDEL', key, unpack(gone))
   end
   expire(key, x, now)
 else

@@ -185,28 +185,44 @@
 // Leases. Tokens a lease takes at t0 are served until t0 + h (its hold,
 // Op.Hold); were the bucket to refill to full meanwhile, others could take
 // a whole burst while the lease still serves its tokens. So the bucket holds
-// them: the state also keeps H, the tokens (in millionths) held by leases
-// that may still serve them, and U, the time (µs) by which all of those have
-// ended, both 0 when none is held, and level + H ≤ C at every step. A
-// lease's take of n is decided as any take (level ≥ n·S); when admitted,
-// level −= n·S, and if n > 0, H += n·S and U = max(U, now + h). The first
-// step of every operation becomes H = min(H, C), level = max(min(level,
-// C − H), −D·S). While H > 0 the refill stops at C − H up to slice
-// m = min(τ, max(t, ⌈U/q⌉ − 1)), the last that starts before U:
-// level = min(C − H, level + (m−t)·L), then refills on to slice τ up to C as
-// above, level = min(C, level + (τ−m)·L) (both formed without a product
-// above the cap). Then, if now ≥ U (or H = 0), H = U = 0: every lease counted
-// in H has ended. A lease's give-back of x tokens, with the receipt (time
-// a) and hold h of its take, first takes them from H while the lease lasts,
-// now < a + h (H = max(0, H − x·S), and U = 0 once H = 0), then adds them
-// as a give-back does, up to C − H. Once the lease has ended its tokens may
-// have left H (when U passed), and H may hold only later leases' tokens, so
-// the give-back is an ordinary one, as it is without a receipt. The waits follow the capped refill: the bucket holds
-// want > level at slice t + ⌈(want − level)/L⌉ when want ≤ C − H, and
-// otherwise at m + ⌈(want − level_m)/L⌉, where m = max(t, ⌈U/q⌉ − 1) and
-// level_m = min(C − H, level + (m−t)·L); so while H > 0, the bucket is full
-// again (its reset when admitted, and when the state can be dropped) only
-// after U. A denial, as always, changes nothing.
+// them, grouped by when they stop being held: the state also keeps up to
+// G = 9 groups (h_i, u_i), h_i tokens (in millionths) held until u_i (µs),
+// in order of u_i, H = Σ h_i, and level + H ≤ C at every step. A lease's
+// take of n is decided as any take (level ≥ n·S); when admitted,
+// level −= n·S, and if n > 0 its n·S tokens are held until its end rounded
+// up to a slot of g = ⌈h/(G − 1)⌉, u = ⌈(now + h)/g⌉·g: added to the group
+// with u_i = u, or else a new group (u), or, with G groups already, to the
+// first with u_i > u, or else to the last, which then ends at u. Leases of
+// one hold end in (now, now + h], so their u take at most G values: such
+// leases never share a group with a later one, and stop being held at most
+// g after they end (g/2 on average; with G = 2, slots of h, that is h/2, and
+// leases that take most of a burst of h's refill leave it nothing: they
+// starve). A group's u only moves later. The first step of every operation
+// holds no more than C (what is beyond it, the earliest groups hold no
+// longer; only a lowered burst leaves more) and sets
+// level = max(min(level, C − H), −D·S). The refill is then capped by
+// group: for each group in order, up to slice m_i = min(τ, max(m_{i−1},
+// ⌈u_i/q⌉ − 1)), the last that starts before u_i (m_0 = t), level =
+// min(C − Σ_{j≥i} h_j, level + (m_i − m_{i−1})·L), then on to slice τ up to
+// C as above (each formed without a product above its cap): a slice that
+// starts before a group's end refills only up to C less what that group and
+// the later ones hold. Then the groups with u_i ≤ now are dropped: their
+// leases have ended. A lease's give-back of x tokens, with the receipt (time
+// a) and hold h of its take, while the lease lasts (now < e = a + h), first
+// takes them from the first group with u_i ≥ e (h_i = max(0, h_i − x·S),
+// dropped at 0), then adds them as a give-back does, up to C − H. That
+// group ends no later than the one the lease's tokens went to, and no group
+// ends between e and it, so what it stops holding, the lease's own group
+// holds on for as long as it is needed. Once the lease has ended its tokens
+// may have left their group, which may hold only later leases' tokens, so
+// the give-back is an ordinary one, as it is without a receipt. The waits
+// follow the capped refill: the bucket holds want > level at slice
+// b + ⌈(want − level_b)/L⌉, where b is t while want ≤ C − H, and otherwise
+// m_i = max(b_{i−1}, ⌈u_i/q⌉ − 1) for the last group i with
+// want > C − Σ_{j≥i} h_j, level_b being what the capped refill reaches
+// there; so while H > 0, the bucket is full again (its reset when admitted,
+// and when the state can be dropped) only after the last u_i. A denial, as
+// always, changes nothing.
 //
 // # Receipts
 //

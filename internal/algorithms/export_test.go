@@ -1,8 +1,12 @@
 package algorithms
 
+// HoldGroups is, for the tests, how many groups of leases' tokens a token
+// bucket keeps.
+const HoldGroups = holdGroups
+
 // Holding returns, for the tests, a token bucket's level and the tokens that
-// leases hold, both in millionths of a token, and until when they hold them
-// (µs).
+// leases hold, both in millionths of a token, and until when the last of
+// them are held (µs).
 func (s *TokenBucketState) Holding() (level, held, until int64) {
-	return s.level, s.held, s.heldUntil
+	return s.level, s.holds.total(), s.holds.last()
 }

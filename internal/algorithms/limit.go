@@ -63,7 +63,8 @@ func (l Limit) Capacity() uint64 {
 // calendar one) and a sliding window log, 2W for a sliding
 // window counter (its previous window still weighs), and for a token bucket
 // the time it takes to refill from empty, W·⌈B/L⌉ at most. A lease's take
-// (Op.Hold) makes a log or a bucket last longer by its hold. It assumes a
+// (Op.Hold) makes a log last longer by its hold, and a bucket by its hold
+// and the slot its end is rounded up to, ⌈hold/8⌉ at most. It assumes a
 // clock that does not go back; l must satisfy Validate. Each algorithm's row of
 // the table of algorithms says how; it is 0 for an invalid algorithm.
 func (l Limit) Lifetime() time.Duration {

@@ -6,19 +6,17 @@ import "time"
 // bucket in millionths of a token, below zero while charges have left it in
 // debt, the index t of the slice it was last refilled at, when it is full
 // again as of its last change (its Expiry), and the tokens that leases took
-// and may still serve (held, in millionths, until heldUntil). The zero value
-// is a new, full bucket. A TokenBucketState is not safe for concurrent use.
+// and may still serve, in groups each held until its end. The zero value is
+// a new, full bucket. A TokenBucketState is not safe for concurrent use.
 type TokenBucketState struct {
 	level int64
 	slice int64
 	full  int64 // µs; set by every change, kept by a denial
-	// held is H, the tokens of leases that may still serve them, counted
-	// as if they were in the bucket until heldUntil (U, µs), when the last
-	// of those leases has ended: level + H ≤ C at every step. Both are 0
-	// while no lease holds any.
-	held      int64
-	heldUntil int64
-	started   bool
+	// holds are the tokens of leases that may still serve them, H in all,
+	// counted as if they were in the bucket until their groups end:
+	// level + H ≤ C at every step.
+	holds   bucketHolds
+	started bool
 }
 
 // bucketBurst returns B: Limit.Burst, or Limit.Requests when that is 0. A
@@ -36,39 +34,41 @@ func bucketBurst(l Limit) uint64 {
 // refill brings the bucket to slice τ = ⌊t/q⌋, adding L per slice since the
 // last refill up to the capacity C = B·S, and returns C. The level is first
 // kept within [−D·S, C − H]: a level above it, left by a larger burst, is
-// cut, and a debt beyond what the limit allows is forgiven. Up to the last
-// slice that starts before U the refill stops at C − H, the tokens that
-// leases hold being counted as in the bucket; once t ≥ U, no lease holds
-// any (nor U, kept only while H > 0). A clock that went back refills
-// nothing and leaves the refill slice where it was.
+// cut, and a debt beyond what the limit allows is forgiven. The tokens that
+// leases hold are counted as in the bucket: a slice that starts before a
+// group's end refills only up to C less what that group and the groups that
+// end after it hold. Then the groups that have ended by t are dropped. A
+// clock that went back refills nothing and leaves the refill slice where it
+// was.
 func (s *TokenBucketState) refill(l Limit, q, t int64) int64 {
 	c := int64(bucketBurst(l) * SlicesPerWindow)
 	tau := floorDiv(t, q)
 	if !s.started {
-		s.level, s.slice, s.held, s.heldUntil, s.started = c, tau, 0, 0, true
+		s.level, s.slice, s.holds, s.started = c, tau, bucketHolds{}, true
 		return c
 	}
-	s.held = min(s.held, c)
-	s.level = max(min(s.level, c-s.held), -int64(l.MaxDebt()*SlicesPerWindow))
+	s.holds.cut(c)
+	s.level = max(min(s.level, c-s.holds.total()), -int64(l.MaxDebt()*SlicesPerWindow))
 	if tau > s.slice {
 		from := s.slice
-		if s.held > 0 {
-			m := min(tau, max(s.slice, s.lastHeldSlice(q)))
-			s.level = filled(l, s.level, m-s.slice, c-s.held)
+		for i, g := range s.holds {
+			if g.held == 0 {
+				break
+			}
+			m := min(tau, max(from, lastSliceBefore(g.until, q)))
+			s.level = filled(l, s.level, m-from, c-s.holds.from(i))
 			from = m
 		}
 		s.level = filled(l, s.level, tau-from, c)
 		s.slice = tau
 	}
-	if t >= s.heldUntil || s.held == 0 {
-		s.held, s.heldUntil = 0, 0
-	}
+	s.holds.end(t)
 	return c
 }
 
-// lastHeldSlice returns ⌈U/q⌉ − 1, the last slice that starts before U.
-func (s *TokenBucketState) lastHeldSlice(q int64) int64 {
-	return floorDiv(s.heldUntil+q-1, q) - 1
+// lastSliceBefore returns ⌈u/q⌉ − 1, the last slice that starts before u.
+func lastSliceBefore(u, q int64) int64 {
+	return floorDiv(u+q-1, q) - 1
 }
 
 // filled returns min(most, level + k·L) for level ≤ most and k ≥ 0: the
@@ -93,9 +93,10 @@ func (s *TokenBucketState) Take(l Limit, now time.Time, n uint64) Result {
 }
 
 // Lease asks for n tokens at now as Take does, for a lease that serves them
-// until now + hold: the bucket holds them until then (H += n·S,
-// U = max(U, now + hold)), so that it does not refill to full while the
-// lease may still serve them, and a full burst never comes on top of them.
+// until now + hold: the bucket holds them until then, rounded up to a
+// multiple of hold, in a group of leases that end about then, so that it
+// does not refill to full while the lease may still serve them, and a full
+// burst never comes on top of them.
 func (s *TokenBucketState) Lease(l Limit, now time.Time, n uint64, hold time.Duration) Result {
 	return s.take(l, now.UnixMicro(), n, holdMicros(hold))
 }
@@ -113,8 +114,7 @@ func (s *TokenBucketState) take(l Limit, t int64, n uint64, hold int64) Result {
 	s.level -= int64(n * SlicesPerWindow)
 	if hold > 0 && n > 0 {
 		// level + H stays as it was, at most C.
-		s.held += int64(n * SlicesPerWindow)
-		s.heldUntil = max(s.heldUntil, t+hold)
+		s.holds.hold(int64(n*SlicesPerWindow), t, hold)
 	}
 	s.settle(l, c, q)
 	return s.admitted(l, c, q, t, Receipt{At: t})
@@ -177,41 +177,37 @@ func (s *TokenBucketState) decide(l Limit, c int64, n uint64, w, q, t int64) (Re
 // Refund puts n tokens back at now, up to the capacity less the tokens that
 // leases hold (C − H). The receipt makes no difference: a token is a token.
 func (s *TokenBucketState) Refund(l Limit, now time.Time, n uint64, _ Receipt) Result {
-	return s.refund(l, now.UnixMicro(), n, false)
+	return s.refund(l, now.UnixMicro(), n, 0)
 }
 
 // Release gives back n unused tokens at now of the lease taken with receipt
 // r and hold: while the lease lasts (now < r.At + hold), they are held no
-// longer (H −= n·S, down to 0); then they go back into the bucket as a
-// refund's do, up to C − H, so that level + H stays at most C. Once the
-// lease has ended, its tokens may have left H already (when U passed), and
-// what H holds may be other leases' only: the give-back is then a refund,
-// and so it is without a receipt.
+// longer (taken from the group that holds the lease's tokens, down to 0);
+// then they go back into the bucket as a refund's do, up to C − H, so that
+// level + H stays at most C. Once the lease has ended, its tokens may have
+// left their group, which may since hold only later leases': the give-back
+// is then a refund, and so it is without a receipt.
 func (s *TokenBucketState) Release(l Limit, now time.Time, n uint64, r Receipt, hold time.Duration) Result {
-	t := now.UnixMicro()
-	return s.refund(l, t, n, !noReceipt(r) && t < r.At+holdMicros(hold))
+	t, end := now.UnixMicro(), int64(0)
+	if h := holdMicros(hold); h > 0 && !noReceipt(r) && t < r.At+h {
+		end = r.At + h
+	}
+	return s.refund(l, t, n, end)
 }
 
-// refund puts n tokens back at t, first taking them from those held when
-// release is set.
-func (s *TokenBucketState) refund(l Limit, t int64, n uint64, release bool) Result {
+// refund puts n tokens back at t, first releasing them from the holds of a
+// lease that ends at end when end > 0.
+func (s *TokenBucketState) refund(l Limit, t int64, n uint64, end int64) Result {
 	const S = SlicesPerWindow
 	q := l.SliceMicros()
 	c := s.refill(l, q, t)
-	if release {
-		if n > uint64(s.held)/S {
-			s.held = 0
-		} else {
-			s.held -= int64(n * S)
-		}
+	if end > 0 {
+		s.holds.release(n, end)
 	}
-	if most := c - s.held; n > uint64(most-s.level)/S {
+	if most := c - s.holds.total(); n > uint64(most-s.level)/S {
 		s.level = most
 	} else {
 		s.level += int64(n * S)
-	}
-	if s.held == 0 {
-		s.heldUntil = 0
 	}
 	s.settle(l, c, q)
 	return s.admitted(l, c, q, t, Receipt{})
@@ -230,7 +226,7 @@ func (s *TokenBucketState) Expiry(Limit) time.Time {
 
 // settle records when the bucket, as it is now, is full again: the slice it
 // was last refilled at when it already is. While leases hold tokens, that is
-// after U.
+// after the last group ends.
 func (s *TokenBucketState) settle(l Limit, c int64, q int64) {
 	if s.level >= c {
 		s.full = s.slice * q
@@ -259,15 +255,21 @@ func (s *TokenBucketState) remaining() uint64 {
 
 // wait returns the wait from now (in µs since the epoch, or 0 for the time
 // itself) until the bucket of capacity c, left alone, holds want > level:
-// (t + ⌈(want − level)/L⌉)·q − now when want ≤ C − H, the refill then
-// being the same capped or not; otherwise the refill first reaches C − H at
-// the last slice m = max(t, ⌈U/q⌉ − 1) before U, and the rest follows from
-// there, (m + ⌈(want − level_m)/L⌉)·q − now. L > 0.
+// (t + ⌈(want − level)/L⌉)·q − now when want is within the cap of the
+// refill from slice t on (C less what all groups hold); otherwise the
+// refill first reaches that cap at the last slice m before the first group
+// ends, and the same holds from there, with level_m and the next cap, up to
+// C once every group has ended. L > 0.
 func (s *TokenBucketState) wait(l Limit, c, want, q, now int64) int64 {
 	base, level := s.slice, s.level
-	if s.held > 0 && want > c-s.held {
-		base = max(s.slice, s.lastHeldSlice(q))
-		level = filled(l, level, base-s.slice, c-s.held)
+	for i, g := range s.holds {
+		most := c - s.holds.from(i)
+		if g.held == 0 || want <= most {
+			break
+		}
+		m := max(base, lastSliceBefore(g.until, q))
+		level = filled(l, level, m-base, most)
+		base = m
 	}
 	return until(base, ceilDiv(uint64(want-level), l.Requests), q, now)
 }

@@ -10,6 +10,9 @@ import (
 
 func TestTokenBucketSteps(t *testing.T) {
 	const us, ms = time.Microsecond, time.Millisecond
+	// t0 + sec starts a second, so the ends of leases below fall on their
+	// slots unless they say otherwise.
+	sec := time.Duration(1_000_000-t0.UnixMicro()%1_000_000) * us
 	// t0 is 36µs into a slice of a one-minute window (60µs slices).
 	qYear := year / algorithms.SlicesPerWindow
 	intoYearSlice := time.Duration(t0.UnixMicro()%qYear.Microseconds()) * us
@@ -77,38 +80,51 @@ func TestTokenBucketSteps(t *testing.T) {
 			name:  "a lease's tokens are held until its end",
 			limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second},
 			steps: []step{
-				// H = 5, U = 800ms: the refill stops at C − H = 5 until
-				// the slice before U, and fills the rest from there.
-				{at: 0, n: 5, hold: 800 * ms, allowed: true, remaining: 5, reset: 1300*ms - us},
-				{at: 600 * ms, n: 0, allowed: true, remaining: 5, reset: 700*ms - us},
-				{at: 600 * ms, n: 10, allowed: false, remaining: 5, reset: 700*ms - us},
+				// H = 5 until 800ms (a multiple of the slot, 100ms): the
+				// refill stops at C − H = 5 until the slice before, and
+				// fills the rest from there.
+				{at: sec, n: 5, hold: 800 * ms, allowed: true, remaining: 5, reset: 1300*ms - us},
+				{at: sec + 600*ms, n: 0, allowed: true, remaining: 5, reset: 700*ms - us},
+				{at: sec + 600*ms, n: 10, allowed: false, remaining: 5, reset: 700*ms - us},
 				// 199999 slices of 10 millionths until the slice before
-				// U: 1999990, then ⌈(10^7 − 1999990)/10⌉ = 800001 slices.
-				{at: 600 * ms, n: 5, allowed: true, remaining: 0, reset: time.Second},
-				{at: 800*ms - us, n: 2, allowed: false, remaining: 1, reset: us},
-				// At U the hold ends: 2000000 millionths, capped at C.
-				{at: 800 * ms, n: 2, allowed: true, remaining: 0, reset: time.Second},
+				// the end: 1999990, then ⌈(10^7 − 1999990)/10⌉ = 800001
+				// slices.
+				{at: sec + 600*ms, n: 5, allowed: true, remaining: 0, reset: time.Second},
+				{at: sec + 800*ms - us, n: 2, allowed: false, remaining: 1, reset: us},
+				// At the end the hold ends: 2000000 millionths, capped at C.
+				{at: sec + 800*ms, n: 2, allowed: true, remaining: 0, reset: time.Second},
+			},
+		},
+		{
+			name:  "a lease's end is rounded up to an eighth of its hold",
+			limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1000, Window: time.Second, Burst: 10},
+			steps: []step{
+				// Held until 56.25ms, the multiple of 6.25ms after 51ms.
+				{at: sec + ms, n: 10, hold: 50 * ms, allowed: true, remaining: 0, reset: 65250*us - us},
+				// A token a millisecond from the slice before it.
+				{at: sec + 56250*us - us, n: 1, allowed: false, remaining: 0, reset: ms},
+				{at: sec + 56250*us, n: 1, allowed: false, remaining: 0, reset: ms - us},
 			},
 		},
 		{
 			name:  "a lease's give-back ends its hold",
 			limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second},
 			steps: []step{
-				{at: 0, n: 10, hold: 50 * ms, allowed: true, remaining: 0, reset: 1050*ms - us},
+				{at: sec, n: 10, hold: 50 * ms, allowed: true, remaining: 0, reset: 1050*ms - us},
 				// H = 6: the 4 go back up to C − H = 4.
-				{at: 10 * ms, n: 4, refund: true, hold: 50 * ms, receipt: 1, allowed: true, remaining: 4, reset: 640*ms - us},
+				{at: sec + 10*ms, n: 4, refund: true, hold: 50 * ms, receipt: 1, allowed: true, remaining: 4, reset: 640*ms - us},
 				// A give-back that holds nothing adds up to C − H too.
-				{at: 10 * ms, n: 4, refund: true, allowed: true, remaining: 4, reset: 640*ms - us},
+				{at: sec + 10*ms, n: 4, refund: true, allowed: true, remaining: 4, reset: 640*ms - us},
 				// H = 0: the bucket may be full.
-				{at: 10 * ms, n: 6, refund: true, hold: 50 * ms, receipt: 1, allowed: true, remaining: 10, reset: 0},
-				// H = 10 until 70ms.
-				{at: 20 * ms, n: 10, hold: 50 * ms, allowed: true, remaining: 0, reset: 1050*ms - us},
+				{at: sec + 10*ms, n: 6, refund: true, hold: 50 * ms, receipt: 1, allowed: true, remaining: 10, reset: 0},
+				// H = 10 until 75ms, 70ms rounded up to 6.25ms.
+				{at: sec + 20*ms, n: 10, hold: 50 * ms, allowed: true, remaining: 0, reset: 1055*ms - us},
 				// Without its receipt, a give-back cannot tell whether the
 				// lease still lasts: it is a refund.
-				{at: 30 * ms, n: 5, refund: true, hold: 50 * ms, allowed: true, remaining: 0, reset: 1040*ms - us},
-				// Once the lease has ended, so has its hold: 30001 slices
-				// of refill since the slice before U, and 6 tokens back.
-				{at: 100 * ms, n: 6, refund: true, hold: 50 * ms, receipt: 5, allowed: true, remaining: 6, reset: 370*ms - us},
+				{at: sec + 30*ms, n: 5, refund: true, hold: 50 * ms, allowed: true, remaining: 0, reset: 1045*ms - us},
+				// Once the lease has ended, so has its hold: 25001 slices
+				// of refill since the slice before 75ms, and 6 tokens back.
+				{at: sec + 100*ms, n: 6, refund: true, hold: 50 * ms, receipt: 5, allowed: true, remaining: 6, reset: 375*ms - us},
 			},
 		},
 		{
@@ -117,23 +133,53 @@ func TestTokenBucketSteps(t *testing.T) {
 			name:  "an ended lease gives back into the bucket, not out of a later lease's hold",
 			limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second},
 			steps: []step{
-				{at: 0, n: 5, hold: 50 * ms, allowed: true, remaining: 5, reset: 550*ms - us},
-				{at: 600 * ms, n: 0, allowed: true, remaining: 10, reset: 0},
-				{at: 600 * ms, n: 10, hold: 50 * ms, allowed: true, remaining: 0, reset: 1050*ms - us},
-				{at: 610 * ms, n: 5, refund: true, hold: 50 * ms, receipt: 1, allowed: true, remaining: 0, reset: 1040*ms - us},
+				{at: sec, n: 5, hold: 50 * ms, allowed: true, remaining: 5, reset: 550*ms - us},
+				{at: sec + 600*ms, n: 0, allowed: true, remaining: 10, reset: 0},
+				{at: sec + 600*ms, n: 10, hold: 50 * ms, allowed: true, remaining: 0, reset: 1050*ms - us},
+				{at: sec + 610*ms, n: 5, refund: true, hold: 50 * ms, receipt: 1, allowed: true, remaining: 0, reset: 1040*ms - us},
+			},
+		},
+		{
+			// Held with the second until it ends, the first lease's
+			// tokens would leave the bucket at 0 until 90ms.
+			name:  "leases that end apart are held apart",
+			limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1000, Window: time.Second, Burst: 10},
+			steps: []step{
+				// 5 held until 50ms: 5 tokens, one a millisecond, after it.
+				{at: sec, n: 5, hold: 50 * ms, allowed: true, remaining: 5, reset: 55*ms - us},
+				// 5 more until 93.75ms: the refill stops at 0 until the
+				// first lease ends, at 5 until the second does.
+				{at: sec + 40*ms, n: 5, hold: 50 * ms, allowed: true, remaining: 0, reset: 58750*us - us},
+				{at: sec + 60*ms, n: 0, allowed: true, remaining: 5, reset: 38750*us - us},
+				{at: sec + 60*ms, n: 6, allowed: false, remaining: 5, reset: 34750*us - us},
+				{at: sec + 93750*us, n: 6, allowed: false, remaining: 5, reset: ms - us},
+				{at: sec + 94750*us - us, n: 6, allowed: true, remaining: 0, reset: 10 * ms},
+			},
+		},
+		{
+			name:  "a lease gives back from its own group",
+			limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1000, Window: time.Second, Burst: 10},
+			steps: []step{
+				{at: sec, n: 5, hold: 50 * ms, allowed: true, remaining: 5, reset: 55*ms - us},
+				{at: sec + 40*ms, n: 5, hold: 50 * ms, allowed: true, remaining: 0, reset: 58750*us - us},
+				// The second lease's 5 are held no more: back into the
+				// bucket, up to C less the first's.
+				{at: sec + 45*ms, n: 5, refund: true, hold: 50 * ms, receipt: 2, allowed: true, remaining: 5, reset: 10*ms - us},
+				{at: sec + 55*ms - us, n: 0, allowed: true, remaining: 10, reset: 0},
 			},
 		},
 		{
 			name:  "leases hold until the last one ends",
 			limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second},
 			steps: []step{
-				{at: 0, n: 3, hold: 100 * ms, allowed: true, remaining: 7, reset: 400*ms - us},
-				// H = 6, U = 150ms.
-				{at: 50 * ms, n: 3, hold: 100 * ms, allowed: true, remaining: 4, reset: 700*ms - us},
-				{at: 120 * ms, n: 5, allowed: false, remaining: 4, reset: 130*ms - us},
-				// The slice of U adds its 10 millionths.
-				{at: 150 * ms, n: 5, allowed: false, remaining: 4, reset: 100*ms - us},
-				{at: 250*ms - us, n: 5, allowed: true, remaining: 0, reset: time.Second},
+				// 3 held until 100ms.
+				{at: sec, n: 3, hold: 100 * ms, allowed: true, remaining: 7, reset: 400*ms - us},
+				// 3 more until 150ms: C − 6 = 4 until 100ms, C − 3 = 7
+				// until 150ms, where the refill has reached 4.5.
+				{at: sec + 50*ms, n: 3, hold: 100 * ms, allowed: true, remaining: 4, reset: 650*ms - us},
+				// 4.20001 tokens, under a cap of 7.
+				{at: sec + 120*ms, n: 5, allowed: false, remaining: 4, reset: 80*ms - us},
+				{at: sec + 200*ms - us, n: 5, allowed: true, remaining: 0, reset: time.Second},
 			},
 		},
 		{

@@ -374,7 +374,10 @@ func logLeases(s *suite) {
 func bucketLeases(s *suite) {
 	const ms, us = time.Millisecond, time.Microsecond
 	l, k := s.limit(10, time.Second), s.key()
-	t1 := s.clock.Now()
+	// A second's start: the leases' ends below fall on their slots (an
+	// eighth of their holds).
+	t1 := windowStart(s.clock.Now(), time.Second).Add(time.Second)
+	s.clock.Set(t1)
 	s.admitted(s.lease(k, l, 5, 800*ms), 5, 1300*ms-us, "a lease of 5 held 800ms")
 	s.clock.Set(t1.Add(600 * ms))
 	s.admitted(s.peek(k, l), 5, 700*ms-us, "peek: no more than C − H")
@@ -395,6 +398,20 @@ func bucketLeases(s *suite) {
 	s.admitted(s.giveBack(k, l, 4, lease.Receipt, 50*ms), 4, 640*ms-us, "the lease gives back 4")
 	s.admitted(s.refund(k, l, 4, algorithms.Receipt{}), 4, 640*ms-us, "a refund fills no more than C − H")
 	s.admitted(s.giveBack(k, l, 6, lease.Receipt, 50*ms), 10, 0, "the lease gives back the rest")
+
+	// Leases that end apart are held apart: the first one's tokens are
+	// back in the bucket once it ends, while the second one lasts.
+	l.Requests, l.Burst = 1000, 10
+	k = s.key()
+	s.clock.Set(t1)
+	s.admitted(s.lease(k, l, 5, 50*ms), 5, 55*ms-us, "a lease of 5 held 50ms")
+	s.clock.Set(t1.Add(40 * ms))
+	second := s.lease(k, l, 5, 50*ms)
+	s.admitted(second, 0, 58750*us-us, "5 more held 50ms, until 93.75ms")
+	s.clock.Set(t1.Add(60 * ms))
+	s.admitted(s.peek(k, l), 5, 38750*us-us, "peek once the first has ended")
+	s.denied(s.take(k, l, 6), 5, 34750*us-us, "6 wait for the second's end")
+	s.admitted(s.giveBack(k, l, 5, second.Receipt, 50*ms), 10, 0, "the second gives back its 5")
 }
 
 // windowLeases: a window counts a lease's take as a take, and its give-back

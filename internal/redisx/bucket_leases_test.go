@@ -1,0 +1,131 @@
+package redisx
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
+)
+
+// lastHoldGroup is the field of the last group of leases' tokens a bucket's
+// hash may hold: there while every group holds tokens.
+const lastHoldGroup = "h9"
+
+// TestBucketLeasesMatchMemory drives buckets on Redis and in memory through
+// the same busy leasing: leases of several holds every few hundred
+// microseconds, more of them live at once than a bucket keeps groups of,
+// given back while they last and after, among takes and refunds. The
+// Results must be identical at every step, and every group must be taken
+// at times, so that leases go into groups that end later than they do.
+func TestBucketLeasesMatchMemory(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			client := b.client(t)
+			for seed := range uint64(2) {
+				t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+					runBucketLeases(t, client, seed, 1500)
+				})
+			}
+		})
+	}
+}
+
+// leaseTaken is an admitted lease of a differential run.
+type leaseTaken struct {
+	receipt algorithms.Receipt
+	hits    uint64
+	hold    time.Duration
+}
+
+func runBucketLeases(t *testing.T, client redis.UniversalClient, seed uint64, steps int) {
+	rng := rand.New(rand.NewPCG(seed, 21))
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rng.Int64N(int64(365*24*time.Hour))) / time.Microsecond * time.Microsecond)
+	clock := algotest.NewClock(start)
+	mem := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+	t.Cleanup(mem.Close)
+	prefix := testPrefix(t)
+	lim, err := NewLimiter(client, testPipelines, WithClock(clock.Now), WithKeyPrefix(prefix))
+	require.NoError(t, err)
+	ks, err := newKeySpace(prefix)
+	require.NoError(t, err)
+
+	limits := []algorithms.Limit{
+		{Algorithm: algorithms.TokenBucket, Requests: 100_000, Window: time.Second, Burst: 5_000},
+		{Algorithm: algorithms.TokenBucket, Requests: 1_000, Window: time.Second, Burst: 100},
+		{Algorithm: algorithms.TokenBucket, Requests: 3_600, Window: time.Hour, Burst: 200},
+	}
+	keys := make([]algorithms.Key, len(limits))
+	leases := make([][]leaseTaken, len(limits))
+	for i := range keys {
+		keys[i] = algorithms.Key{Domain: "leases", Entries: []algorithms.Entry{{Key: "bucket", Value: strconv.Itoa(i)}}}
+	}
+	holds := []time.Duration{50 * time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond}
+
+	ctx := context.Background()
+	full := 0
+	for step := range steps {
+		switch p := rng.IntN(20); {
+		case p < 2:
+		case p < 17:
+			clock.Advance(time.Duration(rng.Int64N(2_000)) * time.Microsecond)
+		case p < 19:
+			clock.Advance(time.Duration(rng.Int64N(30_000)) * time.Microsecond)
+		default:
+			clock.Advance(time.Duration(rng.Int64N(300_000)) * time.Microsecond)
+		}
+		ops := make([]algorithms.Op, 1+rng.IntN(3))
+		owners := make([]int, len(ops))
+		for i := range ops {
+			j := rng.IntN(len(limits))
+			owners[i] = j
+			l := limits[j]
+			op := algorithms.Op{Key: keys[j], Limit: l, Hits: 1 + rng.Uint64N(l.Capacity()/50)}
+			switch p := rng.IntN(20); {
+			case p < 12:
+				op.Hold = holds[rng.IntN(len(holds))]
+				if rng.IntN(4) == 0 {
+					op.Hold = time.Duration(1+rng.Int64N(200_000)) * time.Microsecond
+				}
+			case p < 17 && len(leases[j]) > 0:
+				// A lease gives back what it did not use, while it lasts
+				// or after.
+				k := rng.IntN(len(leases[j]))
+				ls := leases[j][k]
+				leases[j] = append(leases[j][:k], leases[j][k+1:]...)
+				op.Refund, op.Receipt, op.Hold, op.Hits = true, ls.receipt, ls.hold, rng.Uint64N(ls.hits+1)
+			case p < 19:
+			default:
+				op.Refund = true
+			}
+			ops[i] = op
+		}
+		want, err := mem.Do(ctx, ops)
+		require.NoError(t, err)
+		got, err := lim.Do(ctx, ops)
+		require.NoError(t, err)
+		for i, op := range ops {
+			require.Equal(t, want[i], got[i], "step %d at %s, op %d of %d: %s", step, clock.Now().Format(time.RFC3339Nano), i, len(ops), describeOp(op))
+			if j := owners[i]; op.Hold > 0 && !op.Refund && want[i].Allowed {
+				leases[j] = append(leases[j], leaseTaken{receipt: want[i].Receipt, hits: op.Hits, hold: op.Hold})
+				if len(leases[j]) > 32 {
+					leases[j] = leases[j][1:]
+				}
+			}
+		}
+		for j := range limits {
+			if client.HExists(ctx, keysOf(ks, keys[j], limits[j], Unsharded)[0], lastHoldGroup).Val() {
+				full++
+			}
+		}
+	}
+	require.Positive(t, full, "no bucket held tokens in all its groups")
+	t.Logf("%d times a bucket held tokens in all its groups", full)
+}
