@@ -32,6 +32,8 @@ type phases struct {
 	Stats *statsReader
 	// CPU, when not nil, is read before and after measuring.
 	CPU *cpuMeter
+	// Leases, when not nil, is read before and after measuring.
+	Leases *leaseReader
 }
 
 // worker is one caller's counters. Only its own goroutine writes them; the
@@ -71,7 +73,7 @@ func errorCode(err error) string {
 // measure runs one worker per call function until the phases are over: it
 // warms up, then counts answers and latencies for ph.Duration (or until ctx
 // ends) and returns what it counted, with the run's Redis cost when
-// ph.Stats is set. Calls that end during the warm-up, or after the
+// ph.Stats is set and what leases did when ph.Leases is. Calls that end during the warm-up, or after the
 // measurement, are not counted.
 func measure(ctx context.Context, ph phases, calls []callFunc) (*result, error) {
 	if len(calls) == 0 {
@@ -126,6 +128,14 @@ func measure(ctx context.Context, ph phases, calls []callFunc) (*result, error) 
 	if !sleep(ctx, ph.Warmup) {
 		finish()
 		return nil, fmt.Errorf("loadgen: interrupted while warming up: %w", ctx.Err())
+	}
+	var leasesBefore leaseCounts
+	if ph.Leases != nil {
+		var err error
+		if leasesBefore, err = ph.Leases.read(); err != nil {
+			finish()
+			return nil, err
+		}
 	}
 	var before commandStats
 	if ph.Stats != nil {
@@ -207,6 +217,12 @@ loop:
 			return nil, err
 		}
 		r.Redis = newRedisCost(after.since(before), r.Decisions)
+	}
+	if ph.Leases != nil {
+		var err error
+		if r.Leases, err = ph.Leases.readSince(leasesBefore); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
