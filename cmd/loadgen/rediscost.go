@@ -383,6 +383,9 @@ func (rep redisCostReport) write(w io.Writer, cells []cell, runs map[string][]*r
 			srv.commands, fmtRate(srv.rate), errorNote(srv), raw.redisCPU, raw.redisCPU/peer.redisCPU, target, judge(worst, ratio, target))
 	}
 	fmt.Fprintln(w)
+	if s := rep.coldFixed(stats, peerServer); s != "" {
+		writeParagraph(w, s)
+	}
 	fmt.Fprintf(w, "Server CPU per decision (the ratewarden process, from /proc), on Redis against the memory backend "+
 		"(envoyproxy/ratelimit's server: %.1f µs per decision on Redis):\n", peerServer.serverCPU)
 	fmt.Fprintln(w)

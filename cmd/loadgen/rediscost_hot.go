@@ -150,10 +150,8 @@ func (rep redisCostReport) writeHotHeadline(w io.Writer, stats map[string]cellSt
 		}
 		p("")
 	}
-	if fw, ok := stats[cell{Group: groupRedisCost, Backend: backendStandalone, Algorithm: algorithms.FixedWindow.String(), Keys: rep.Keys, Concurrency: rep.Config.Concurrency}.name()]; ok {
-		ratio := fw.redisCPU / peerCold.redisCPU
-		writeParagraph(w, fmt.Sprintf("On %s cold keys (the table above), fixed_window, decided with no script, cost Redis %.1f µs per decision, %.2f× envoyproxy/ratelimit's server (target ≤ %.1f×: %s).",
-			fmtRate(float64(rep.Keys)), fw.redisCPU, ratio, coldFixedTarget, judge(worst(fw, peerCold), ratio, coldFixedTarget)))
+	if s := rep.coldFixed(stats, peerCold); s != "" {
+		writeParagraph(w, s)
 	}
 	if len(rep.Binding) == 0 {
 		return
@@ -176,6 +174,19 @@ func (rep redisCostReport) writeHotHeadline(w io.Writer, stats map[string]cellSt
 		p("| %s | %s | %s | %s | %s | %s | %s | %s |", alg, b.kind, b.certain, b.loose, b.above, fmtShare1(b.admitted), fmtShare1(b.served), b.verdict)
 	}
 	p("")
+}
+
+// coldFixed returns the sentence on fixed_window's target on cold keys,
+// against envoyproxy/ratelimit's server (peer), or "" when the report has no
+// such cell.
+func (rep redisCostReport) coldFixed(stats map[string]cellStats, peer cellStats) string {
+	fw, ok := stats[rep.serverCell(backendStandalone, algorithms.FixedWindow)]
+	if !ok {
+		return ""
+	}
+	ratio := fw.redisCPU / peer.redisCPU
+	return fmt.Sprintf("On %s cold keys, fixed_window, decided with no script, cost Redis %.1f µs per decision, %.2f× envoyproxy/ratelimit's server (target ≤ %.1f×: %s).",
+		fmtRate(float64(rep.Keys)), fw.redisCPU, ratio, coldFixedTarget, judge(worst(fw, peer), ratio, coldFixedTarget))
 }
 
 // worst returns the first of ss that got errors, or else the first.
