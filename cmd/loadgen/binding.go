@@ -51,6 +51,8 @@ type bindingParams struct {
 type bindingResult struct {
 	Algorithm string `json:"algorithm"`
 	Replicas  int    `json:"replicas"`
+	// NoLeases reports a control run, whose servers had no leases.
+	NoLeases bool `json:"no_leases,omitempty"`
 	// Limit is L per Window; a bucket's burst is L.
 	Limit  uint64 `json:"limit"`
 	Window string `json:"window"`
@@ -262,5 +264,9 @@ func (c *leaseCounts) describe() string {
 
 // writeBindingLine writes one binding run's progress line to w.
 func writeBindingLine(w io.Writer, round, rounds int, r *bindingResult) {
-	fmt.Fprintf(w, "[run %d/%d] binding %-22s %s\n", round, rounds, r.Algorithm, r.summary())
+	leases := "leases on "
+	if r.NoLeases {
+		leases = "leases off"
+	}
+	fmt.Fprintf(w, "[run %d/%d] binding %-22s %s %s\n", round, rounds, r.Algorithm, leases, r.summary())
 }

@@ -129,14 +129,6 @@ func measure(ctx context.Context, ph phases, calls []callFunc) (*result, error) 
 		finish()
 		return nil, fmt.Errorf("loadgen: interrupted while warming up: %w", ctx.Err())
 	}
-	var leasesBefore leaseCounts
-	if ph.Leases != nil {
-		var err error
-		if leasesBefore, err = ph.Leases.read(); err != nil {
-			finish()
-			return nil, err
-		}
-	}
 	var before commandStats
 	if ph.Stats != nil {
 		var err error
@@ -149,6 +141,16 @@ func measure(ctx context.Context, ph phases, calls []callFunc) (*result, error) 
 	if ph.CPU != nil {
 		var err error
 		if cpuBefore, err = ph.CPU.read(); err != nil {
+			finish()
+			return nil, err
+		}
+	}
+	// The lease counters last before and first after, so that they count
+	// the calls measured and few others.
+	var leasesBefore leaseCounts
+	if ph.Leases != nil {
+		var err error
+		if leasesBefore, err = ph.Leases.read(); err != nil {
 			finish()
 			return nil, err
 		}
@@ -180,9 +182,14 @@ loop:
 	if ph.CPU != nil {
 		cpuAfter, cpuErr = ph.CPU.read()
 	}
+	var leases *leaseCounts
+	var leasesErr error
+	if ph.Leases != nil {
+		leases, leasesErr = ph.Leases.readSince(leasesBefore)
+	}
 	finish()
-	if cpuErr != nil {
-		return nil, cpuErr
+	if err := errors.Join(cpuErr, leasesErr); err != nil {
+		return nil, err
 	}
 
 	r := &result{Concurrency: len(calls), Seconds: seconds}
@@ -218,12 +225,7 @@ loop:
 		}
 		r.Redis = newRedisCost(after.since(before), r.Decisions)
 	}
-	if ph.Leases != nil {
-		var err error
-		if r.Leases, err = ph.Leases.readSince(leasesBefore); err != nil {
-			return nil, err
-		}
-	}
+	r.Leases = leases
 	return r, nil
 }
 

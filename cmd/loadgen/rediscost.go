@@ -51,7 +51,7 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 	flags.IntVar(&cfg.Repeat, "repeat", 3, "runs of each cell; the report gives the median")
 	keys := flags.Int("keys", 1000, "distinct keys, drawn uniformly")
 	replicas := flags.Int("replicas", 2, "servers of the hot-key cells and the binding runs, over one Redis, the callers spread over them")
-	binding := flags.Bool("binding", true, "make the binding runs: each algorithm's limit of 1000 a second offered twice for 10 s, once a round")
+	binding := flags.Bool("binding", true, "make the binding runs: each algorithm's limit of 1000 a second offered twice for 10 s, once a round, and once in the first round without leases")
 	peer := flags.String("peer", "", "envoyproxy/ratelimit's server binary to run beside ratewarden's; default: go install "+peerPackage+"@"+peerVersion)
 	peerName := flags.String("peer-version", "", "what the report calls the -peer binary (its version or commit); default: the version it was built with, if it says")
 	update := flags.String("update", "", "the page, "+pagePath+", to write the headline table into, between its rediscost markers, with the detail and the JSON under "+detailDir+"/ beside it; default: print the detail")
@@ -92,7 +92,7 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 
 	cells := redisCostCells(*keys, cfg.Concurrency, *replicas)
 	runs := map[string][]*result{}
-	bindings := map[string][]*bindingResult{}
+	bindings, controls := map[string][]*bindingResult{}, map[string][]*bindingResult{}
 	for rep := range cfg.Repeat {
 		for i, c := range cells {
 			r, _, err := b.runCell(ctx, c)
@@ -107,19 +107,28 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 			continue
 		}
 		for _, alg := range algorithms.Algorithms {
-			r, err := b.runBindingOf(ctx, alg, *replicas)
-			if err != nil {
-				return fmt.Errorf("loadgen: rediscost binding run of %s: %w", alg, err)
+			for _, noLeases := range []bool{false, true} {
+				if noLeases && rep > 0 {
+					continue // one control run is enough
+				}
+				r, err := b.runBindingOf(ctx, alg, *replicas, noLeases)
+				if err != nil {
+					return fmt.Errorf("loadgen: rediscost binding run of %s: %w", alg, err)
+				}
+				if noLeases {
+					controls[alg.String()] = append(controls[alg.String()], r)
+				} else {
+					bindings[alg.String()] = append(bindings[alg.String()], r)
+				}
+				writeBindingLine(stderr, rep+1, cfg.Repeat, r)
 			}
-			bindings[alg.String()] = append(bindings[alg.String()], r)
-			writeBindingLine(stderr, rep+1, cfg.Repeat, r)
 		}
 	}
 	m.LoadAfter = loadAverage()
 	rep := &redisCostReport{
 		Command: reproduceCommand(flags, "rediscost"), Date: begin.UTC().Format("2006-01-02 15:04 MST"),
 		Took: time.Since(begin).Round(time.Second).String(), Machine: m, Config: cfg, Keys: *keys, Replicas: *replicas,
-		Peer: peerLabel, Runs: runs, Binding: bindings,
+		Peer: peerLabel, Runs: runs, Binding: bindings, BindingNoLeases: controls,
 	}
 	var failed int
 	if *update == "" {
@@ -208,8 +217,10 @@ type redisCostReport struct {
 	// for peerVersion.
 	Peer string               `json:"peer,omitempty"`
 	Runs map[string][]*result `json:"runs"`
-	// Binding holds every binding run, by algorithm, in the order made.
-	Binding map[string][]*bindingResult `json:"binding,omitempty"`
+	// Binding holds every binding run, by algorithm, in the order made;
+	// BindingNoLeases the control runs, made with RLS_LEASES=false.
+	Binding         map[string][]*bindingResult `json:"binding,omitempty"`
+	BindingNoLeases map[string][]*bindingResult `json:"binding_no_leases,omitempty"`
 }
 
 // peer names the build of envoyproxy/ratelimit's server measured.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
@@ -56,18 +57,22 @@ func hotKeyCell(backend string, alg algorithms.Algorithm, concurrency, replicas 
 }
 
 // runBindingOf makes a binding run of alg through replicas fresh servers
-// on the emptied standalone Redis.
-func (b *bench) runBindingOf(ctx context.Context, alg algorithms.Algorithm, replicas int) (*bindingResult, error) {
-	t, err := b.startTarget(ctx, cell{Group: groupBinding, Backend: backendStandalone, Algorithm: alg.String(), Keys: 1, Replicas: replicas})
+// on the emptied standalone Redis, with leases or without.
+func (b *bench) runBindingOf(ctx context.Context, alg algorithms.Algorithm, replicas int, noLeases bool) (*bindingResult, error) {
+	t, err := b.startTarget(ctx, cell{Group: groupBinding, Backend: backendStandalone, Algorithm: alg.String(), Keys: 1, Replicas: replicas, NoLeases: noLeases})
 	if err != nil {
 		return nil, err
 	}
 	defer t.close()
-	r, err := runBinding(ctx, bindingParams{Addrs: t.addrs(addrfile.GRPC), Conns: b.cfg.Conns, Algorithm: alg,
-		RunID: newRunID(), Leases: newLeaseReader(t.addrs(addrfile.HTTP))})
+	p := bindingParams{Addrs: t.addrs(addrfile.GRPC), Conns: b.cfg.Conns, Algorithm: alg, RunID: newRunID()}
+	if t.leases {
+		p.Leases = newLeaseReader(t.addrs(addrfile.HTTP))
+	}
+	r, err := runBinding(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, t.tail())
 	}
+	r.NoLeases = noLeases
 	return r, nil
 }
 
@@ -174,6 +179,27 @@ func (rep redisCostReport) writeHotHeadline(w io.Writer, stats map[string]cellSt
 		p("| %s | %s | %s | %s | %s | %s | %s | %s |", alg, b.kind, b.certain, b.loose, b.above, fmtShare1(b.admitted), fmtShare1(b.served), b.verdict)
 	}
 	p("")
+	if s := rep.controlSentence(); s != "" {
+		writeParagraph(w, s)
+	}
+}
+
+// controlSentence says what the control runs, without leases, found; ""
+// when there were none.
+func (rep redisCostReport) controlSentence() string {
+	var parts []string
+	for _, alg := range algorithms.Algorithms {
+		runs := rep.BindingNoLeases[alg.String()]
+		if len(runs) == 0 {
+			continue
+		}
+		b := summarizeBinding(runs)
+		parts = append(parts, fmt.Sprintf("%s %s certain, %s admitted, %s", alg, b.certain, fmtShare1(b.admitted), b.verdict))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "The same runs without leases (RLS_LEASES=false, once each, the control): " + strings.Join(parts, "; ") + "."
 }
 
 // coldFixed returns the sentence on fixed_window's target on cold keys,
@@ -199,7 +225,8 @@ func worst(ss ...cellStats) cellStats {
 	return ss[0]
 }
 
-// bindingRuns returns how many binding runs each algorithm had (the most).
+// bindingRuns returns how many binding runs with leases each algorithm
+// had (the most).
 func (rep redisCostReport) bindingRuns() int {
 	n := 0
 	for _, runs := range rep.Binding {
@@ -208,14 +235,16 @@ func (rep redisCostReport) bindingRuns() int {
 	return n
 }
 
-// bindingFailed returns how many binding runs failed: errors, or an open
-// loop that could not keep its rate.
+// bindingFailed returns how many binding runs failed, control runs
+// included: errors, or an open loop that could not keep its rate.
 func (rep redisCostReport) bindingFailed() int {
 	n := 0
-	for _, runs := range rep.Binding {
-		for _, r := range runs {
-			if r.failed() {
-				n++
+	for _, set := range []map[string][]*bindingResult{rep.Binding, rep.BindingNoLeases} {
+		for _, runs := range set {
+			for _, r := range runs {
+				if r.failed() {
+					n++
+				}
 			}
 		}
 	}
@@ -302,7 +331,7 @@ func (rep redisCostReport) writeHot(w io.Writer, stats map[string]cellStats) {
 			f.leased.commands, hotCommandsTarget, f.leased.redisCPU, f.redisRatio, hotRedisTarget, f.leased.serverCPU, f.serverRatio, hotServerTarget, f.verdict())
 	}
 	p("")
-	p("What the leases did (from the servers' ratewarden_lease_* counters, over the measurement), and the same cells without leases and on the memory backend:")
+	p("What the leases did (from the servers' ratewarden_lease_* counters, read just before and after the measurement, so that the calls in flight at either end may count and the share served pass 100%% by a little), and the same cells without leases and on the memory backend:")
 	p("")
 	p("| algorithm | leases a second | decisions served from leases | leased hits given back | no leases: decisions/s | commands per decision | Redis µs per decision | servers' µs per decision | memory: decisions/s | servers' µs per decision |")
 	p("|---|---|---|---|---|---|---|---|---|---|")
@@ -323,7 +352,7 @@ func (rep redisCostReport) writeBinding(w io.Writer) {
 	p("## A hot key whose limit binds")
 	p("")
 	writeParagraph(w,
-		fmt.Sprintf("Each run: one key of a limit of %s a second (the token bucket: a bucket of %s refilling %s a second), asked through %d fresh replicas on the emptied Redis, leases on, %d gRPC connections to each;"+
+		fmt.Sprintf("Each run: one key of a limit of %s a second (the token bucket: a bucket of %s refilling %s a second), asked through %d fresh replicas on the emptied Redis, leases on (and once each off, the control), %d gRPC connections to each;"+
 			" %s calls a second (%d× the limit) sent at a fixed rate for %d windows of %s from the start of a window, each at its time whatever became of the others (an open loop), the calls taking the connections in turn.",
 			fmtRate(bindingLimit), fmtRate(bindingLimit), fmtRate(bindingLimit), rep.Replicas, rep.Config.Conns,
 			fmtRate(bindingOffered*bindingLimit/bindingWindow.Seconds()), bindingOffered, bindingWindows, bindingWindow),
@@ -340,20 +369,25 @@ func (rep redisCostReport) writeBinding(w io.Writer) {
 			bindingWindows, bindingWindows, bindingWindows+1, fmtShare(bindingAdmittedTarget)))
 	p("| algorithm | run | sent | admitted | of what the limit allows | check | certain | assigned or possible | straddling | never above | leases taken | hits served from leases | given back | open loop's lag | p99 | verdict |")
 	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	row := func(alg algorithms.Algorithm, run string, r *bindingResult) {
+		leases := [3]string{"–", "–", "–"}
+		if r.Leases != nil {
+			leases = [3]string{fmtRate(r.Leases.Taken), fmtRate(r.Leases.Served), fmtRate(r.Leases.GivenBack)}
+		}
+		above := "yes"
+		if r.Check.Above {
+			above = "**no**"
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", alg, run, fmtRate(float64(r.Sent)), fmtRate(float64(r.Allowed)),
+			fmtShare1(r.admitted()), r.Check.Kind, fmtCheckFigure(r.Check.Kind, r.Check.Certain), fmtCheckFigure(r.Check.Kind, r.Check.Loose),
+			fmtRate(float64(r.Check.Straddling)), above, leases[0], leases[1], leases[2], fmtMicros(r.Late), fmtMicros(r.P99), r.verdict())
+	}
 	for _, alg := range algorithms.Algorithms {
 		for i, r := range rep.Binding[alg.String()] {
-			leases := &leaseCounts{}
-			if r.Leases != nil {
-				leases = r.Leases
-			}
-			above := "yes"
-			if r.Check.Above {
-				above = "**no**"
-			}
-			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", alg, i+1, fmtRate(float64(r.Sent)), fmtRate(float64(r.Allowed)),
-				fmtShare1(r.admitted()), r.Check.Kind, fmtCheckFigure(r.Check.Kind, r.Check.Certain), fmtCheckFigure(r.Check.Kind, r.Check.Loose),
-				fmtRate(float64(r.Check.Straddling)), above, fmtRate(leases.Taken), fmtRate(leases.Served), fmtRate(leases.GivenBack),
-				fmtMicros(r.Late), fmtMicros(r.P99), r.verdict())
+			row(alg, strconv.Itoa(i+1), r)
+		}
+		for _, r := range rep.BindingNoLeases[alg.String()] {
+			row(alg, "no leases", r)
 		}
 	}
 }

@@ -71,7 +71,25 @@ func sampleRedisCostReport() *redisCostReport {
 		Machine: machine{CPU: "test CPU", CPUs: 2, Redis: "7.0.15", Commit: "abc"},
 		Config:  benchConfig{Repeat: 3, Concurrency: 64, Conns: 2, DurationText: "3s", WarmupText: "500ms"}, Keys: 1000,
 		Replicas: 2, Peer: "commit f2fb157",
-		Runs: sampleRedisCostRuns(redisCostCells(1000, 64, 2)), Binding: sampleBindingRuns()}
+		Runs: sampleRedisCostRuns(redisCostCells(1000, 64, 2)), Binding: sampleBindingRuns(), BindingNoLeases: sampleControlRuns()}
+}
+
+// sampleControlRuns are one binding run of every algorithm without leases,
+// each admitting 9 990 and at most 1 000 in a window (the bucket 10 990,
+// 0.5 below its bound).
+func sampleControlRuns() map[string][]*bindingResult {
+	runs := map[string][]*bindingResult{}
+	for _, alg := range algorithms.Algorithms {
+		allows, c := bindingVerdict(alg, nil)
+		c.Certain = 1000
+		r := &bindingResult{Algorithm: alg.String(), Replicas: 2, NoLeases: true, Limit: 1000, Window: "1s", Rate: 2000, Seconds: 10,
+			Sent: 20000, Allowed: 9990, Denied: 10010, Late: 200, P99: 800, Allows: allows, Check: c}
+		if alg == algorithms.TokenBucket {
+			r.Allowed, r.Check.Certain = 10990, -0.5
+		}
+		runs[alg.String()] = []*bindingResult{r}
+	}
+	return runs
 }
 
 // sampleBindingRuns are two binding runs of every algorithm, each admitting
@@ -175,6 +193,8 @@ func TestRedisCostBinding(t *testing.T) {
 	assert.Contains(t, d, "| sliding_window_log | 2 | 20 000 | 9 800 | 98.0% | sliding | 1 001 | 1 004 | 0 | **no** | 400 | 8 800 | 200 | 300µs | 900µs | **missed**: above the limit |")
 	assert.Contains(t, d, "| sliding_window_counter | 2 | 20 000 | 9 000 | 90.0% | windows | 990 | 1 000 | 12 | yes | 400 | 8 800 | 200 | 300µs | 900µs | **failed**: 1 errors (rpc error: code = Unavailable) |")
 	assert.Contains(t, d, "| token_bucket | 1 | 20 000 | 10 890 | 99.0% | bucket | -3.5 | +2.2 | 0 | yes |")
+	assert.Contains(t, d, "| sliding_window_log | no leases | 20 000 | 9 990 | 99.9% | sliding | 1 000 | 0 | 0 | yes | – | – | – | 200µs | 800µs | met |")
+	assert.Contains(t, d, "| token_bucket | no leases | 20 000 | 10 990 | 99.9% | bucket | -0.5 | +0.0 | 0 | yes | – | – | – | 200µs | 800µs | met |")
 	assert.Contains(t, d, "On 1 000 cold keys, fixed_window, decided with no script, cost Redis 20.0 µs per decision, 0.80× envoyproxy/ratelimit's server")
 	h := page.String()
 	assert.Contains(t, h, "| fixed_window | windows | 990 | 1 000 | yes | 98.0% | 89.8% | met |")
@@ -183,6 +203,13 @@ func TestRedisCostBinding(t *testing.T) {
 	assert.Contains(t, h, "| ratewarden | fixed_window | 1 000 | 0.020 | 1.50 | 0.075 | 33.0 | 1.10 | 99.0% | met |")
 	assert.Contains(t, h, "On 1 000 cold keys, fixed_window, decided with no script, cost Redis 20.0 µs per decision, 0.80× envoyproxy/ratelimit's server (target ≤ 1.0×: **failed**: 3 errors")
 	assert.Contains(t, h, "envoyproxy/ratelimit (commit f2fb157)")
+	assert.Contains(t, h, "The same runs without leases (RLS_LEASES=false, once each, the control): fixed_window 1 000 certain, 99.9% admitted, met; sliding_window_log 1 000 certain, 99.9% admitted, met;")
+
+	// A failed control run counts as failed too.
+	rep.BindingNoLeases["fixed_window"][0].Errors = 1
+	detail.Reset()
+	assert.Equal(t, 3, rep.write(&detail, cells, rep.Runs))
+	rep.BindingNoLeases["fixed_window"][0].Errors = 0
 
 	// A run whose open loop fell behind is failed too.
 	rep.Binding["token_bucket"][0].Late = 150_000
