@@ -24,13 +24,22 @@
 //	ARGV[9]  milliseconds to keep every key past the time its state needs
 //	ARGV[10] D, the most hits a charge may leave recorded beyond L
 //	         (algorithms.Limit.MaxDebt)
+//	ARGV[11] h, a lease's hold in µs (algorithms.Op.Hold), up to
+//	         algorithms.MaxHold: with "take", the lease serves its hits until
+//	         now + h; with "refund", the give-back is a lease's. Absent for
+//	         every other op. sliding_window_log logs a lease's hits at
+//	         now + h; token_bucket holds its tokens until then, and takes a
+//	         give-back from those it holds while the lease lasts (now is
+//	         before ARGV[6] + h); sliding_window_counter ignores it.
 //
 // Each answers the same array of five integers:
 //
-//	{allowed (0 or 1), remaining, reset in µs, now in µs, seq}
+//	{allowed (0 or 1), remaining, reset in µs, at in µs, seq}
 //
-// where seq is, for an admitted sliding_window_log take, the sequence number
-// of its first entry, and 0 otherwise. A charge (or record) is always recorded; its
+// where at is the time of the receipt of an admitted take: now, or for a
+// lease's take of a sliding_window_log, now + h, where its hits are logged;
+// seq is, for an admitted sliding_window_log take, the sequence number of
+// its first entry, and 0 otherwise. A charge (or record) is always recorded; its
 // allowed says whether a take of its hits would have been admitted, and its
 // remaining and reset are those of a check made just after it.
 //

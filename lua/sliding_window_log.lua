@@ -1,14 +1,16 @@
 -- sliding_window_log: one sorted-set entry per admitted or charged hit,
--- scored by its time; admits when the hits in (now − W, now] plus n stay
--- within L, and logs charges past L up to 2L entries, exactly as
--- internal/algorithms/doc.go states it.
+-- scored by its time; admits when the hits in (now − W, ∞) plus n stay
+-- within L, logs a lease's hits at its end (now + hold), and logs charges
+-- past L up to 2L entries, exactly as internal/algorithms/doc.go states it.
 --
 -- KEYS[1]  sorted set: one member per admitted hit, scored by its time in µs;
 --          the member is the hit's sequence number, zero-padded to 16 digits
 --          so that members of equal score sort by sequence number
 -- KEYS[2]  string: the last sequence number issued
--- ARGV     mode, now, L, W, n, receipt time, receipt seq, D = L (see lua.go)
--- reply    {allowed, remaining, reset, now, seq of the first entry added}
+-- ARGV     mode, now, L, W, n, receipt time, receipt seq, D = L, and a
+--          lease's hold or nothing (see lua.go)
+-- reply    {allowed, remaining, reset, receipt time (now, or now + hold for
+--          a lease's take), seq of the first entry added}
 --
 -- Sequence numbers make every hit its own member, even many in one
 -- microsecond. Denied hits are never logged.
@@ -29,14 +31,15 @@ local L = tonumber(ARGV[3])
 local W = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 local D = tonumber(ARGV[10])
+local hold = tonumber(ARGV[11]) or 0
 
--- append logs k > 0 entries at now with the next sequence numbers and
+-- append logs k > 0 entries at ts with the next sequence numbers and
 -- returns the first of them.
-local function append(k)
+local function append(k, ts)
   local first = redis.call('INCRBY', seqkey, int(k)) - k + 1
   local args = {}
   for seq = first, first + k - 1 do
-    args[#args + 1] = int(now)
+    args[#args + 1] = int(ts)
     args[#args + 1] = member(seq)
     if #args == 2 * chunk or seq == first + k - 1 then
       redis.call('ZADD', log, unpack(args))
@@ -59,16 +62,18 @@ if c == 0 then
   redis.call('DEL', seqkey)
 end
 
-local allowed, reset, first, waiting = 1, 0, 0, false
+local allowed, reset, first, waiting, at = 1, 0, 0, false, now
 if mode == 'take' then
   if n > L then
     allowed, reset = 0, W
   elseif c + n <= L then
+    -- A lease's hits are logged at its end, and its receipt names them there.
+    at = now + hold
     if n == 0 then
       -- A peek's receipt names the sequence number the next hit would get.
       first = (tonumber(redis.call('GET', seqkey)) or 0) + 1
     else
-      first = append(n)
+      first = append(n, at)
       c = c + n
     end
   else
@@ -86,7 +91,7 @@ elseif mode == 'charge' or mode == 'record' then -- the same: entries leave afte
   -- At most L + D entries; the rest is forgotten.
   local k = math.min(n, math.max(L + D - c, 0))
   if k > 0 then
-    append(k)
+    append(k, now)
     c = c + k
   end
   if c > L then
@@ -132,4 +137,4 @@ else
   redis.call('DEL', log, seqkey)
 end
 
-return {allowed, math.max(L - c, 0), reset, now, first}
+return {allowed, math.max(L - c, 0), reset, at, first}

@@ -109,6 +109,18 @@
 // lasts until its entries leave the window, W after the charge); while
 // c > L a check waits for the (c − L)-th oldest entry to leave.
 //
+// A lease's take, with a hold h > 0 (Op.Hold: the lease serves its hits
+// until now + h), is decided at now as any take: the entries in
+// (now − W, ∞) count, those other leases logged in the future too, and it
+// is admitted iff c + n ≤ L. Its n entries are logged at now + h instead
+// of now, (now + h, seq+1 … seq+n), in order among the entries (by ts, then
+// seq), and its receipt's time is now + h, so that a give-back by the
+// receipt removes exactly them. So no leased hit leaves the window before a
+// hit served from the lease would have, had it been logged when served.
+// remaining, reset (newest ts + W − now, the newest entry possibly in the
+// future) and the state's expiry follow from the log as it then is. A
+// lease's give-back is a give-back.
+//
 // # sliding_window_counter
 //
 // State: the window index w, this window's count cur, the previous window's
@@ -151,8 +163,8 @@
 // C = B·S, and each whole slice adds L. Charges may leave it below zero,
 // down to −D·S: the bucket is then in debt until its refill brings it back
 // to zero. State: the level and the slice index t of the last refill; a new
-// bucket is full. First the level becomes max(min(level, C), −D·S), so a
-// lowered burst applies at once. Then at slice
+// bucket is full. First the level becomes max(min(level, C), −D·S) (C − H
+// with leases, below), so a lowered burst applies at once. Then at slice
 // τ = ⌊now/q⌋ > t the level becomes C if τ−t ≥ ⌈(C−level)/L⌉, else
 // level + (τ−t)·L, and t = τ (a clock that went backwards refills nothing and
 // leaves t as it is). Admit iff level ≥ n·S, then level −= n·S. remaining =
@@ -162,11 +174,39 @@
 // refill: a denial changes nothing, so the next call refills from the same t
 // (at the rate the limit has then). A charge first notes whether
 // level ≥ n·S (and n ≤ B), then sets level = level − n·S, or −D·S when that
-// is lower (comparing n·S with level + D·S). Give-back adds n·S up to C
-// (level = min(C, level + n·S)). A token bucket with L = 0 never refills, so it must have
-// B = 0, and any bucket must refill from empty within MaxWindow
-// (B·W ≤ L·MaxWindow). The state can be dropped once the bucket is full
-// again, as computed at its last change under the limit of that change.
+// is lower (comparing n·S with level + D·S). Give-back adds n·S up to C,
+// less what leases hold (level = min(C − H, level + n·S), H below; H = 0
+// without leases). A token bucket with L = 0
+// never refills, so it must have B = 0, and any bucket must refill from
+// empty within MaxWindow (B·W ≤ L·MaxWindow). The state can be dropped once
+// the bucket is full again, as computed at its last change under the limit
+// of that change.
+//
+// Leases. Tokens a lease takes at t0 are served until t0 + h (its hold,
+// Op.Hold); were the bucket to refill to full meanwhile, others could take
+// a whole burst while the lease still serves its tokens. So the bucket holds
+// them: the state also keeps H, the tokens (in millionths) held by leases
+// that may still serve them, and U, the time (µs) by which all of those have
+// ended, both 0 when none is held, and level + H ≤ C at every step. A
+// lease's take of n is decided as any take (level ≥ n·S); when admitted,
+// level −= n·S, and if n > 0, H += n·S and U = max(U, now + h). The first
+// step of every operation becomes H = min(H, C), level = max(min(level,
+// C − H), −D·S). While H > 0 the refill stops at C − H up to slice
+// m = min(τ, max(t, ⌈U/q⌉ − 1)), the last that starts before U:
+// level = min(C − H, level + (m−t)·L), then refills on to slice τ up to C as
+// above, level = min(C, level + (τ−m)·L) (both formed without a product
+// above the cap). Then, if now ≥ U (or H = 0), H = U = 0: every lease counted
+// in H has ended. A lease's give-back of x tokens, with the receipt (time
+// a) and hold h of its take, first takes them from H while the lease lasts,
+// now < a + h (H = max(0, H − x·S), and U = 0 once H = 0), then adds them
+// as a give-back does, up to C − H. Once the lease has ended its tokens may
+// have left H (when U passed), and H may hold only later leases' tokens, so
+// the give-back is an ordinary one, as it is without a receipt. The waits follow the capped refill: the bucket holds
+// want > level at slice t + ⌈(want − level)/L⌉ when want ≤ C − H, and
+// otherwise at m + ⌈(want − level_m)/L⌉, where m = max(t, ⌈U/q⌉ − 1) and
+// level_m = min(C − H, level + (m−t)·L); so while H > 0, the bucket is full
+// again (its reset when admitted, and when the state can be dropped) only
+// after U. A denial, as always, changes nothing.
 //
 // # Receipts
 //

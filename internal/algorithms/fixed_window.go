@@ -118,6 +118,18 @@ func (s *FixedWindowState) Refund(l Limit, now time.Time, n uint64, r Receipt) R
 	return res
 }
 
+// Lease is Take: a lease counts in the window it was taken in, as a take
+// does, and ends with it (its holder sees to that), so the hold changes
+// nothing.
+func (s *FixedWindowState) Lease(l Limit, now time.Time, n uint64, _ time.Duration) Result {
+	return s.Take(l, now, n)
+}
+
+// Release is Refund: a lease's hits are a take's.
+func (s *FixedWindowState) Release(l Limit, now time.Time, n uint64, r Receipt, _ time.Duration) Result {
+	return s.Refund(l, now, n, r)
+}
+
 // Expiry returns when the state behaves as a new one: the zero Time when
 // nothing is counted, the end of the counted window when nothing is owed,
 // and otherwise the end of the last window the debt reaches, as computed

@@ -61,13 +61,30 @@ type Op struct {
 	// so that it is built once per operation.
 	ID string
 	// Hold, for a take, is a lease: the hits are served until now + Hold.
-	// 0 for an ordinary op.
+	// 0 for an ordinary op. A sliding_window_log logs a lease's hits at
+	// now + Hold (State.Lease); a token_bucket holds them until then, and a
+	// refund with Hold gives back unused hits of a lease (State.Release).
+	// The windows count a lease as a take. It counts in whole microseconds
+	// up to MaxHold (Op.HoldMicros); charges ignore it.
 	Hold time.Duration
 	// Tag names the op for observations, opaque to Limiters: the service
 	// sets the metric key of the rule the op counts for, under which the
 	// layers that keep state of their own (leases) report it.
 	Tag string
 }
+
+// HoldMicros returns the hold the states and the scripts apply, in whole
+// microseconds, cut to [0, MaxHold]: op.Hold, or for a refund without one,
+// its receipt's (a refund of hits a lease served); 0 for an ordinary op.
+func (op *Op) HoldMicros() int64 {
+	if op.Refund && op.Hold == 0 {
+		return holdMicros(op.Receipt.Hold)
+	}
+	return holdMicros(op.Hold)
+}
+
+// holdMicros returns d in whole microseconds, cut to [0, MaxHold].
+func holdMicros(d time.Duration) int64 { return min(max(d, 0), MaxHold).Microseconds() }
 
 // Identity returns op.ID, or Identity(op.Key, op.Limit) when it is empty.
 func (op *Op) Identity() string {
@@ -94,6 +111,10 @@ type Receipt struct {
 	Seq uint64
 	// Shard is the shard that admitted the Take when its Op was split.
 	Shard uint32
+	// Hold is, on the receipt of a lease's take (Op.Hold), that hold, set
+	// by the one who keeps the lease: a refund by the receipt gives back hits
+	// of the lease (State.Release), whoever sends it. 0 otherwise.
+	Hold time.Duration
 }
 
 // Result is the outcome of one Op.

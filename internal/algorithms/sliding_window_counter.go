@@ -159,6 +159,18 @@ func (s *SlidingWindowCounterState) Refund(l Limit, now time.Time, n uint64, r R
 	return res
 }
 
+// Lease is Take: a lease counts in the window it was taken in, as a take
+// does, and ends with it (its holder sees to that), so the hold changes
+// nothing.
+func (s *SlidingWindowCounterState) Lease(l Limit, now time.Time, n uint64, _ time.Duration) Result {
+	return s.Take(l, now, n)
+}
+
+// Release is Refund: a lease's hits are a take's.
+func (s *SlidingWindowCounterState) Release(l Limit, now time.Time, n uint64, r Receipt, _ time.Duration) Result {
+	return s.Refund(l, now, n, r)
+}
+
 // Expiry returns when both counts have left the sliding window: the end of
 // the next window while cur > 0 and nothing is owed, the end of the window
 // after the last one the debt reaches while it is (as computed at the

@@ -15,7 +15,8 @@ import (
 // SlidingWindowLogState is not safe for concurrent use.
 type SlidingWindowLogState struct {
 	// runs is a deque, oldest first: expired runs leave from the front, new
-	// ones join at the back (in the middle only when the clock went back).
+	// ones join at the back, in the middle only when later entries are
+	// logged already (a lease's, or before a clock that went back).
 	runs  []logRun
 	count uint64 // entries in runs
 	seq   uint64 // last sequence number issued
@@ -33,7 +34,22 @@ func (r logRun) end() uint64 { return r.seq + r.n }
 // Take asks for n hits at now: admitted iff c + n ≤ L once the entries with
 // ts ≤ now − W are dropped; then n entries (now, seq+1 … seq+n) are added.
 func (s *SlidingWindowLogState) Take(l Limit, now time.Time, n uint64) Result {
-	w, t := l.WindowMicros(), now.UnixMicro()
+	return s.take(l, now.UnixMicro(), n, 0)
+}
+
+// Lease asks for n hits at now as Take does, for a lease that serves them
+// until now + hold: the entries (now + hold, seq+1 … seq+n) are logged
+// then, so none leaves the window before a hit served from the lease would.
+// Every entry in (now − W, ∞) counts, those of other leases too; the
+// receipt's time is now + hold, so that a refund by it removes exactly
+// these entries.
+func (s *SlidingWindowLogState) Lease(l Limit, now time.Time, n uint64, hold time.Duration) Result {
+	return s.take(l, now.UnixMicro(), n, holdMicros(hold))
+}
+
+// take asks for n hits at t, to be logged at t + hold.
+func (s *SlidingWindowLogState) take(l Limit, t int64, n uint64, hold int64) Result {
+	w := l.WindowMicros()
 	s.expire(t - w)
 	switch {
 	case n > l.Requests:
@@ -42,9 +58,9 @@ func (s *SlidingWindowLogState) Take(l Limit, now time.Time, n uint64) Result {
 		k := s.count + n - l.Requests
 		return Result{Remaining: s.remaining(l), ResetAfter: micros(s.kth(k) + w - t)}
 	}
-	r := Receipt{At: t, Seq: s.seq + 1}
+	r := Receipt{At: t + hold, Seq: s.seq + 1}
 	if n > 0 {
-		s.add(t, n)
+		s.add(t+hold, n)
 	}
 	return s.admitted(l, w, t, r)
 }
@@ -87,6 +103,12 @@ func (s *SlidingWindowLogState) Refund(l Limit, now time.Time, n uint64, r Recei
 		s.removeRange(r.At, r.Seq, n)
 	}
 	return s.admitted(l, w, t, Receipt{})
+}
+
+// Release is Refund: the receipt of a lease names its entries where they
+// were logged.
+func (s *SlidingWindowLogState) Release(l Limit, now time.Time, n uint64, r Receipt, _ time.Duration) Result {
+	return s.Refund(l, now, n, r)
 }
 
 // Expiry returns when the newest entry leaves the window, or the zero Time
@@ -144,8 +166,9 @@ func (s *SlidingWindowLogState) add(ts int64, n uint64) {
 	s.seq += n
 	s.count += n
 	// The new entries follow every entry with ts' ≤ ts: their sequence
-	// numbers are the largest. Only a clock that went back puts them before
-	// the end.
+	// numbers are the largest. Only entries logged later than ts (a
+	// lease's, logged at its end, or before a clock that went back) put
+	// them before the end.
 	i := len(s.runs)
 	if i > 0 && s.runs[i-1].ts > ts {
 		i = sort.Search(len(s.runs), func(j int) bool { return s.runs[j].ts > ts })

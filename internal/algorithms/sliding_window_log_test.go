@@ -49,6 +49,44 @@ func TestSlidingWindowLogSteps(t *testing.T) {
 			},
 		},
 		{
+			name:  "a lease's hits are logged at its end",
+			limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Window: time.Second},
+			steps: []step{
+				// Entries (50ms, 1 … 3): the newest is 50ms ahead.
+				{at: 0, n: 3, hold: 50 * ms, allowed: true, remaining: 2, reset: 1050 * ms},
+				// (0, 4) and (0, 5) go before them: the log is ordered by
+				// time, then sequence number.
+				{at: 0, n: 2, allowed: true, remaining: 0, reset: 1050 * ms},
+				{at: 10 * ms, n: 1, allowed: false, remaining: 0, reset: 990 * ms},
+				// The third oldest is the lease's first, logged at 50ms.
+				{at: 10 * ms, n: 3, allowed: false, remaining: 0, reset: 1040 * ms},
+				// The take's entries have left; the lease's still count.
+				{at: time.Second, n: 2, allowed: true, remaining: 0, reset: time.Second},
+				{at: 1050*ms - us, n: 1, allowed: false, remaining: 0, reset: us},
+				{at: 1050 * ms, n: 3, allowed: true, remaining: 0, reset: time.Second},
+			},
+		},
+		{
+			name:  "a lease's give-back removes its entries",
+			limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Window: time.Minute},
+			steps: []step{
+				// (1s, 1 … 4)
+				{at: 0, n: 4, hold: time.Second, allowed: true, remaining: 6, reset: 61 * time.Second},
+				// (1.5s, 5 … 7)
+				{at: 500 * ms, n: 3, hold: time.Second, allowed: true, remaining: 3, reset: 61 * time.Second},
+				// (0.6s, 8), (0.6s, 9), before both leases'.
+				{at: 600 * ms, n: 2, allowed: true, remaining: 1, reset: 60900 * ms},
+				// The first lease gives back 3 by its receipt: (1s, 1 … 3).
+				{at: 700 * ms, n: 3, refund: true, hold: time.Second, receipt: 1, allowed: true, remaining: 4, reset: 60800 * ms},
+				// The newest are the second lease's: (1.5s, 7) and (1.5s, 6).
+				{at: 700 * ms, n: 2, refund: true, allowed: true, remaining: 6, reset: 60800 * ms},
+				// Then (1.5s, 5), (1s, 4) and (0.6s, 9).
+				{at: 700 * ms, n: 3, refund: true, allowed: true, remaining: 9, reset: 59900 * ms},
+				// The receipt's entries are gone: nothing more goes.
+				{at: 700 * ms, n: 3, refund: true, receipt: 1, allowed: true, remaining: 9, reset: 59900 * ms},
+			},
+		},
+		{
 			name:  "most entries over a year",
 			limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: algorithms.MaxLogRequests, Window: year},
 			steps: []step{

@@ -23,6 +23,14 @@ import "time"
 // store may drop it; a past time, possibly the zero Time, when it already
 // does.
 //
+// Lease is Take for a lease that serves the hits it takes until now + hold
+// (Op.Hold, cut to [0, MaxHold] in whole microseconds): it is decided as a
+// take, and a sliding_window_log logs its hits at now + hold, a
+// token_bucket holds them until then; a window counts them as a take does.
+// Release gives back n unused hits of the lease taken with receipt r and
+// hold, as Refund does, and a token_bucket holds them no longer if the lease
+// has not ended yet. A hold of 0 makes Lease a Take.
+//
 // Times count in whole microseconds (now.UnixMicro()); l must satisfy
 // Limit.Validate. The rules are those of the package documentation. A State
 // is not safe for concurrent use.
@@ -31,6 +39,8 @@ type State interface {
 	Charge(l Limit, now time.Time, n uint64) Result
 	Record(l Limit, now time.Time, n uint64) Result
 	Refund(l Limit, now time.Time, n uint64, r Receipt) Result
+	Lease(l Limit, now time.Time, n uint64, hold time.Duration) Result
+	Release(l Limit, now time.Time, n uint64, r Receipt, hold time.Duration) Result
 	Expiry(l Limit) time.Time
 }
 
@@ -43,16 +53,23 @@ func NewState(a Algorithm) State {
 	return specs[a].newState()
 }
 
-// Apply applies op to st at now, as its flags ask: a refund, a charge that
-// owes (Op.Charge with Op.Debt), a record (Op.Charge alone), or a take.
+// Apply applies op to st at now, as its flags ask: a refund (a lease's
+// give-back with Op.Hold), a charge that owes (Op.Charge with Op.Debt), a
+// record (Op.Charge alone), or a take (a lease's with Op.Hold).
 func Apply(st State, op *Op, now time.Time) Result {
+	hold := time.Duration(op.HoldMicros()) * time.Microsecond
+	held := hold > 0
 	switch {
+	case op.Refund && held:
+		return st.Release(op.Limit, now, op.Hits, op.Receipt, hold)
 	case op.Refund:
 		return st.Refund(op.Limit, now, op.Hits, op.Receipt)
 	case op.Charge && op.Debt:
 		return st.Charge(op.Limit, now, op.Hits)
 	case op.Charge:
 		return st.Record(op.Limit, now, op.Hits)
+	case held:
+		return st.Lease(op.Limit, now, op.Hits, hold)
 	}
 	return st.Take(op.Limit, now, op.Hits)
 }

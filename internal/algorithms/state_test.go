@@ -64,7 +64,9 @@ func TestReceiptShardIsNotAReceipt(t *testing.T) {
 }
 
 // randomSteps applies random takes and refunds to st over a clock that
-// moves forwards and backwards, calling check with each result.
+// moves forwards and backwards, calling check with each result. A third of
+// the takes are leases held for up to maxHold(l), and a third of the refunds
+// leases' give-backs.
 func randomSteps(rng *rand.Rand, st algorithms.State, l algorithms.Limit, now time.Time, steps int, back bool, check func(res algorithms.Result, now time.Time, refund bool)) time.Time {
 	var receipts []algorithms.Receipt
 	for range steps {
@@ -82,15 +84,25 @@ func randomSteps(rng *rand.Rand, st algorithms.State, l algorithms.Limit, now ti
 		}
 		now = now.Truncate(time.Microsecond)
 		n := rng.Uint64N(l.Capacity() + 2)
+		hold := time.Duration(1+rng.Int64N(maxHold(l).Microseconds())) * time.Microsecond
 		if rng.IntN(4) == 0 {
 			var rc algorithms.Receipt
 			if len(receipts) > 0 && rng.IntN(2) == 0 {
 				rc = receipts[rng.IntN(len(receipts))]
 			}
-			check(st.Refund(l, now, n, rc), now, true)
+			if rng.IntN(3) == 0 {
+				check(st.Release(l, now, n, rc, hold), now, true)
+			} else {
+				check(st.Refund(l, now, n, rc), now, true)
+			}
 			continue
 		}
-		res := st.Take(l, now, n)
+		var res algorithms.Result
+		if rng.IntN(3) == 0 {
+			res = st.Lease(l, now, n, hold)
+		} else {
+			res = st.Take(l, now, n)
+		}
 		if res.Allowed {
 			receipts = append(receipts, res.Receipt)
 		}
@@ -98,6 +110,9 @@ func randomSteps(rng *rand.Rand, st algorithms.State, l algorithms.Limit, now ti
 	}
 	return now
 }
+
+// maxHold is the longest hold of randomSteps' leases.
+func maxHold(l algorithms.Limit) time.Duration { return l.Window / 10 }
 
 // TestClockGoingBack: a clock that jumps back, by microseconds or by a year,
 // never makes a state panic, report a negative wait or more than its
@@ -155,11 +170,12 @@ func TestExpiryMeansNew(t *testing.T) {
 					what := fmt.Sprintf("sequence %d step %d, %s after the expiry", seq, i, now.Sub(expiry))
 					n := rng.Uint64N(l.Capacity() + 2)
 					var got, want algorithms.Result
+					hold := time.Duration(rng.Int64N(maxHold(l).Microseconds())) * time.Microsecond
 					if rng.IntN(4) == 0 && len(oldReceipts) > 0 {
 						j := rng.IntN(len(oldReceipts))
-						got, want = old.Refund(l, now, n, oldReceipts[j]), fresh.Refund(l, now, n, freshReceipts[j])
+						got, want = old.Release(l, now, n, oldReceipts[j], hold), fresh.Release(l, now, n, freshReceipts[j], hold)
 					} else {
-						got, want = old.Take(l, now, n), fresh.Take(l, now, n)
+						got, want = old.Lease(l, now, n, hold), fresh.Lease(l, now, n, hold)
 						if got.Allowed {
 							oldReceipts, freshReceipts = append(oldReceipts, got.Receipt), append(freshReceipts, want.Receipt)
 						}
@@ -175,8 +191,9 @@ func TestExpiryMeansNew(t *testing.T) {
 }
 
 // TestLifetimeBoundsExpiry: after any operation at now, on a clock that does
-// not go back, a state expires no later than now plus its limit's Lifetime,
-// so neither a store nor Redis keeps it longer.
+// not go back, a state expires no later than now plus its limit's Lifetime
+// and the longest hold of a lease, so neither a store nor Redis keeps it
+// longer.
 func TestLifetimeBoundsExpiry(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 11))
 	for _, a := range algorithms.Algorithms {
@@ -191,7 +208,7 @@ func TestLifetimeBoundsExpiry(t *testing.T) {
 				st := algorithms.NewState(a)
 				randomSteps(rng, st, l, t0, 60, false, func(_ algorithms.Result, now time.Time, _ bool) {
 					left := st.Expiry(l).Sub(now)
-					require.LessOrEqual(t, left, l.Lifetime(), "sequence %d: %+v at %s", seq, l, now.Sub(t0))
+					require.LessOrEqual(t, left, l.Lifetime()+maxHold(l), "sequence %d: %+v at %s", seq, l, now.Sub(t0))
 					longest = max(longest, float64(left)/float64(l.Lifetime()))
 				})
 			}

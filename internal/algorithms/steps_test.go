@@ -23,6 +23,9 @@ type step struct {
 	// receipt, with refund, is 1 + the index of the step whose receipt is
 	// given back; 0 for the zero Receipt.
 	receipt int
+	// hold makes a take a lease's (State.Lease) and a refund a lease's
+	// give-back (State.Release).
+	hold time.Duration
 	// limit, when set, replaces the case's limit from this step on.
 	limit *algorithms.Limit
 
@@ -57,9 +60,15 @@ func runSteps(t *testing.T, cases []stepCase) {
 					if sp.receipt > 0 {
 						r = results[sp.receipt-1].Receipt
 					}
-					res = st.Refund(l, now, sp.n, r)
+					if sp.hold > 0 {
+						res = st.Release(l, now, sp.n, r, sp.hold)
+					} else {
+						res = st.Refund(l, now, sp.n, r)
+					}
 				} else if sp.charge {
 					res = st.Charge(l, now, sp.n)
+				} else if sp.hold > 0 {
+					res = st.Lease(l, now, sp.n, sp.hold)
 				} else {
 					res = st.Take(l, now, sp.n)
 				}
@@ -70,6 +79,9 @@ func runSteps(t *testing.T, cases []stepCase) {
 				switch {
 				case sp.refund || sp.charge || !res.Allowed:
 					require.Zero(t, res.Receipt, "step %d: receipt", i)
+				case l.Algorithm == algorithms.SlidingWindowLog:
+					// A lease's entries, and so its receipt, are at its end.
+					require.Equal(t, now.Add(sp.hold).UnixMicro(), res.Receipt.At, "step %d: receipt time", i)
 				default:
 					require.Equal(t, now.UnixMicro(), res.Receipt.At, "step %d: receipt time", i)
 				}

@@ -72,6 +72,71 @@ func TestTokenBucketSteps(t *testing.T) {
 			},
 		},
 		{
+			// Without the hold, the bucket would be full again at 600ms,
+			// and admit 10 tokens while the lease may still serve its 5.
+			name:  "a lease's tokens are held until its end",
+			limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second},
+			steps: []step{
+				// H = 5, U = 800ms: the refill stops at C − H = 5 until
+				// the slice before U, and fills the rest from there.
+				{at: 0, n: 5, hold: 800 * ms, allowed: true, remaining: 5, reset: 1300*ms - us},
+				{at: 600 * ms, n: 0, allowed: true, remaining: 5, reset: 700*ms - us},
+				{at: 600 * ms, n: 10, allowed: false, remaining: 5, reset: 700*ms - us},
+				// 199999 slices of 10 millionths until the slice before
+				// U: 1999990, then ⌈(10^7 − 1999990)/10⌉ = 800001 slices.
+				{at: 600 * ms, n: 5, allowed: true, remaining: 0, reset: time.Second},
+				{at: 800*ms - us, n: 2, allowed: false, remaining: 1, reset: us},
+				// At U the hold ends: 2000000 millionths, capped at C.
+				{at: 800 * ms, n: 2, allowed: true, remaining: 0, reset: time.Second},
+			},
+		},
+		{
+			name:  "a lease's give-back ends its hold",
+			limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second},
+			steps: []step{
+				{at: 0, n: 10, hold: 50 * ms, allowed: true, remaining: 0, reset: 1050*ms - us},
+				// H = 6: the 4 go back up to C − H = 4.
+				{at: 10 * ms, n: 4, refund: true, hold: 50 * ms, receipt: 1, allowed: true, remaining: 4, reset: 640*ms - us},
+				// A give-back that holds nothing adds up to C − H too.
+				{at: 10 * ms, n: 4, refund: true, allowed: true, remaining: 4, reset: 640*ms - us},
+				// H = 0: the bucket may be full.
+				{at: 10 * ms, n: 6, refund: true, hold: 50 * ms, receipt: 1, allowed: true, remaining: 10, reset: 0},
+				// H = 10 until 70ms.
+				{at: 20 * ms, n: 10, hold: 50 * ms, allowed: true, remaining: 0, reset: 1050*ms - us},
+				// Without its receipt, a give-back cannot tell whether the
+				// lease still lasts: it is a refund.
+				{at: 30 * ms, n: 5, refund: true, hold: 50 * ms, allowed: true, remaining: 0, reset: 1040*ms - us},
+				// Once the lease has ended, so has its hold: 30001 slices
+				// of refill since the slice before U, and 6 tokens back.
+				{at: 100 * ms, n: 6, refund: true, hold: 50 * ms, receipt: 5, allowed: true, remaining: 6, reset: 370*ms - us},
+			},
+		},
+		{
+			// Were it to take its tokens from H, the bucket would give
+			// them out while the second lease may still serve all of its.
+			name:  "an ended lease gives back into the bucket, not out of a later lease's hold",
+			limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second},
+			steps: []step{
+				{at: 0, n: 5, hold: 50 * ms, allowed: true, remaining: 5, reset: 550*ms - us},
+				{at: 600 * ms, n: 0, allowed: true, remaining: 10, reset: 0},
+				{at: 600 * ms, n: 10, hold: 50 * ms, allowed: true, remaining: 0, reset: 1050*ms - us},
+				{at: 610 * ms, n: 5, refund: true, hold: 50 * ms, receipt: 1, allowed: true, remaining: 0, reset: 1040*ms - us},
+			},
+		},
+		{
+			name:  "leases hold until the last one ends",
+			limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second},
+			steps: []step{
+				{at: 0, n: 3, hold: 100 * ms, allowed: true, remaining: 7, reset: 400*ms - us},
+				// H = 6, U = 150ms.
+				{at: 50 * ms, n: 3, hold: 100 * ms, allowed: true, remaining: 4, reset: 700*ms - us},
+				{at: 120 * ms, n: 5, allowed: false, remaining: 4, reset: 130*ms - us},
+				// The slice of U adds its 10 millionths.
+				{at: 150 * ms, n: 5, allowed: false, remaining: 4, reset: 100*ms - us},
+				{at: 250*ms - us, n: 5, allowed: true, remaining: 0, reset: time.Second},
+			},
+		},
+		{
 			name:  "clock going back refills nothing",
 			limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second},
 			steps: []step{

@@ -58,6 +58,8 @@ type subject struct {
 type takeReceipt struct {
 	receipt algorithms.Receipt
 	hits    uint64
+	// hold is the lease's hold when the take was a lease's.
+	hold time.Duration
 }
 
 // diffWindows are the windows a sequence draws from.
@@ -145,7 +147,7 @@ func runDifferential(t *testing.T, client redis.UniversalClient, alg algorithms.
 				step, clock.Now().Format(time.RFC3339Nano), i, len(ops), describeOp(ops[i]))
 			if !ops[i].Refund && !ops[i].Charge && want[i].Allowed {
 				s := owners[i]
-				s.receipts = append(s.receipts, takeReceipt{receipt: want[i].Receipt, hits: ops[i].Hits})
+				s.receipts = append(s.receipts, takeReceipt{receipt: want[i].Receipt, hits: ops[i].Hits, hold: ops[i].Hold})
 				if len(s.receipts) > 16 {
 					s.receipts = s.receipts[1:]
 				}
@@ -231,7 +233,9 @@ func randomStep(rng *rand.Rand, now time.Time, l algorithms.Limit) time.Duration
 
 // randomOp draws a take, a charge or a refund of s, with hits from 0 to
 // beyond the capacity, and charges of up to several windows' worth, which
-// leave debts that the windows after pay off. Taking a whole large sliding
+// leave debts that the windows after pay off. A third of the takes are
+// leases' (Op.Hold), and most refunds by a lease's receipt are its
+// give-backs, with its hold, as the lease layer sends them. Taking a whole large sliding
 // window log costs a script a hundred thousand entries, so bigLogTakes
 // bounds how often that happens.
 func randomOp(rng *rand.Rand, s *subject, bigLogTakes *int) algorithms.Op {
@@ -267,6 +271,9 @@ func randomOp(rng *rand.Rand, s *subject, bigLogTakes *int) algorithms.Op {
 	switch p := rng.IntN(100); {
 	case p < 45:
 		op.Hits = hits()
+		if rng.IntN(3) == 0 {
+			op.Hold = randomHold(rng, s.limit.Window)
+		}
 	case p < 65:
 		// Half of them charges that owe past the window, half records.
 		op.Charge, op.Debt = true, rng.IntN(2) == 0
@@ -295,10 +302,27 @@ func randomOp(rng *rand.Rand, s *subject, bigLogTakes *int) algorithms.Op {
 		if rng.IntN(4) == 0 {
 			op.Hits = hits()
 		}
+		if rng.IntN(4) > 0 {
+			op.Hold = r.hold
+		}
 	default:
 		op.Refund, op.Hits = true, hits()
 	}
 	return op
+}
+
+// randomHold draws a lease's hold for a window w: a microsecond, a lease
+// time of tens of milliseconds, up to the window, or up to MaxHold.
+func randomHold(rng *rand.Rand, w time.Duration) time.Duration {
+	switch p := rng.IntN(20); {
+	case p < 2:
+		return time.Microsecond
+	case p < 12:
+		return time.Duration(1+rng.Int64N(100_000)) * time.Microsecond
+	case p < 19:
+		return time.Duration(1+rng.Int64N(w.Microseconds())) * time.Microsecond
+	}
+	return time.Duration(1+rng.Int64N(algorithms.MaxHold.Microseconds())) * time.Microsecond
 }
 
 func describeOp(op algorithms.Op) string {
@@ -311,6 +335,9 @@ func describeOp(op algorithms.Op) string {
 		fmt.Fprintf(&b, "record %d", op.Hits)
 	} else {
 		fmt.Fprintf(&b, "take %d", op.Hits)
+	}
+	if op.Hold > 0 {
+		fmt.Fprintf(&b, " held %s", op.Hold)
 	}
 	fmt.Fprintf(&b, " of %s L=%d W=%s B=%d", op.Key.Entries[0].Value, op.Limit.Requests, op.Limit.Window, op.Limit.Burst)
 	return b.String()

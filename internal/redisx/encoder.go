@@ -140,5 +140,9 @@ func (e *Encoder) appendCommand(dst []any, op *algorithms.Op, shard int, now any
 	dst = append(dst, "evalsha", s.shaArg)
 	dst = e.keys.appendKeys(dst, op.Identity(), shard, s.keys)
 	dst = append(dst, mode, now, la.requests, la.window, hitsArg(hits), at, seq, la.capacity, e.slack, la.debt)
+	if hold := op.HoldMicros(); hold > 0 {
+		// A lease's take or give-back: ARGV[11], only then.
+		dst = append(dst, strconv.FormatInt(hold, 10))
+	}
 	return dst
 }

@@ -3,6 +3,7 @@ package redisx
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"math"
 	"testing"
 	"time"
 
@@ -24,7 +25,8 @@ func digest(t *testing.T, a algorithms.Algorithm) string {
 
 // TestEncoderCommand pins the commands of ops of every kind to the layout
 // that lua.go documents: the script of the limit's algorithm, its keys (the
-// log's two), and ARGV[1] to ARGV[11], a shard's share of a split limit.
+// log's two), and ARGV[1] to ARGV[10], ARGV[11] for a lease, a shard's share
+// of a split limit.
 func TestEncoderCommand(t *testing.T) {
 	enc, err := NewEncoder("rl:", 0)
 	require.NoError(t, err)
@@ -60,6 +62,33 @@ func TestEncoderCommand(t *testing.T) {
 			want: []any{"evalsha", digest(t, algorithms.SlidingWindowLog), 2,
 				"rl:{edge|api_key=a|sliding_window_log:3600#3}", "rl:{edge|api_key=a|sliding_window_log:3600#3}:seq",
 				"refund", now, "2", "3600000000", "1", "1789999999000000", "7", "2", "0", "2"},
+		},
+		{
+			name: "a lease's take of a log",
+			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Window: time.Hour}, Hits: 4,
+				Hold: 50*time.Millisecond + 1500*time.Nanosecond},
+			// ARGV[11], the hold in whole µs, only for a lease.
+			shard: Unsharded,
+			want: []any{"evalsha", digest(t, algorithms.SlidingWindowLog), 2,
+				"rl:{edge|api_key=a|sliding_window_log:3600}", "rl:{edge|api_key=a|sliding_window_log:3600}:seq",
+				"take", now, "10", "3600000000", "4", "", "", "10", "0", "10", "50001"},
+		},
+		{
+			name: "a lease's give-back to a bucket",
+			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}, Hits: 3,
+				Refund: true, Receipt: algorithms.Receipt{At: 1789999999000000}, Hold: math.MaxInt64},
+			// A hold beyond MaxHold is cut to it.
+			shard: Unsharded,
+			want: []any{"evalsha", digest(t, algorithms.TokenBucket), 1, "rl:{edge|api_key=a|token_bucket:1}",
+				"refund", now, "10", "1000000", "3", "1789999999000000", "0", "10", "0", "3153600000", "315360000000000"},
+		},
+		{
+			name: "a hold below a microsecond is none",
+			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}, Hits: 3,
+				Hold: 999 * time.Nanosecond},
+			shard: Unsharded,
+			want: []any{"evalsha", digest(t, algorithms.TokenBucket), 1, "rl:{edge|api_key=a|token_bucket:1}",
+				"take", now, "10", "1000000", "3", "", "", "10", "0", "3153600000"},
 		},
 		{
 			name: "charge with a debt",

@@ -431,7 +431,7 @@ type reply struct {
 	allowed   bool
 	remaining uint64
 	reset     int64 // µs
-	at        int64 // µs since the Unix epoch
+	at        int64 // the receipt's time, µs since the Unix epoch
 	seq       uint64
 }
 
@@ -459,7 +459,7 @@ func (r reply) result(op *algorithms.Op, shard int) algorithms.Result {
 const replyLen = 5
 
 // decodeReply checks and decodes a script's reply: an array of replyLen
-// integers {allowed (0 or 1), remaining ≥ 0, reset ≥ 0, now, seq ≥ 0}. The
+// integers {allowed (0 or 1), remaining ≥ 0, reset ≥ 0, at, seq ≥ 0}. The
 // command that read it already failed on a reply that is not an array of
 // integers (see scriptCall.command).
 func decodeReply(ints []int64) (reply, error) {

@@ -66,9 +66,9 @@ type scriptCall struct {
 }
 
 // maxArgv is the length of the longest argv that a scriptCall holds without
-// allocating: the log's, with two keys and ten ARGV. A longer one is
-// allocated.
-const maxArgv = 3 + 2 + 10
+// allocating: the log's, with two keys and eleven ARGV (a lease's). A
+// longer one is allocated.
+const maxArgv = 3 + 2 + 11
 
 // waiting reports whether the call's caller still waits for its answer.
 func (c *scriptCall) waiting() bool { return c.ctx == nil || c.ctx.Err() == nil }

@@ -147,6 +147,9 @@ func (e *entry) noteRoom(r algorithms.Result) {
 // later than the backend's own times, whatever the clocks say.
 func (e *entry) grant(op *algorithms.Op, n uint64, r algorithms.Result, sent time.Time, tau time.Duration, obs Observer) (*held, algorithms.Result) {
 	e.noteRoom(r)
+	// The receipt names the hold, so that a refund of hits the lease served,
+	// whoever sends it, releases them as its give-back does.
+	r.Receipt.Hold = op.Hold
 	h := &held{op: *op, left: op.Hits, receipt: r.Receipt, remaining: r.Remaining,
 		expires: sent.Add(tau), replenished: sent.Add(r.ResetAfter)}
 	if op.Limit.Algorithm.Spec().Windowed {
@@ -177,12 +180,7 @@ func (e *entry) detach(p **held, back []algorithms.Op, obs Observer) []algorithm
 		return back
 	}
 	r := h.op
-	r.Refund, r.Hits, r.Receipt = true, h.left, h.receipt
-	if r.Limit.Algorithm != algorithms.TokenBucket {
-		// Only a bucket's give-back needs the hold: it takes the hits
-		// from those the bucket holds for leases.
-		r.Hold = 0
-	}
+	r.Refund, r.Hits, r.Receipt, r.Hold = true, h.left, h.receipt, 0
 	if r.Limit.Algorithm.Spec().ExactRefund {
 		r.Receipt.Seq += h.used
 	}

@@ -19,6 +19,7 @@ func definingBehaviours() []behaviour {
 		{name: "never admits more than the limit in any window", only: algorithms.SlidingWindowLog, run: logNeverExceeds},
 		{name: "oldest hit leaving the window makes room", only: algorithms.SlidingWindowLog, run: logOldestLeaves},
 		{name: "refund removes exactly the receipt's hits or the newest", only: algorithms.SlidingWindowLog, run: logRefunds},
+		{name: "a lease's hits leave the window W after the lease's end", only: algorithms.SlidingWindowLog, run: logLeases},
 		{name: "weighs the previous window", only: algorithms.SlidingWindowCounter, run: counterWeighsPrevious},
 		{name: "waits at window boundaries", only: algorithms.SlidingWindowCounter, run: counterBoundaries},
 		{name: "counts long windows in slices", only: algorithms.SlidingWindowCounter, run: counterSlices},
@@ -26,6 +27,9 @@ func definingBehaviours() []behaviour {
 		{name: "refund with receipt finds its window", only: algorithms.SlidingWindowCounter, run: counterReceipts},
 		{name: "refills at the rate up to the burst", only: algorithms.TokenBucket, run: bucketRefills},
 		{name: "refills long windows in slices", only: algorithms.TokenBucket, run: bucketSlices},
+		{name: "a lease's tokens are held until the lease's end", only: algorithms.TokenBucket, run: bucketLeases},
+		{name: "a lease's take is a take", only: algorithms.FixedWindow, run: windowLeases},
+		{name: "a lease's take is a take", only: algorithms.SlidingWindowCounter, run: windowLeases},
 	}
 }
 
@@ -322,4 +326,101 @@ func bucketSlices(s *suite) {
 	// 166667·6 = 1000002 millionths: 2 are left, and ⌈(6·10^6−2)/6⌉ = 10^6
 	// slices fill the bucket.
 	s.admitted(s.take(k, l, 1), 0, time.Minute, "1 token")
+}
+
+// logLeases: a lease's hits are logged at its end, now + hold, so they leave
+// the window W after it, and its give-back by receipt removes the entries
+// it did not serve.
+func logLeases(s *suite) {
+	const ms = time.Millisecond
+	hold := 50 * ms
+	l, k := s.limit(5, time.Second), s.key()
+	t1 := s.clock.Now()
+	s.admitted(s.lease(k, l, 3, hold), 2, 1050*ms, "a lease of 3, logged 50ms ahead")
+	s.admitted(s.take(k, l, 2), 0, 1050*ms, "2 hits")
+	s.clock.Set(t1.Add(time.Second - time.Microsecond))
+	s.denied(s.take(k, l, 1), 0, time.Microsecond, "1 hit as the take's leave")
+	s.denied(s.take(k, l, 3), 0, 50*ms+time.Microsecond, "3 hits wait for the lease's")
+	s.clock.Set(t1.Add(time.Second))
+	s.admitted(s.take(k, l, 2), 0, time.Second, "2 hits once the take's have left")
+	s.clock.Set(t1.Add(time.Second + hold - time.Microsecond))
+	s.denied(s.take(k, l, 1), 0, time.Microsecond, "1 hit 1µs before the lease's leave")
+	s.clock.Set(t1.Add(time.Second + hold))
+	s.admitted(s.take(k, l, 3), 0, time.Second, "3 hits W after the lease's end")
+
+	// A lease that served 2 of 4 gives back the other 2 by its receipt.
+	l, k = s.limit(10, time.Second), s.key()
+	s.clock.Set(t1)
+	lease := s.lease(k, l, 4, hold)
+	s.admitted(lease, 6, 1050*ms, "a lease of 4")
+	s.admitted(s.take(k, l, 1), 5, 1050*ms, "1 hit")
+	unused := lease.Receipt
+	unused.Seq += 2
+	s.clock.Set(t1.Add(30 * ms))
+	s.admitted(s.giveBack(k, l, 2, unused, hold), 7, 1020*ms, "the lease gives back its last 2")
+	s.admitted(s.giveBack(k, l, 2, unused, hold), 7, 1020*ms, "the same give-back again")
+	s.clock.Set(t1.Add(time.Second))
+	s.admitted(s.peek(k, l), 8, hold, "peek when the take's hit has left")
+	s.clock.Set(t1.Add(time.Second + hold - time.Microsecond))
+	s.admitted(s.peek(k, l), 8, time.Microsecond, "peek 1µs before the lease's served hits leave")
+	s.clock.Set(t1.Add(time.Second + hold))
+	s.admitted(s.peek(k, l), 10, 0, "peek W after the lease's end")
+}
+
+// bucketLeases: 10 tokens per second (slices of 1µs). A lease's tokens are
+// held until its end: until the slice before it the bucket refills only up
+// to C − H, so it never holds a whole burst while a lease may still serve;
+// a give-back while the lease lasts ends the hold of what it gives back.
+func bucketLeases(s *suite) {
+	const ms, us = time.Millisecond, time.Microsecond
+	l, k := s.limit(10, time.Second), s.key()
+	t1 := s.clock.Now()
+	s.admitted(s.lease(k, l, 5, 800*ms), 5, 1300*ms-us, "a lease of 5 held 800ms")
+	s.clock.Set(t1.Add(600 * ms))
+	s.admitted(s.peek(k, l), 5, 700*ms-us, "peek: no more than C − H")
+	s.denied(s.take(k, l, 10), 5, 700*ms-us, "the whole burst waits for the lease's end")
+	// 199999 slices of 10 millionths until the slice before the end, then
+	// ⌈(10^7 − 1999990)/10⌉ = 800001 slices.
+	s.admitted(s.take(k, l, 5), 0, time.Second, "5 tokens")
+	s.clock.Set(t1.Add(800*ms - us))
+	s.denied(s.take(k, l, 2), 1, us, "2 tokens in the slice before the end")
+	s.clock.Set(t1.Add(800 * ms))
+	s.admitted(s.take(k, l, 2), 0, time.Second, "2 tokens at the lease's end")
+
+	k = s.key()
+	s.clock.Set(t1)
+	lease := s.lease(k, l, 10, 50*ms)
+	s.admitted(lease, 0, 1050*ms-us, "a lease of the whole burst held 50ms")
+	s.clock.Set(t1.Add(10 * ms))
+	s.admitted(s.giveBack(k, l, 4, lease.Receipt, 50*ms), 4, 640*ms-us, "the lease gives back 4")
+	s.admitted(s.refund(k, l, 4, algorithms.Receipt{}), 4, 640*ms-us, "a refund fills no more than C − H")
+	s.admitted(s.giveBack(k, l, 6, lease.Receipt, 50*ms), 10, 0, "the lease gives back the rest")
+}
+
+// windowLeases: a window counts a lease's take as a take, and its give-back
+// as a refund, whatever the hold: two keys, one leased and one taken, answer
+// alike through a random run.
+func windowLeases(s *suite) {
+	rng := rand.New(rand.NewPCG(21, 21))
+	l := s.randomLimit(rng, 4)
+	leased, taken := s.key(), s.key()
+	var receipts [2][]algorithms.Receipt
+	for step := range 200 {
+		s.wander(rng, l.Window)
+		n := rng.Uint64N(l.Requests + 2)
+		hold := time.Duration(1+rng.Int64N(l.Window.Microseconds())) * time.Microsecond
+		what := fmt.Sprintf("step %d: %d hits held %s", step, n, hold)
+		if rng.IntN(3) == 0 && len(receipts[0]) > 0 {
+			i := rng.IntN(len(receipts[0]))
+			got := s.giveBack(leased, l, n, receipts[0][i], hold)
+			want := s.refund(taken, l, n, receipts[1][i])
+			require.Equal(s.t, want, got, "%s: give-back %s", what, s.at())
+			continue
+		}
+		got, want := s.lease(leased, l, n, hold), s.take(taken, l, n)
+		require.Equal(s.t, want, got, "%s %s", what, s.at())
+		if got.Allowed {
+			receipts[0], receipts[1] = append(receipts[0], got.Receipt), append(receipts[1], want.Receipt)
+		}
+	}
 }

@@ -120,6 +120,28 @@ func (s *suite) take(k algorithms.Key, l algorithms.Limit, n uint64) algorithms.
 	return res
 }
 
+// lease asks for n hits for a lease held for hold (Op.Hold) and checks the
+// receipt of an admitted one: the time of the decision, or for a sliding
+// window log the lease's end, where its hits are logged.
+func (s *suite) lease(k algorithms.Key, l algorithms.Limit, n uint64, hold time.Duration) algorithms.Result {
+	s.t.Helper()
+	res := s.do(algorithms.Op{Key: k, Limit: l, Hits: n, Hold: hold})[0]
+	if res.Allowed {
+		at := s.clock.Now()
+		if l.Algorithm == algorithms.SlidingWindowLog {
+			at = at.Add(hold)
+		}
+		require.Equal(s.t, at.UnixMicro(), res.Receipt.At, "lease's receipt time %s", s.at())
+	}
+	return res
+}
+
+// giveBack gives back n unused hits of the lease with receipt r and hold.
+func (s *suite) giveBack(k algorithms.Key, l algorithms.Limit, n uint64, r algorithms.Receipt, hold time.Duration) algorithms.Result {
+	s.t.Helper()
+	return s.do(algorithms.Op{Key: k, Limit: l, Hits: n, Refund: true, Receipt: r, Hold: hold})[0]
+}
+
 func (s *suite) peek(k algorithms.Key, l algorithms.Limit) algorithms.Result {
 	s.t.Helper()
 	return s.take(k, l, 0)
