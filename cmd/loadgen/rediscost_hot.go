@@ -284,6 +284,9 @@ func summarizeBinding(runs []*bindingResult) bindingSummary {
 	s.verdict = "met"
 	if met < len(runs) {
 		s.verdict = fmt.Sprintf("**missed** in %d of %d runs", len(runs)-met, len(runs))
+		if s.admitted < bindingAdmittedTarget {
+			s.verdict += fmt.Sprintf(" (least admitted %.2f%%)", percent*s.admitted)
+		}
 	}
 	return s
 }
@@ -405,7 +408,7 @@ func (r *bindingResult) verdict() string {
 		missed = append(missed, "above the limit")
 	}
 	if r.admitted() < bindingAdmittedTarget {
-		missed = append(missed, "admitted "+fmtShare1(r.admitted()))
+		missed = append(missed, fmt.Sprintf("admitted %.2f%%", percent*r.admitted()))
 	}
 	return fmtVerdict(missed)
 }
