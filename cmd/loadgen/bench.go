@@ -319,6 +319,22 @@ type cell struct {
 	Over        float64
 	Script      string // evalsha cells
 	Pipeline    int    // evalsha cells
+	// Replicas is how many servers the callers spread over, all on the
+	// cell's backend (on memory, each its own); 0 means one.
+	Replicas int
+	// PerSecond sends values of the hot rule (hotValuePrefix), a limit per
+	// second far above the load, instead of the live values' per day.
+	PerSecond bool
+	// NoLeases runs ratewarden's servers without leases (RLS_LEASES=false).
+	NoLeases bool
+}
+
+// valuePrefix returns the prefix of the cell's live values.
+func (c cell) valuePrefix() string {
+	if c.PerSecond {
+		return hotValuePrefix
+	}
+	return liveValuePrefix
 }
 
 // name identifies the cell in progress lines and the results.
@@ -333,6 +349,15 @@ func (c cell) name() string {
 	fmt.Fprintf(&b, "/keys=%d/c=%d", c.Keys, c.Concurrency)
 	if c.Over > 0 {
 		fmt.Fprintf(&b, "/over=%.0f%%", 100*c.Over)
+	}
+	if c.Replicas > 1 {
+		fmt.Fprintf(&b, "/replicas=%d", c.Replicas)
+	}
+	if c.PerSecond {
+		b.WriteString("/per-second")
+	}
+	if c.NoLeases {
+		b.WriteString("/leases=off")
 	}
 	return b.String()
 }
@@ -411,78 +436,147 @@ func (b *bench) plan() []cell {
 	return append(cells, noop(c64))
 }
 
-// runCell measures one cell against a fresh target: a new server process
+// runCell measures one cell against a fresh target: new server processes
 // (and, for Redis, an emptied Redis), so no cell inherits another's state.
 func (b *bench) runCell(ctx context.Context, c cell) (*result, *profileResult, error) {
 	if c.Script != "" {
 		return b.runEvalshaCell(ctx, c)
 	}
-	var redisServers []*proc.Redis
+	t, err := b.startTarget(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer t.close()
+
+	p := loadParams{
+		Addrs: t.addrs(addrfile.GRPC), Concurrency: c.Concurrency, Conns: b.cfg.Conns,
+		Keys: c.Keys, Prefix: c.valuePrefix(), Dist: distUniform, Over: c.Over,
+		Domain: defaultDomain, Key: c.Algorithm, RunID: newRunID(), Seed: rand.Uint64(),
+		phases: phases{Warmup: b.cfg.Warmup, Duration: b.cfg.Duration},
+	}
+	if len(t.redis) > 0 {
+		p.Stats = newStatsReader(proc.Addrs(t.redis))
+		defer p.Stats.Close()
+	}
+	if t.leases {
+		p.Leases = newLeaseReader(t.addrs(addrfile.HTTP))
+	}
+	p.CPU = t.cpuMeter()
+	r, err := runLoad(ctx, p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w\n%s", err, t.tail())
+	}
+	r.Name, r.Group, r.Backend = c.name(), c.Group, c.Backend
+	if t.prof != nil {
+		t.servers[0].Stop()
+		if err := t.prof.read(ctx, b.cfg.Root); err != nil {
+			return nil, nil, err
+		}
+	}
+	return r, t.prof, nil
+}
+
+// target is what a cell sends to: its servers, the Redis servers behind
+// them, and the profile its server writes, for a profiled cell.
+type target struct {
+	servers []*proc.Server
+	redis   []*proc.Redis
+	prof    *profileResult
+	// leases reports that the servers are ratewarden's on Redis, which
+	// count what their leases do.
+	leases bool
+}
+
+// startTarget empties the Redis of c's backend and starts c's servers on
+// it: c.Replicas of them (at least one), each with the cell's settings.
+func (b *bench) startTarget(ctx context.Context, c cell) (*target, error) {
+	t := &target{}
 	env := map[string]string{
 		"RLS_CONFIG_PATH":     b.limitsPath,
 		"RLS_BACKEND":         "memory",
 		"RLS_BACKEND_TIMEOUT": b.cfg.BackendTimeout.String(),
 		"RLS_LOG_LEVEL":       "warn",
 	}
+	if c.NoLeases {
+		env["RLS_LEASES"] = "false"
+	}
 	switch c.Backend {
 	case backendStandalone, backendPeer:
-		redisServers = []*proc.Redis{b.standalone}
+		t.redis = []*proc.Redis{b.standalone}
 		env["RLS_BACKEND"], env["RLS_REDIS_MODE"], env["RLS_REDIS_ADDRS"] = "redis", "standalone", b.standalone.Addr()
 	case backendCluster:
-		redisServers = b.cluster.Nodes()
+		t.redis = b.cluster.Nodes()
 		env["RLS_BACKEND"], env["RLS_REDIS_MODE"], env["RLS_REDIS_ADDRS"] = "redis", "cluster", strings.Join(b.cluster.Addrs(), ",")
 	}
-	if err := flushMasters(ctx, redisServers); err != nil {
-		return nil, nil, err
+	t.leases = len(t.redis) > 0 && c.Backend != backendPeer && !c.NoLeases
+	if err := flushMasters(ctx, t.redis); err != nil {
+		return nil, err
 	}
-	target := proc.ServerConfig{Name: "ratewarden server", Bin: b.serverBin, Dir: b.dir, Env: env}
-	var prof *profileResult
+	cfg := proc.ServerConfig{Name: "ratewarden server", Bin: b.serverBin, Dir: b.dir, Env: env}
 	switch {
 	case c.Backend == backendNoop:
-		target = proc.ServerConfig{Name: "no-op server", Bin: b.self, Args: []string{"noop", "-addr", "127.0.0.1:0"}, Dir: b.dir}
+		cfg = proc.ServerConfig{Name: "no-op server", Bin: b.self, Args: []string{"noop", "-addr", "127.0.0.1:0"}, Dir: b.dir}
 	case c.Group == groupProfile:
-		prof = &profileResult{Name: c.name(),
+		t.prof = &profileResult{Name: c.name(),
 			cpuPath:    filepath.Join(b.dir, fmt.Sprintf("cpu-%d.pprof", rand.Uint32())),
 			allocsPath: filepath.Join(b.dir, fmt.Sprintf("allocs-%d.pprof", rand.Uint32()))}
-		target.Name, target.Bin = "profiled server", b.self
-		target.Args = []string{"serve", "-cpuprofile", prof.cpuPath, "-allocprofile", prof.allocsPath}
+		cfg.Name, cfg.Bin = "profiled server", b.self
+		cfg.Args = []string{"serve", "-cpuprofile", t.prof.cpuPath, "-allocprofile", t.prof.allocsPath}
 	}
-	var srv *proc.Server
-	var err error
-	if c.Backend == backendPeer {
-		srv, err = startPeer(ctx, b.peerBin, b.peerRoot, b.standalone.Addr())
-	} else {
-		srv, err = startServing(ctx, target)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	defer srv.Close()
-	grpcAddr := srv.Addrs[addrfile.GRPC]
-
-	p := loadParams{
-		Addr: grpcAddr, Concurrency: c.Concurrency, Conns: b.cfg.Conns,
-		Keys: c.Keys, Dist: distUniform, Over: c.Over,
-		Domain: defaultDomain, Key: c.Algorithm, RunID: newRunID(), Seed: rand.Uint64(),
-		phases: phases{Warmup: b.cfg.Warmup, Duration: b.cfg.Duration},
-	}
-	if len(redisServers) > 0 {
-		p.Stats = newStatsReader(proc.Addrs(redisServers))
-		defer p.Stats.Close()
-	}
-	p.CPU = newCPUMeter(append(redisProcs(redisServers), cpuProc{name: cpuServer, pid: srv.Pid()})...)
-	r, err := runLoad(ctx, p)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w\n%s", err, srv.Tail(20))
-	}
-	r.Name, r.Group, r.Backend = c.name(), c.Group, c.Backend
-	if prof != nil {
-		srv.Stop()
-		if err := prof.read(ctx, b.cfg.Root); err != nil {
-			return nil, nil, err
+	for i := range max(c.Replicas, 1) {
+		var srv *proc.Server
+		var err error
+		if c.Backend == backendPeer {
+			srv, err = startPeer(ctx, b.peerBin, b.peerRoot, b.standalone.Addr())
+		} else {
+			replica := cfg
+			if c.Replicas > 1 {
+				replica.Name = fmt.Sprintf("%s %d", cfg.Name, i)
+			}
+			srv, err = startServing(ctx, replica)
 		}
+		if err != nil {
+			t.close()
+			return nil, err
+		}
+		t.servers = append(t.servers, srv)
 	}
-	return r, prof, nil
+	return t, nil
+}
+
+// addrs returns the servers' addresses of the named listener.
+func (t *target) addrs(listener string) []string {
+	var out []string
+	for _, s := range t.servers {
+		out = append(out, s.Addrs[listener])
+	}
+	return out
+}
+
+// cpuMeter returns a meter of the load generator, the Redis servers and
+// the servers, these summed as one.
+func (t *target) cpuMeter() *cpuMeter {
+	procs := redisProcs(t.redis)
+	for _, s := range t.servers {
+		procs = append(procs, cpuProc{name: cpuServer, pid: s.Pid()})
+	}
+	return newCPUMeter(procs...)
+}
+
+// tail returns the last lines the servers wrote.
+func (t *target) tail() string {
+	var parts []string
+	for _, s := range t.servers {
+		parts = append(parts, s.Tail(20))
+	}
+	return strings.Join(parts, "\n")
+}
+
+// close stops the servers.
+func (t *target) close() {
+	for _, s := range t.servers {
+		s.Close()
+	}
 }
 
 // runEvalshaCell measures raw EVALSHA calls on the cell's Redis.

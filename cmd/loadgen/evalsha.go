@@ -145,7 +145,7 @@ func evalshaCommands(ctx context.Context, client redis.UniversalClient, name, ru
 		return nil, fmt.Errorf("loadgen: SCRIPT LOAD: %w", err)
 	}
 	limit := algorithms.Limit{Algorithm: alg, Requests: liveLimit(alg), Window: 24 * time.Hour}
-	for i, value := range newKeySpace(runID, keys, false).live {
+	for i, value := range newKeySpace(liveValuePrefix, runID, keys, false).live {
 		op := algorithms.Op{
 			Key:   algorithms.Key{Domain: defaultDomain, Entries: []algorithms.Entry{{Key: alg.String(), Value: value}}},
 			Limit: limit,

@@ -45,7 +45,7 @@ func TestEvalshaCallsAreTheLimiters(t *testing.T) {
 				}
 				require.True(t, admitted(reply), "%s: %v", alg, reply)
 
-				value := newKeySpace(runID, keys, false).live[1]
+				value := newKeySpace(liveValuePrefix, runID, keys, false).live[1]
 				check := algorithms.Op{
 					Key:   algorithms.Key{Domain: defaultDomain, Entries: []algorithms.Entry{{Key: alg.String(), Value: value}}},
 					Limit: algorithms.Limit{Algorithm: alg, Requests: liveLimit(alg), Window: 24 * time.Hour},

@@ -79,18 +79,20 @@ func (p hotPicker) pick() int {
 // keySpace holds the descriptor values a run sends: live values, whose limit
 // no run reaches, and exhausted values, whose limit is spent before the run
 // measures anything (see limits.go). Both are prefixed with the run's id, so
-// runs against the same server never share state.
+// runs against the same server never share state; the live values start
+// with liveValuePrefix (a limit per day), or with another prefix of
+// limits.go (hotValuePrefix, bindingValuePrefix).
 type keySpace struct {
 	live      []string
 	exhausted []string
 }
 
-// newKeySpace returns keys live values and, when withExhausted, as many
-// exhausted ones.
-func newKeySpace(runID string, keys int, withExhausted bool) keySpace {
+// newKeySpace returns keys live values starting with prefix and, when
+// withExhausted, as many exhausted ones.
+func newKeySpace(prefix, runID string, keys int, withExhausted bool) keySpace {
 	ks := keySpace{live: make([]string, keys)}
 	for i := range ks.live {
-		ks.live[i] = liveValuePrefix + runID + "." + strconv.Itoa(i)
+		ks.live[i] = prefix + runID + "." + strconv.Itoa(i)
 	}
 	if withExhausted {
 		ks.exhausted = make([]string, keys)

@@ -74,8 +74,8 @@ func TestKeyPickerErrors(t *testing.T) {
 }
 
 func TestKeySpace(t *testing.T) {
-	ks := newKeySpace("r1", 3, true)
+	ks := newKeySpace(liveValuePrefix, "r1", 3, true)
 	assert.Equal(t, []string{"k.r1.0", "k.r1.1", "k.r1.2"}, ks.live)
 	assert.Equal(t, []string{"x.r1.0", "x.r1.1", "x.r1.2"}, ks.exhausted)
-	assert.Nil(t, newKeySpace("r1", 3, false).exhausted)
+	assert.Nil(t, newKeySpace(liveValuePrefix, "r1", 3, false).exhausted)
 }

@@ -21,7 +21,29 @@ const (
 	// run spends it before measuring, so every later request for the value
 	// is over the limit.
 	exhaustedValuePrefix = "x."
+	// hotValuePrefix starts values whose limit is per second and far above
+	// what this machine can offer one key (hotLimit), so that no run
+	// reaches it however long it is: the hot-key cells send every call for
+	// one of them.
+	hotValuePrefix = "h."
+	// bindingValuePrefix starts values whose limit is bindingLimit a second,
+	// which the binding runs offer twice.
+	bindingValuePrefix = "b."
 )
+
+// bindingLimit is L of the binding runs' limits, per second: what this
+// machine can offer twice over, at a fixed rate, with room to spare.
+const bindingLimit = 1000
+
+// hotLimit returns the requests per second of the hot rule of alg: far
+// above what one key is asked here (some 30 000 a second on two CPUs), and
+// for the log, which keeps an entry per hit, the most it may hold.
+func hotLimit(alg algorithms.Algorithm) uint64 {
+	if alg.Spec().EntryPerHit {
+		return algorithms.MaxLogRequests
+	}
+	return 1_000_000_000
+}
 
 // liveLimit returns the requests per day of the live rule of alg: as many as
 // a limit may hold, so that no run reaches it (an algorithm that keeps an
@@ -37,13 +59,18 @@ func liveLimit(alg algorithms.Algorithm) uint64 {
 // given domain, one descriptor key per algorithm, named after it. Any value of
 // that key is a limit of its own of liveLimit a day (a "live" value); values
 // starting with exhaustedValuePrefix match a wildcard rule of one hit a day
-// instead, which the run spends before measuring ("exhausted" values).
+// instead, which the run spends before measuring ("exhausted" values); those
+// starting with hotValuePrefix one of hotLimit a second, and those starting
+// with bindingValuePrefix one of bindingLimit a second (for the token bucket,
+// a bucket of bindingLimit refilling bindingLimit a second).
 func writeLimits(w io.Writer, domain string) error {
 	_, err := fmt.Fprintf(w, "# Limits for ratewarden's load generator (loadgen limits).\n"+
 		"# Each descriptor key is an algorithm. A value starting with %q is a\n"+
 		"# limit no run reaches; one starting with %q a limit of one hit a day,\n"+
 		"# spent before a run measures, so every later request for it is denied.\n"+
-		"domain: %s\ndescriptors:\n", liveValuePrefix, exhaustedValuePrefix, domain)
+		"# One starting with %q is a limit per second no run reaches, for one\n"+
+		"# hot key; one starting with %q a limit of %d a second, offered twice.\n"+
+		"domain: %s\ndescriptors:\n", liveValuePrefix, exhaustedValuePrefix, hotValuePrefix, bindingValuePrefix, bindingLimit, domain)
 	if err != nil {
 		return fmt.Errorf("loadgen: %w", err)
 	}
@@ -52,8 +79,14 @@ func writeLimits(w io.Writer, domain string) error {
 			"    rate_limit: {unit: day, requests_per_unit: %[2]d, algorithm: %[1]s}\n"+
 			"  - key: %[1]s\n"+
 			"    value: %[3]q\n"+
-			"    rate_limit: {unit: day, requests_per_unit: 1, algorithm: %[1]s}\n",
-			alg, liveLimit(alg), exhaustedValuePrefix+"*")
+			"    rate_limit: {unit: day, requests_per_unit: 1, algorithm: %[1]s}\n"+
+			"  - key: %[1]s\n"+
+			"    value: %[4]q\n"+
+			"    rate_limit: {unit: second, requests_per_unit: %[5]d, algorithm: %[1]s}\n"+
+			"  - key: %[1]s\n"+
+			"    value: %[6]q\n"+
+			"    rate_limit: {unit: second, requests_per_unit: %[7]d, algorithm: %[1]s}\n",
+			alg, liveLimit(alg), exhaustedValuePrefix+"*", hotValuePrefix+"*", hotLimit(alg), bindingValuePrefix+"*", bindingLimit)
 		if err != nil {
 			return fmt.Errorf("loadgen: %w", err)
 		}

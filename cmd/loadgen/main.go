@@ -144,9 +144,9 @@ func addPhaseFlags(fs *flag.FlagSet, ph *phases, duration time.Duration) {
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", "[run] [flags]: send ShouldRateLimit calls and report what they measured", stderr)
 	p := loadParams{phases: phases{Progress: stderr}}
-	fs.StringVar(&p.Addr, "addr", "localhost:8081", "gRPC address of the RateLimitService")
+	addrs := fs.String("addr", "localhost:8081", "gRPC address of the RateLimitService, or a comma list of its replicas' addresses, over which the callers spread")
 	fs.IntVar(&p.Concurrency, "concurrency", 64, "callers, each with one call in flight")
-	fs.IntVar(&p.Conns, "conns", 2, "gRPC connections the callers share (Envoy keeps one per worker thread)")
+	fs.IntVar(&p.Conns, "conns", 2, "gRPC connections to each address, which the callers share (Envoy keeps one per worker thread)")
 	fs.IntVar(&p.Keys, "keys", 1000, "distinct descriptor values")
 	fs.StringVar(&p.Dist, "dist", distUniform, "how values are drawn: uniform, zipf (s=1.1) or hot (value 0 gets -hot-share)")
 	fs.Float64Var(&p.HotShare, "hot-share", 0.5, "with -dist hot, the share of calls for the hot value")
@@ -161,6 +161,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	p.Addrs = splitAddrs(*addrs)
 	if addrs := splitAddrs(*redisAddrs); len(addrs) > 0 {
 		p.Stats = newStatsReader(addrs)
 		defer p.Stats.Close()

@@ -32,6 +32,8 @@ type phases struct {
 	Stats *statsReader
 	// CPU, when not nil, is read before and after measuring.
 	CPU *cpuMeter
+	// Leases, when not nil, is read before and after measuring.
+	Leases *leaseReader
 }
 
 // worker is one caller's counters. Only its own goroutine writes them; the
@@ -71,7 +73,7 @@ func errorCode(err error) string {
 // measure runs one worker per call function until the phases are over: it
 // warms up, then counts answers and latencies for ph.Duration (or until ctx
 // ends) and returns what it counted, with the run's Redis cost when
-// ph.Stats is set. Calls that end during the warm-up, or after the
+// ph.Stats is set and what leases did when ph.Leases is. Calls that end during the warm-up, or after the
 // measurement, are not counted.
 func measure(ctx context.Context, ph phases, calls []callFunc) (*result, error) {
 	if len(calls) == 0 {
@@ -143,6 +145,16 @@ func measure(ctx context.Context, ph phases, calls []callFunc) (*result, error) 
 			return nil, err
 		}
 	}
+	// The lease counters last before and first after, so that they count
+	// the calls measured and few others.
+	var leasesBefore leaseCounts
+	if ph.Leases != nil {
+		var err error
+		if leasesBefore, err = ph.Leases.read(); err != nil {
+			finish()
+			return nil, err
+		}
+	}
 	measuring.Store(true)
 	start := time.Now()
 	end := start.Add(ph.Duration)
@@ -170,9 +182,14 @@ loop:
 	if ph.CPU != nil {
 		cpuAfter, cpuErr = ph.CPU.read()
 	}
+	var leases *leaseCounts
+	var leasesErr error
+	if ph.Leases != nil {
+		leases, leasesErr = ph.Leases.readSince(leasesBefore)
+	}
 	finish()
-	if cpuErr != nil {
-		return nil, cpuErr
+	if err := errors.Join(cpuErr, leasesErr); err != nil {
+		return nil, err
 	}
 
 	r := &result{Concurrency: len(calls), Seconds: seconds}
@@ -208,6 +225,7 @@ loop:
 		}
 		r.Redis = newRedisCost(after.since(before), r.Decisions)
 	}
+	r.Leases = leases
 	return r, nil
 }
 

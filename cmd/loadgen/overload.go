@@ -19,7 +19,6 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
@@ -390,11 +389,7 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 			if err != nil {
 				return err
 			}
-			defer func() {
-				for _, c := range conns {
-					c.Close()
-				}
-			}()
+			defer closeAll(conns)
 			var procs []cpuProc
 			if !b.noop {
 				procs = redisProcs(cluster.Nodes())
@@ -605,25 +600,6 @@ func startReplicas(ctx context.Context, dir, bin string, noAddrFile bool, limits
 			return nil, err
 		}
 		out = append(out, s)
-	}
-	return out, nil
-}
-
-// dialAll opens conns gRPC connections to each address, interleaved, so
-// that callers taking them round robin spread over the replicas.
-func dialAll(addrs []string, conns int) ([]*grpc.ClientConn, error) {
-	var out []*grpc.ClientConn
-	for range conns {
-		for _, a := range addrs {
-			c, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				for _, o := range out {
-					o.Close()
-				}
-				return nil, fmt.Errorf("loadgen: %s: %w", a, err)
-			}
-			out = append(out, c)
-		}
 	}
 	return out, nil
 }

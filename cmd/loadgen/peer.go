@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"debug/buildinfo"
 	"fmt"
 	"net"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/testkit/proc"
 )
 
@@ -32,14 +34,39 @@ func installPeer(ctx context.Context, dir string) (string, error) {
 	return filepath.Join(dir, "service_cmd"), nil
 }
 
-// peerLimits is the peer's limits file: loadgen's fixed_window descriptor
-// as envoyproxy/ratelimit reads it (its configuration knows no algorithm),
-// the same limit that writeLimits gives ratewarden.
-const peerLimits = `domain: ` + defaultDomain + `
+// peerBuildVersion returns what bin, a build of envoyproxy/ratelimit's
+// server, says it was built from: its module's version, or else the commit
+// of the checkout, or else its path.
+func peerBuildVersion(bin string) string {
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return "the build at " + bin
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" {
+			return "commit " + s.Value
+		}
+	}
+	return "the build at " + bin
+}
+
+// peerLimits returns the peer's limits file: loadgen's fixed_window
+// descriptor as envoyproxy/ratelimit reads it (its configuration knows no
+// algorithm), with the limits that writeLimits gives ratewarden for live and
+// hot values.
+func peerLimits() string {
+	return fmt.Sprintf(`domain: %s
 descriptors:
-  - key: fixed_window
-    rate_limit: {unit: day, requests_per_unit: 1000000000}
-`
+  - key: %s
+    rate_limit: {unit: day, requests_per_unit: %d}
+  - key: %[2]s
+    value: %[4]q
+    rate_limit: {unit: second, requests_per_unit: %[5]d}
+`, defaultDomain, algorithms.FixedWindow, liveLimit(algorithms.FixedWindow), hotValuePrefix+"*", hotLimit(algorithms.FixedWindow))
+}
 
 // writePeerConfig writes the peer's runtime directory under dir, as its
 // RUNTIME_ROOT, and returns it.
@@ -48,7 +75,7 @@ func writePeerConfig(dir string) (string, error) {
 	if err := os.MkdirAll(filepath.Join(root, "config"), 0o755); err != nil {
 		return "", fmt.Errorf("loadgen: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "config", "limits.yaml"), []byte(peerLimits), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "config", "limits.yaml"), []byte(peerLimits()), 0o644); err != nil {
 		return "", fmt.Errorf("loadgen: %w", err)
 	}
 	return root, nil

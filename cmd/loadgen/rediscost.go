@@ -50,13 +50,16 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 	flags.IntVar(&cfg.Conns, "conns", 2, "gRPC connections of the server cells")
 	flags.IntVar(&cfg.Repeat, "repeat", 3, "runs of each cell; the report gives the median")
 	keys := flags.Int("keys", 1000, "distinct keys, drawn uniformly")
+	replicas := flags.Int("replicas", 2, "servers of the hot-key cells and the binding runs, over one Redis, the callers spread over them")
+	binding := flags.Bool("binding", true, "make the binding runs: each algorithm's limit of 1000 a second offered twice for 10 s, once a round, and once in the first round without leases")
 	peer := flags.String("peer", "", "envoyproxy/ratelimit's server binary to run beside ratewarden's; default: go install "+peerPackage+"@"+peerVersion)
+	peerName := flags.String("peer-version", "", "what the report calls the -peer binary (its version or commit); default: the version it was built with, if it says")
 	update := flags.String("update", "", "the page, "+pagePath+", to write the headline table into, between its rediscost markers, with the detail and the JSON under "+detailDir+"/ beside it; default: print the detail")
 	if err := parseFlags(flags, args); err != nil {
 		return err
 	}
-	if cfg.Concurrency < 1 || cfg.Conns < 1 || cfg.Repeat < 1 || cfg.Duration <= 0 || cfg.Warmup < 0 || *keys < 1 {
-		return fmt.Errorf("loadgen: rediscost: -concurrency, -conns, -repeat, -keys and -duration must be positive, -warmup not negative")
+	if cfg.Concurrency < 1 || cfg.Conns < 1 || cfg.Repeat < 1 || cfg.Duration <= 0 || cfg.Warmup < 0 || *keys < 1 || *replicas < 1 {
+		return fmt.Errorf("loadgen: rediscost: -concurrency, -conns, -repeat, -keys, -replicas and -duration must be positive, -warmup not negative")
 	}
 	if *update != "" && filepath.Base(*update) != pagePath {
 		return fmt.Errorf("loadgen: rediscost: -update %s: it names the page, a file called %s, beside which the detail goes into %s/", *update, pagePath, detailDir)
@@ -73,19 +76,23 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 	if err := b.setUp(ctx); err != nil {
 		return err
 	}
+	peerLabel := peerVersion
 	if b.peerBin = *peer; b.peerBin == "" {
 		fmt.Fprintf(stderr, "loadgen: rediscost: installing %s@%s\n", peerPackage, peerVersion)
 		if b.peerBin, err = installPeer(ctx, dir); err != nil {
 			return err
 		}
+	} else if peerLabel = *peerName; peerLabel == "" {
+		peerLabel = peerBuildVersion(b.peerBin)
 	}
 	if b.peerRoot, err = writePeerConfig(dir); err != nil {
 		return err
 	}
 	m := describeMachine(ctx, cfg.Root, b.standalone)
 
-	cells := redisCostCells(*keys, cfg.Concurrency)
+	cells := redisCostCells(*keys, cfg.Concurrency, *replicas)
 	runs := map[string][]*result{}
+	bindings, controls := map[string][]*bindingResult{}, map[string][]*bindingResult{}
 	for rep := range cfg.Repeat {
 		for i, c := range cells {
 			r, _, err := b.runCell(ctx, c)
@@ -93,14 +100,35 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 				return fmt.Errorf("loadgen: rediscost cell %s: %w", c.name(), err)
 			}
 			runs[c.name()] = append(runs[c.name()], r)
-			fmt.Fprintf(stderr, "[run %d/%d, %2d/%d] %-58s %8.0f/s  redis %5.1fµs  server %5.1fµs  errors %d\n",
-				rep+1, cfg.Repeat, i+1, len(cells), c.name(), r.Rate, r.CPU[cpuRedis], r.CPU[cpuServer], r.Errors)
+			fmt.Fprintf(stderr, "[run %d/%d, %2d/%d] %-72s %8.0f/s  redis %5.1fµs %5.2f cmds  server %5.1fµs  errors %d%s\n",
+				rep+1, cfg.Repeat, i+1, len(cells), c.name(), r.Rate, r.CPU[cpuRedis], r.Redis.perDecision(), r.CPU[cpuServer], r.Errors, r.Leases.describe())
+		}
+		if !*binding {
+			continue
+		}
+		for _, alg := range algorithms.Algorithms {
+			for _, noLeases := range []bool{false, true} {
+				if noLeases && rep > 0 {
+					continue // one control run is enough
+				}
+				r, err := b.runBindingOf(ctx, alg, *replicas, noLeases)
+				if err != nil {
+					return fmt.Errorf("loadgen: rediscost binding run of %s: %w", alg, err)
+				}
+				if noLeases {
+					controls[alg.String()] = append(controls[alg.String()], r)
+				} else {
+					bindings[alg.String()] = append(bindings[alg.String()], r)
+				}
+				writeBindingLine(stderr, rep+1, cfg.Repeat, r)
+			}
 		}
 	}
 	m.LoadAfter = loadAverage()
 	rep := &redisCostReport{
 		Command: reproduceCommand(flags, "rediscost"), Date: begin.UTC().Format("2006-01-02 15:04 MST"),
-		Took: time.Since(begin).Round(time.Second).String(), Machine: m, Config: cfg, Keys: *keys, Runs: runs,
+		Took: time.Since(begin).Round(time.Second).String(), Machine: m, Config: cfg, Keys: *keys, Replicas: *replicas,
+		Peer: peerLabel, Runs: runs, Binding: bindings, BindingNoLeases: controls,
 	}
 	var failed int
 	if *update == "" {
@@ -109,16 +137,17 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	if failed > 0 {
-		return fmt.Errorf("loadgen: rediscost: %d cells got errors (see the report)", failed)
+		return fmt.Errorf("loadgen: rediscost: %d cells or binding runs failed (see the report)", failed)
 	}
 	return nil
 }
 
 // writeRedisCostFiles writes the JSON, the detail page (keeping the
 // analysis written by hand in an earlier one) and the rediscost block of the
-// page into dir, and returns how many cells got errors.
+// page into dir, and returns how many cells got errors and binding runs
+// failed.
 func writeRedisCostFiles(dir string, rep *redisCostReport, log io.Writer) (failed int, err error) {
-	cells := redisCostCells(rep.Keys, rep.Config.Concurrency)
+	cells := redisCostCells(rep.Keys, rep.Config.Concurrency, rep.Replicas)
 	err = writeGenerated(dir, generated{
 		block: rediscostMarker, analysis: rediscostAnalysisMarker, data: rep, jsonPath: rediscostJSONPath, detailPath: rediscostDetailPath,
 		render: func(detail, headline io.Writer, analysis string) {
@@ -143,8 +172,9 @@ const floorPipeline = 8
 // ratewarden's server on Redis, its script alone, and the server on the
 // memory backend; then the floor of a scripted decision: an empty script
 // beside the peer's traffic, one per round trip and floorPipeline per round
-// trip, and every algorithm's script floorPipeline per round trip.
-func redisCostCells(keys, concurrency int) []cell {
+// trip, and every algorithm's script floorPipeline per round trip; then the
+// hot-key cells over replicas servers (hotKeyCells).
+func redisCostCells(keys, concurrency, replicas int) []cell {
 	script := func(name string, pipeline int) cell { return scriptCell(name, pipeline, keys, concurrency) }
 	cells := []cell{
 		script(scriptPeer, 1),
@@ -161,7 +191,7 @@ func redisCostCells(keys, concurrency int) []cell {
 	for _, alg := range algorithms.Algorithms {
 		cells = append(cells, script(alg.String(), floorPipeline))
 	}
-	return cells
+	return append(cells, hotKeyCells(concurrency, replicas)...)
 }
 
 // scriptCell is the rediscost cell that sends script name (or the peer's
@@ -175,21 +205,43 @@ func scriptCell(name string, pipeline, keys, concurrency int) cell {
 // detail page are rendered. Runs holds every run of every cell, by the
 // cell's name.
 type redisCostReport struct {
-	Command string               `json:"command"`
-	Date    string               `json:"date"`
-	Took    string               `json:"took"`
-	Machine machine              `json:"machine"`
-	Config  benchConfig          `json:"config"`
-	Keys    int                  `json:"keys"`
-	Runs    map[string][]*result `json:"runs"`
+	Command string      `json:"command"`
+	Date    string      `json:"date"`
+	Took    string      `json:"took"`
+	Machine machine     `json:"machine"`
+	Config  benchConfig `json:"config"`
+	Keys    int         `json:"keys"`
+	// Replicas is the servers of the hot-key cells and the binding runs.
+	Replicas int `json:"replicas"`
+	// Peer names the build of envoyproxy/ratelimit's server measured; empty
+	// for peerVersion.
+	Peer string               `json:"peer,omitempty"`
+	Runs map[string][]*result `json:"runs"`
+	// Binding holds every binding run, by algorithm, in the order made;
+	// BindingNoLeases the control runs, made with RLS_LEASES=false.
+	Binding         map[string][]*bindingResult `json:"binding,omitempty"`
+	BindingNoLeases map[string][]*bindingResult `json:"binding_no_leases,omitempty"`
+}
+
+// peer names the build of envoyproxy/ratelimit's server measured.
+func (rep redisCostReport) peer() string {
+	if rep.Peer == "" {
+		return peerVersion
+	}
+	return rep.Peer
 }
 
 // cellStats is the median over a cell's runs of what the report shows, and
 // whether any run got an error.
 type cellStats struct {
 	rate, redisCPU, serverCPU, commands float64
-	errors                              uint64
-	firstError                          string
+	// leases says whether the cell's servers counted leases; served is the
+	// share of decisions served from leases, leaseRate the leases taken a
+	// second, givenBack the share of leased hits given back.
+	leases                       bool
+	served, leaseRate, givenBack float64
+	errors                       uint64
+	firstError                   string
 }
 
 func statsOf(rs []*result) cellStats {
@@ -208,12 +260,13 @@ func statsOf(rs []*result) cellStats {
 		rate:      med(func(r *result) float64 { return r.Rate }),
 		redisCPU:  med(func(r *result) float64 { return r.CPU[cpuRedis] }),
 		serverCPU: med(func(r *result) float64 { return r.CPU[cpuServer] }),
-		commands: med(func(r *result) float64 {
-			if r.Redis == nil {
-				return 0
-			}
-			return r.Redis.PerDecision
-		}),
+		commands:  med(func(r *result) float64 { return r.Redis.perDecision() }),
+	}
+	if len(rs) > 0 && rs[0].Leases != nil {
+		s.leases = true
+		s.served = med(func(r *result) float64 { return quotient(r.Leases.Served, float64(r.Decisions)) })
+		s.leaseRate = med(func(r *result) float64 { return quotient(r.Leases.Taken, r.Seconds) })
+		s.givenBack = med(func(r *result) float64 { return quotient(r.Leases.GivenBack, r.Leases.Leased) })
 	}
 	for _, r := range rs {
 		s.errors += r.Errors
@@ -230,6 +283,9 @@ func statsOf(rs []*result) cellStats {
 func cellsStats(cells []cell, runs map[string][]*result) (stats map[string]cellStats, failed int) {
 	stats = map[string]cellStats{}
 	for _, c := range cells {
+		if len(runs[c.name()]) == 0 {
+			continue // a report made before the cell was measured
+		}
 		s := statsOf(runs[c.name()])
 		stats[c.name()] = s
 		if s.errors > 0 {
@@ -259,7 +315,7 @@ func (rep redisCostReport) writeHeadline(w io.Writer, cells []cell) (failed int)
 			rep.Command, rep.Date, rep.Took, rep.Machine.CPU, rep.Machine.CPUs, rep.Machine.Redis, rep.Machine.Commit, rep.Machine.LoadBefore, rep.Machine.LoadAfter),
 		fmt.Sprintf("Each cell: %d callers on %d gRPC connections, %s keys drawn uniformly, no call over its limit, one standalone Redis; the median of %d runs of %s after %s of warm-up, the cells taking turns.",
 			rep.Config.Concurrency, rep.Config.Conns, fmtRate(float64(rep.Keys)), rep.Config.Repeat, rep.Config.DurationText, rep.Config.WarmupText),
-		fmt.Sprintf("envoyproxy/ratelimit (%s) is its own server with its statistics off, driven by the same callers; its configuration knows no algorithm, so it runs its fixed window.", peerVersion),
+		fmt.Sprintf("envoyproxy/ratelimit (%s) is its own server with its statistics off, driven by the same callers; its configuration knows no algorithm, so it runs its fixed window.", rep.peer()),
 		"CPU is user and system time from /proc: Redis's, and the server's.")
 	p("| server | algorithm | decisions/s | Redis CPU µs per decision | × peer | Redis commands per decision | server CPU µs per decision |")
 	p("|---|---|---|---|---|---|---|")
@@ -278,7 +334,8 @@ func (rep redisCostReport) writeHeadline(w io.Writer, cells []cell) (failed int)
 			fmtSpan("%.2f", redisLo, redisHi), fmtSpan("%.2f", serverLo, serverHi)),
 		fmt.Sprintf("The peer's Redis traffic alone, sent with no server in front, the targets set against it, what a script costs Redis by itself, the server on the memory backend and the analysis: [%s](%s).",
 			rediscostDetailPath, rediscostDetailPath))
-	return failed
+	rep.writeHotHeadline(w, stats, peer)
+	return failed + rep.bindingFailed()
 }
 
 // writeDetail writes the detail page of the rediscost run: why and how it
@@ -291,9 +348,10 @@ func (rep redisCostReport) writeDetail(w io.Writer, cells []cell, analysis strin
 	p("decisions one Redis core serves. The baseline is envoyproxy/ratelimit's fixed window as its Redis cache sends")
 	p("it: `INCRBY` of the window's key and `EXPIRE`, pipelined, one round trip per decision (no local cache, no")
 	p("implicit pipelining: its defaults), sent by the load generator at the same concurrency to the same Redis;")
-	p("beside it, the peer's own server, built from its module and driven as ratewarden's server is. The last table")
-	p("is the floor: an empty script and each algorithm's script, sent with no server in front at one and at %d", floorPipeline)
-	p("calls per round trip, beside the peer's commands sent the same way. The headline table is on [the page](../%s).", pagePath)
+	p("beside it, the peer's own server, built from its module and driven as ratewarden's server is. Then the")
+	p("floor: an empty script and each algorithm's script, sent with no server in front at one and at %d", floorPipeline)
+	p("calls per round trip, beside the peer's commands sent the same way; then one hot key asked through several")
+	p("replicas, where leases serve it, and the runs where its limit binds. The headline tables are on [the page](../%s).", pagePath)
 	p("")
 	rep.write(w, cells, rep.Runs)
 	p("")
@@ -305,15 +363,6 @@ func (rep redisCostReport) writeDetail(w io.Writer, cells []cell, analysis strin
 func (rep redisCostReport) write(w io.Writer, cells []cell, runs map[string][]*result) (failed int) {
 	stats, failed := cellsStats(cells, runs)
 	peer, peerServer := stats[cells[0].name()], stats[cells[1].name()]
-	verdict := func(s cellStats, ratio, target float64) string {
-		switch {
-		case s.errors > 0:
-			return fmt.Sprintf("**failed**: %d errors (%s)", s.errors, s.firstError)
-		case ratio <= target:
-			return "met"
-		}
-		return fmt.Sprintf("**missed** by %.2f×", ratio-target)
-	}
 	fmt.Fprintf(w, "Generated by `%s` on %s (took %s), on %s × %d, Redis %s, commit %s; load average (1, 5, 15 min) %s before and %s after. "+
 		"Each cell ran %d times for %s after %s of warm-up, the cells taking turns; the tables give the median of the runs. "+
 		"%d callers on %d keys drawn uniformly, one decision per call, and no call over its limit; the callers of a server share %d gRPC connections.\n\n",
@@ -326,7 +375,7 @@ func (rep redisCostReport) write(w io.Writer, cells []cell, runs map[string][]*r
 		"pipelined, one decision per round trip, as its Redis cache sends them, from the load generator with no server in front): "+
 		"%.1f µs, %.2f commands, %s/s%s. The targets are judged against the traffic alone, the baseline they were set against; "+
 		"the server shows what Redis pays when the peer itself sends that traffic, from a gRPC server sharing the CPUs with Redis as ratewarden's does.\n\n",
-		peerVersion, peerServer.redisCPU, peerServer.serverCPU, peerServer.commands, fmtRate(peerServer.rate), errorNote(peerServer),
+		rep.peer(), peerServer.redisCPU, peerServer.serverCPU, peerServer.commands, fmtRate(peerServer.rate), errorNote(peerServer),
 		peer.redisCPU, peer.commands, fmtRate(peer.rate), errorNote(peer))
 	fmt.Fprintln(w, "| algorithm | through the server: Redis µs per decision | × peer's traffic alone | × peer's server | Redis commands per decision | decisions/s | one script per round trip: Redis µs per call | × peer's traffic alone | target | verdict |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
@@ -343,9 +392,12 @@ func (rep redisCostReport) write(w io.Writer, cells []cell, runs map[string][]*r
 			worst = peer
 		}
 		fmt.Fprintf(w, "| %s | %.1f | %.2f | %.2f | %.2f | %s%s | %.1f | %.2f | ≤ %.1f× | %s |\n", alg, srv.redisCPU, ratio, srv.redisCPU/peerServer.redisCPU,
-			srv.commands, fmtRate(srv.rate), errorNote(srv), raw.redisCPU, raw.redisCPU/peer.redisCPU, target, verdict(worst, ratio, target))
+			srv.commands, fmtRate(srv.rate), errorNote(srv), raw.redisCPU, raw.redisCPU/peer.redisCPU, target, judge(worst, ratio, target))
 	}
 	fmt.Fprintln(w)
+	if s := rep.coldFixed(stats, peerServer); s != "" {
+		writeParagraph(w, s)
+	}
 	fmt.Fprintf(w, "Server CPU per decision (the ratewarden process, from /proc), on Redis against the memory backend "+
 		"(envoyproxy/ratelimit's server: %.1f µs per decision on Redis):\n", peerServer.serverCPU)
 	fmt.Fprintln(w)
@@ -360,10 +412,12 @@ func (rep redisCostReport) write(w io.Writer, cells []cell, runs map[string][]*r
 			worst = mem
 		}
 		fmt.Fprintf(w, "| %s | %.1f | %s%s | %.1f | %s%s | %.2f | ≤ %.1f× | %s |\n", alg, mem.serverCPU, fmtRate(mem.rate), errorNote(mem),
-			srv.serverCPU, fmtRate(srv.rate), errorNote(srv), ratio, serverCostTarget, verdict(worst, ratio, serverCostTarget))
+			srv.serverCPU, fmtRate(srv.rate), errorNote(srv), ratio, serverCostTarget, judge(worst, ratio, serverCostTarget))
 	}
 	rep.writeFloor(w, stats)
-	return failed
+	rep.writeHot(w, stats)
+	rep.writeBinding(w)
+	return failed + rep.bindingFailed()
 }
 
 // writeFloor renders what a script costs Redis by itself, beside the peer's
@@ -388,8 +442,24 @@ func (rep redisCostReport) writeFloor(w io.Writer, stats map[string]cellStats) {
 	row("envoyproxy/ratelimit's decision (INCRBY, EXPIRE)", peer1, peerN)
 	row("empty script", at(scriptTrivial, 1), at(scriptTrivial, floorPipeline))
 	for _, alg := range algorithms.Algorithms {
-		row(alg.String()+" script", at(alg.String(), 1), at(alg.String(), floorPipeline))
+		name := alg.String() + " script"
+		if alg.Spec().Counter {
+			name = alg.String() + " (SET NX PX and INCRBY, no script)"
+		}
+		row(name, at(alg.String(), 1), at(alg.String(), floorPipeline))
 	}
+}
+
+// judge returns the verdict on a ratio of cell s against its target: met,
+// missed by how much, or failed when the cell got errors.
+func judge(s cellStats, ratio, target float64) string {
+	switch {
+	case s.errors > 0:
+		return fmt.Sprintf("**failed**: %d errors (%s)", s.errors, s.firstError)
+	case ratio <= target:
+		return "met"
+	}
+	return fmt.Sprintf("**missed** by %.2f×", ratio-target)
 }
 
 // errorNote marks a figure whose cell got errors.

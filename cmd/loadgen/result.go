@@ -63,6 +63,10 @@ type result struct {
 
 	// Redis is set when the run read INFO commandstats.
 	Redis *redisCost `json:"redis,omitempty"`
+
+	// Leases is what the leases of ratewarden's servers did during the
+	// measurement, when the run read their counters.
+	Leases *leaseCounts `json:"leases,omitempty"`
 }
 
 // redisCost is what the measured decisions cost Redis.
@@ -84,6 +88,23 @@ func newRedisCost(calls commandStats, decisions uint64) *redisCost {
 		c.EvalshaPerDecision = float64(calls["evalsha"]) / float64(decisions)
 	}
 	return c
+}
+
+// perDecision returns the commands per decision; 0 when c is nil (a run
+// that read no INFO commandstats).
+func (c *redisCost) perDecision() float64 {
+	if c == nil {
+		return 0
+	}
+	return c.PerDecision
+}
+
+// quotient returns a/b, or 0 when b is 0.
+func quotient(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 // setLatencies fills in the latency fields from h.

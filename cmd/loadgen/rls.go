@@ -22,12 +22,16 @@ const modeRLS = "rls"
 
 // loadParams describes one run of ShouldRateLimit calls.
 type loadParams struct {
-	Addr        string
+	// Addrs are the servers' gRPC addresses: replicas of one service, over
+	// which the callers spread.
+	Addrs       []string
 	Concurrency int
-	// Conns is the number of gRPC connections the callers share, round
-	// robin; Envoy keeps one per worker thread.
-	Conns    int
-	Keys     int
+	// Conns is the number of gRPC connections to each server, which the
+	// callers share round robin; Envoy keeps one per worker thread.
+	Conns int
+	Keys  int
+	// Prefix starts the live values (liveValuePrefix when empty).
+	Prefix   string
 	Dist     string
 	HotShare float64
 	// Over is the share of requests sent to exhausted values.
@@ -43,8 +47,8 @@ type loadParams struct {
 // validate reports the first parameter out of range.
 func (p *loadParams) validate() error {
 	switch {
-	case p.Addr == "":
-		return errors.New("loadgen: -addr must not be empty")
+	case len(p.Addrs) == 0:
+		return errors.New("loadgen: -addr must name a server")
 	case p.Concurrency < 1:
 		return fmt.Errorf("loadgen: -concurrency %d must be at least 1", p.Concurrency)
 	case p.Conns < 1:
@@ -69,16 +73,16 @@ func runLoad(ctx context.Context, p loadParams) (*result, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
-	conns := make([]*grpc.ClientConn, p.Conns)
-	for i := range conns {
-		c, err := grpc.NewClient(p.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, fmt.Errorf("loadgen: -addr %s: %w", p.Addr, err)
-		}
-		defer c.Close()
-		conns[i] = c
+	conns, err := dialAll(p.Addrs, p.Conns)
+	if err != nil {
+		return nil, err
 	}
-	ks := newKeySpace(p.RunID, p.Keys, p.Over > 0)
+	defer closeAll(conns)
+	prefix := p.Prefix
+	if prefix == "" {
+		prefix = liveValuePrefix
+	}
+	ks := newKeySpace(prefix, p.RunID, p.Keys, p.Over > 0)
 	if p.Over > 0 {
 		if err := exhaust(ctx, p, conns, ks.exhausted); err != nil {
 			return nil, err
@@ -99,9 +103,33 @@ func runLoad(ctx context.Context, p loadParams) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.Mode, r.Target, r.Domain, r.Key = modeRLS, p.Addr, p.Domain, p.Key
+	r.Mode, r.Target, r.Domain, r.Key = modeRLS, strings.Join(p.Addrs, ","), p.Domain, p.Key
 	r.Keys, r.Dist, r.Over, r.Conns = p.Keys, p.Dist, p.Over, p.Conns
 	return r, nil
+}
+
+// dialAll opens conns gRPC connections to each address, interleaved, so
+// that callers taking them round robin spread over the replicas.
+func dialAll(addrs []string, conns int) ([]*grpc.ClientConn, error) {
+	var out []*grpc.ClientConn
+	for range conns {
+		for _, a := range addrs {
+			c, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				closeAll(out)
+				return nil, fmt.Errorf("loadgen: %s: %w", a, err)
+			}
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// closeAll closes conns.
+func closeAll(conns []*grpc.ClientConn) {
+	for _, c := range conns {
+		c.Close()
+	}
 }
 
 // rlsCaller returns a worker's call: one ShouldRateLimit with one
@@ -187,6 +215,6 @@ func writeRunHeader(w io.Writer, p loadParams) {
 	if w == nil {
 		return
 	}
-	fmt.Fprintf(w, "loadgen: %s/%s on %s, %d keys (%s), over %.0f%%, %d callers on %d connections, warm-up %s, %s\n",
-		p.Domain, p.Key, p.Addr, p.Keys, p.Dist, 100*p.Over, p.Concurrency, p.Conns, p.Warmup, p.Duration)
+	fmt.Fprintf(w, "loadgen: %s/%s on %s, %d keys (%s), over %.0f%%, %d callers on %d connections to each server, warm-up %s, %s\n",
+		p.Domain, p.Key, strings.Join(p.Addrs, ","), p.Keys, p.Dist, 100*p.Over, p.Concurrency, p.Conns, p.Warmup, p.Duration)
 }

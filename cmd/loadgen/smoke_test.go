@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/server"
 	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
@@ -30,6 +31,13 @@ import (
 // and the given RLS_* variables, and returns its gRPC address. It stops
 // when the test ends.
 func startServer(t *testing.T, env map[string]string) string {
+	t.Helper()
+	grpcAddr, _ := startServerAt(t, env)
+	return grpcAddr
+}
+
+// startServerAt is startServer, and returns the HTTP address too.
+func startServerAt(t *testing.T, env map[string]string) (grpcAddr, httpAddr string) {
 	t.Helper()
 	limits := filepath.Join(t.TempDir(), "limits.yaml")
 	var b bytes.Buffer
@@ -58,7 +66,7 @@ func startServer(t *testing.T, env map[string]string) string {
 		cancel()
 		require.NoError(t, <-done)
 	})
-	return srv.GRPCAddr().String()
+	return srv.GRPCAddr().String(), srv.HTTPAddr().String()
 }
 
 // runJSON runs loadgen with args and -json and returns the result it
@@ -119,6 +127,60 @@ func TestSmokeRedisBackend(t *testing.T) {
 	assert.LessOrEqual(t, r.Redis.EvalshaPerDecision, 1.05)
 	assert.Greater(t, r.Redis.PerDecision, r.Redis.EvalshaPerDecision, "scripts run commands inside Redis")
 	assert.NotContains(t, r.Redis.Commands, "info")
+}
+
+// TestSmokeReplicas: a run spreads its callers over the replicas it names,
+// and reads what their leases did on one hot key.
+func TestSmokeReplicas(t *testing.T) {
+	redisSrv := redistest.Standalone(t)
+	env := map[string]string{"RLS_BACKEND": "redis", "RLS_REDIS_MODE": "standalone", "RLS_REDIS_ADDRS": redisSrv.Addr()}
+	g1, h1 := startServerAt(t, env)
+	g2, h2 := startServerAt(t, env)
+	leases := newLeaseReader([]string{h1, h2})
+	r, err := runLoad(context.Background(), loadParams{
+		Addrs: []string{g1, g2}, Concurrency: 8, Conns: 1, Keys: 1, Prefix: hotValuePrefix, Dist: distUniform,
+		Domain: defaultDomain, Key: "fixed_window", RunID: newRunID(), Seed: 1,
+		phases: phases{Warmup: 200 * time.Millisecond, Duration: 2 * time.Second, Leases: leases},
+	})
+	require.NoError(t, err)
+	checkConsistent(t, r)
+	assert.Equal(t, r.Decisions, r.Allowed, "the hot rule is far above the load")
+	assert.Equal(t, g1+","+g2, r.Target)
+	require.NotNil(t, r.Leases)
+	assert.Positive(t, r.Leases.Taken, "one key asked by 8 callers is leased")
+	assert.Positive(t, r.Leases.Served)
+	for _, h := range []string{h1, h2} {
+		c, err := newLeaseReader([]string{h}).read()
+		require.NoError(t, err)
+		assert.Positive(t, c.Served, "replica %s served calls from its leases", h)
+	}
+}
+
+// TestSmokeBindingRun: a binding run through two replicas on one Redis
+// sends every call and accounts for it, is never above the limit, and reads
+// what the leases did. It takes 10 s, so -short skips it.
+func TestSmokeBindingRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a binding run takes 10 s")
+	}
+	redisSrv := redistest.Standalone(t)
+	env := map[string]string{"RLS_BACKEND": "redis", "RLS_REDIS_MODE": "standalone", "RLS_REDIS_ADDRS": redisSrv.Addr()}
+	g1, h1 := startServerAt(t, env)
+	g2, h2 := startServerAt(t, env)
+	r, err := runBinding(context.Background(), bindingParams{Addrs: []string{g1, g2}, Conns: 1,
+		Algorithm: algorithms.FixedWindow, RunID: newRunID(), Leases: newLeaseReader([]string{h1, h2})})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(bindingOffered*bindingLimit*bindingWindows), r.Sent)
+	// A slow machine (or the race detector) may have the servers shed
+	// calls, which are errors; every call is accounted for either way.
+	assert.Equal(t, r.Sent, r.Allowed+r.Denied+r.Errors)
+	assert.Equal(t, checkWindows, r.Check.Kind)
+	assert.False(t, r.Check.Above, "%s", r.Check.describe())
+	assert.LessOrEqual(t, r.Check.Certain, float64(bindingLimit))
+	assert.Positive(t, r.Allowed)
+	assert.Equal(t, float64(bindingWindows*bindingLimit), r.Allows)
+	require.NotNil(t, r.Leases)
+	assert.Positive(t, r.Leases.Taken, "1 000 calls a second on each replica are leased")
 }
 
 func TestSmokeNoopServer(t *testing.T) {
