@@ -129,20 +129,30 @@ type httpOptions struct {
 	configRoot string
 }
 
-// serveJSON is svc's ShouldRateLimit over HTTP with JSON bodies.
-func serveJSON(svc *rls.Service, w http.ResponseWriter, r *http.Request) {
+// readRequest reads the RateLimitRequest in JSON that r, a POST to path,
+// carries, or answers w with why it cannot and reports false.
+func readRequest(w http.ResponseWriter, r *http.Request, path string) (*rlsv3.RateLimitRequest, bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		httpError(w, http.StatusMethodNotAllowed, "rls: /json takes POST")
-		return
+		httpError(w, http.StatusMethodNotAllowed, "rls: "+path+" takes POST")
+		return nil, false
 	}
 	body, ok := readBody(w, r)
 	if !ok {
-		return
+		return nil, false
 	}
 	req, err := parseRequestJSON(body)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
+		return nil, false
+	}
+	return req, true
+}
+
+// serveJSON is svc's ShouldRateLimit over HTTP with JSON bodies.
+func serveJSON(svc *rls.Service, w http.ResponseWriter, r *http.Request) {
+	req, ok := readRequest(w, r, "/json")
+	if !ok {
 		return
 	}
 	resp, err := svc.ShouldRateLimit(r.Context(), req)

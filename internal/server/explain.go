@@ -462,18 +462,8 @@ func windowText(l ExplainedLimit) string {
 // root, as /rlconfig shows them; JSON with ?format=json, text otherwise.
 // It takes and gives back nothing.
 func serveExplain(svc *rls.Service, ex *explainer, root string, w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		httpError(w, http.StatusMethodNotAllowed, "rls: /explain takes POST")
-		return
-	}
-	body, ok := readBody(w, r)
+	req, ok := readRequest(w, r, "/explain")
 	if !ok {
-		return
-	}
-	req, err := parseRequestJSON(body)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	x, err := svc.Explain(req)
