@@ -98,6 +98,46 @@ func hammer(t *testing.T, servers []*serverProcess, key, value string, callers, 
 	return int(admitted.Load())
 }
 
+// drain returns how many takes of the descriptor the servers admit after
+// a race that left room of the limit unadmitted: until a round admits
+// nothing, it waits for the leases held when the race ended to be given
+// back, and the denials remembered meanwhile to be forgotten (at most a
+// second), then takes through each server in turn until it is denied. When
+// room is 0, one take through each server must be denied at once.
+func drain(t *testing.T, servers []*serverProcess, key, value string, room int) int {
+	t.Helper()
+	req := &rlsv3.RateLimitRequest{
+		Domain:      "exact",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: key, Value: value}}}},
+	}
+	admits := func(srv *serverProcess) bool {
+		resp, err := srv.Client.ShouldRateLimit(context.Background(), req)
+		require.NoError(t, err)
+		return resp.GetOverallCode() == rlsv3.RateLimitResponse_OK
+	}
+	if room == 0 {
+		for _, srv := range servers {
+			require.False(t, admits(srv), "a take after the limit was reached")
+		}
+		return 0
+	}
+	admitted := 0
+	for range 5 {
+		time.Sleep(1200 * time.Millisecond)
+		n := 0
+		for _, srv := range servers {
+			for admitted+n <= room && admits(srv) {
+				n++
+			}
+		}
+		if n == 0 {
+			break
+		}
+		admitted += n
+	}
+	return admitted
+}
+
 func TestReplicasAdmitExactlyTheLimit(t *testing.T) {
 	for _, backend := range []struct {
 		name string
@@ -136,8 +176,10 @@ func TestReplicasAdmitExactlyTheLimit(t *testing.T) {
 
 // TestLeasedReplicasAdmitExactlyTheLimit races 128 callers over two
 // replicas on a 6-node cluster, with leases on (the default), for 3 000
-// calls on a limit of 1 000 an hour of each algorithm: exactly 1 000 are
-// admitted, and the replicas' own counts show that leases served them.
+// calls on a limit of 1 000 an hour of each algorithm: no more than 1 000
+// are admitted; once the leases held when the race ended are given back,
+// exactly 1 000 have been; and the replicas' own counts show that leases
+// served them.
 func TestLeasedReplicasAdmitExactlyTheLimit(t *testing.T) {
 	cluster := redistest.SharedCluster(t)
 	servers := replicas(t, map[string]string{"RLS_REDIS_MODE": "cluster", "RLS_REDIS_ADDRS": strings.Join(cluster.Addrs(), ",")})
@@ -150,8 +192,11 @@ func TestLeasedReplicasAdmitExactlyTheLimit(t *testing.T) {
 				time.Sleep(time.Hour - into)
 			}
 			key := "leased_" + alg
-			got := hammer(t, servers, key, run, 128, 3000)
-			assert.Equal(t, 1000, got, "admitted by 2 replicas from 128 callers, limit 1 000")
+			race := hammer(t, servers, key, run, 128, 3000)
+			require.LessOrEqual(t, race, 1000, "admitted by 2 replicas from 128 callers, limit 1 000")
+			later := drain(t, servers, key, run, 1000-race)
+			assert.Equal(t, 1000, race+later, "admitted in the race (%d) and after it", race)
+			t.Logf("%s: %d admitted in the race, %d after", alg, race, later)
 			var leases, served float64
 			for _, srv := range servers {
 				for series, v := range scrapeMetrics(t, srv) {

@@ -130,4 +130,11 @@ type Result struct {
 	ResetAfter time.Duration
 	// Receipt identifies what an admitted Take consumed, for a later refund.
 	Receipt Receipt
+	// Transient reports, on a denial, that the state it was decided on may
+	// have held hits another op was about to give back, so that the same
+	// take may be admitted at once: ResetAfter is then the longest wait, not
+	// the exact one. Only a backend that admits by adding first and gives
+	// back after (the fixed window on Redis, counted without a script) sets
+	// it, and whoever remembers denials must not remember such a one.
+	Transient bool
 }

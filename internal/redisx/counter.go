@@ -253,5 +253,10 @@ func (c *counterCall) result(op *algorithms.Op, v int64) algorithms.Result {
 	if before >= 0 && v <= int64(L) {
 		return admitted(v, algorithms.Receipt{At: c.at})
 	}
-	return algorithms.Result{Remaining: remaining(before), ResetAfter: untilEnd}
+	// A count outside [0, L] holds what another op adds or takes for the
+	// moment before its give-back, or was counted under a limit since
+	// lowered: a take denied on it may be admitted once the give-back is
+	// made, and is marked so that no denial of it is remembered.
+	return algorithms.Result{Remaining: remaining(before), ResetAfter: untilEnd,
+		Transient: before < 0 || before > int64(L)}
 }

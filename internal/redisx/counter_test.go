@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -28,15 +29,7 @@ func TestCounterTransientDenials(t *testing.T) {
 		callers  = 128
 		attempts = 3 * limit
 	)
-	client := redistest.SharedStandalone(t).Client(t)
-	lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(testPrefix(t)))
-	require.NoError(t, err)
-	t.Cleanup(lim.Close)
-	op := algorithms.Op{
-		Key:   algorithms.Key{Domain: "transient", Entries: []algorithms.Entry{{Key: "k", Value: "hot"}}},
-		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: limit, Window: algorithms.MaxWindow},
-		Hits:  1,
-	}
+	client, lim, op := fixedWindowOn(t, "hot", limit)
 	ctx := context.Background()
 	var seq, admitted atomic.Int64
 	var mu sync.Mutex
@@ -85,4 +78,61 @@ func TestCounterTransientDenials(t *testing.T) {
 	require.NoError(t, err)
 	assert.Positive(t, ttl, "the count expires with its window")
 	assert.LessOrEqual(t, ttl, algorithms.MaxWindow+serverClockMargin+time.Millisecond)
+}
+
+// TestCounterMarksTransientDenials: a take denied on a count that holds
+// hits another op is about to give back (above L, or below zero) is marked
+// transient, so that no one remembers it; one denied on a count of L is
+// not.
+func TestCounterMarksTransientDenials(t *testing.T) {
+	client, lim, op := fixedWindowOn(t, "marked", 5)
+	ctx := context.Background()
+	do := func(hits uint64) algorithms.Result {
+		t.Helper()
+		o := op
+		o.Hits = hits
+		res, err := lim.Do(ctx, []algorithms.Op{o})
+		require.NoError(t, err)
+		return res[0]
+	}
+	require.True(t, do(5).Allowed)
+	keys := limitKeys(t, client, lim.enc.keys, op.Key, op.Limit)
+	require.Len(t, keys, 1)
+
+	full := do(1)
+	assert.False(t, full.Allowed)
+	assert.False(t, full.Transient, "a count of L is the limit reached")
+
+	// Another replica's take of 3 is between its INCRBY and its give-back.
+	require.NoError(t, client.IncrBy(ctx, keys[0], 3).Err())
+	over := do(1)
+	assert.False(t, over.Allowed)
+	assert.True(t, over.Transient, "a count above L holds hits about to be given back")
+	assert.Equal(t, full.Remaining, over.Remaining)
+
+	// A refund of 7 is between its INCRBY and its give-back of what it took
+	// below zero.
+	require.NoError(t, client.IncrBy(ctx, keys[0], -10).Err())
+	under := do(1)
+	assert.False(t, under.Allowed)
+	assert.True(t, under.Transient, "a count below zero holds hits about to be given back")
+
+	require.NoError(t, client.IncrBy(ctx, keys[0], 2).Err())
+	assert.True(t, do(1).Allowed, "the count back in [0, L]")
+}
+
+// fixedWindowOn returns a client of the shared standalone server, a Limiter
+// on it, and a take of one hit of a fixed window of limit over MaxWindow,
+// of a key named by value.
+func fixedWindowOn(t *testing.T, value string, limit uint64) (*redis.Client, *Limiter, algorithms.Op) {
+	t.Helper()
+	client := redistest.SharedStandalone(t).Client(t)
+	lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(testPrefix(t)))
+	require.NoError(t, err)
+	t.Cleanup(lim.Close)
+	return client, lim, algorithms.Op{
+		Key:   algorithms.Key{Domain: "transient", Entries: []algorithms.Entry{{Key: "k", Value: value}}},
+		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: limit, Window: algorithms.MaxWindow},
+		Hits:  1,
+	}
 }

@@ -32,7 +32,9 @@ import (
 // denied take was, and no take on it was admitted meanwhile. The backend may
 // run scripts in another order than they were sent, and answer them in
 // another order than it ran them: a denial that overlapped a give-back may
-// have been decided before it, and is not kept.
+// have been decided before it, and is not kept. A denial the backend marks
+// transient (it may have met hits another op was about to give back) is
+// kept for transientHold at most.
 //
 // R is counted from before the backend was asked, so the cache never denies
 // past the backend's own reset; its reported wait may be up to one round trip
@@ -65,6 +67,16 @@ const denyShards = 64
 // the backend is asked again and admits into the room they made. A hot key
 // over its limit then costs the backend one call a second per replica.
 const maxDenyHold = time.Second
+
+// transientHold bounds how long a denial the backend marked transient
+// (algorithms.Result.Transient) is answered locally. Such a denial may have
+// met hits another op, through any replica, was about to give back, and
+// then the room is there a round trip later; or it met a count that stays
+// above the limit (one that records counted past it, or a limit since
+// lowered), and the denial holds. The short hold bounds what the first
+// costs in admissions, and keeps most of what the cache saves the backend
+// in the second.
+const transientHold = 50 * time.Millisecond
 
 type denyShard struct {
 	mu sync.Mutex
@@ -249,8 +261,12 @@ func (c *Limiter) settle(t *ticket, op *algorithms.Op, r *algorithms.Result, now
 		st.gen++
 		s.drop(&st)
 	case r != nil && !r.Allowed && r.ResetAfter > 0 && t.clean && st.gen == t.gen && cacheable(op):
+		hold := maxDenyHold
+		if r.Transient {
+			hold = transientHold
+		}
 		c.remember(s, &st, denial{hits: op.Hits, until: now.Add(r.ResetAfter),
-			held: now.Add(min(r.ResetAfter, maxDenyHold)), remaining: r.Remaining}, now)
+			held: now.Add(min(r.ResetAfter, hold)), remaining: r.Remaining}, now)
 	}
 	if st.inflight == 0 && st.denial.hits == 0 {
 		delete(s.m, t.id)

@@ -429,3 +429,35 @@ func TestDenyCacheAsksAgainAfterAGiveBack(t *testing.T) {
 	clock.Advance(time.Millisecond)
 	assert.True(t, do(t, cache, take("k", l, 1))[0].Allowed, "the backend is asked again, and admits")
 }
+
+// transientLimiter denies every take as transient: the count it met held
+// hits another op was about to give back.
+type transientLimiter struct{ calls atomic.Int64 }
+
+func (l *transientLimiter) Do(_ context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	l.calls.Add(1)
+	res := make([]algorithms.Result, len(ops))
+	for i := range res {
+		res[i] = algorithms.Result{ResetAfter: time.Hour, Transient: true}
+	}
+	return res, nil
+}
+
+// TestDenyCacheHoldsTransientDenialsBriefly: a denial the backend marks as
+// transient is answered locally for transientHold at most, not for
+// maxDenyHold, and then the backend is asked again, which may admit the
+// take once the hits another op pushed past the limit are back.
+func TestDenyCacheHoldsTransientDenialsBriefly(t *testing.T) {
+	clock := algotest.NewClock(t0)
+	inner := &transientLimiter{}
+	cache := New(inner, Options{MaxEntries: 10, Now: clock.Now})
+	op := take("transient", algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Minute}, 1)
+	for range 3 {
+		assert.False(t, do(t, cache, op)[0].Allowed)
+	}
+	assert.EqualValues(t, 1, inner.calls.Load(), "the denial was answered locally")
+	clock.Advance(transientHold)
+	assert.False(t, do(t, cache, op)[0].Allowed)
+	assert.EqualValues(t, 2, inner.calls.Load(), "the backend was asked again after transientHold")
+	assert.EqualValues(t, 2, cache.Hits())
+}

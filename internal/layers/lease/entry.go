@@ -19,8 +19,9 @@ type entry struct {
 	// room is the backend's remaining after the last take it answered.
 	room      uint64
 	roomKnown bool
-	// fetching is set while a lease is on its way.
-	fetching    bool
+	// arrived is, while a lease is on its way, closed when it has come (or
+	// failed to); nil otherwise.
+	arrived     chan struct{}
 	lease, next *held
 }
 
@@ -70,14 +71,28 @@ func (h *held) serves(op *algorithms.Op, now time.Time) bool {
 	return h != nil && h.op.Limit == op.Limit && now.Before(h.expires) && h.left >= op.Hits
 }
 
-// serve counts op at now and admits it from a lease when one holds its hits
+// fetching reports whether a lease of the limit is on its way.
+func (e *entry) fetching() bool { return e.arrived != nil }
+
+// fetch notes that a lease of the limit is on its way.
+func (e *entry) fetch() { e.arrived = make(chan struct{}) }
+
+// fetched notes that the lease on its way has come, or failed to, and
+// wakes those waiting for it.
+func (e *entry) fetched() {
+	if e.arrived != nil {
+		close(e.arrived)
+		e.arrived = nil
+	}
+}
+
+// serve admits op at now from a lease when one holds its hits
 // and has not expired: the current lease, or else the next, which then
 // becomes current. A lease that cannot serve it is given up: what it did
 // not use is appended to back, the give-backs to send. ahead reports that
 // the current lease is running out (a quarter of it left, or of its time)
 // and the next should be taken now.
 func (e *entry) serve(op *algorithms.Op, now time.Time, tau time.Duration, back []algorithms.Op, obs Observer) (r algorithms.Result, ok, ahead bool, _ []algorithms.Op) {
-	e.count(op.Hits, now)
 	if !e.lease.serves(op, now) {
 		back = e.detach(&e.lease, back, obs)
 		if e.next.serves(op, now) {
@@ -90,7 +105,7 @@ func (e *entry) serve(op *algorithms.Op, now time.Time, tau time.Duration, back 
 	h := e.lease
 	r = h.result(op.Hits, now)
 	obs.ObserveLease(op, Served, op.Hits)
-	ahead = e.next == nil && !e.fetching &&
+	ahead = e.next == nil && !e.fetching() &&
 		(h.left*4 <= h.left+h.used || (!h.windowEnd && h.expires.Sub(now)*4 <= tau))
 	return r, true, ahead, back
 }
@@ -120,7 +135,7 @@ func (h *held) result(n uint64, now time.Time) algorithms.Result {
 // already on its way, when the room is not known yet (a take tells it), or
 // when the limit is cold (the demand in tau is under minHits).
 func (e *entry) size(op *algorithms.Op, n uint64, now time.Time, tau time.Duration, minHits uint64) uint64 {
-	if e.fetching || !e.roomKnown {
+	if e.fetching() || !e.roomKnown {
 		return 0
 	}
 	want := uint64(e.rate(now) * tau.Seconds())
@@ -191,5 +206,5 @@ func (e *entry) detach(p **held, back []algorithms.Op, obs Observer) []algorithm
 // idle reports whether the entry holds nothing and no one asked for it
 // since idleAfter before now.
 func (e *entry) idle(now time.Time) bool {
-	return e.lease == nil && e.next == nil && !e.fetching && now.Sub(e.seen) > idleAfter
+	return e.lease == nil && e.next == nil && !e.fetching() && now.Sub(e.seen) > idleAfter
 }

@@ -190,6 +190,9 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	results := make([]algorithms.Result, len(ops))
 	steps := make([]step, len(ops))
 	var send, back, ahead []algorithms.Op
+	// fetching holds the limits this call takes a lease of: its own takes
+	// must not wait for those.
+	var fetching []string
 	for i := range ops {
 		op := &ops[i]
 		if !leasable(op) {
@@ -200,17 +203,31 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		id := op.Identity()
 		s := l.shard(id)
 		s.mu.Lock()
-		e := s.m[id]
-		if e == nil {
-			e = &entry{}
-			s.m[id] = e
+		e := s.entry(id)
+		e.count(op.Hits, now)
+		at := now
+		r, ok, early, back2 := e.serve(op, at, l.tau, back, l.observer)
+		if !ok && e.fetching() && !slices.Contains(fetching, id) {
+			// A lease of the limit is on its way: the take waits for it, as
+			// long as it would wait for the backend, rather than ask the
+			// backend for room this replica may be about to hold.
+			arrived := e.arrived
+			s.mu.Unlock()
+			select {
+			case <-arrived:
+			case <-ctx.Done():
+			}
+			at = l.now()
+			s.mu.Lock()
+			e = s.entry(id)
+			r, ok, early, back2 = e.serve(op, at, l.tau, back2, l.observer)
 		}
-		r, ok, early, back2 := e.serve(op, now, l.tau, back, l.observer)
 		back = back2
 		if ok {
 			if early {
-				if k := e.size(op, 0, now, l.tau, l.minHits); k > 0 {
-					e.fetching = true
+				if k := e.size(op, 0, at, l.tau, l.minHits); k > 0 {
+					e.fetch()
+					fetching = append(fetching, id)
 					ahead = append(ahead, l.leaseOp(op, id, k))
 				}
 			}
@@ -219,9 +236,10 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 			steps[i] = step{kind: served}
 			continue
 		}
-		k := e.size(op, op.Hits, now, l.tau, l.minHits)
+		k := e.size(op, op.Hits, at, l.tau, l.minHits)
 		if k > 0 {
-			e.fetching = true
+			e.fetch()
+			fetching = append(fetching, id)
 		}
 		s.mu.Unlock()
 		steps[i] = step{kind: passed, at: len(send)}
@@ -245,7 +263,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	if err != nil {
 		for i := range ops {
 			if steps[i].kind == leasing {
-				l.settle(&send[steps[i].at], func(e *entry) { e.fetching = false })
+				l.settle(&send[steps[i].at], func(e *entry) { e.fetched() })
 			}
 		}
 		l.failed(ops, results, func(i int) bool { return steps[i].kind == served })
@@ -271,7 +289,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 			n := ops[i].Hits
 			var back []algorithms.Op
 			l.settle(sentOp, func(e *entry) {
-				e.fetching = false
+				e.fetched()
 				back = e.detach(&e.lease, back, l.observer)
 				e.lease, results[i] = e.grant(sentOp, n, r, sent, l.tau, l.observer)
 			})
@@ -280,7 +298,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 			}
 		default:
 			l.settle(sentOp, func(e *entry) {
-				e.fetching = false
+				e.fetched()
 				e.noteRoom(r)
 			})
 			retry = append(retry, i)
@@ -370,7 +388,7 @@ func (l *Limiter) takeAhead(ops []algorithms.Op) {
 	for i := range ops {
 		op := &ops[i]
 		l.settle(op, func(e *entry) {
-			e.fetching = false
+			e.fetched()
 			if err != nil {
 				return
 			}
@@ -394,6 +412,17 @@ func (l *Limiter) settle(op *algorithms.Op, f func(*entry)) {
 		f(e)
 	}
 	s.mu.Unlock()
+}
+
+// entry returns the entry of the limit named id, made when there is none.
+// It runs under the shard's lock.
+func (s *shard) entry(id string) *entry {
+	e := s.m[id]
+	if e == nil {
+		e = &entry{}
+		s.m[id] = e
+	}
+	return e
 }
 
 func (l *Limiter) shard(id string) *shard {

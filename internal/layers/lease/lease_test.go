@@ -543,8 +543,9 @@ func mostBeyondRefill(at []time.Duration, rate float64) float64 {
 }
 
 // TestExactAcrossReplicas races 128 callers over two replicas, in real
-// time, for 3 000 takes of a limit of 1 000 an hour: exactly 1 000 are
-// admitted, leases or not; and the same for records (charges counted as
+// time, for 3 000 takes of a limit of 1 000 an hour: never more than 1 000
+// are admitted, and once the leases held when the race ended are given
+// back, exactly 1 000 have been; the same for records (charges counted as
 // envoyproxy/ratelimit counts, as Envoy Gateway's limits are).
 func TestExactAcrossReplicas(t *testing.T) {
 	for _, alg := range leased {
@@ -561,7 +562,7 @@ func TestExactAcrossReplicas(t *testing.T) {
 func exactAcrossReplicas(t *testing.T, alg algorithms.Algorithm, record bool) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
-	var replicas [2]*Limiter
+	var replicas [2]algorithms.Limiter
 	obs := newCounter()
 	for i := range replicas {
 		l, err := New(mem, Options{Time: tau, MinHits: minHits, Observer: obs})
@@ -575,14 +576,29 @@ func exactAcrossReplicas(t *testing.T, alg algorithms.Algorithm, record bool) {
 		op.Key.Entries[0].Value = "record"
 		op.Charge = true
 	}
-	var admitted, calls atomic.Int64
+	race, later := raceThenDrain(t, replicas[:], op, 3000, 3*tau)
+	assert.EqualValues(t, 1000, race+later, "admitted in the race (%d) and after it", race)
+	n, hits := obs.get(Taken)
+	t.Logf("%d leases of %d hits; %d admitted in the race, %d after", n, hits, race, later)
+}
+
+// raceThenDrain races 128 callers over replicas, in turn, for calls takes
+// of op, and returns how many were admitted; then, until a round admits
+// nothing, waits for wait (for leases to expire and be given back, and
+// remembered denials to be forgotten) and takes op through each replica in
+// turn until it is denied, and returns how many those rounds admitted (when
+// the race admitted the whole limit, one take through each must be denied). The
+// race must not admit more than op's limit: leases may hold, when it ends,
+// hits it did not admit; they come back within wait, and are admitted
+// after.
+func raceThenDrain(t *testing.T, replicas []algorithms.Limiter, op algorithms.Op, calls int, wait time.Duration) (race, later int) {
+	t.Helper()
+	var admitted, sent atomic.Int64
 	var wg sync.WaitGroup
 	for c := range 128 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for calls.Add(1) <= 3000 {
-				res, err := replicas[c%2].Do(context.Background(), []algorithms.Op{op})
+		wg.Go(func() {
+			for sent.Add(1) <= int64(calls) {
+				res, err := replicas[c%len(replicas)].Do(context.Background(), []algorithms.Op{op})
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -590,12 +606,39 @@ func exactAcrossReplicas(t *testing.T, alg algorithms.Algorithm, record bool) {
 					admitted.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	assert.EqualValues(t, 1000, admitted.Load())
-	n, hits := obs.get(Taken)
-	t.Logf("%d leases of %d hits", n, hits)
+	race = int(admitted.Load())
+	require.LessOrEqual(t, uint64(race), op.Limit.Requests, "admitted in the race")
+	if uint64(race) == op.Limit.Requests {
+		// No lease can hold a hit now: the next take is denied at once.
+		for _, r := range replicas {
+			res, err := r.Do(context.Background(), []algorithms.Op{op})
+			require.NoError(t, err)
+			require.False(t, res[0].Allowed, "a take after the limit was reached")
+		}
+		return race, 0
+	}
+	for range 5 {
+		time.Sleep(wait)
+		n := 0
+		for _, r := range replicas {
+			for n+race+later <= int(op.Limit.Requests) {
+				res, err := r.Do(context.Background(), []algorithms.Op{op})
+				require.NoError(t, err)
+				if !res[0].Allowed {
+					break
+				}
+				n++
+			}
+		}
+		if n == 0 {
+			break
+		}
+		later += n
+	}
+	return race, later
 }
 
 func TestOpsNotLeasedPassThrough(t *testing.T) {
@@ -811,4 +854,89 @@ func TestBindingVerdicts(t *testing.T) {
 	assert.InDelta(t, 10, mostBeyondRefill(ms(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1000, 2000), 1), 1e-9)
 	// 5 at 0, then 5 more at 1 s refilling 1 a second: 9 beyond the refill.
 	assert.InDelta(t, 9, mostBeyondRefill(ms(0, 0, 0, 0, 0, 1000, 1000, 1000, 1000, 1000), 1), 1e-9)
+}
+
+// gate holds the leases' takes (ops of more than one hit) while it is
+// closed, and counts the takes of one hit.
+type gate struct {
+	algorithms.Limiter
+	closed  atomic.Bool
+	open    chan struct{}
+	singles atomic.Int64
+}
+
+func (g *gate) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+	for _, op := range ops {
+		switch {
+		case op.Hits == 1 && !op.Refund:
+			g.singles.Add(1)
+		case op.Hits > 1 && g.closed.Load():
+			<-g.open
+		}
+	}
+	return g.Limiter.Do(ctx, ops)
+}
+
+// TestTakesWaitForTheLeaseOnItsWay: a take that comes while the lease of
+// its limit is on its way waits for it and is served from it, rather than
+// ask the backend for room the lease is about to hold; one whose deadline
+// passes first goes to the backend, with its deadline passed.
+func TestTakesWaitForTheLeaseOnItsWay(t *testing.T) {
+	lim := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 100_000, Window: time.Hour}
+	op := take("wait", lim, 1)
+	// spent returns a replica whose lease of op's limit is spent, and the
+	// next on its way, held at the gate until it opens.
+	spent := func(t *testing.T) (replica, *gate) {
+		clock := algotest.NewClock(t0)
+		mem := memory.New(memory.WithClock(clock.Now))
+		t.Cleanup(mem.Close)
+		g := &gate{Limiter: mem, open: make(chan struct{})}
+		r := newReplica(t, g, clock.Now)
+		// Before the replica closes, which waits for its lease.
+		t.Cleanup(func() { close(g.open) })
+		for r.entryOf(op) == nil || r.entryOf(op).lease == nil {
+			r.do(t, op)
+			clock.Advance(100 * time.Microsecond)
+		}
+		g.closed.Store(true)
+		for {
+			e := r.entryOf(op)
+			if e.fetching() && !e.lease.serves(&op, clock.Now()) {
+				return r, g
+			}
+			res, err := r.Do(context.Background(), []algorithms.Op{op})
+			require.NoError(t, err)
+			require.True(t, res[0].Allowed)
+		}
+	}
+
+	t.Run("served", func(t *testing.T) {
+		r, g := spent(t)
+		singles := g.singles.Load()
+		served := make(chan algorithms.Result, 1)
+		go func() {
+			res, err := r.Do(context.Background(), []algorithms.Op{op})
+			assert.NoError(t, err)
+			served <- res[0]
+		}()
+		select {
+		case <-served:
+			t.Fatal("a take was answered while the lease was on its way")
+		case <-time.After(20 * time.Millisecond):
+		}
+		g.closed.Store(false)
+		g.open <- struct{}{}
+		res := <-served
+		assert.True(t, res.Allowed)
+		assert.Equal(t, singles, g.singles.Load(), "no take of one hit reached the backend")
+		_, n := r.obs.get(Served)
+		assert.Positive(t, n)
+	})
+	t.Run("deadline", func(t *testing.T) {
+		r, _ := spent(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		_, err := r.Do(ctx, []algorithms.Op{op})
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	})
 }
