@@ -155,11 +155,14 @@ func TestReplicasAdmitExactlyTheLimit(t *testing.T) {
 			run := fmt.Sprintf("run-%d", rand.Uint64())
 			for _, alg := range []string{"fixed_window", "sliding_window_log", "token_bucket", "sliding_window_counter"} {
 				t.Run(alg, func(t *testing.T) {
-					got := hammer(t, servers, alg, run, 120, 300)
+					race := hammer(t, servers, alg, run, 120, 300)
 					// Within one window every algorithm, the counter too, admits
-					// exactly L; the day-long window makes crossing a boundary
-					// during the test vanishingly unlikely.
-					assert.Equal(t, 100, got, "admitted by 2 replicas from 120 callers, limit 100")
+					// exactly L, once the leases held when the race ended are
+					// back; the day-long window makes crossing a boundary during
+					// the test vanishingly unlikely.
+					require.LessOrEqual(t, race, 100, "admitted by 2 replicas from 120 callers, limit 100")
+					later := drain(t, servers, alg, run, 100-race)
+					assert.Equal(t, 100, race+later, "admitted in the race (%d) and after it", race)
 				})
 			}
 			for _, alg := range []string{"sharded_log", "sharded_bucket"} {
