@@ -82,6 +82,7 @@ func (c *configState) apply(u config.Update, now time.Time) {
 	case u.Err == nil:
 		attrs = append(attrs, "domains", len(u.Config.Domains()), "files", len(u.Config.Files()))
 		c.log.Info("reloaded rate limit configuration", attrs...)
+		logWarnings(c.log, u.Config)
 	case inForce == nil && errors.Is(u.Err, config.ErrNoConfig):
 		c.log.Warn("no rate limit configuration yet: every request is answered with an error, so that Envoy's failure mode decides, and readiness waits for files", append(attrs, "err", u.Err)...)
 	default:
@@ -122,3 +123,21 @@ func (c *configState) follow(ctx context.Context) (stop func()) {
 // should return quickly. OnConfigReload is safe for concurrent use; call it
 // before Serve to see every update.
 func (srv *Server) OnConfigReload(f func(err error)) { srv.config.onReload(f) }
+
+// maxWarningsLogged bounds the warnings of one configuration that are
+// logged; `server check` lists them all.
+const maxWarningsLogged = 20
+
+// logWarnings logs what cfg loaded that is likely a mistake (the warnings
+// of `server check`), one line each, with its place.
+func logWarnings(logger *slog.Logger, cfg *config.Config) {
+	ws := cfg.Warnings()
+	for i, w := range ws {
+		if i == maxWarningsLogged {
+			logger.Warn("more rate limit configuration warnings not logged; run `server check` on the files to see them all", "not_logged", len(ws)-i)
+			return
+		}
+		logger.Warn("rate limit configuration loaded with a likely mistake", "warning", string(w.Kind),
+			"file", w.File, "line", w.Line, "column", w.Column, "field", w.Field, "msg", w.Msg)
+	}
+}

@@ -374,3 +374,39 @@ func TestConfigMaxBytes(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, rpu, "the limits in force stay")
 }
+
+// TestConfigWarningsAreLogged: what `server check` warns of is logged when
+// a configuration is put in force, one line each with its place, and no
+// more than maxWarningsLogged lines of them.
+func TestConfigWarningsAreLogged(t *testing.T) {
+	yaml := "domain: w\ndescriptors:\n  - {key: path, value: /api/*, rate_limit: {unit: second, requests_per_unit: 10}}\n"
+	for i := range maxWarningsLogged + 3 {
+		yaml += fmt.Sprintf("  - {key: path, value: /api/v%d/*, rate_limit: {unit: second, requests_per_unit: 1}}\n", i)
+	}
+	cfg, err := config.Parse([]config.File{{Name: "w.yaml", Data: []byte(yaml)}}, defaultConfigOptions(t))
+	require.NoError(t, err)
+	require.Len(t, cfg.Warnings(), maxWarningsLogged+3)
+	svc, err := rls.New(memory.New(), nil, defaultServiceOptions(t))
+	require.NoError(t, err)
+	var logs bytes.Buffer
+	c := newConfigState(svc, config.NewStatic(config.Origin{Name: "w.yaml"}, nil), nil, time.Now(), slog.New(slog.NewJSONHandler(&logs, nil)))
+	c.apply(config.Update{Config: cfg}, time.Now())
+
+	var warnings []map[string]any
+	dec := json.NewDecoder(&logs)
+	for dec.More() {
+		var entry map[string]any
+		require.NoError(t, dec.Decode(&entry))
+		if entry["level"] == "WARN" {
+			warnings = append(warnings, entry)
+		}
+	}
+	require.Len(t, warnings, maxWarningsLogged+1)
+	first := warnings[0]
+	assert.Equal(t, "shadowed", first["warning"])
+	assert.Equal(t, "w.yaml", first["file"])
+	assert.EqualValues(t, 4, first["line"])
+	assert.Equal(t, "descriptors[1]", first["field"])
+	assert.Contains(t, first["msg"], `the wildcard "/api/*" (line 3)`)
+	assert.EqualValues(t, 3, warnings[maxWarningsLogged]["not_logged"])
+}

@@ -76,6 +76,7 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 	}
 	if cfg != nil {
 		logger.Info("loaded rate limit configuration", "path", source.Origin().Name, "domains", len(cfg.Domains()), "files", len(cfg.Files()), "watch", s.ConfigWatch)
+		logWarnings(logger, cfg)
 	} else {
 		logger.Warn("no rate limit configuration yet: every request is answered with an error, so that Envoy's failure mode decides, and the server is not ready until the first arrives", "path", source.Origin().Name)
 	}
