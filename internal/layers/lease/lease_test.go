@@ -545,8 +545,9 @@ func mostBeyondRefill(at []time.Duration, rate float64) float64 {
 // TestExactAcrossReplicas races 128 callers over two replicas, in real
 // time, for 3 000 takes of a limit of 1 000 an hour: never more than 1 000
 // are admitted, and once the leases held when the race ended are given
-// back, exactly 1 000 have been; the same for records (charges counted as
-// envoyproxy/ratelimit counts, as Envoy Gateway's limits are).
+// back, exactly 1 000 have been. Records (charges counted as
+// envoyproxy/ratelimit counts, as Envoy Gateway's limits are) are never
+// admitted more than 1 000 either, and less by at most what leases held.
 func TestExactAcrossReplicas(t *testing.T) {
 	for _, alg := range leased {
 		for _, record := range []bool{false, true} {
@@ -577,9 +578,21 @@ func exactAcrossReplicas(t *testing.T, alg algorithms.Algorithm, record bool) {
 		op.Charge = true
 	}
 	race, later := raceThenDrain(t, replicas[:], op, 3000, 3*tau)
-	assert.EqualValues(t, 1000, race+later, "admitted in the race (%d) and after it", race)
 	n, hits := obs.get(Taken)
 	t.Logf("%d leases of %d hits; %d admitted in the race, %d after", n, hits, race, later)
+	if !record {
+		assert.EqualValues(t, 1000, race+later, "admitted in the race (%d) and after it", race)
+		return
+	}
+	// A record is counted whether admitted or not, as envoyproxy/ratelimit
+	// counts: one a lease could not serve, recorded past the limit while a
+	// lease held room, took that room for good. So records may be admitted
+	// less than the limit, by no more than the leases held: two per replica.
+	obs.mu.Lock()
+	largest := obs.largest
+	obs.mu.Unlock()
+	most := 2 * len(replicas) * int(largest)
+	assert.GreaterOrEqual(t, race+later, 1000-most, "admitted in the race (%d) and after it; the largest lease %d", race, largest)
 }
 
 // raceThenDrain races 128 callers over replicas, in turn, for calls takes
