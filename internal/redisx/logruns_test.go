@@ -1,0 +1,94 @@
+package redisx
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
+)
+
+// TestLogKeepsRuns: a sliding_window_log keeps the hits of one take, or of
+// one lease, as one member of its sorted set whatever their number, splits
+// a run when a refund gives back part of it, and answers as its Go twin
+// all along; a log written one member per hit, with its sequence number
+// alone in its second key, is read as it was.
+func TestLogKeepsRuns(t *testing.T) {
+	client := redistest.SharedStandalone(t).Client(t)
+	clock := algotest.NewClock(time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(testPrefix(t)), WithClock(clock.Now))
+	require.NoError(t, err)
+	t.Cleanup(lim.Close)
+	mem := memory.New(memory.WithClock(clock.Now))
+	t.Cleanup(mem.Close)
+	ctx := context.Background()
+	limit := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 1000, Window: time.Minute}
+	key := algorithms.Key{Domain: "runs", Entries: []algorithms.Entry{{Key: "k", Value: "v"}}}
+	keys := keysOf(lim.enc.keys, key, limit, Unsharded)
+	do := func(op algorithms.Op) algorithms.Result {
+		t.Helper()
+		op.Key, op.Limit = key, limit
+		want, err := mem.Do(ctx, []algorithms.Op{op})
+		require.NoError(t, err)
+		got, err := lim.Do(ctx, []algorithms.Op{op})
+		require.NoError(t, err)
+		require.Equal(t, want, got, "%+v", op)
+		clock.Advance(time.Millisecond)
+		return got[0]
+	}
+	members := func() int64 {
+		t.Helper()
+		n, err := client.ZCard(ctx, keys[0]).Result()
+		require.NoError(t, err)
+		return n
+	}
+	stored := func() string {
+		t.Helper()
+		s, err := client.Get(ctx, keys[1]).Result()
+		require.NoError(t, err)
+		return s
+	}
+
+	for range 3 {
+		do(algorithms.Op{Hits: 1})
+	}
+	lease := do(algorithms.Op{Hits: 500, Hold: 50 * time.Millisecond})
+	assert.EqualValues(t, 4, members(), "three takes of one hit and a lease of 500")
+	assert.Equal(t, "503:503", stored())
+
+	// Hits 11 to 60 of the lease go back: its run splits in two.
+	r := lease.Receipt
+	r.Seq += 10
+	do(algorithms.Op{Hits: 50, Refund: true, Receipt: r})
+	assert.EqualValues(t, 5, members())
+	assert.Equal(t, "503:453", stored())
+	// The newest 30 go back: the end of the lease's second run.
+	do(algorithms.Op{Hits: 30, Refund: true})
+	assert.EqualValues(t, 5, members())
+	assert.Equal(t, "503:423", stored())
+	assert.True(t, do(algorithms.Op{Hits: 577}).Allowed, "the limit filled")
+	assert.False(t, do(algorithms.Op{Hits: 1}).Allowed)
+
+	// A log written one member per hit, as before runs were kept.
+	old := algorithms.Key{Domain: "runs", Entries: []algorithms.Entry{{Key: "k", Value: "old"}}}
+	oldKeys := keysOf(lim.enc.keys, old, limit, Unsharded)
+	for seq := 1; seq <= 5; seq++ {
+		require.NoError(t, client.ZAdd(ctx, oldKeys[0], redis.Z{Score: float64(clock.Now().UnixMicro()), Member: fmt.Sprintf("%016d", seq)}).Err())
+		_, err := mem.Do(ctx, []algorithms.Op{{Key: old, Limit: limit, Hits: 1}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, client.Set(ctx, oldKeys[1], "5", time.Minute).Err())
+	key, keys = old, oldKeys
+	res := do(algorithms.Op{Hits: 1})
+	assert.EqualValues(t, 994, res.Remaining)
+	assert.EqualValues(t, 6, res.Receipt.Seq)
+	assert.Equal(t, "6:6", stored())
+}
