@@ -74,11 +74,19 @@ local gone = redis.call('ZRANGEBYSCORE', log, '-inf', int(now - W))
 if #gone > 0 then
   redis.call('ZREMRANGEBYSCORE', log, '-inf', int(now - W))
 end
-if c then
+if c and c > 0 and redis.call('EXISTS', log) == 0 then
+  -- The log is gone without its count (evicted, say): it is empty.
+  c = 0
+elseif c then
   c = c - count(gone)
 else
-  -- A log kept one member per hit before it kept runs.
-  c = count(redis.call('ZRANGE', log, 0, -1))
+  -- A log kept one member per hit before it kept runs, or one whose count
+  -- is gone: its hits are counted, and sequence numbers go on after its own.
+  c = 0
+  for _, m in ipairs(redis.call('ZRANGE', log, 0, -1)) do
+    local s, k = run(m)
+    c, seq = c + k, math.max(seq, s + k - 1)
+  end
 end
 if c == 0 then
   -- An empty log is a new one: sequence numbers start again.
