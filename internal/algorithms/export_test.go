@@ -10,3 +10,7 @@ const HoldGroups = holdGroups
 func (s *TokenBucketState) Holding() (level, held, until int64) {
 	return s.level, s.holds.total(), s.holds.last()
 }
+
+// Capped reports, for the tests, whether a token bucket's level has been at
+// its cap, C − H, since some slice while leases hold tokens.
+func (s *TokenBucketState) Capped() bool { return s.capped }

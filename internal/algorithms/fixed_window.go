@@ -15,6 +15,9 @@ type FixedWindowState struct {
 	// its last change; it is kept only while debt > 0, when it depends on
 	// the limit of that change.
 	drop int64
+	// epoch names the count of window w to its leases' receipts: the time
+	// of the window's first lease, 0 before.
+	epoch int64
 }
 
 // roll lowers the debt to what l allows, then moves the state to window
@@ -26,11 +29,13 @@ func (s *FixedWindowState) roll(l Limit, x windows, t int64) {
 	s.debt = min(s.debt, excess(s.count, L), l.MaxDebt())
 	switch i := x.index(t); {
 	case s.count == 0:
-		s.window = i
+		// Nothing counted: a new count, which its old leases' settlements
+		// do not name.
+		s.window, s.epoch = i, 0
 	case i > s.window:
 		j := uint64(i - s.window)
 		s.count, s.debt = paidDown(s.debt, j-1, L), paidDown(s.debt, j, L)
-		s.window = i
+		s.window, s.epoch = i, 0
 	}
 }
 
@@ -50,7 +55,7 @@ func (s *FixedWindowState) Take(l Limit, now time.Time, n uint64) Result {
 		s.count += n
 		res = s.admitted(l, x, t, Receipt{At: t})
 	}
-	s.settle(before, l, x)
+	s.noteExpiry(before, l, x)
 	return res
 }
 
@@ -86,7 +91,7 @@ func (s *FixedWindowState) charge(l Limit, now time.Time, n uint64, debt bool) R
 		res = Result{ResetAfter: micros(s.retry(l, 0, x) - t)}
 	}
 	res.Allowed = within
-	s.settle(before, l, x)
+	s.noteExpiry(before, l, x)
 	return res
 }
 
@@ -103,31 +108,54 @@ func (s *FixedWindowState) retry(l Limit, n uint64, x windows) int64 {
 }
 
 // Refund gives n hits back at now. With a receipt it subtracts only when the
-// receipt's Take fell in the current window; with the zero Receipt it
+// receipt's Take fell in the current window, and the receipt names no other
+// epoch than the window's count; with the zero Receipt it
 // subtracts from the current window. What is left beyond L stays debt.
 func (s *FixedWindowState) Refund(l Limit, now time.Time, n uint64, r Receipt) Result {
 	x, t := l.windows(), now.UnixMicro()
 	before := *s
 	s.roll(l, x, t)
-	if noReceipt(r) || x.index(r.At) == s.window {
+	if noReceipt(r) || x.index(r.At) == s.window && (r.Epoch == 0 || r.Epoch == s.epoch) {
 		s.count -= min(n, s.count)
 		s.debt = min(s.debt, excess(s.count, l.Requests))
 	}
 	res := s.admitted(l, x, t, Receipt{})
-	s.settle(before, l, x)
+	s.noteExpiry(before, l, x)
 	return res
 }
 
 // Lease is Take: a lease counts in the window it was taken in, as a take
 // does, and ends with it (its holder sees to that), so the hold changes
-// nothing.
+// nothing. Its receipt names the epoch of the window's count, the time of
+// the window's first lease.
 func (s *FixedWindowState) Lease(l Limit, now time.Time, n uint64, _ time.Duration) Result {
-	return s.Take(l, now, n)
+	res := s.Take(l, now, n)
+	if res.Allowed {
+		if s.epoch == 0 {
+			s.epoch = max(now.UnixMicro(), 1)
+		}
+		res.Receipt.Epoch = s.epoch
+	}
+	return res
 }
 
-// Release is Refund: a lease's hits are a take's.
-func (s *FixedWindowState) Release(l Limit, now time.Time, n uint64, r Receipt, _ time.Duration) Result {
-	return s.Refund(l, now, n, r)
+// Settle gives back, as a refund by its receipt does, what each lease that
+// closes did not serve, when its receipt names the epoch of the window's
+// count.
+func (s *FixedWindowState) Settle(l Limit, now time.Time, leases []Lease) Result {
+	res := s.Refund(l, now, 0, Receipt{})
+	for i := range leases {
+		if ls := &leases[i]; ls.Close && ls.Receipt.Epoch != 0 {
+			res = s.Refund(l, now, ls.unused(), ls.Receipt)
+		}
+	}
+	return res
+}
+
+// Clone returns a copy of the state.
+func (s *FixedWindowState) Clone() State {
+	c := *s
+	return &c
 }
 
 // Expiry returns when the state behaves as a new one: the zero Time when
@@ -144,9 +172,9 @@ func (s *FixedWindowState) Expiry(l Limit) time.Time {
 	return time.UnixMicro(l.windows().start(s.window + 1))
 }
 
-// settle records, when an operation changed the state, when it behaves as a
+// noteExpiry records, when an operation changed the state, when it behaves as a
 // new one: at (w + 1 + ⌈e/L⌉)·W, after the last window the debt reaches.
-func (s *FixedWindowState) settle(before FixedWindowState, l Limit, x windows) {
+func (s *FixedWindowState) noteExpiry(before FixedWindowState, l Limit, x windows) {
 	if s.window == before.window && s.count == before.count && s.debt == before.debt {
 		return
 	}
@@ -185,6 +213,13 @@ func fixedWindowLifetime(l Limit) time.Duration { return l.windows().longest() }
 // fields a store keeps, as Fields returns them.
 func FixedWindowStateOf(window int64, count, debt uint64, drop int64) FixedWindowState {
 	return FixedWindowState{window: window, count: count, debt: debt, drop: drop}
+}
+
+// WithEpoch returns s with the epoch of its window's count set to epoch,
+// for a store whose counts name their epochs otherwise (see Receipt.Epoch).
+func (s FixedWindowState) WithEpoch(epoch int64) *FixedWindowState {
+	s.epoch = epoch
+	return &s
 }
 
 // Fields returns what a store keeps of s: its window, its count, its debt,

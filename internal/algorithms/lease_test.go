@@ -3,6 +3,7 @@ package algorithms_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,148 +12,319 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
-// The properties below are what a lease's hold is for: a hit served from a
-// lease at any time until the lease's end counts as much as a hit taken
-// then. A lease's hits are modelled as served all at once, at whichever
-// instant of the lease is worst for the bound being checked.
+// The properties below are what leases promise. A holder takes a lease of k
+// hits, serves them locally, and settles its leases with every call it makes
+// on the limit: each hit it served, at the time it served it, and, for the
+// leases that end, the hits they did not serve. So:
+//
+//   - whatever several holders do, the hits served and taken in any span stay
+//     within the limit's rule (TestLeasesStayWithinTheLimit);
+//   - one holder's leases change no answer: the state, settled, is the state
+//     of a limit that took each hit when it was served, and the state as a
+//     lease's answer shows it, settled at once, tells what that limit would
+//     answer (TestOneHolderLeasesChangeNoAnswer).
 
-// served is hits admitted at some instant of [from, to] (µs): a take's at
-// its time, a lease's at any time before its end or its give-back.
-type served struct {
-	from, to int64
-	n        uint64
+// piece is a lease a simulated holder serves hits from.
+type piece struct {
+	receipt  algorithms.Receipt
+	hold     time.Duration
+	size     uint64
+	reported uint64
+	pending  []algorithms.Served
+	left     uint64
+	next     uint64 // the sequence number of the next hit served (a log's)
+	end      int64  // µs: it serves no hit from then on
 }
 
-// lease is a lease taken in a random sequence, until it gives back what it
-// did not use.
-type lease struct {
-	event   int // index of its served
-	receipt algorithms.Receipt
-	hits    uint64
-	hold    time.Duration
+// holder is one replica's leases of a limit.
+type holder struct{ pieces []*piece }
+
+// lease takes a lease of k at now held for hold, serving until now + serve,
+// or, for an algorithm that counts in windows, until its window ends if
+// that is sooner, as the lease layer does.
+func (h *holder) lease(st algorithms.State, l algorithms.Limit, now time.Time, k uint64, hold, serve time.Duration) algorithms.Result {
+	res := st.Lease(l, now, k, hold)
+	if res.Allowed && k > 0 {
+		end := now.Add(serve)
+		if ws := l.WindowStart(l.WindowIndex(now) + 1); l.Algorithm.Spec().Windowed && ws.Before(end) {
+			end = ws
+		}
+		h.pieces = append(h.pieces, &piece{receipt: res.Receipt, hold: hold, size: k, left: k,
+			next: res.Receipt.Seq, end: end.UnixMicro()})
+	}
+	return res
 }
 
-// worstIntervals calls check with every interval [a, b] (a ≤ b) that holds
-// the most hits of events among all intervals no longer than it, and the
-// hits the events could have served in it: it is enough to try intervals
-// that end at the start of an event and begin at the end of one, and the
-// single instants where events start.
-func worstIntervals(events []served, check func(a, b int64, hits uint64)) {
-	sum := func(a, b int64) uint64 {
+// serve serves n hits at t from the first lease that holds them, and
+// reports whether one did.
+func (h *holder) serve(t int64, n uint64) bool {
+	for _, p := range h.pieces {
+		if p.left >= n && t < p.end {
+			if n > 0 {
+				p.pending = append(p.pending, algorithms.Served{At: t, Seq: p.next, N: n})
+				p.next += n
+				p.left -= n
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// settlement returns the settlement of every lease the holder holds: what
+// each served since the last one, and, when done says so of a lease, its end.
+// It forgets the leases that end, and what it reports.
+func (h *holder) settlement(done func(*piece) bool) []algorithms.Lease {
+	var out []algorithms.Lease
+	kept := h.pieces[:0]
+	for _, p := range h.pieces {
+		ls := algorithms.Lease{Receipt: p.receipt, Hold: p.hold, Size: p.size, Reported: p.reported,
+			Served: p.pending, Close: done(p)}
+		for _, s := range p.pending {
+			p.reported += s.N
+		}
+		p.pending = nil
+		if len(ls.Served) > 0 || ls.Close {
+			out = append(out, ls)
+		}
+		if !ls.Close {
+			kept = append(kept, p)
+		}
+	}
+	h.pieces = kept
+	return out
+}
+
+// all reports true of every lease.
+func all(*piece) bool { return true }
+
+// event is hits admitted at t (µs): served from a lease, or taken.
+type event struct {
+	t int64
+	n uint64
+}
+
+// withinRule checks the hits of events, in order of time, against l's rule:
+// a log holds at most L in any span shorter than W, a bucket at most B plus
+// the refill of the slices that start in a span, a fixed window at most L in
+// a window. A sliding window counter is approximate and is not checked.
+func withinRule(t *testing.T, l algorithms.Limit, events []event, what string) {
+	t.Helper()
+	slices.SortStableFunc(events, func(a, b event) int { return int(a.t - b.t) })
+	w, q := l.WindowMicros(), l.SliceMicros()
+	for i, a := range events {
 		var hits uint64
-		for _, e := range events {
-			if e.from <= b && e.to >= a {
-				hits += e.n
-			}
-		}
-		return hits
-	}
-	for _, e := range events {
-		check(e.from, e.from, sum(e.from, e.from))
-		for _, f := range events {
-			if a, b := e.to, f.from; a <= b {
-				check(a, b, sum(a, b))
+		for _, b := range events[i:] {
+			hits += b.n
+			switch l.Algorithm {
+			case algorithms.SlidingWindowLog:
+				if b.t-a.t < w {
+					require.LessOrEqual(t, hits, l.Requests, "%s: hits in [%d, %d]µs", what, a.t-t0.UnixMicro(), b.t-t0.UnixMicro())
+				}
+			case algorithms.TokenBucket:
+				refill := uint64(b.t/q-a.t/q) * l.Requests
+				require.LessOrEqual(t, hits*algorithms.SlicesPerWindow, l.Capacity()*algorithms.SlicesPerWindow+refill,
+					"%s: tokens in [%d, %d]µs", what, a.t-t0.UnixMicro(), b.t-t0.UnixMicro())
+			case algorithms.FixedWindow:
+				if b.t/w == a.t/w {
+					require.LessOrEqual(t, hits, l.Requests, "%s: hits in the window of %dµs", what, a.t-t0.UnixMicro())
+				}
 			}
 		}
 	}
 }
 
-// leaseSequence drives st through random takes, leases (holds from 1µs to a
-// window) and give-backs of what leases did not use, on a clock that only
-// moves forwards, and returns what was served when. Without late, a lease
-// gives back only while it lasts, and what an ended lease did not use
-// stays taken.
-func leaseSequence(rng *rand.Rand, st algorithms.State, l algorithms.Limit, steps int, late bool) []served {
-	var events []served
-	var live []lease
-	now := t0
-	w := l.WindowMicros()
-	for range steps {
-		switch r := rng.IntN(10); {
-		case r < 4:
-			now = now.Add(time.Duration(rng.Int64N(w/20+1)) * time.Microsecond)
-		case r < 6:
-			now = now.Add(time.Duration(rng.Int64N(w/2+1)) * time.Microsecond)
-		case r < 7:
-			now = now.Add(time.Duration(rng.Int64N(4)) * time.Microsecond)
-		}
-		t := now.UnixMicro()
-		n := rng.Uint64N(l.Capacity() + 1)
-		switch r := rng.IntN(10); {
-		case r < 3 && len(live) > 0:
-			// A lease gives back what it did not use.
-			i := rng.IntN(len(live))
-			ls := live[i]
-			live = append(live[:i], live[i+1:]...)
-			if !late && t >= ls.receipt.At+ls.hold.Microseconds() {
-				continue
-			}
-			used := rng.Uint64N(ls.hits + 1)
-			rc := ls.receipt
-			rc.Seq += used // a log's served entries are the first ones
-			e := &events[ls.event]
-			e.n, e.to = used, min(e.to, t)
-			st.Release(l, now, ls.hits-used, rc, ls.hold)
-		case r < 6:
-			hold := time.Duration(1+rng.Int64N(w)) * time.Microsecond
-			if rng.IntN(2) == 0 {
-				hold = time.Duration(1+rng.Int64N(w/10+1)) * time.Microsecond
-			}
-			if res := st.Lease(l, now, n, hold); res.Allowed && n > 0 {
-				events = append(events, served{from: t, to: t + hold.Microseconds() - 1, n: n})
-				live = append(live, lease{event: len(events) - 1, receipt: res.Receipt, hits: n, hold: hold})
-			}
-		default:
-			if st.Take(l, now, n).Allowed && n > 0 {
-				events = append(events, served{from: t, to: t, n: n})
-			}
-		}
+// leasedLimits are the limits the lease properties draw from.
+func leasedLimit(rng *rand.Rand, a algorithms.Algorithm) algorithms.Limit {
+	l := algorithms.Limit{Algorithm: a, Requests: 1 + rng.Uint64N(30), Window: []time.Duration{time.Second, time.Minute}[rng.IntN(2)]}
+	if a == algorithms.TokenBucket && rng.IntN(2) == 0 {
+		l.Burst = 1 + rng.Uint64N(60)
 	}
-	return events
+	return l
 }
 
-// TestSlidingWindowLogLeasesStayWithinTheLimit: with leases logged at their
-// ends, the hits served in any span shorter than the window, a lease's at
-// any instant before its end, are at most L.
-func TestSlidingWindowLogLeasesStayWithinTheLimit(t *testing.T) {
-	rng := rand.New(rand.NewPCG(21, 1))
-	for seq := range 300 {
-		l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 1 + rng.Uint64N(12), Window: []time.Duration{time.Second, time.Minute}[rng.IntN(2)]}
-		events := leaseSequence(rng, new(algorithms.SlidingWindowLogState), l, 60, true)
-		worstIntervals(events, func(a, b int64, hits uint64) {
-			if b-a < l.WindowMicros() {
-				require.LessOrEqual(t, hits, l.Requests, "sequence %d (L=%d W=%s): hits served in [%d, %d]µs", seq, l.Requests, l.Window, a-t0.UnixMicro(), b-t0.UnixMicro())
+// TestLeasesStayWithinTheLimit: several holders lease one limit, serve hits
+// while their leases last, settle them now and then, some only after their
+// leases have ended (a holder that came back late), while takes go on
+// beside them: the hits served and taken stay within the limit's rule.
+func TestLeasesStayWithinTheLimit(t *testing.T) {
+	for _, a := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowLog, algorithms.TokenBucket} {
+		t.Run(a.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(26, uint64(a)))
+			late := 0
+			for seq := range 300 {
+				l := leasedLimit(rng, a)
+				st := algorithms.NewState(a)
+				holders := make([]holder, 1+rng.IntN(3))
+				var events []event
+				now := t0
+				w := l.WindowMicros()
+				for range 80 {
+					switch r := rng.IntN(10); {
+					case r < 4:
+						now = now.Add(time.Duration(rng.Int64N(w/20+1)) * time.Microsecond)
+					case r < 5:
+						now = now.Add(time.Duration(rng.Int64N(w/2+1)) * time.Microsecond)
+					case r < 6:
+						now = now.Add(time.Duration(rng.Int64N(4)) * time.Microsecond)
+					}
+					tm := now.UnixMicro()
+					h := &holders[rng.IntN(len(holders))]
+					n := rng.Uint64N(min(l.Capacity(), 4) + 1)
+					switch r := rng.IntN(10); {
+					case r < 4:
+						if h.serve(tm, n) && n > 0 {
+							events = append(events, event{tm, n})
+						}
+					case r < 6:
+						hold := time.Duration(1+rng.Int64N(w/5+1)) * time.Microsecond
+						k := rng.Uint64N(l.Capacity() + 1)
+						h.lease(st, l, now, k, hold, hold)
+					case r < 8:
+						// A settlement, as a holder makes one with each
+						// call: the leases that ended or ran out end, and
+						// now and then one that could go on.
+						ended := func(p *piece) bool { return tm >= p.end || p.left == 0 || rng.IntN(4) == 0 }
+						if ls := h.settlement(ended); len(ls) > 0 {
+							for _, x := range ls {
+								if x.Close && tm >= x.Receipt.At+x.Hold.Microseconds() {
+									late++
+								}
+							}
+							st.Settle(l, now, ls)
+						}
+					default:
+						if st.Take(l, now, n).Allowed && n > 0 {
+							events = append(events, event{tm, n})
+						}
+					}
+				}
+				withinRule(t, l, events, fmt.Sprintf("sequence %d (L=%d B=%d W=%s, %d holders)", seq, l.Requests, l.Burst, l.Window, len(holders)))
 			}
+			t.Logf("%d settlements came after their leases had ended", late)
 		})
 	}
 }
 
-// TestTokenBucketLeasesStayWithinTheBucket: with leases held until their
-// ends, the tokens served in any span [a, b], a lease's at any instant
-// before its end, are at most the burst plus what the slices that start in
-// (a, b] refill: B·S + (⌊b/q⌋ − ⌊a/q⌋)·L millionths. Leases give back only
-// while they last: a token given back later is a refund's, which puts back
-// into the bucket a token it took when it may have been full since, as any
-// late refund does.
-func TestTokenBucketLeasesStayWithinTheBucket(t *testing.T) {
-	rng := rand.New(rand.NewPCG(21, 2))
-	for seq := range 300 {
-		l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1 + rng.Uint64N(12), Window: []time.Duration{time.Second, time.Minute}[rng.IntN(2)]}
-		if rng.IntN(2) == 0 {
-			l.Burst = 1 + rng.Uint64N(30)
-		}
-		events := leaseSequence(rng, new(algorithms.TokenBucketState), l, 60, false)
-		q := l.SliceMicros()
-		worstIntervals(events, func(a, b int64, hits uint64) {
-			refill := uint64(b/q-a/q) * l.Requests
-			require.LessOrEqual(t, hits*algorithms.SlicesPerWindow, l.Capacity()*algorithms.SlicesPerWindow+refill,
-				"sequence %d (L=%d B=%d W=%s): tokens served in [%d, %d]µs", seq, l.Requests, l.Burst, l.Window, a-t0.UnixMicro(), b-t0.UnixMicro())
+// TestOneHolderLeasesChangeNoAnswer: one holder leases a limit as the lease
+// layer does, beside the same limit without leases, which takes each hit
+// when the holder serves it. A hit the holder serves is one the limit
+// without leases admits; a take it cannot serve, sent to the state after
+// its leases are settled and ended, gets the answer the limit without
+// leases gives; and the state as a lease's answer shows it, with the
+// holder's leases settled and ended there, answers a check as the limit
+// without leases does, then and as the holder serves more.
+func TestOneHolderLeasesChangeNoAnswer(t *testing.T) {
+	for _, a := range algorithms.Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(26, 100+uint64(a)))
+			served, reported, capped := 0, 0, 0
+			for seq := range 300 {
+				l := leasedLimit(rng, a)
+				st, ref := algorithms.NewState(a), algorithms.NewState(a)
+				var h holder
+				var mirror algorithms.State
+				settle := func(now time.Time, ls []algorithms.Lease) {
+					for _, x := range ls {
+						if len(x.Served) > 0 {
+							reported++
+							if b, ok := st.(*algorithms.TokenBucketState); ok && b.Capped() {
+								capped++
+							}
+							break
+						}
+					}
+					st.Settle(l, now, ls)
+				}
+				now := t0
+				w := l.WindowMicros()
+				// τ: a lease serves for τ and is held for 2τ, and the holder
+				// settles it before its hold ends.
+				tau := time.Duration(1+rng.Int64N(w/10+1)) * time.Microsecond
+				for i := range 100 {
+					what := fmt.Sprintf("sequence %d step %d (L=%d B=%d W=%s τ=%s) at %dµs", seq, i, l.Requests, l.Burst, l.Window, tau, now.Sub(t0).Microseconds())
+					switch r := rng.IntN(10); {
+					case r < 5:
+						now = now.Add(time.Duration(rng.Int64N(tau.Microseconds()/4+1)) * time.Microsecond)
+					case r < 6:
+						now = now.Add(time.Duration(rng.Int64N(4)) * time.Microsecond)
+					}
+					tm := now.UnixMicro()
+					// The holder settles what ended before its hold ends:
+					// its sweeper does.
+					if ls := h.settlement(func(p *piece) bool { return tm >= p.end }); len(ls) > 0 {
+						settle(now, ls)
+						mirror = nil
+					}
+					n := rng.Uint64N(min(l.Capacity(), 3) + 1)
+					if rng.IntN(4) == 0 {
+						// A lease, taken ahead or for a take.
+						k := 1 + rng.Uint64N(l.Capacity())
+						if ls := h.settlement(func(p *piece) bool { return p.left == 0 }); len(ls) > 0 {
+							settle(now, ls)
+						}
+						res := h.lease(st, l, now, k, 2*tau, tau)
+						if res.Allowed {
+							// The state the answer shows, with the holder's
+							// leases settled and ended: the limit as the
+							// holder sees it without them.
+							mirror = res.State
+							if mirror == nil {
+								mirror = st.Clone()
+							}
+							mirror.Settle(l, now, pendingOf(&h))
+							ok := mirror.Take(l, now, 0)
+							want := ref.Clone().Take(l, now, 0)
+							require.Equal(t, want.Remaining, ok.Remaining, "%s: a lease's state, settled, answers a check", what)
+						}
+						continue
+					}
+					if h.serve(tm, n) {
+						got := ref.Take(l, now, n)
+						require.True(t, got.Allowed, "%s: a hit of %d served from a lease that the limit without leases denies", what, n)
+						served++
+						if mirror != nil {
+							m := mirror.Take(l, now, n)
+							require.True(t, m.Allowed, "%s: the lease's state denies a hit it served", what)
+							require.Equal(t, got.Remaining, m.Remaining, "%s: remaining of a served hit", what)
+						}
+						continue
+					}
+					// A take no lease serves: the holder settles and ends its
+					// leases, then sends the take.
+					if ls := h.settlement(all); len(ls) > 0 {
+						settle(now, ls)
+					}
+					mirror = nil
+					want := ref.Take(l, now, n)
+					got := st.Take(l, now, n)
+					require.Equal(t, fmt.Sprintf("allowed=%t remaining=%d", want.Allowed, want.Remaining),
+						fmt.Sprintf("allowed=%t remaining=%d", got.Allowed, got.Remaining), "%s: a take of %d after the leases were settled", what, n)
+				}
+			}
+			require.Positive(t, served, "no hit was served from a lease")
+			require.Positive(t, reported, "no settlement reported served hits")
+			if a == algorithms.TokenBucket {
+				require.Positive(t, capped, "no settlement found the bucket at its cap")
+			}
+			t.Logf("%d hits served from leases; %d settlements reported served hits, %d of them with the bucket at its cap", served, reported, capped)
 		})
 	}
 }
 
-// TestTokenBucketHoldInvariant: whatever happens (takes, leases, give-backs
-// of leases and others, charges and records, clocks going back, changed
+// pendingOf returns, without forgetting it, the settlement that ends every
+// lease of h: how the holder sees the limit without its leases.
+func pendingOf(h *holder) []algorithms.Lease {
+	var out []algorithms.Lease
+	for _, p := range h.pieces {
+		out = append(out, algorithms.Lease{Receipt: p.receipt, Hold: p.hold, Size: p.size, Reported: p.reported,
+			Served: slices.Clone(p.pending), Close: true})
+	}
+	return out
+}
+
+// TestTokenBucketHoldInvariant: whatever happens (takes, leases, settlements
+// of leases and refunds, charges and records, clocks going back, changed
 // rates and bursts), the level and the tokens that leases hold add up to at
 // most the capacity, what is held is held until a time to come, a denial
 // changes nothing, and the state does not expire while it holds tokens.
@@ -162,7 +334,7 @@ func TestTokenBucketHoldInvariant(t *testing.T) {
 	for seq := range 400 {
 		l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1 + rng.Uint64N(20), Window: []time.Duration{time.Second, time.Minute, day}[rng.IntN(3)]}
 		var st algorithms.TokenBucketState
-		var receipts []algorithms.Receipt
+		var h holder
 		now := t0
 		for i := range 80 {
 			if rng.IntN(15) == 0 {
@@ -183,21 +355,21 @@ func TestTokenBucketHoldInvariant(t *testing.T) {
 			hold := time.Duration(rng.Int64N(int64(l.Window)))
 			before := st
 			var res algorithms.Result
-			op := rng.IntN(7)
+			op := rng.IntN(8)
 			switch op {
 			case 0:
 				res = st.Take(l, now, n)
 			case 1, 2:
-				res = st.Lease(l, now, n, hold)
+				res = h.lease(&st, l, now, n, hold, hold)
 			case 3:
-				var rc algorithms.Receipt
-				if len(receipts) > 0 {
-					rc = receipts[rng.IntN(len(receipts))]
-				}
-				res = st.Release(l, now, n, rc, hold)
+				// Served locally: the state does not change.
+				h.serve(now.UnixMicro(), n)
+				continue
 			case 4:
-				res = st.Refund(l, now, n, algorithms.Receipt{})
+				res = st.Settle(l, now, h.settlement(func(*piece) bool { return rng.IntN(2) == 0 }))
 			case 5:
+				res = st.Refund(l, now, n, algorithms.Receipt{})
+			case 6:
 				res = st.Charge(l, now, n)
 			default:
 				res = st.Record(l, now, n)
@@ -222,12 +394,33 @@ func TestTokenBucketHoldInvariant(t *testing.T) {
 					capped++
 				}
 			}
-			if op < 3 {
-				receipts = append(receipts, res.Receipt)
-			}
 		}
 	}
 	require.Positive(t, held, "no lease held tokens")
 	require.Positive(t, capped, "no bucket reached C − H")
 	t.Logf("%d steps held tokens, %d of them with the bucket at C − H", held, capped)
+}
+
+// TestSettlementOfALostStateChangesNothing: a settlement of leases that a
+// state never took (it was lost, and the limit started again) gives
+// nothing back to the new state.
+func TestSettlementOfALostStateChangesNothing(t *testing.T) {
+	for _, a := range algorithms.Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			l := algorithms.Limit{Algorithm: a, Requests: 100, Window: time.Hour}
+			old := algorithms.NewState(a)
+			var h holder
+			require.True(t, h.lease(old, l, t0, 60, time.Second, time.Second).Allowed)
+			require.True(t, h.serve(t0.UnixMicro()+10, 5))
+			// The state is lost; the new one is taken whole by another
+			// holder, then the first settles its lease.
+			now := t0.Add(time.Millisecond)
+			fresh := algorithms.NewState(a)
+			require.True(t, fresh.Take(l, now, 100).Allowed)
+			fresh.Settle(l, now.Add(time.Millisecond), h.settlement(all))
+			got := fresh.Take(l, now.Add(2*time.Millisecond), 1)
+			require.False(t, got.Allowed, "a take after the settlement of a lease the state never took")
+			require.Zero(t, got.Remaining)
+		})
+	}
 }

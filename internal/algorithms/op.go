@@ -60,13 +60,18 @@ type Op struct {
 	// or empty. Limiters that need the identity take it from Op.Identity,
 	// so that it is built once per operation.
 	ID string
-	// Hold, for a take, is a lease: the hits are served until now + Hold.
+	// Hold, for a take, is a lease: the hits are served until now + Hold
+	// by the one who holds the lease, who settles it before then (Leases).
 	// 0 for an ordinary op. A sliding_window_log logs a lease's hits at
-	// now + Hold (State.Lease); a token_bucket holds them until then, and a
-	// refund with Hold gives back unused hits of a lease (State.Release).
-	// The windows count a lease as a take. It counts in whole microseconds
-	// up to MaxHold (Op.HoldMicros); charges ignore it.
+	// now + Hold until they are settled (State.Lease); a token_bucket holds
+	// them until then; the windows count a lease as a take. It counts in
+	// whole microseconds up to MaxHold (Op.HoldMicros); charges and refunds
+	// ignore it.
 	Hold time.Duration
+	// Leases, with Refund, makes the op a settlement of the leases of its
+	// limit that one holder holds (State.Settle): what each served since
+	// the holder's last settlement, and which end. Hits is then ignored.
+	Leases []Lease
 	// Tag names the op for observations, opaque to Limiters: the service
 	// sets the metric key of the rule the op counts for, under which the
 	// layers that keep state of their own (leases) report it.
@@ -74,14 +79,9 @@ type Op struct {
 }
 
 // HoldMicros returns the hold the states and the scripts apply, in whole
-// microseconds, cut to [0, MaxHold]: op.Hold, or for a refund without one,
-// its receipt's (a refund of hits a lease served); 0 for an ordinary op.
-func (op *Op) HoldMicros() int64 {
-	if op.Refund && op.Hold == 0 {
-		return holdMicros(op.Receipt.Hold)
-	}
-	return holdMicros(op.Hold)
-}
+// microseconds, cut to [0, MaxHold]: a lease's or its settlement's, 0 for
+// an ordinary op.
+func (op *Op) HoldMicros() int64 { return holdMicros(op.Hold) }
 
 // holdMicros returns d in whole microseconds, cut to [0, MaxHold].
 func holdMicros(d time.Duration) int64 { return min(max(d, 0), MaxHold).Microseconds() }
@@ -95,11 +95,11 @@ func (op *Op) Identity() string {
 }
 
 // IdempotentRefund reports whether applying refund op twice gives back no
-// more than applying it once: a refund by the receipt of a take whose
-// algorithm gives back exactly the receipt's entries (Spec.ExactRefund), and
-// nothing once they are gone.
+// more than applying it once: a refund by the receipt of a take, or a
+// settlement of leases, whose algorithm gives back exactly the receipt's
+// entries (Spec.ExactRefund), and nothing once they are gone.
 func (op *Op) IdempotentRefund() bool {
-	return op.Limit.Algorithm.spec().ExactRefund && op.Receipt.Seq != 0
+	return op.Limit.Algorithm.spec().ExactRefund && (op.Receipt.Seq != 0 || len(op.Leases) > 0)
 }
 
 // Receipt records what an admitted Take consumed.
@@ -111,10 +111,50 @@ type Receipt struct {
 	Seq uint64
 	// Shard is the shard that admitted the Take when its Op was split.
 	Shard uint32
-	// Hold is, on the receipt of a lease's take (Op.Hold), that hold, set
-	// by the one who keeps the lease: a refund by the receipt gives back hits
-	// of the lease (State.Release), whoever sends it. 0 otherwise.
-	Hold time.Duration
+	// Epoch names the incarnation of the state that admitted a lease's take,
+	// 0 for other takes: a settlement or refund by a receipt with an Epoch
+	// applies only to the state of that Epoch, so that one made after the
+	// state was lost (flushed, evicted, failed over, or dropped once
+	// replenished) changes nothing. A backend chooses its Epochs; they are
+	// opaque to everyone else.
+	Epoch int64
+}
+
+// Lease is one lease in a settlement (Op.Leases): the lease of Size hits
+// taken with Receipt and Hold, of which Reported were served and reported
+// by the holder's earlier settlements. Served lists the hits served since,
+// oldest first; Close ends the lease, giving back what it did not serve.
+type Lease struct {
+	Receipt  Receipt
+	Hold     time.Duration
+	Size     uint64
+	Reported uint64
+	Served   []Served
+	Close    bool
+}
+
+// served returns the hits ls.Served lists, at most what ls has not
+// reported yet.
+func (ls *Lease) served() uint64 {
+	var n uint64
+	for _, s := range ls.Served {
+		n += s.N
+	}
+	return min(n, ls.Size-min(ls.Reported, ls.Size))
+}
+
+// unused returns what ls gives back when it closes: what it never served.
+func (ls *Lease) unused() uint64 {
+	return ls.Size - min(ls.Reported, ls.Size) - ls.served()
+}
+
+// Served is hits of a lease served at one time, At (µs since the Unix
+// epoch, no earlier than the backend's clock read when they were served):
+// for a sliding_window_log, the N consecutive sequence numbers from Seq.
+type Served struct {
+	At  int64
+	Seq uint64
+	N   uint64
 }
 
 // Result is the outcome of one Op.
@@ -137,4 +177,9 @@ type Result struct {
 	// back after (the fixed window on Redis, counted without a script) sets
 	// it, and whoever remembers denials must not remember such a one.
 	Transient bool
+	// State is, for an admitted lease's take (Op.Hold) of a backend that
+	// tells it, the limit's state just after the take, as the backend
+	// holds it, from which the lease's holder answers the takes it serves
+	// as the backend would (see State); nil otherwise. It is the caller's.
+	State State
 }

@@ -16,6 +16,9 @@ type SlidingWindowCounterState struct {
 	// its last change; it is kept only while debt > 0, when it depends on
 	// the limit of that change.
 	drop int64
+	// epoch names this incarnation of the state to its leases' receipts:
+	// the time of its first lease, 0 before.
+	epoch int64
 }
 
 // roll lowers the debt to what l allows, moves the state to window
@@ -41,6 +44,11 @@ func (s *SlidingWindowCounterState) roll(l Limit, w, q, t int64) int64 {
 		s.debt = paidDown(s.debt, j, L)
 	}
 	s.window = i
+	if s.cur == 0 && s.prev == 0 && s.debt == 0 {
+		// Both windows are empty: a new state, which its old leases'
+		// settlements do not name.
+		s.epoch = 0
+	}
 	return min(max(floorDiv(t-i*w, q), 0), SlicesPerWindow-1)
 }
 
@@ -56,7 +64,7 @@ func (s *SlidingWindowCounterState) Take(l Limit, now time.Time, n uint64) Resul
 		s.cur += n
 		res = s.admitted(l, w, t, weight, Receipt{At: t})
 	}
-	s.settle(before, l, w)
+	s.noteExpiry(before, l, w)
 	return res
 }
 
@@ -89,7 +97,7 @@ func (s *SlidingWindowCounterState) charge(l Limit, now time.Time, n uint64, deb
 		res = s.admitted(l, w, t, weight, Receipt{})
 	}
 	res.Allowed = within
-	s.settle(before, l, w)
+	s.noteExpiry(before, l, w)
 	return res
 }
 
@@ -136,14 +144,16 @@ func (s *SlidingWindowCounterState) retry(L, n uint64, w, q int64) int64 {
 
 // Refund gives n hits back at now. With a receipt it subtracts from the
 // count of the window the receipt's Take fell in, when that is the current
-// or the previous window. With the zero Receipt it subtracts from cur, then
-// what cur cannot cover from prev: the newest hits first. What cur keeps
-// beyond L stays debt.
+// or the previous window, and the receipt names no other epoch than the
+// state's. With the zero Receipt it subtracts from cur, then what cur
+// cannot cover from prev: the newest hits first. What cur keeps beyond L
+// stays debt.
 func (s *SlidingWindowCounterState) Refund(l Limit, now time.Time, n uint64, r Receipt) Result {
 	w, q, t := l.WindowMicros(), l.SliceMicros(), now.UnixMicro()
 	before := *s
 	weight := uint64(SlicesPerWindow - s.roll(l, w, q, t))
 	switch {
+	case r.Epoch != 0 && r.Epoch != s.epoch:
 	case noReceipt(r):
 		fromCur := min(n, s.cur)
 		s.cur -= fromCur
@@ -155,20 +165,48 @@ func (s *SlidingWindowCounterState) Refund(l Limit, now time.Time, n uint64, r R
 	}
 	s.debt = min(s.debt, excess(s.cur, l.Requests))
 	res := s.admitted(l, w, t, weight, Receipt{})
-	s.settle(before, l, w)
+	s.noteExpiry(before, l, w)
 	return res
 }
 
 // Lease is Take: a lease counts in the window it was taken in, as a take
 // does, and ends with it (its holder sees to that), so the hold changes
-// nothing.
+// nothing. Its receipt names the state's epoch, the time of its first
+// lease.
 func (s *SlidingWindowCounterState) Lease(l Limit, now time.Time, n uint64, _ time.Duration) Result {
-	return s.Take(l, now, n)
+	res := s.Take(l, now, n)
+	if res.Allowed {
+		if s.epoch == 0 {
+			s.epoch = max(now.UnixMicro(), 1)
+		}
+		res.Receipt.Epoch = s.epoch
+	}
+	return res
 }
 
-// Release is Refund: a lease's hits are a take's.
-func (s *SlidingWindowCounterState) Release(l Limit, now time.Time, n uint64, r Receipt, _ time.Duration) Result {
-	return s.Refund(l, now, n, r)
+// Settle gives back, as a refund by its receipt does, what each lease that
+// closes did not serve, when its receipt names the state's epoch.
+func (s *SlidingWindowCounterState) Settle(l Limit, now time.Time, leases []Lease) Result {
+	res := s.Refund(l, now, 0, Receipt{})
+	for i := range leases {
+		if ls := &leases[i]; ls.Close && s.epoch != 0 && ls.Receipt.Epoch == s.epoch {
+			res = s.Refund(l, now, ls.unused(), ls.Receipt)
+		}
+	}
+	return res
+}
+
+// Clone returns a copy of the state.
+func (s *SlidingWindowCounterState) Clone() State {
+	c := *s
+	return &c
+}
+
+// SlidingWindowCounterStateOf returns the state a store keeps of a limit
+// that owes nothing: its window, the counts of that window and the one
+// before, and its epoch.
+func SlidingWindowCounterStateOf(window int64, cur, prev uint64, epoch int64) *SlidingWindowCounterState {
+	return &SlidingWindowCounterState{window: window, cur: cur, prev: prev, epoch: epoch}
 }
 
 // Expiry returns when both counts have left the sliding window: the end of
@@ -189,9 +227,9 @@ func (s *SlidingWindowCounterState) Expiry(l Limit) time.Time {
 	return time.UnixMicro(s.window * w)
 }
 
-// settle records, when an operation changed the state, when it behaves as a
+// noteExpiry records, when an operation changed the state, when it behaves as a
 // new one while it owes a debt: at (w + 2 + ⌈e/L⌉)·W.
-func (s *SlidingWindowCounterState) settle(before SlidingWindowCounterState, l Limit, w int64) {
+func (s *SlidingWindowCounterState) noteExpiry(before SlidingWindowCounterState, l Limit, w int64) {
 	if s.window == before.window && s.cur == before.cur && s.prev == before.prev && s.debt == before.debt {
 		return
 	}

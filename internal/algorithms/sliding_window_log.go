@@ -50,7 +50,7 @@ func (s *SlidingWindowLogState) Lease(l Limit, now time.Time, n uint64, hold tim
 // take asks for n hits at t, to be logged at t + hold.
 func (s *SlidingWindowLogState) take(l Limit, t int64, n uint64, hold int64) Result {
 	w := l.WindowMicros()
-	s.expire(t - w)
+	s.begin(t, w)
 	switch {
 	case n > l.Requests:
 		return Result{Remaining: s.remaining(l), ResetAfter: micros(w)}
@@ -70,7 +70,7 @@ func (s *SlidingWindowLogState) take(l Limit, t int64, n uint64, hold int64) Res
 // would report after it.
 func (s *SlidingWindowLogState) Charge(l Limit, now time.Time, n uint64) Result {
 	w, t := l.WindowMicros(), now.UnixMicro()
-	s.expire(t - w)
+	s.begin(t, w)
 	within := n <= l.Requests && s.count+n <= l.Requests
 	if most := l.Requests + l.MaxDebt(); s.count < most && n > 0 {
 		s.add(t, min(n, most-s.count))
@@ -96,7 +96,7 @@ func (s *SlidingWindowLogState) Record(l Limit, now time.Time, n uint64) Result 
 // newest n entries.
 func (s *SlidingWindowLogState) Refund(l Limit, now time.Time, n uint64, r Receipt) Result {
 	w, t := l.WindowMicros(), now.UnixMicro()
-	s.expire(t - w)
+	s.begin(t, w)
 	if noReceipt(r) {
 		s.removeNewest(n)
 	} else {
@@ -105,10 +105,43 @@ func (s *SlidingWindowLogState) Refund(l Limit, now time.Time, n uint64, r Recei
 	return s.admitted(l, w, t, Receipt{})
 }
 
-// Release is Refund: the receipt of a lease names its entries where they
-// were logged.
-func (s *SlidingWindowLogState) Release(l Limit, now time.Time, n uint64, r Receipt, _ time.Duration) Result {
-	return s.Refund(l, now, n, r)
+// Settle settles leases whose receipts name their entries (r.At, r.Seq …
+// r.Seq+Size−1), logged at their ends: the entries each served since the
+// last settlement (by sequence number) move to the times they were served
+// at, and a lease that closes removes the others. Only entries still logged
+// at r.At move or go, so that a settlement of a lease the log lost, or
+// settled already, changes nothing. An entry served at a time that has left
+// the window is dropped.
+func (s *SlidingWindowLogState) Settle(l Limit, now time.Time, leases []Lease) Result {
+	w, t := l.WindowMicros(), now.UnixMicro()
+	s.begin(t, w)
+	for i := range leases {
+		ls := &leases[i]
+		r := ls.Receipt
+		var move []logRun
+		for _, sv := range ls.Served {
+			from, to := max(sv.Seq, r.Seq), min(sv.Seq+sv.N, r.Seq+ls.Size)
+			if from >= to {
+				continue
+			}
+			for _, m := range s.extract(r.At, from, to-from) {
+				if sv.At > t-w {
+					m.ts = sv.At
+					move = append(move, m)
+				}
+			}
+		}
+		if ls.Close {
+			s.extract(r.At, r.Seq, ls.Size)
+		}
+		for _, m := range move {
+			s.insert(m)
+		}
+	}
+	if s.count == 0 {
+		s.runs = s.runs[:0]
+	}
+	return s.admitted(l, w, t, Receipt{})
 }
 
 // Expiry returns when the newest entry leaves the window, or the zero Time
@@ -133,6 +166,18 @@ func (s *SlidingWindowLogState) remaining(l Limit) uint64 {
 		return 0
 	}
 	return l.Requests - s.count
+}
+
+// begin starts an operation at t: the entries with ts ≤ t − w leave, and a
+// log left empty is a new one, whose sequence numbers start again at t (at
+// least 0). Sequence numbers grow slower than the clock (a log admits fewer
+// than 10^6 hits a second), so a new log's never meet those of the log it
+// replaces, and a receipt of the lost one names none of its entries.
+func (s *SlidingWindowLogState) begin(t, w int64) {
+	s.expire(t - w)
+	if s.count == 0 {
+		s.seq = uint64(max(t, 0))
+	}
 }
 
 // expire drops the entries with ts ≤ cutoff.
@@ -196,11 +241,16 @@ func (s *SlidingWindowLogState) removeNewest(n uint64) {
 }
 
 // removeRange removes the entries (ts, seq) with seq in [first, first+n).
-func (s *SlidingWindowLogState) removeRange(ts int64, first, n uint64) {
+func (s *SlidingWindowLogState) removeRange(ts int64, first, n uint64) { s.extract(ts, first, n) }
+
+// extract removes the entries (ts, seq) with seq in [first, first+n) and
+// returns them, as runs in order of sequence number.
+func (s *SlidingWindowLogState) extract(ts int64, first, n uint64) []logRun {
 	end := uint64(math.MaxUint64)
 	if n < end-first {
 		end = first + n
 	}
+	var out []logRun
 	// The runs of one timestamp are ordered by sequence number and disjoint.
 	lo := sort.Search(len(s.runs), func(j int) bool {
 		r := s.runs[j]
@@ -209,14 +259,15 @@ func (s *SlidingWindowLogState) removeRange(ts int64, first, n uint64) {
 	kept, j := lo, lo
 	for ; j < len(s.runs) && s.runs[j].ts == ts && s.runs[j].seq < end; j++ {
 		r := s.runs[j]
+		lo, hi := max(r.seq, first), min(r.end(), end)
+		out = append(out, logRun{ts: ts, seq: lo, n: hi - lo})
+		s.count -= hi - lo
 		if r.seq < first && r.end() > end {
 			// The range lies inside this run: split it around the range.
-			s.count -= end - first
 			s.runs[j].n = first - r.seq
 			s.runs = slices.Insert(s.runs, j+1, logRun{ts: ts, seq: end, n: r.end() - end})
-			return
+			return out
 		}
-		s.count -= min(r.end(), end) - max(r.seq, first)
 		switch {
 		case r.seq < first:
 			r.n = first - r.seq
@@ -231,6 +282,57 @@ func (s *SlidingWindowLogState) removeRange(ts int64, first, n uint64) {
 		}
 	}
 	s.runs = slices.Delete(s.runs, kept, j)
+	return out
+}
+
+// insert logs run m, whose sequence numbers were issued already, in order
+// of time then sequence number, joined to a run it continues.
+func (s *SlidingWindowLogState) insert(m logRun) {
+	s.count += m.n
+	i := sort.Search(len(s.runs), func(j int) bool {
+		r := s.runs[j]
+		return r.ts > m.ts || r.ts == m.ts && r.seq > m.seq
+	})
+	if i > 0 && s.runs[i-1].ts == m.ts && s.runs[i-1].end() == m.seq {
+		s.runs[i-1].n += m.n
+		if i < len(s.runs) && s.runs[i].ts == m.ts && s.runs[i].seq == s.runs[i-1].end() {
+			s.runs[i-1].n += s.runs[i].n
+			s.runs = slices.Delete(s.runs, i, i+1)
+		}
+		return
+	}
+	if i < len(s.runs) && s.runs[i].ts == m.ts && s.runs[i].seq == m.end() {
+		s.runs[i].seq, s.runs[i].n = m.seq, s.runs[i].n+m.n
+		return
+	}
+	s.runs = slices.Insert(s.runs, i, m)
+}
+
+// Clone returns a copy of the log.
+func (s *SlidingWindowLogState) Clone() State {
+	c := *s
+	c.runs = slices.Clone(s.runs)
+	return &c
+}
+
+// LogRun is a run of a sliding window log's entries: N hits logged at At
+// (µs) with the sequence numbers Seq … Seq+N−1.
+type LogRun struct {
+	At  int64
+	Seq uint64
+	N   uint64
+}
+
+// SlidingWindowLogStateOf returns the log a store keeps: its runs, in order
+// of time then sequence number, and the last sequence number issued.
+func SlidingWindowLogStateOf(runs []LogRun, seq uint64) *SlidingWindowLogState {
+	s := &SlidingWindowLogState{seq: seq}
+	for _, r := range runs {
+		if r.N > 0 {
+			s.insert(logRun{ts: r.At, seq: r.Seq, n: r.N})
+		}
+	}
+	return s
 }
 
 // logLifetime is Limit.Lifetime of a sliding_window_log: W, after which its

@@ -24,12 +24,25 @@ import "time"
 // does.
 //
 // Lease is Take for a lease that serves the hits it takes until now + hold
-// (Op.Hold, cut to [0, MaxHold] in whole microseconds): it is decided as a
-// take, and a sliding_window_log logs its hits at now + hold, a
-// token_bucket holds them until then; a window counts them as a take does.
-// Release gives back n unused hits of the lease taken with receipt r and
-// hold, as Refund does, and a token_bucket holds them no longer if the lease
-// has not ended yet. A hold of 0 makes Lease a Take.
+// (Op.Hold, cut to [0, MaxHold] in whole microseconds), whose holder
+// settles it before then: it is decided as a take, a sliding_window_log
+// logs its hits at now + hold and a token_bucket holds them until then; a
+// window counts them as a take does. Its receipt names the state's Epoch. A
+// hold of 0 makes Lease a Take.
+//
+// Settle settles the leases one holder holds: for each, the hits it served
+// since the holder's last settlement (Lease.Served), and, for those that
+// Close, the hits they did not serve, which go back. A sliding_window_log
+// logs the served hits at their times instead of the leases' ends; a
+// token_bucket holds them no longer, and gets back, besides the unused
+// tokens, the refill that its cap kept out since they were served (so that
+// the bucket is what it would be had they been taken when served); a window
+// gives the unused hits back as a refund does. A lease that names another
+// Epoch than the state's, or, for a token_bucket, that has ended, changes
+// nothing: what it would give back was given up when its hold ended or the
+// state was lost.
+//
+// Clone returns a copy of the state that shares nothing with it.
 //
 // Times count in whole microseconds (now.UnixMicro()); l must satisfy
 // Limit.Validate. The rules are those of the package documentation. A State
@@ -40,8 +53,9 @@ type State interface {
 	Record(l Limit, now time.Time, n uint64) Result
 	Refund(l Limit, now time.Time, n uint64, r Receipt) Result
 	Lease(l Limit, now time.Time, n uint64, hold time.Duration) Result
-	Release(l Limit, now time.Time, n uint64, r Receipt, hold time.Duration) Result
+	Settle(l Limit, now time.Time, leases []Lease) Result
 	Expiry(l Limit) time.Time
+	Clone() State
 }
 
 // NewState returns a new, empty state for algorithm a, or nil when a is not
@@ -53,23 +67,22 @@ func NewState(a Algorithm) State {
 	return specs[a].newState()
 }
 
-// Apply applies op to st at now, as its flags ask: a refund (a lease's
-// give-back with Op.Hold), a charge that owes (Op.Charge with Op.Debt), a
-// record (Op.Charge alone), or a take (a lease's with Op.Hold).
+// Apply applies op to st at now, as its flags ask: a settlement of leases
+// (Op.Refund with Op.Leases), a refund, a charge that owes (Op.Charge with
+// Op.Debt), a record (Op.Charge alone), or a take (a lease's with
+// Op.Hold).
 func Apply(st State, op *Op, now time.Time) Result {
-	hold := time.Duration(op.HoldMicros()) * time.Microsecond
-	held := hold > 0
 	switch {
-	case op.Refund && held:
-		return st.Release(op.Limit, now, op.Hits, op.Receipt, hold)
+	case op.Refund && len(op.Leases) > 0:
+		return st.Settle(op.Limit, now, op.Leases)
 	case op.Refund:
 		return st.Refund(op.Limit, now, op.Hits, op.Receipt)
 	case op.Charge && op.Debt:
 		return st.Charge(op.Limit, now, op.Hits)
 	case op.Charge:
 		return st.Record(op.Limit, now, op.Hits)
-	case held:
-		return st.Lease(op.Limit, now, op.Hits, hold)
+	case op.HoldMicros() > 0:
+		return st.Lease(op.Limit, now, op.Hits, time.Duration(op.HoldMicros())*time.Microsecond)
 	}
 	return st.Take(op.Limit, now, op.Hits)
 }

@@ -66,7 +66,7 @@ func TestReceiptShardIsNotAReceipt(t *testing.T) {
 // randomSteps applies random takes and refunds to st over a clock that
 // moves forwards and backwards, calling check with each result. A third of
 // the takes are leases held for up to maxHold(l), and a third of the refunds
-// leases' give-backs.
+// settlements of leases.
 func randomSteps(rng *rand.Rand, st algorithms.State, l algorithms.Limit, now time.Time, steps int, back bool, check func(res algorithms.Result, now time.Time, refund bool)) time.Time {
 	var receipts []algorithms.Receipt
 	for range steps {
@@ -91,7 +91,9 @@ func randomSteps(rng *rand.Rand, st algorithms.State, l algorithms.Limit, now ti
 				rc = receipts[rng.IntN(len(receipts))]
 			}
 			if rng.IntN(3) == 0 {
-				check(st.Release(l, now, n, rc, hold), now, true)
+				ls := algorithms.Lease{Receipt: rc, Hold: hold, Size: n, Close: rng.IntN(2) == 0,
+					Served: []algorithms.Served{{At: rc.At, Seq: rc.Seq, N: rng.Uint64N(n + 1)}}}
+				check(st.Settle(l, now, []algorithms.Lease{ls}), now, true)
 			} else {
 				check(st.Refund(l, now, n, rc), now, true)
 			}
@@ -180,7 +182,11 @@ func TestExpiryMeansNew(t *testing.T) {
 					hold := time.Duration(rng.Int64N(maxHold(l).Microseconds())) * time.Microsecond
 					if rng.IntN(4) == 0 && len(oldReceipts) > 0 {
 						j := rng.IntN(len(oldReceipts))
-						got, want = old.Release(l, now, n, oldReceipts[j], hold), fresh.Release(l, now, n, freshReceipts[j], hold)
+						settle := func(r algorithms.Receipt) []algorithms.Lease {
+							return []algorithms.Lease{{Receipt: r, Hold: hold, Size: n, Close: true,
+								Served: []algorithms.Served{{At: r.At, Seq: r.Seq, N: n / 2}}}}
+						}
+						got, want = old.Settle(l, now, settle(oldReceipts[j])), fresh.Settle(l, now, settle(freshReceipts[j]))
 					} else {
 						got, want = old.Lease(l, now, n, hold), fresh.Lease(l, now, n, hold)
 						if got.Allowed {

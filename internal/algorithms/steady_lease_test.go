@@ -29,6 +29,7 @@ type simLease struct {
 	size    uint64
 	left    uint64
 	end     int64 // µs
+	served  []algorithms.Served
 }
 
 // serves reports whether the lease holds a hit at t.
@@ -64,19 +65,23 @@ func (r *simReplica) size(l algorithms.Limit, n uint64) uint64 {
 
 // lease takes a lease of k at now, n of its hits used at once.
 func (r *simReplica) lease(st *algorithms.TokenBucketState, l algorithms.Limit, now time.Time, k, n uint64) *simLease {
-	res := st.Lease(l, now, k, leaseTime)
+	res := st.Lease(l, now, k, 2*leaseTime)
 	r.room, r.roomKnown = res.Remaining, true
 	r.leases++
 	if !res.Allowed {
 		return nil
 	}
-	return &simLease{receipt: res.Receipt, size: k, left: k - n, end: now.Add(leaseTime).UnixMicro()}
+	ls := &simLease{receipt: res.Receipt, size: k, left: k - n, end: now.Add(leaseTime).UnixMicro()}
+	if n > 0 {
+		ls.served = []algorithms.Served{{At: now.UnixMicro(), N: n}}
+	}
+	return ls
 }
 
-// giveBack gives back what ls did not use.
+// giveBack settles ls: when it served its hits, and what it did not use.
 func (r *simReplica) giveBack(st *algorithms.TokenBucketState, l algorithms.Limit, now time.Time, ls *simLease) {
-	if ls != nil && ls.left > 0 {
-		st.Release(l, now, ls.left, ls.receipt, leaseTime)
+	if ls != nil {
+		st.Settle(l, now, []algorithms.Lease{{Receipt: ls.receipt, Hold: 2 * leaseTime, Size: ls.size, Served: ls.served, Close: true}})
 	}
 }
 
@@ -104,6 +109,7 @@ func (r *simReplica) hit(st *algorithms.TokenBucketState, l algorithms.Limit, no
 	}
 	ls := r.cur
 	ls.left--
+	ls.served = append(ls.served, algorithms.Served{At: t, N: 1})
 	if r.next == nil && (ls.left*4 <= ls.size || (ls.end-t)*4 <= leaseTime.Microseconds()) {
 		if k := r.size(l, 0); k > 0 {
 			r.next = r.lease(st, l, now, k, 0)

@@ -23,8 +23,8 @@ type step struct {
 	// receipt, with refund, is 1 + the index of the step whose receipt is
 	// given back; 0 for the zero Receipt.
 	receipt int
-	// hold makes a take a lease's (State.Lease) and a refund a lease's
-	// give-back (State.Release).
+	// hold makes a take a lease's (State.Lease) and a refund the
+	// settlement of a lease of n hits, none served (State.Settle).
 	hold time.Duration
 	// limit, when set, replaces the case's limit from this step on.
 	limit *algorithms.Limit
@@ -61,7 +61,7 @@ func runSteps(t *testing.T, cases []stepCase) {
 						r = results[sp.receipt-1].Receipt
 					}
 					if sp.hold > 0 {
-						res = st.Release(l, now, sp.n, r, sp.hold)
+						res = st.Settle(l, now, []algorithms.Lease{{Receipt: r, Hold: sp.hold, Size: sp.n, Close: true}})
 					} else {
 						res = st.Refund(l, now, sp.n, r)
 					}

@@ -1,6 +1,10 @@
 package algorithms
 
-import "time"
+import (
+	"cmp"
+	"slices"
+	"time"
+)
 
 // TokenBucketState is the state of one token_bucket limit: the level of the
 // bucket in millionths of a token, below zero while charges have left it in
@@ -15,7 +19,15 @@ type TokenBucketState struct {
 	// holds are the tokens of leases that may still serve them, H in all,
 	// counted as if they were in the bucket until their groups end:
 	// level + H ≤ C at every step.
-	holds   bucketHolds
+	holds bucketHolds
+	// capped reports, while the groups hold tokens, that the level has
+	// been at its cap, C − H, since slice from: every refill since then
+	// went beyond the cap, and the holds kept it out (see Settle).
+	capped bool
+	from   int64
+	// epoch names this incarnation of the bucket to its leases' receipts:
+	// the time of its first lease, 0 before.
+	epoch   int64
 	started bool
 }
 
@@ -39,16 +51,25 @@ func bucketBurst(l Limit) uint64 {
 // group's end refills only up to C less what that group and the groups that
 // end after it hold. Then the groups that have ended by t are dropped. A
 // clock that went back refills nothing and leaves the refill slice where it
-// was.
+// was. It keeps capped: the slice at which the level last reached its cap,
+// while it has stayed there.
 func (s *TokenBucketState) refill(l Limit, q, t int64) int64 {
 	c := int64(bucketBurst(l) * SlicesPerWindow)
 	tau := floorDiv(t, q)
 	if !s.started {
-		s.level, s.slice, s.holds, s.started = c, tau, bucketHolds{}, true
+		*s = TokenBucketState{level: c, slice: tau, started: true}
 		return c
 	}
+	if t >= s.full {
+		// Full again as of its last change: a new bucket, which its old
+		// leases' settlements do not name.
+		s.epoch = 0
+	}
 	s.holds.cut(c)
-	s.level = max(min(s.level, c-s.holds.total()), -int64(l.MaxDebt()*SlicesPerWindow))
+	if most := c - s.holds.total(); s.level > most {
+		s.level, s.capped = most, false
+	}
+	s.level = max(s.level, -int64(l.MaxDebt()*SlicesPerWindow))
 	if tau > s.slice {
 		from := s.slice
 		for i, g := range s.holds {
@@ -56,14 +77,44 @@ func (s *TokenBucketState) refill(l Limit, q, t int64) int64 {
 				break
 			}
 			m := min(tau, max(from, lastSliceBefore(g.until, q)))
-			s.level = filled(l, s.level, m-from, c-s.holds.from(i))
+			s.fill(l, from, m, c-s.holds.from(i))
 			from = m
 		}
-		s.level = filled(l, s.level, tau-from, c)
+		s.fill(l, from, tau, c)
 		s.slice = tau
 	}
 	s.holds.end(t)
+	if h := s.holds.total(); h == 0 || s.level != c-h {
+		s.capped = false
+	}
 	return c
+}
+
+// fill refills the level from slice a to slice b, up to most: L per slice,
+// as filled does. A level at most, or that reaches it there, is capped: from
+// the slice it reaches it at, or from a, unless it was capped already.
+func (s *TokenBucketState) fill(l Limit, a, b, most int64) {
+	if b <= a {
+		return
+	}
+	if s.level < most {
+		L := l.Requests
+		if L == 0 {
+			s.capped = false
+			return
+		}
+		need := int64(ceilDiv(uint64(most-s.level), L))
+		if need > b-a {
+			s.level += (b - a) * int64(L)
+			s.capped = false
+			return
+		}
+		s.level, s.capped, s.from = most, true, a+need
+		return
+	}
+	if !s.capped {
+		s.capped, s.from = true, a
+	}
 }
 
 // lastSliceBefore returns ⌈u/q⌉ − 1, the last slice that starts before u.
@@ -96,7 +147,8 @@ func (s *TokenBucketState) Take(l Limit, now time.Time, n uint64) Result {
 // until now + hold: the bucket holds them until then, rounded up to a
 // multiple of hold, in a group of leases that end about then, so that it
 // does not refill to full while the lease may still serve them, and a full
-// burst never comes on top of them.
+// burst never comes on top of them. Its receipt names the bucket's epoch,
+// the time of its first lease.
 func (s *TokenBucketState) Lease(l Limit, now time.Time, n uint64, hold time.Duration) Result {
 	return s.take(l, now.UnixMicro(), n, holdMicros(hold))
 }
@@ -112,12 +164,33 @@ func (s *TokenBucketState) take(l Limit, t int64, n uint64, hold int64) Result {
 		return res
 	}
 	s.level -= int64(n * SlicesPerWindow)
-	if hold > 0 && n > 0 {
-		// level + H stays as it was, at most C.
-		s.holds.hold(int64(n*SlicesPerWindow), t, hold)
+	r := Receipt{At: t}
+	if hold > 0 {
+		if s.epoch == 0 {
+			s.epoch = max(t, 1)
+		}
+		r.Epoch = s.epoch
+		if n > 0 {
+			// level + H stays as it was, at most C.
+			s.holds.hold(int64(n*SlicesPerWindow), t, hold)
+		}
 	}
-	s.settle(l, c, q)
-	return s.admitted(l, c, q, t, Receipt{At: t})
+	s.markCap(c, false)
+	s.noteExpiry(l, c, q)
+	return s.admitted(l, c, q, t, r)
+}
+
+// markCap keeps capped true only while the groups hold tokens and the level
+// is at its cap, C − H: from the slice it was capped from, or from the
+// current slice when it was not capped, or when restart asks to (a
+// settlement has given back what the cap kept out until then).
+func (s *TokenBucketState) markCap(c int64, restart bool) {
+	switch h := s.holds.total(); {
+	case h == 0 || s.level != c-h:
+		s.capped = false
+	case restart || !s.capped:
+		s.capped, s.from = true, s.slice
+	}
 }
 
 // Charge takes n tokens at now even from a bucket that does not hold them,
@@ -150,7 +223,8 @@ func (s *TokenBucketState) charge(l Limit, now time.Time, n, d uint64) Result {
 	default:
 		s.level -= int64(n * S)
 	}
-	s.settle(l, c, q)
+	s.markCap(c, false)
+	s.noteExpiry(l, c, q)
 	res, ok := s.decide(l, c, 0, w, q, t)
 	if ok {
 		res = s.admitted(l, c, q, t, Receipt{})
@@ -175,42 +249,112 @@ func (s *TokenBucketState) decide(l Limit, c int64, n uint64, w, q, t int64) (Re
 }
 
 // Refund puts n tokens back at now, up to the capacity less the tokens that
-// leases hold (C − H). The receipt makes no difference: a token is a token.
-func (s *TokenBucketState) Refund(l Limit, now time.Time, n uint64, _ Receipt) Result {
-	return s.refund(l, now.UnixMicro(), n, 0)
-}
-
-// Release gives back n unused tokens at now of the lease taken with receipt
-// r and hold: while the lease lasts (now < r.At + hold), they are held no
-// longer (taken from the group that holds the lease's tokens, down to 0);
-// then they go back into the bucket as a refund's do, up to C − H, so that
-// level + H stays at most C. Once the lease has ended, its tokens may have
-// left their group, which may since hold only later leases': the give-back
-// is then a refund, and so it is without a receipt.
-func (s *TokenBucketState) Release(l Limit, now time.Time, n uint64, r Receipt, hold time.Duration) Result {
-	t, end := now.UnixMicro(), int64(0)
-	if h := holdMicros(hold); h > 0 && !noReceipt(r) && t < r.At+h {
-		end = r.At + h
-	}
-	return s.refund(l, t, n, end)
-}
-
-// refund puts n tokens back at t, first releasing them from the holds of a
-// lease that ends at end when end > 0.
-func (s *TokenBucketState) refund(l Limit, t int64, n uint64, end int64) Result {
-	const S = SlicesPerWindow
-	q := l.SliceMicros()
+// leases hold (C − H). The receipt makes no difference, a token being a
+// token, but one that names another epoch than the bucket's (a lease's
+// served token, given back after the bucket was lost) gives nothing back.
+func (s *TokenBucketState) Refund(l Limit, now time.Time, n uint64, r Receipt) Result {
+	q, t := l.SliceMicros(), now.UnixMicro()
 	c := s.refill(l, q, t)
-	if end > 0 {
-		s.holds.release(n, end)
+	if r.Epoch == 0 || r.Epoch == s.epoch {
+		s.put(c, n*SlicesPerWindow)
+		s.markCap(c, false)
 	}
-	if most := c - s.holds.total(); n > uint64(most-s.level)/S {
+	s.noteExpiry(l, c, q)
+	return s.admitted(l, c, q, t, Receipt{})
+}
+
+// put adds x millionths of a token, up to C − H.
+func (s *TokenBucketState) put(c int64, x uint64) {
+	if most := c - s.holds.total(); x >= uint64(most-s.level) {
 		s.level = most
 	} else {
-		s.level += int64(n * S)
+		s.level += int64(x)
 	}
-	s.settle(l, c, q)
+}
+
+// Settle settles leases of the bucket. The leases that it took (their
+// receipts name its epoch) and that still last (now < r.At + hold) hold the
+// tokens they served since the last settlement no longer, nor, if they
+// close, the tokens they did not serve, which go back; and the bucket gets
+// back what its cap kept out since those tokens were served (reclaim).
+// Once a lease has ended, its tokens were given up when its group ended,
+// and the bucket may have refilled where they were: its settlement gives
+// nothing back.
+func (s *TokenBucketState) Settle(l Limit, now time.Time, leases []Lease) Result {
+	q, t := l.SliceMicros(), now.UnixMicro()
+	c := s.refill(l, q, t)
+	var served []Served
+	var back uint64
+	settled := false
+	for i := range leases {
+		ls := &leases[i]
+		end := ls.Receipt.At + holdMicros(ls.Hold)
+		if s.epoch == 0 || ls.Receipt.Epoch != s.epoch || t >= end {
+			continue
+		}
+		settled = true
+		n := ls.served()
+		served = append(served, ls.Served...)
+		if ls.Close {
+			n += ls.unused()
+			back += ls.unused()
+		}
+		s.holds.release(n, end)
+	}
+	if settled {
+		slices.SortStableFunc(served, func(a, b Served) int { return cmp.Compare(a.At, b.At) })
+		s.put(c, back*SlicesPerWindow+s.reclaim(l, served))
+		s.markCap(c, true)
+	}
+	s.noteExpiry(l, c, q)
 	return s.admitted(l, c, q, t, Receipt{})
+}
+
+// reclaim returns what a settlement gives back of the refill that the cap
+// kept out since the tokens that served lists were served, in millionths: a
+// lower bound of what the bucket would hold beyond what it does had those
+// tokens been taken when served rather than held. The level has been at its
+// cap since slice from (capped), so each slice boundary since then cut a
+// whole refill L that the bucket, without the hold of tokens already
+// served, would have kept, until the served tokens are made up. The bound
+// is the least, over the boundaries b from then on, of the tokens served
+// before b plus L for each boundary after b; what was served in the
+// current slice is not made up yet. Each settlement claims only what the
+// boundaries since the last one cut (Settle restarts capped), so that the
+// leases of several holders never claim one refill twice.
+func (s *TokenBucketState) reclaim(l Limit, served []Served) uint64 {
+	if !s.capped {
+		return 0
+	}
+	const S = SlicesPerWindow
+	L, tau := l.Requests, s.slice
+	var total uint64
+	for _, sv := range served {
+		total = min(total+sv.N, bucketBurst(l))
+	}
+	most := total * S
+	// after returns min(most, L·(tau − b)) for b ≤ tau.
+	after := func(b int64) uint64 {
+		if L == 0 || uint64(tau-b) >= ceilDiv(most, L) {
+			return most
+		}
+		return uint64(tau-b) * L
+	}
+	best := after(s.from)
+	var before uint64 // served before the boundary, in millionths
+	seen := s.from
+	for _, sv := range served {
+		b := floorDiv(sv.At, l.SliceMicros())
+		if b >= tau {
+			break
+		}
+		if b > seen {
+			best = min(best, before+after(b))
+			seen = b
+		}
+		before = min(before+min(sv.N, total)*S, most)
+	}
+	return min(best, before)
 }
 
 // Expiry returns when the bucket is full again as of its last change, under
@@ -224,10 +368,10 @@ func (s *TokenBucketState) Expiry(Limit) time.Time {
 	return time.UnixMicro(s.full)
 }
 
-// settle records when the bucket, as it is now, is full again: the slice it
+// noteExpiry records when the bucket, as it is now, is full again: the slice it
 // was last refilled at when it already is. While leases hold tokens, that is
 // after the last group ends.
-func (s *TokenBucketState) settle(l Limit, c int64, q int64) {
+func (s *TokenBucketState) noteExpiry(l Limit, c int64, q int64) {
 	if s.level >= c {
 		s.full = s.slice * q
 		return
@@ -292,4 +436,26 @@ func bucketLifetime(l Limit) time.Duration {
 		return time.Duration(ceilDiv(b, l.Requests)) * l.Window
 	}
 	return l.Window
+}
+
+// Clone returns a copy of the bucket.
+func (s *TokenBucketState) Clone() State {
+	c := *s
+	return &c
+}
+
+// TokenBucketStateOf returns the bucket a store keeps: its level in
+// millionths of a token, the slice it was last refilled at, when it is full
+// again (µs), the groups of leases' tokens it holds ({held in millionths,
+// until in µs}, in order of their ends), the slice its level has been at
+// its cap since (capped), and its epoch.
+func TokenBucketStateOf(level, slice, full int64, groups [][2]int64, capped bool, from, epoch int64) *TokenBucketState {
+	s := &TokenBucketState{level: level, slice: slice, full: full, capped: capped, from: from, epoch: epoch, started: true}
+	for i, g := range groups {
+		if i < len(s.holds) {
+			s.holds[i] = holdGroup{held: g[0], until: g[1]}
+		}
+	}
+	s.holds.compact()
+	return s
 }

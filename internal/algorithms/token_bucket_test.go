@@ -107,24 +107,25 @@ func TestTokenBucketSteps(t *testing.T) {
 			},
 		},
 		{
-			name:  "a lease's give-back ends its hold",
+			name:  "a lease's settlement ends its hold",
 			limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second},
 			steps: []step{
 				{at: sec, n: 10, hold: 50 * ms, allowed: true, remaining: 0, reset: 1050*ms - us},
 				// H = 6: the 4 go back up to C − H = 4.
 				{at: sec + 10*ms, n: 4, refund: true, hold: 50 * ms, receipt: 1, allowed: true, remaining: 4, reset: 640*ms - us},
-				// A give-back that holds nothing adds up to C − H too.
+				// A refund adds up to C − H too.
 				{at: sec + 10*ms, n: 4, refund: true, allowed: true, remaining: 4, reset: 640*ms - us},
 				// H = 0: the bucket may be full.
 				{at: sec + 10*ms, n: 6, refund: true, hold: 50 * ms, receipt: 1, allowed: true, remaining: 10, reset: 0},
 				// H = 10 until 75ms, 70ms rounded up to 6.25ms.
 				{at: sec + 20*ms, n: 10, hold: 50 * ms, allowed: true, remaining: 0, reset: 1055*ms - us},
-				// Without its receipt, a give-back cannot tell whether the
-				// lease still lasts: it is a refund.
+				// A settlement without the lease's receipt names no lease of
+				// this bucket: it changes nothing.
 				{at: sec + 30*ms, n: 5, refund: true, hold: 50 * ms, allowed: true, remaining: 0, reset: 1045*ms - us},
 				// Once the lease has ended, so has its hold: 25001 slices
-				// of refill since the slice before 75ms, and 6 tokens back.
-				{at: sec + 100*ms, n: 6, refund: true, hold: 50 * ms, receipt: 5, allowed: true, remaining: 6, reset: 375*ms - us},
+				// of refill since the slice before 75ms, and nothing back,
+				// as its tokens were given up when the hold ended.
+				{at: sec + 100*ms, n: 6, refund: true, hold: 50 * ms, receipt: 5, allowed: true, remaining: 0, reset: 975*ms - us},
 			},
 		},
 		{
