@@ -179,9 +179,11 @@ type bench struct {
 	// peerBin and peerRoot are envoyproxy/ratelimit's server and its
 	// runtime directory, for backendPeer cells.
 	peerBin, peerRoot string
-	standalone        *proc.Redis
-	cluster           *proc.Cluster
-	log               io.Writer
+	// baseline is the before build, for Baseline cells.
+	baseline   *baselineServer
+	standalone *proc.Redis
+	cluster    *proc.Cluster
+	log        io.Writer
 }
 
 // runBench runs every cell of the matrix and returns the report.
@@ -327,6 +329,9 @@ type cell struct {
 	PerSecond bool
 	// NoLeases runs ratewarden's servers without leases (RLS_LEASES=false).
 	NoLeases bool
+	// Baseline runs the server built from an earlier commit (the before
+	// build of `loadgen rediscost -baseline`) instead of the module's.
+	Baseline bool
 }
 
 // valuePrefix returns the prefix of the cell's live values.
@@ -358,6 +363,9 @@ func (c cell) name() string {
 	}
 	if c.NoLeases {
 		b.WriteString("/leases=off")
+	}
+	if c.Baseline {
+		b.WriteString("/before")
 	}
 	return b.String()
 }
@@ -508,12 +516,18 @@ func (b *bench) startTarget(ctx context.Context, c cell) (*target, error) {
 		t.redis = b.cluster.Nodes()
 		env["RLS_BACKEND"], env["RLS_REDIS_MODE"], env["RLS_REDIS_ADDRS"] = "redis", "cluster", strings.Join(b.cluster.Addrs(), ",")
 	}
-	t.leases = len(t.redis) > 0 && c.Backend != backendPeer && !c.NoLeases
+	// The before build may be older than the lease counters.
+	t.leases = len(t.redis) > 0 && c.Backend != backendPeer && !c.NoLeases && !c.Baseline
 	if err := flushMasters(ctx, t.redis); err != nil {
 		return nil, err
 	}
 	cfg := proc.ServerConfig{Name: "ratewarden server", Bin: b.serverBin, Dir: b.dir, Env: env}
 	switch {
+	case c.Baseline:
+		if b.baseline == nil {
+			return nil, fmt.Errorf("loadgen: cell %s: no before build (-baseline)", c.name())
+		}
+		cfg.Name, cfg.Bin, cfg.NoAddrFile, cfg.Env = "ratewarden server (before)", b.baseline.bin, b.baseline.noAddrFile, b.baseline.env(env)
 	case c.Backend == backendNoop:
 		cfg = proc.ServerConfig{Name: "no-op server", Bin: b.self, Args: []string{"noop", "-addr", "127.0.0.1:0"}, Dir: b.dir}
 	case c.Group == groupProfile:

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -310,16 +309,9 @@ func runOverload(ctx context.Context, cfg overloadConfig, log io.Writer) (*overl
 	}
 	builds[0].commit = gitDescribe(ctx, cfg.Root)
 	if cfg.Baseline != "" {
-		src := filepath.Join(dir, "baseline")
 		fmt.Fprintf(log, "loadgen: overload: building commit %s\n", cfg.Baseline)
-		if err := gitArchive(ctx, cfg.Root, cfg.Baseline, src); err != nil {
-			return nil, err
-		}
 		b := build{name: "before", commit: cfg.Baseline, bin: filepath.Join(dir, "server-before")}
-		if _, err := os.Stat(filepath.Join(src, "internal", "addrfile")); err != nil {
-			b.noAddrFile = true
-		}
-		if err := goBuild(ctx, src, b.bin); err != nil {
+		if b.noAddrFile, err = buildCommit(ctx, cfg.Root, cfg.Baseline, filepath.Join(dir, "baseline"), b.bin); err != nil {
 			return nil, err
 		}
 		builds = append(builds, b)
@@ -500,56 +492,6 @@ func passOrder(builds []overloadBuild, passes int) []overloadBuild {
 		}
 	}
 	return out
-}
-
-// goBuild builds ./cmd/server of the module in dir into bin.
-func goBuild(ctx context.Context, dir, bin string) error {
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/server")
-	build.Dir = dir
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("loadgen: go build ./cmd/server in %s: %w\n%s", dir, err, out)
-	}
-	return nil
-}
-
-// gitArchive writes the tree of commit, from the repository at root, into
-// dir.
-func gitArchive(ctx context.Context, root, commit, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	archive := exec.CommandContext(ctx, "git", "archive", "--format=tar", commit)
-	archive.Dir = root
-	untar := exec.CommandContext(ctx, "tar", "-x", "-C", dir)
-	pipe, err := archive.StdoutPipe()
-	if err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	untar.Stdin = pipe
-	var stderr strings.Builder
-	archive.Stderr = &stderr
-	if err := archive.Start(); err != nil {
-		return fmt.Errorf("loadgen: git archive %s: %w", commit, err)
-	}
-	out, untarErr := untar.CombinedOutput()
-	if err := archive.Wait(); err != nil {
-		return fmt.Errorf("loadgen: git archive %s: %w\n%s", commit, err, stderr.String())
-	}
-	if untarErr != nil {
-		return fmt.Errorf("loadgen: tar: %w\n%s", untarErr, out)
-	}
-	return nil
-}
-
-// gitDescribe names the commit of the module at root.
-func gitDescribe(ctx context.Context, root string) string {
-	cmd := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty", "--abbrev=12")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // writeOverloadLimits writes the loadgen limits (see writeLimits) and, per

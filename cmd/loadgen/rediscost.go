@@ -38,10 +38,11 @@ const (
 // server (the way Envoy's calls reach it), as one raw script call per round
 // trip, and beside envoyproxy/ratelimit's fixed window (INCRBY and EXPIRE,
 // pipelined, one decision per round trip), and the same server on the memory
-// backend. Every cell runs -repeat times, the cells taking turns, and the
-// report gives the median of each.
+// backend; through the server on cold keys, for a server built from an
+// earlier commit (-baseline) too. Every cell runs -repeat times, the cells
+// taking turns, and the report gives the median of each.
 func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	flags := newFlagSet("rediscost", "rediscost [flags]: what a decision of every algorithm costs Redis and the server, beside envoyproxy/ratelimit's fixed window, in one run", stderr)
+	flags := newFlagSet("rediscost", "rediscost [flags]: what a decision of every algorithm costs Redis and the server, beside envoyproxy/ratelimit's fixed window and, on cold keys, a server built from -baseline, in one run", stderr)
 	cfg := benchConfig{Quick: true, BackendTimeout: time.Second}
 	flags.StringVar(&cfg.Root, "root", ".", "the ratewarden module to build the server from")
 	flags.DurationVar(&cfg.Duration, "duration", 3*time.Second, "how long each cell measures")
@@ -52,6 +53,8 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 	keys := flags.Int("keys", 1000, "distinct keys, drawn uniformly")
 	replicas := flags.Int("replicas", 2, "servers of the hot-key cells and the binding runs, over one Redis, the callers spread over them")
 	binding := flags.Bool("binding", true, "make the binding runs: each algorithm's limit of 1000 a second offered twice for 10 s, once a round, and once in the first round without leases")
+	hot := flags.Bool("hot", true, "measure the hot-key cells: one key over -replicas servers, with leases and without")
+	baseline := flags.String("baseline", "f6d78ac", "commit of -root's repository to build the 'before' server from, whose cold-key cells through the server on Redis take turns with this build's; empty skips it")
 	peer := flags.String("peer", "", "envoyproxy/ratelimit's server binary to run beside ratewarden's; default: go install "+peerPackage+"@"+peerVersion)
 	peerName := flags.String("peer-version", "", "what the report calls the -peer binary (its version or commit); default: the version it was built with, if it says")
 	update := flags.String("update", "", "the page, "+pagePath+", to write the headline table into, between its rediscost markers, with the detail and the JSON under "+detailDir+"/ beside it; default: print the detail")
@@ -76,6 +79,11 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 	if err := b.setUp(ctx); err != nil {
 		return err
 	}
+	if *baseline != "" {
+		if b.baseline, err = setUpBaseline(ctx, cfg.Root, *baseline, dir, stderr); err != nil {
+			return err
+		}
+	}
 	peerLabel := peerVersion
 	if b.peerBin = *peer; b.peerBin == "" {
 		fmt.Fprintf(stderr, "loadgen: rediscost: installing %s@%s\n", peerPackage, peerVersion)
@@ -90,11 +98,13 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	m := describeMachine(ctx, cfg.Root, b.standalone)
 
-	cells := redisCostCells(*keys, cfg.Concurrency, *replicas)
+	cells := slices.DeleteFunc(redisCostCells(*keys, cfg.Concurrency, *replicas), func(c cell) bool {
+		return c.Baseline && b.baseline == nil || c.PerSecond && !*hot
+	})
 	runs := map[string][]*result{}
 	bindings, controls := map[string][]*bindingResult{}, map[string][]*bindingResult{}
 	for rep := range cfg.Repeat {
-		for i, c := range cells {
+		for i, c := range takeTurns(cells, rep) {
 			r, _, err := b.runCell(ctx, c)
 			if err != nil {
 				return fmt.Errorf("loadgen: rediscost cell %s: %w", c.name(), err)
@@ -129,6 +139,9 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 		Command: reproduceCommand(flags, "rediscost"), Date: begin.UTC().Format("2006-01-02 15:04 MST"),
 		Took: time.Since(begin).Round(time.Second).String(), Machine: m, Config: cfg, Keys: *keys, Replicas: *replicas,
 		Peer: peerLabel, Runs: runs, Binding: bindings, BindingNoLeases: controls,
+	}
+	if b.baseline != nil {
+		rep.Baseline = b.baseline.report()
 	}
 	var failed int
 	if *update == "" {
@@ -169,11 +182,12 @@ const floorPipeline = 8
 
 // redisCostCells lists the cells of one round: the peer's fixed window, its
 // Redis traffic alone and through its own server, and per algorithm
-// ratewarden's server on Redis, its script alone, and the server on the
-// memory backend; then the floor of a scripted decision: an empty script
-// beside the peer's traffic, one per round trip and floorPipeline per round
-// trip, and every algorithm's script floorPipeline per round trip; then the
-// hot-key cells over replicas servers (hotKeyCells).
+// ratewarden's server on Redis, the before build's right after it
+// (beforeCell), its script alone, and the server on the memory backend;
+// then the floor of a scripted decision: an empty script beside the peer's
+// traffic, one per round trip and floorPipeline per round trip, and every
+// algorithm's script floorPipeline per round trip; then the hot-key cells
+// over replicas servers (hotKeyCells).
 func redisCostCells(keys, concurrency, replicas int) []cell {
 	script := func(name string, pipeline int) cell { return scriptCell(name, pipeline, keys, concurrency) }
 	cells := []cell{
@@ -182,8 +196,10 @@ func redisCostCells(keys, concurrency, replicas int) []cell {
 	}
 	for _, alg := range algorithms.Algorithms {
 		a := alg.String()
+		server := cell{Group: groupRedisCost, Backend: backendStandalone, Algorithm: a, Keys: keys, Concurrency: concurrency}
 		cells = append(cells,
-			cell{Group: groupRedisCost, Backend: backendStandalone, Algorithm: a, Keys: keys, Concurrency: concurrency},
+			server,
+			beforeCell(server),
 			script(a, 1),
 			cell{Group: groupRedisCost, Backend: backendMemory, Algorithm: a, Keys: keys, Concurrency: concurrency})
 	}
@@ -221,6 +237,9 @@ type redisCostReport struct {
 	// BindingNoLeases the control runs, made with RLS_LEASES=false.
 	Binding         map[string][]*bindingResult `json:"binding,omitempty"`
 	BindingNoLeases map[string][]*bindingResult `json:"binding_no_leases,omitempty"`
+	// Baseline is the before build, whose cold-key cells through the
+	// server on Redis ran beside the module's; nil when there was none.
+	Baseline *baselineReport `json:"baseline,omitempty"`
 }
 
 // peer names the build of envoyproxy/ratelimit's server measured.
@@ -240,27 +259,43 @@ type cellStats struct {
 	// second, givenBack the share of leased hits given back.
 	leases                       bool
 	served, leaseRate, givenBack float64
-	errors                       uint64
-	firstError                   string
+	// redisSpread and serverSpread are how far the runs' CPU per decision
+	// lay apart: (most − least) / median; 0 for one run.
+	redisSpread, serverSpread float64
+	errors                    uint64
+	firstError                string
 }
 
 func statsOf(rs []*result) cellStats {
-	med := func(f func(*result) float64) float64 {
+	sorted := func(f func(*result) float64) []float64 {
 		v := make([]float64, len(rs))
 		for i, r := range rs {
 			v[i] = f(r)
 		}
 		slices.Sort(v)
+		return v
+	}
+	median := func(v []float64) float64 {
 		if len(v)%2 == 1 {
 			return v[len(v)/2]
 		}
 		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
+	med := func(f func(*result) float64) float64 { return median(sorted(f)) }
+	spread := func(f func(*result) float64) float64 {
+		v := sorted(f)
+		if len(v) == 0 {
+			return 0
+		}
+		return quotient(v[len(v)-1]-v[0], median(v))
+	}
 	s := cellStats{
-		rate:      med(func(r *result) float64 { return r.Rate }),
-		redisCPU:  med(func(r *result) float64 { return r.CPU[cpuRedis] }),
-		serverCPU: med(func(r *result) float64 { return r.CPU[cpuServer] }),
-		commands:  med(func(r *result) float64 { return r.Redis.perDecision() }),
+		rate:         med(func(r *result) float64 { return r.Rate }),
+		redisCPU:     med(func(r *result) float64 { return r.CPU[cpuRedis] }),
+		serverCPU:    med(func(r *result) float64 { return r.CPU[cpuServer] }),
+		commands:     med(func(r *result) float64 { return r.Redis.perDecision() }),
+		redisSpread:  spread(func(r *result) float64 { return r.CPU[cpuRedis] }),
+		serverSpread: spread(func(r *result) float64 { return r.CPU[cpuServer] }),
 	}
 	if len(rs) > 0 && rs[0].Leases != nil {
 		s.leases = true
@@ -297,8 +332,8 @@ func cellsStats(cells []cell, runs map[string][]*result) (stats map[string]cellS
 
 // serverCell is the cell of ratewarden's server on backend (standalone
 // Redis or memory) with algorithm alg.
-func (rep redisCostReport) serverCell(backend string, alg algorithms.Algorithm) string {
-	return cell{Group: groupRedisCost, Backend: backend, Algorithm: alg.String(), Keys: rep.Keys, Concurrency: rep.Config.Concurrency}.name()
+func (rep redisCostReport) serverCell(backend string, alg algorithms.Algorithm) cell {
+	return cell{Group: groupRedisCost, Backend: backend, Algorithm: alg.String(), Keys: rep.Keys, Concurrency: rep.Config.Concurrency}
 }
 
 // writeHeadline writes the rediscost block of the page: each algorithm
@@ -323,7 +358,7 @@ func (rep redisCostReport) writeHeadline(w io.Writer, cells []cell) (failed int)
 		peer.redisCPU, peer.commands, peer.serverCPU)
 	redisLo, redisHi, serverLo, serverHi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	for _, alg := range algorithms.Algorithms {
-		s := stats[rep.serverCell(backendStandalone, alg)]
+		s := stats[rep.serverCell(backendStandalone, alg).name()]
 		redis, server := s.redisCPU/peer.redisCPU, s.serverCPU/peer.serverCPU
 		redisLo, redisHi, serverLo, serverHi = min(redisLo, redis), max(redisHi, redis), min(serverLo, server), max(serverHi, server)
 		p("| ratewarden | %s | %s%s | %.1f | %.2f | %.2f | %.1f |", alg, fmtRate(s.rate), errorNote(s), s.redisCPU, redis, s.commands, s.serverCPU)
@@ -334,6 +369,7 @@ func (rep redisCostReport) writeHeadline(w io.Writer, cells []cell) (failed int)
 			fmtSpan("%.2f", redisLo, redisHi), fmtSpan("%.2f", serverLo, serverHi)),
 		fmt.Sprintf("The peer's Redis traffic alone, sent with no server in front, the targets set against it, what a script costs Redis by itself, the server on the memory backend and the analysis: [%s](%s).",
 			rediscostDetailPath, rediscostDetailPath))
+	rep.writeBeforeAfterHeadline(w, stats)
 	rep.writeHotHeadline(w, stats, peer)
 	return failed + rep.bindingFailed()
 }
@@ -415,6 +451,7 @@ func (rep redisCostReport) write(w io.Writer, cells []cell, runs map[string][]*r
 			srv.serverCPU, fmtRate(srv.rate), errorNote(srv), ratio, serverCostTarget, judge(worst, ratio, serverCostTarget))
 	}
 	rep.writeFloor(w, stats)
+	rep.writeBeforeAfter(w, stats)
 	rep.writeHot(w, stats)
 	rep.writeBinding(w)
 	return failed + rep.bindingFailed()

@@ -206,7 +206,7 @@ func (rep redisCostReport) controlSentence() string {
 // against envoyproxy/ratelimit's server (peer), or "" when the report has no
 // such cell.
 func (rep redisCostReport) coldFixed(stats map[string]cellStats, peer cellStats) string {
-	fw, ok := stats[rep.serverCell(backendStandalone, algorithms.FixedWindow)]
+	fw, ok := stats[rep.serverCell(backendStandalone, algorithms.FixedWindow).name()]
 	if !ok {
 		return ""
 	}
