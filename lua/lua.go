@@ -13,7 +13,7 @@
 //	ARGV[1]  "take" to consume hits, "charge" to record hits already spent
 //	         (even past the limit, as a debt), "record" to record them as a
 //	         charge does but owing nothing past the window, "refund" to give
-//	         them back
+//	         them back, "settle" to settle leases
 //	ARGV[2]  now in microseconds since the Unix epoch, or "" for Redis TIME
 //	ARGV[3]  L, the requests per window
 //	ARGV[4]  W, the window in microseconds
@@ -24,25 +24,35 @@
 //	ARGV[9]  milliseconds to keep every key past the time its state needs
 //	ARGV[10] D, the most hits a charge may leave recorded beyond L
 //	         (algorithms.Limit.MaxDebt)
-//	ARGV[11] h, a lease's hold in µs (algorithms.Op.Hold), up to
-//	         algorithms.MaxHold: with "take", the lease serves its hits until
-//	         now + h; with "refund", the give-back is a lease's. Absent for
-//	         every other op. sliding_window_log logs a lease's hits at
-//	         now + h; token_bucket holds its tokens until then (rounded up
-//	         to an eighth of h, in groups of leases by their ends), and
-//	         takes a give-back from those it holds while the lease lasts
-//	         (now is before ARGV[6] + h); sliding_window_counter ignores it.
+//	ARGV[11] take: a lease's hold h in µs (algorithms.Op.Hold), up to
+//	         algorithms.MaxHold, absent for an ordinary take: the lease
+//	         serves its hits until now + h; sliding_window_log logs them at
+//	         now + h, token_bucket holds its tokens until then (rounded up
+//	         to an eighth of h, in groups of leases by their ends).
+//	         refund: the receipt's epoch, or absent.
+//	         settle: the number of leases, each followed by eight numbers
+//	         (receipt time, receipt seq, receipt epoch, hold, size,
+//	         reported, close as 0 or 1, and the number of runs served) and
+//	         its runs (time, first sequence number, hits) (algorithms.Lease)
 //
-// Each answers the same array of five integers:
+// Each answers an array of integers that starts with these six:
 //
-//	{allowed (0 or 1), remaining, reset in µs, at in µs, seq}
+//	{allowed (0 or 1), remaining, reset in µs, at in µs, seq, epoch}
 //
 // where at is the time of the receipt of an admitted take: now, or for a
 // lease's take of a sliding_window_log, now + h, where its hits are logged;
 // seq is, for an admitted sliding_window_log take, the sequence number of
-// its first entry, and 0 otherwise. A charge (or record) is always recorded; its
-// allowed says whether a take of its hits would have been admitted, and its
-// remaining and reset are those of a check made just after it.
+// its first entry, and 0 otherwise; epoch is, for an admitted lease's take,
+// the epoch its receipt names, and 0 otherwise. A charge (or record) is
+// always recorded; its allowed says whether a take of its hits would have
+// been admitted, and its remaining and reset are those of a check made just
+// after it. After an admitted lease's take, the state follows, as each
+// script says: what its holder needs to answer as the state would while it
+// serves the lease.
+//
+// fixed_window_settle.lua settles the leases of a fixed window, whose counts
+// are kept without a script (see redisx): KEYS[1] is the count of the
+// leases' window, and ARGV is as above.
 //
 // A script deletes its keys as soon as their state behaves as a new one, and
 // otherwise sets them to expire when it will (plus ARGV[9]), so idle limits

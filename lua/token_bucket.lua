@@ -1,21 +1,27 @@
 -- token_bucket: up to B tokens, refilled at L per window in whole slices of
 -- W/S, kept in millionths of a token, and down to −D tokens after charges;
--- the tokens of leases held in groups, each until its end, exactly as
--- internal/algorithms/doc.go states it.
+-- the tokens of leases held in groups, each until its end, and settled as
+-- their holders report them, exactly as internal/algorithms/doc.go states it.
 --
 -- KEYS[1]  hash {l = level in millionths of a token, below 0 while in debt,
 --          t = slice of the last refill, x = when the bucket is full again
---          in µs, and for each group of leases' tokens that is held, in
---          order of their ends, hi = the tokens it holds in millionths and
---          ui = when it ends in µs, i from 1 to G}
--- ARGV     mode, now, L, W, n, receipt time, receipt seq, B, D, and a
---          lease's hold or nothing (see lua.go)
--- reply    {allowed, remaining, reset, now, 0}
+--          in µs, and, only once a lease was taken, g = "e:f:h1,u1,h2,u2…":
+--          the epoch e (the time of the bucket's first lease), the slice f
+--          the level has been at its cap since (empty when it is not), and
+--          for each group of leases' tokens that is held, in order of their
+--          ends, the tokens hi it holds in millionths and its end ui in µs}
+-- ARGV     mode, now, L, W, n, receipt time, receipt seq, B, slack, D, and
+--          for a lease's take its hold, for a refund its receipt's epoch,
+--          for a settlement its leases (see lua.go)
+-- reply    {allowed, remaining, reset, now, 0, epoch} and, after a lease's
+--          take, the state: {l, t, x, capped (0 or 1), f, e, groups, h1,
+--          u1, …}
 --
 -- Every number stays an integer below 2^53 (the level lies in [−D·S, B·S],
 -- what the groups hold in [0, B·S], and n ≤ B + D + 1, so C − level and n·S
 -- are below 2^33·10^6; a group's end is below now + 2·hold, below 2^53 as
--- now + MaxHold + W is), so Lua's doubles hold it exactly.
+-- now + MaxHold + W is), so Lua's doubles hold it exactly. A bucket no
+-- lease touched reads and writes three fields, as it did before leases.
 
 -- fdiv, cdiv, int, clock and expire come from prelude.lua.
 local S = 1000000
@@ -33,7 +39,6 @@ local W = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
 local B = tonumber(ARGV[8])
 local D = tonumber(ARGV[10])
-local leased = tonumber(ARGV[11]) or 0
 local q = W / S
 local C = B * S
 
@@ -64,8 +69,24 @@ local function slices(level, t, want, from)
   return k * q + r
 end
 
--- groups are the groups of leases' tokens held, {h, u} in order of u.
-local groups = {}
+-- The state: level, refill slice t, expiry x; the epoch, whether the level
+-- is capped and since which slice, and the groups of leases' tokens held,
+-- {h, u} in order of u.
+local tau = fdiv(now, q)
+local state = redis.call('HMGET', key, 'l', 't', 'x', 'g')
+local level, t, x = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+local g0 = state[4]
+local epoch, capped, from, groups = 0, false, 0, {}
+if g0 then
+  local e, f, rest = string.match(g0, '^(%d*):(%-?%d*):(.*)$')
+  epoch = tonumber(e) or 0
+  if f ~= nil and f ~= '' then
+    capped, from = true, tonumber(f)
+  end
+  for h, u in string.gmatch(rest or '', '(%-?%d+),(%-?%d+)') do
+    groups[#groups + 1] = {tonumber(h), tonumber(u)}
+  end
+end
 
 -- heldFrom returns what the groups from the i-th on hold.
 local function heldFrom(i)
@@ -88,26 +109,35 @@ local function keep(now)
   groups = kept
 end
 
--- A state that has reached its expiry x is a new, full bucket.
-local tau = fdiv(now, q)
-local fields = {'l', 't', 'x'}
-for i = 1, G do
-  fields[#fields + 1] = 'h' .. i
-  fields[#fields + 1] = 'u' .. i
-end
-local state = redis.call('HMGET', key, unpack(fields))
-local level, t, x = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
-local had = 0
-for i = 1, G do
-  local h, u = tonumber(state[2 + 2 * i]), tonumber(state[3 + 2 * i])
-  if h ~= nil and u ~= nil then
-    groups[#groups + 1] = {h, u}
-    had = i
+-- fill refills the level from slice a to slice b up to most, L per slice;
+-- a level at most, or that reaches it there, is capped: from the slice it
+-- reaches it at, or from a, unless it was capped already.
+local function fill(a, b, most)
+  if b <= a then
+    return
+  end
+  if level < most then
+    if L == 0 then
+      capped = false
+      return
+    end
+    local need = cdiv(most - level, L)
+    if need > b - a then
+      level, capped = level + (b - a) * L, false
+      return
+    end
+    level, capped, from = most, true, a + need
+    return
+  end
+  if not capped then
+    capped, from = true, a
   end
 end
+
+-- A state that has reached its expiry x is a new, full bucket, of no epoch.
 local stale = x ~= nil and x <= now
 if level == nil or t == nil or x == nil or x <= now then
-  level, t, groups = C, tau, {}
+  level, t, groups, epoch, capped = C, tau, {}, 0, false
 else
   -- What the groups hold beyond C (a burst lowered under them), the
   -- earliest hold no longer.
@@ -118,24 +148,51 @@ else
     over = over - d
   end
   keep(nil)
-  -- Refill to slice tau: min(C, level + (tau − t)·L), without forming a
-  -- product above C − level; a slice that starts before a group's end only
-  -- up to C less what it and the later groups hold. A level above the cap,
-  -- left by a larger burst, is cut, a debt beyond D forgiven; a clock that
-  -- went back refills nothing.
-  level = math.max(math.min(level, C - heldFrom(1)), -D * S)
+  -- A level above its cap, left by a larger burst, is cut, a debt beyond D
+  -- forgiven. Then the refill to slice tau: a slice that starts before a
+  -- group's end refills only up to C less what it and the later groups
+  -- hold; a clock that went back refills nothing.
+  if level > C - heldFrom(1) then
+    level, capped = C - heldFrom(1), false
+  end
+  level = math.max(level, -D * S)
   if tau > t then
-    local from = t
+    local f = t
     for i, g in ipairs(groups) do
-      local m = math.min(tau, math.max(from, cdiv(g[2], q) - 1))
-      level = filled(level, m - from, C - heldFrom(i))
-      from = m
+      local m = math.min(tau, math.max(f, cdiv(g[2], q) - 1))
+      fill(f, m, C - heldFrom(i))
+      f = m
     end
-    level = filled(level, tau - from, C)
+    fill(f, tau, C)
     t = tau
   end
   -- The leases of the groups that end by now have ended.
   keep(now)
+  local h = heldFrom(1)
+  if h == 0 or level ~= C - h then
+    capped = false
+  end
+end
+
+-- markCap keeps capped only while groups hold tokens and the level is at
+-- C − H: from where it was, or from slice t when it was not or restart asks.
+local function markCap(restart)
+  local h = heldFrom(1)
+  if h == 0 or level ~= C - h then
+    capped = false
+  elseif restart or not capped then
+    capped, from = true, t
+  end
+end
+
+-- put adds x millionths of a token, up to C − H.
+local function put(x)
+  local most = C - heldFrom(1)
+  if x >= most - level then
+    level = most
+  else
+    level = level + x
+  end
 end
 
 -- wait returns the wait from from until the bucket, left alone, holds
@@ -188,16 +245,75 @@ local function hold(x, h)
   g[1], g[2] = g[1] + x, u
 end
 
-local allowed, reset, waiting = 1, 0, false
+-- release holds k tokens fewer, down to 0, for a lease that ends at e: from
+-- the first group that ends no sooner than e.
+local function release(k, e)
+  for _, g in ipairs(groups) do
+    if g[1] > 0 and g[2] >= e then
+      if k >= cdiv(g[1], S) then
+        g[1] = 0
+      else
+        g[1] = g[1] - k * S
+      end
+      break
+    end
+  end
+  keep(nil)
+end
+
+-- reclaim returns what the cap kept out since the tokens served (runs
+-- {at, n}, in order of at) were served, in millionths: the least, over the
+-- slice boundaries b since the level was capped, of the tokens served before
+-- b plus L for each boundary after b, and no more than was served before
+-- the current slice (TokenBucketState.reclaim).
+local function reclaim(served)
+  if not capped then
+    return 0
+  end
+  local total = 0
+  for _, r in ipairs(served) do
+    total = math.min(total + r[2], B)
+  end
+  local most = total * S
+  local function after(b)
+    if L == 0 or t - b >= cdiv(most, L) then
+      return most
+    end
+    return (t - b) * L
+  end
+  local best, before, seen = after(from), 0, from
+  for _, r in ipairs(served) do
+    local b = fdiv(r[1], q)
+    if b >= t then
+      break
+    end
+    if b > seen then
+      best = math.min(best, before + after(b))
+      seen = b
+    end
+    before = math.min(before + math.min(r[2], total) * S, most)
+  end
+  return math.min(best, before)
+end
+
+local allowed, reset, waiting, leased = 1, 0, false, false
 if mode == 'take' then
+  local h = tonumber(ARGV[11]) or 0
   if n > B then
     allowed, reset = 0, W
   elseif level >= n * S then
     level = level - n * S
-    if leased > 0 and n > 0 then
-      -- A lease's tokens are held until it ends: level + H stays ≤ C.
-      hold(n * S, leased)
+    if h > 0 then
+      leased = true
+      if epoch == 0 then
+        epoch = math.max(now, 1)
+      end
+      if n > 0 then
+        -- A lease's tokens are held until it ends: level + H stays ≤ C.
+        hold(n * S, h)
+      end
     end
+    markCap(false)
   else
     -- 0 < n ≤ B, or the level is below 0, here, so L > 0.
     allowed, reset = 0, wait(n * S, now)
@@ -209,7 +325,7 @@ if mode == 'take' then
     if stale then
       redis.call('DEL', key)
     end
-    return {0, math.max(fdiv(level, S), 0), reset, now, 0}
+    return {0, math.max(fdiv(level, S), 0), reset, now, 0, 0}
   end
 elseif mode == 'charge' or mode == 'record' then
   if n > B or level < n * S then
@@ -228,33 +344,55 @@ elseif mode == 'charge' or mode == 'record' then
   else
     level = level - n * S
   end
+  markCap(false)
   if level < 0 then
     reset, waiting = wait(0, now), true
   end
-else
-  -- A lease's give-back, while the lease lasts (now before its end e, its
-  -- receipt's time + hold), first takes its tokens from the first group
-  -- that ends no sooner than e: once it has ended they may have left their
-  -- group, which may hold later leases' only.
-  if leased > 0 and ARGV[6] ~= '' and now < tonumber(ARGV[6]) + leased then
-    local e = tonumber(ARGV[6]) + leased
-    for _, g in ipairs(groups) do
-      if g[2] >= e then
-        if n >= cdiv(g[1], S) then
-          g[1] = 0
-        else
-          g[1] = g[1] - n * S
-        end
-        break
-      end
-    end
-    keep(now)
+elseif mode == 'refund' then
+  -- A refund by the receipt of another bucket's lease gives nothing back.
+  local e = tonumber(ARGV[11]) or 0
+  if e == 0 or e == epoch then
+    put(n * S)
+    markCap(false)
   end
-  local most = C - heldFrom(1)
-  if n * S >= most - level then
-    level = most
-  else
-    level = level + n * S
+else
+  -- A settlement: ARGV[11] leases, each as eight numbers (receipt time,
+  -- receipt seq, epoch, hold, size, reported, close, runs) and its runs of
+  -- served tokens (time, seq, n). A lease of this bucket that still lasts
+  -- holds the tokens it served since its last settlement no longer, nor,
+  -- when it closes, those it did not serve, which go back; the bucket gets
+  -- back what its cap kept out since the served ones were served.
+  local i, served, back, settled = 12, {}, 0, false
+  for _ = 1, tonumber(ARGV[11]) do
+    local at, e, h = tonumber(ARGV[i]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+    local size, reported, close = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6] == '1'
+    local runs = tonumber(ARGV[i + 7])
+    i = i + 8
+    local sum, mine = 0, {}
+    for _ = 1, runs do
+      local r = {tonumber(ARGV[i]), tonumber(ARGV[i + 2])}
+      mine[#mine + 1] = r
+      sum = sum + r[2]
+      i = i + 3
+    end
+    if epoch ~= 0 and e == epoch and now < at + h then
+      settled = true
+      local left = size - math.min(reported, size)
+      local used = math.min(sum, left)
+      for _, r in ipairs(mine) do
+        served[#served + 1] = r
+      end
+      local k = used
+      if close then
+        k, back = left, back + left - used
+      end
+      release(k, at + h)
+    end
+  end
+  if settled then
+    table.sort(served, function(a, b) return a[1] < b[1] end)
+    put(back * S + reclaim(served))
+    markCap(true)
   end
 end
 if not waiting and level < C then
@@ -270,25 +408,43 @@ if level < C then
   x = wait(C, 0)
 end
 if x > now then
-  local set = {'l', int(level), 't', int(t), 'x', int(x)}
-  for i, g in ipairs(groups) do
-    set[#set + 1] = 'h' .. i
-    set[#set + 1] = int(g[1])
-    set[#set + 1] = 'u' .. i
-    set[#set + 1] = int(g[2])
-  end
-  redis.call('HSET', key, unpack(set))
-  if had > #groups then
-    local gone = {}
-    for i = #groups + 1, had do
-      gone[#gone + 1] = 'h' .. i
-      gone[#gone + 1] = 'u' .. i
+  if epoch ~= 0 then
+    local parts = {}
+    for _, g in ipairs(groups) do
+      parts[#parts + 1] = int(g[1]) .. ',' .. int(g[2])
     end
-    redis.call('HDEL', key, unpack(gone))
+    local f = ''
+    if capped then
+      f = int(from)
+    end
+    redis.call('HSET', key, 'l', int(level), 't', int(t), 'x', int(x),
+      'g', int(epoch) .. ':' .. f .. ':' .. table.concat(parts, ','))
+  else
+    redis.call('HSET', key, 'l', int(level), 't', int(t), 'x', int(x))
+    if g0 then
+      redis.call('HDEL', key, 'g')
+    end
   end
   expire(key, x, now)
 else
   redis.call('DEL', key)
 end
 
-return {allowed, math.max(fdiv(level, S), 0), reset, now, 0}
+local reply = {allowed, math.max(fdiv(level, S), 0), reset, now, 0, 0}
+if leased then
+  reply[6] = epoch
+end
+if leased and n > 0 then
+  local f = 0
+  if capped then
+    f = 1
+  end
+  for _, v in ipairs({level, t, x, f, from, epoch, #groups}) do
+    reply[#reply + 1] = v
+  end
+  for _, g in ipairs(groups) do
+    reply[#reply + 1] = g[1]
+    reply[#reply + 1] = g[2]
+  end
+end
+return reply

@@ -29,6 +29,10 @@ type Spec struct {
 	// Script is the file under lua/ that holds the algorithm's Redis script,
 	// or "" for an algorithm counted on Redis with plain commands (Counter).
 	Script string
+	// SettleScript is, for an algorithm counted without a script (Counter),
+	// the file under lua/ that settles its leases (Op.Leases) on the count
+	// of their window.
+	SettleScript string
 	// Counter reports that the algorithm is counted on Redis as
 	// envoyproxy/ratelimit counts: a key per window holding its count,
 	// added to with INCRBY, without a script; only the states of limits that
@@ -68,6 +72,9 @@ type Spec struct {
 	// maxDebt is how a charge applies: Limit.MaxDebt, the most hits it may
 	// leave recorded beyond L.
 	maxDebt func(Limit) uint64
+	// stateOf reads the state its script tells after a lease's take
+	// (StateOf); nil for an algorithm counted without a script.
+	stateOf func([]int64) (State, int64, error)
 }
 
 // specs is the table of algorithms, indexed by Algorithm; row 0 is the zero
@@ -76,7 +83,7 @@ type Spec struct {
 // under lua/, and its documentation; nothing else names an algorithm.
 var specs = [...]Spec{
 	FixedWindow: {
-		Name: "fixed_window", Counter: true, Keys: []string{""},
+		Name: "fixed_window", Counter: true, Keys: []string{""}, SettleScript: "fixed_window_settle.lua",
 		Calendar: true, Windowed: true,
 		newState: func() State { return new(FixedWindowState) },
 		lifetime: fixedWindowLifetime, maxDebt: windowDebt,
@@ -85,19 +92,19 @@ var specs = [...]Spec{
 		Name: "sliding_window_log", Script: "sliding_window_log.lua", Keys: []string{"", ":seq"},
 		EntryPerHit: true, ExactRefund: true,
 		newState: func() State { return new(SlidingWindowLogState) },
-		lifetime: logLifetime, maxDebt: logDebt,
+		lifetime: logLifetime, maxDebt: logDebt, stateOf: logStateOf,
 	},
 	SlidingWindowCounter: {
 		Name: "sliding_window_counter", Script: "sliding_window_counter.lua", Keys: []string{""},
 		Windowed: true,
 		newState: func() State { return new(SlidingWindowCounterState) },
-		lifetime: counterLifetime, maxDebt: windowDebt,
+		lifetime: counterLifetime, maxDebt: windowDebt, stateOf: counterStateOf,
 	},
 	TokenBucket: {
 		Name: "token_bucket", Script: "token_bucket.lua", Keys: []string{""},
 		Burst:    true,
 		newState: func() State { return new(TokenBucketState) },
-		lifetime: bucketLifetime, maxDebt: windowDebt,
+		lifetime: bucketLifetime, maxDebt: windowDebt, stateOf: bucketStateOf,
 	},
 }
 

@@ -29,9 +29,11 @@ func (s *FixedWindowState) roll(l Limit, x windows, t int64) {
 	s.debt = min(s.debt, excess(s.count, L), l.MaxDebt())
 	switch i := x.index(t); {
 	case s.count == 0:
-		// Nothing counted: a new count, which its old leases' settlements
-		// do not name.
-		s.window, s.epoch = i, 0
+		if i != s.window {
+			// Another window's count, which its old leases' settlements
+			// do not name.
+			s.window, s.epoch = i, 0
+		}
 	case i > s.window:
 		j := uint64(i - s.window)
 		s.count, s.debt = paidDown(s.debt, j-1, L), paidDown(s.debt, j, L)
@@ -142,14 +144,13 @@ func (s *FixedWindowState) Lease(l Limit, now time.Time, n uint64, _ time.Durati
 // Settle gives back, as a refund by its receipt does, what each lease that
 // closes did not serve, when its receipt names the epoch of the window's
 // count.
-func (s *FixedWindowState) Settle(l Limit, now time.Time, leases []Lease) Result {
-	res := s.Refund(l, now, 0, Receipt{})
+func (s *FixedWindowState) Settle(l Limit, now time.Time, leases []Lease) {
+	s.Refund(l, now, 0, Receipt{})
 	for i := range leases {
 		if ls := &leases[i]; ls.Close && ls.Receipt.Epoch != 0 {
-			res = s.Refund(l, now, ls.unused(), ls.Receipt)
+			s.Refund(l, now, ls.unused(), ls.Receipt)
 		}
 	}
-	return res
 }
 
 // Clone returns a copy of the state.

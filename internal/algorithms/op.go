@@ -182,4 +182,9 @@ type Result struct {
 	// holds it, from which the lease's holder answers the takes it serves
 	// as the backend would (see State); nil otherwise. It is the caller's.
 	State State
+	// StateUntil is, with State, when State stops answering as the
+	// backend's state does, the holder's own takes aside (µs since the
+	// Unix epoch): a backend that told only part of the state says when
+	// that part runs out. 0 when it answers for as long as the lease lasts.
+	StateUntil int64
 }

@@ -186,14 +186,13 @@ func (s *SlidingWindowCounterState) Lease(l Limit, now time.Time, n uint64, _ ti
 
 // Settle gives back, as a refund by its receipt does, what each lease that
 // closes did not serve, when its receipt names the state's epoch.
-func (s *SlidingWindowCounterState) Settle(l Limit, now time.Time, leases []Lease) Result {
-	res := s.Refund(l, now, 0, Receipt{})
+func (s *SlidingWindowCounterState) Settle(l Limit, now time.Time, leases []Lease) {
+	s.Refund(l, now, 0, Receipt{})
 	for i := range leases {
 		if ls := &leases[i]; ls.Close && s.epoch != 0 && ls.Receipt.Epoch == s.epoch {
-			res = s.Refund(l, now, ls.unused(), ls.Receipt)
+			s.Refund(l, now, ls.unused(), ls.Receipt)
 		}
 	}
-	return res
 }
 
 // Clone returns a copy of the state.

@@ -112,7 +112,7 @@ func (s *SlidingWindowLogState) Refund(l Limit, now time.Time, n uint64, r Recei
 // at r.At move or go, so that a settlement of a lease the log lost, or
 // settled already, changes nothing. An entry served at a time that has left
 // the window is dropped.
-func (s *SlidingWindowLogState) Settle(l Limit, now time.Time, leases []Lease) Result {
+func (s *SlidingWindowLogState) Settle(l Limit, now time.Time, leases []Lease) {
 	w, t := l.WindowMicros(), now.UnixMicro()
 	s.begin(t, w)
 	for i := range leases {
@@ -138,10 +138,6 @@ func (s *SlidingWindowLogState) Settle(l Limit, now time.Time, leases []Lease) R
 			s.insert(m)
 		}
 	}
-	if s.count == 0 {
-		s.runs = s.runs[:0]
-	}
-	return s.admitted(l, w, t, Receipt{})
 }
 
 // Expiry returns when the newest entry leaves the window, or the zero Time

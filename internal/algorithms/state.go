@@ -53,7 +53,7 @@ type State interface {
 	Record(l Limit, now time.Time, n uint64) Result
 	Refund(l Limit, now time.Time, n uint64, r Receipt) Result
 	Lease(l Limit, now time.Time, n uint64, hold time.Duration) Result
-	Settle(l Limit, now time.Time, leases []Lease) Result
+	Settle(l Limit, now time.Time, leases []Lease)
 	Expiry(l Limit) time.Time
 	Clone() State
 }
@@ -68,13 +68,15 @@ func NewState(a Algorithm) State {
 }
 
 // Apply applies op to st at now, as its flags ask: a settlement of leases
-// (Op.Refund with Op.Leases), a refund, a charge that owes (Op.Charge with
+// (Op.Refund with Op.Leases, whose Result says only that it was applied), a
+// refund, a charge that owes (Op.Charge with
 // Op.Debt), a record (Op.Charge alone), or a take (a lease's with
 // Op.Hold).
 func Apply(st State, op *Op, now time.Time) Result {
 	switch {
 	case op.Refund && len(op.Leases) > 0:
-		return st.Settle(op.Limit, now, op.Leases)
+		st.Settle(op.Limit, now, op.Leases)
+		return Result{Allowed: true}
 	case op.Refund:
 		return st.Refund(op.Limit, now, op.Hits, op.Receipt)
 	case op.Charge && op.Debt:

@@ -280,7 +280,7 @@ func (s *TokenBucketState) put(c int64, x uint64) {
 // Once a lease has ended, its tokens were given up when its group ended,
 // and the bucket may have refilled where they were: its settlement gives
 // nothing back.
-func (s *TokenBucketState) Settle(l Limit, now time.Time, leases []Lease) Result {
+func (s *TokenBucketState) Settle(l Limit, now time.Time, leases []Lease) {
 	q, t := l.SliceMicros(), now.UnixMicro()
 	c := s.refill(l, q, t)
 	var served []Served
@@ -307,7 +307,6 @@ func (s *TokenBucketState) Settle(l Limit, now time.Time, leases []Lease) Result
 		s.markCap(c, true)
 	}
 	s.noteExpiry(l, c, q)
-	return s.admitted(l, c, q, t, Receipt{})
 }
 
 // reclaim returns what a settlement gives back of the refill that the cap

@@ -155,11 +155,20 @@ func (m *Limiter) apply(op *algorithms.Op, now time.Time, t int64) algorithms.Re
 		if exp := st.Expiry(op.Limit).UnixMicro(); exp > t {
 			sh.entries[id] = &entry{state: st, expires: exp}
 		}
-		return res
+		return tell(op, st, res)
 	}
 	res := algorithms.Apply(e.state, op, now)
 	if e.expires = e.state.Expiry(op.Limit).UnixMicro(); e.expires <= t {
 		delete(sh.entries, id)
+	}
+	return tell(op, e.state, res)
+}
+
+// tell returns res with, for an admitted lease's take of at least one hit,
+// a copy of the state st it left (Result.State).
+func tell(op *algorithms.Op, st algorithms.State, res algorithms.Result) algorithms.Result {
+	if res.Allowed && !op.Refund && !op.Charge && op.HoldMicros() > 0 && op.Hits > 0 {
+		res.State = st.Clone()
 	}
 	return res
 }

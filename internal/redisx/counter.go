@@ -3,6 +3,7 @@ package redisx
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -42,13 +43,17 @@ type counterCall struct {
 	lim algorithms.Limit // the limit of the op's shard
 	key string
 	// n is the op's hits after the bound a state may hold, and delta what
-	// the INCRBY adds: n, -n or 0.
+	// the INCRBY adds: n, -n or 0. lease reports a lease's take.
 	n     uint64
 	delta int64
+	lease bool
 	// at is now, and end the end of the window of the count, in µs.
 	at, end int64
 	set     *redis.StatusCmd
 	incr    *redis.IntCmd // for an op with delta 0, a GET read as a number
+	// expiry, for a lease's take, reads the count's expiry (PEXPIRETIME),
+	// which names it as the lease's epoch.
+	expiry *redis.IntCmd
 	// seen is the count the op leaves before its give-back, as if the
 	// give-backs of the ops before it in its pipeline were made (see
 	// settleCounters).
@@ -84,11 +89,18 @@ func (e *Encoder) counterCall(op *algorithms.Op, shard int, now int64) *counterC
 		if c.n <= capacity {
 			c.delta = int64(c.n)
 		}
+		c.lease = op.HoldMicros() > 0 && c.delta > 0
 	}
+	c.key = e.counterKey(op, shard, i)
+	return c
+}
+
+// counterKey returns the key of the count of window i of op's limit, on
+// shard.
+func (e *Encoder) counterKey(op *algorithms.Op, shard int, i int64) string {
 	var digits [20]byte
 	suffix := string(strconv.AppendInt(append(digits[:0], counterKeySuffix...), i, 10))
-	c.key = e.keys.appendKeys(nil, op.Identity(), shard, []string{suffix})[1].(string)
-	return c
+	return e.keys.appendKeys(nil, op.Identity(), shard, []string{suffix})[1].(string)
 }
 
 // CounterCommands returns the commands that apply op at now to the given
@@ -133,12 +145,22 @@ func (c *counterCall) process(ctx context.Context, pipe redis.Pipeliner, slack t
 		_ = pipe.Process(ctx, sentOnce{c.incr})
 		return
 	}
-	ttl := (c.end-c.at+999)/1000 + slack.Milliseconds()
+	ttl := (c.end-c.at+999)/1000 + slack.Milliseconds() + countJitter()
 	c.set = redis.NewStatusCmd(ctx, "set", c.key, "0", "px", max(ttl, 1), "nx")
 	c.incr = redis.NewIntCmd(ctx, "incrby", c.key, c.delta)
 	_ = pipe.Process(ctx, sentOnce{c.set})
 	_ = pipe.Process(ctx, sentOnce{c.incr})
+	if c.lease {
+		c.expiry = redis.NewIntCmd(ctx, "pexpiretime", c.key)
+		_ = pipe.Process(ctx, sentOnce{c.expiry})
+	}
 }
+
+// countJitter returns the milliseconds, up to a second, a new count's key
+// lives beyond its window's end and the slack: drawn for each count, so
+// that its expiry tells it from another count of the same window made
+// after it was lost (a lease's epoch, fixed_window_settle.lua).
+func countJitter() int64 { return rand.Int64N(1000) }
 
 // answered reports whether the call's count was read; a GET of a key that
 // is not there reads 0.
@@ -251,7 +273,14 @@ func (c *counterCall) result(op *algorithms.Op, v int64) algorithms.Result {
 	}
 	before := v - c.delta
 	if before >= 0 && v <= int64(L) {
-		return admitted(v, algorithms.Receipt{At: c.at})
+		res := admitted(v, algorithms.Receipt{At: c.at})
+		if c.lease && c.expiry != nil && c.expiry.Err() == nil && c.expiry.Val() > 0 {
+			// A lease's receipt names the count by its expiry; the state
+			// is the count, of this window.
+			res.Receipt.Epoch = c.expiry.Val()
+			res.State = algorithms.FixedWindowStateOf(c.lim.WindowIndex(time.UnixMicro(c.at)), uint64(v), 0, 0).WithEpoch(res.Receipt.Epoch)
+		}
+		return res
 	}
 	// A count outside [0, L] holds what another op adds or takes for the
 	// moment before its give-back, or was counted under a limit since

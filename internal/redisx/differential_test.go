@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,10 +57,14 @@ type subject struct {
 }
 
 type takeReceipt struct {
-	receipt algorithms.Receipt
-	hits    uint64
-	// hold is the lease's hold when the take was a lease's.
+	// receipt is the memory Limiter's receipt, redis the Redis one's: an
+	// epoch is a backend's own.
+	receipt, redis algorithms.Receipt
+	hits           uint64
+	// hold is the lease's hold when the take was a lease's; at is when
+	// it was taken.
 	hold time.Duration
+	at   time.Time
 }
 
 // diffWindows are the windows a sequence draws from.
@@ -126,34 +131,72 @@ func runDifferential(t *testing.T, client redis.UniversalClient, alg algorithms.
 			require.NoError(t, s.limit.Validate())
 		}
 		ops := make([]algorithms.Op, 1+rng.IntN(8))
+		redisOps := make([]algorithms.Op, len(ops))
 		owners := make([]*subject, len(ops))
 		for i := range ops {
 			s := subjects[rng.IntN(len(subjects))]
 			owners[i] = s
-			ops[i] = randomOp(rng, s, &bigLogTakes)
+			ops[i], redisOps[i] = randomOp(rng, s, clock.Now(), &bigLogTakes)
 		}
 
 		want, err := mem.Do(ctx, ops)
 		require.NoError(t, err)
-		got, err := lim.Do(ctx, ops)
+		got, err := lim.Do(ctx, redisOps)
 		require.NoError(t, err)
 		unmarkTransient(t, got)
 		for i := range ops {
-			if want[i] != got[i] {
+			w, g := alike(want[i]), alike(got[i])
+			if w != g {
 				for j := range ops {
 					t.Logf("op %d debt=%v %s: want %+v got %+v", j, ops[j].Debt, describeOp(ops[j]), want[j], got[j])
 				}
 			}
-			require.Equal(t, want[i], got[i], "step %d at %s, op %d of %d: %s",
+			require.Equal(t, w, g, "step %d at %s, op %d of %d: %s",
 				step, clock.Now().Format(time.RFC3339Nano), i, len(ops), describeOp(ops[i]))
+			if ops[i].HoldMicros() > 0 && want[i].Allowed && !ops[i].Refund && !ops[i].Charge && !ops[i].Debt {
+				// (The lease layer never leases a limit that owes: the
+				// whole state of one, kept in a transaction, tells none.)
+				sameState(t, ops[i], want[i], got[i], clock.Now(), fmt.Sprintf("step %d op %d: %s", step, i, describeOp(ops[i])))
+			}
 			if !ops[i].Refund && !ops[i].Charge && want[i].Allowed {
 				s := owners[i]
-				s.receipts = append(s.receipts, takeReceipt{receipt: want[i].Receipt, hits: ops[i].Hits, hold: ops[i].Hold})
+				s.receipts = append(s.receipts, takeReceipt{receipt: want[i].Receipt, redis: got[i].Receipt,
+					hits: ops[i].Hits, hold: ops[i].Hold, at: clock.Now()})
 				if len(s.receipts) > 16 {
 					s.receipts = s.receipts[1:]
 				}
 			}
 		}
+	}
+}
+
+// alike returns r without what the backends tell apart: the epoch a
+// receipt names (each backend's own) and a lease's state (sameState).
+func alike(r algorithms.Result) algorithms.Result {
+	r.Receipt.Epoch, r.State, r.StateUntil = 0, nil, 0
+	return r
+}
+
+// sameState checks that the states two backends told with a lease's
+// answer answer alike: a check now, and as the lease goes on, while both
+// tell it.
+func sameState(t *testing.T, op algorithms.Op, want, got algorithms.Result, now time.Time, what string) {
+	t.Helper()
+	if want.State == nil || got.State == nil {
+		require.Equal(t, want.State == nil, got.State == nil, "%s: a lease's state", what)
+		return
+	}
+	until := now.Add(op.Hold)
+	if got.StateUntil != 0 {
+		until = time.UnixMicro(got.StateUntil)
+	}
+	for _, at := range []time.Time{now, now.Add(op.Hold / 3), until.Add(-time.Microsecond)} {
+		if at.Before(now) || at.After(until) {
+			continue
+		}
+		w, g := want.State.Clone().Take(op.Limit, at, 0), got.State.Clone().Take(op.Limit, at, 0)
+		w.Receipt, g.Receipt = algorithms.Receipt{}, algorithms.Receipt{}
+		require.Equal(t, w, g, "%s: the lease's state checked %s after it", what, at.Sub(now))
 	}
 }
 
@@ -236,10 +279,35 @@ func randomStep(rng *rand.Rand, now time.Time, l algorithms.Limit) time.Duration
 // beyond the capacity, and charges of up to several windows' worth, which
 // leave debts that the windows after pay off. A third of the takes are
 // leases' (Op.Hold), and most refunds by a lease's receipt are its
-// give-backs, with its hold, as the lease layer sends them. Taking a whole large sliding
+// settlements, as the lease layer sends them. Taking a whole large sliding
 // window log costs a script a hundred thousand entries, so bigLogTakes
 // bounds how often that happens.
-func randomOp(rng *rand.Rand, s *subject, bigLogTakes *int) algorithms.Op {
+func randomOp(rng *rand.Rand, s *subject, now time.Time, bigLogTakes *int) (algorithms.Op, algorithms.Op) {
+	op := randomOpOf(rng, s, now, bigLogTakes)
+	// Each backend's receipts go back to it.
+	redisOp := op
+	if op.Refund {
+		for _, r := range s.receipts {
+			if r.receipt == op.Receipt {
+				redisOp.Receipt = r.redis
+			}
+		}
+		if len(op.Leases) > 0 {
+			redisOp.Leases = slices.Clone(op.Leases)
+			for i := range redisOp.Leases {
+				for _, r := range s.receipts {
+					if r.receipt == op.Leases[i].Receipt {
+						redisOp.Leases[i].Receipt = r.redis
+					}
+				}
+			}
+		}
+	}
+	return op, redisOp
+}
+
+// randomOpOf draws an op of s at now for randomOp.
+func randomOpOf(rng *rand.Rand, s *subject, now time.Time, bigLogTakes *int) algorithms.Op {
 	capacity := s.limit.Capacity()
 	op := algorithms.Op{Key: s.key, Limit: s.limit, Debt: s.debt}
 	bigLog := s.limit.Algorithm == algorithms.SlidingWindowLog && capacity > 1000
@@ -299,12 +367,27 @@ func randomOp(rng *rand.Rand, s *subject, bigLogTakes *int) algorithms.Op {
 		}
 	case p < 85 && len(s.receipts) > 0:
 		r := s.receipts[rng.IntN(len(s.receipts))]
+		if r.hold > 0 && rng.IntN(4) > 0 {
+			// A settlement of the lease, as its holder sends it: hits
+			// served at times from its take on, closed or not.
+			ls := algorithms.Lease{Receipt: r.receipt, Hold: r.hold, Size: r.hits, Close: rng.IntN(2) == 0}
+			if rng.IntN(4) == 0 {
+				ls.Reported = rng.Uint64N(r.hits + 1)
+			}
+			seq := r.receipt.Seq + ls.Reported
+			from, to := r.at.UnixMicro(), max(now.UnixMicro(), r.at.UnixMicro())
+			for range rng.IntN(4) {
+				n := min(rng.Uint64N(3), r.hits-min(r.hits, seq-r.receipt.Seq))
+				from += rng.Int64N(to - from + 1)
+				ls.Served = append(ls.Served, algorithms.Served{At: from, Seq: seq, N: n})
+				seq += n
+			}
+			op.Refund, op.Leases = true, []algorithms.Lease{ls}
+			return op
+		}
 		op.Refund, op.Receipt, op.Hits = true, r.receipt, r.hits
 		if rng.IntN(4) == 0 {
 			op.Hits = hits()
-		}
-		if rng.IntN(4) > 0 {
-			op.Hold = r.hold
 		}
 	default:
 		op.Refund, op.Hits = true, hits()
@@ -328,7 +411,9 @@ func randomHold(rng *rand.Rand, w time.Duration) time.Duration {
 
 func describeOp(op algorithms.Op) string {
 	var b strings.Builder
-	if op.Refund {
+	if len(op.Leases) > 0 {
+		fmt.Fprintf(&b, "settle %+v", op.Leases)
+	} else if op.Refund {
 		fmt.Fprintf(&b, "refund %d (receipt %+v)", op.Hits, op.Receipt)
 	} else if op.Charge && op.Debt {
 		fmt.Fprintf(&b, "charge %d", op.Hits)

@@ -45,9 +45,8 @@ func NewEncoder(prefix string, slack time.Duration) (*Encoder, error) {
 	e := &Encoder{keys: keys, slack: strconv.FormatInt(slack.Milliseconds(), 10)}
 	e.scripts = make([]*script, len(algorithms.Algorithms)+1)
 	for _, a := range algorithms.Algorithms {
-		if a.Spec().Counter {
-			continue // counted with plain commands (counter.go)
-		}
+		// An algorithm counted with plain commands (counter.go) has a
+		// script for its leases' settlements only.
 		if e.scripts[a], err = loadScript(a.Spec()); err != nil {
 			return nil, err
 		}
@@ -64,7 +63,7 @@ func (e *Encoder) Command(op *algorithms.Op, shard int, now string) ([]any, erro
 	if err := op.Limit.Validate(); err != nil {
 		return nil, fmt.Errorf("redisx: %w", err)
 	}
-	if op.Limit.Algorithm.Spec().Counter {
+	if op.Limit.Algorithm.Spec().Counter && !settles(op) {
 		return nil, fmt.Errorf("redisx: %s is counted without a script", op.Limit.Algorithm)
 	}
 	return e.appendCommand(make([]any, 0, maxArgv), op, shard, now), nil
@@ -135,14 +134,65 @@ func (e *Encoder) appendCommand(dst []any, op *algorithms.Op, shard int, now any
 		at = strconv.FormatInt(op.Receipt.At, 10)
 		seq = strconv.FormatUint(op.Receipt.Seq, 10)
 	}
+	if settles(op) {
+		mode = "settle"
+	}
 	la := e.args.get(lim)
 	s := e.script(lim.Algorithm)
 	dst = append(dst, "evalsha", s.shaArg)
-	dst = e.keys.appendKeys(dst, op.Identity(), shard, s.keys)
+	if s.window {
+		// A settlement of leases of a counted limit: the count of their
+		// window, and its end in place of a receipt's time.
+		i := lim.WindowIndex(time.UnixMicro(op.Leases[0].Receipt.At))
+		dst = append(dst, 1, e.counterKey(op, shard, i))
+		at = strconv.FormatInt(lim.WindowStart(i+1).UnixMicro(), 10)
+	} else {
+		dst = e.keys.appendKeys(dst, op.Identity(), shard, s.keys)
+	}
 	dst = append(dst, mode, now, la.requests, la.window, hitsArg(hits), at, seq, la.capacity, e.slack, la.debt)
-	if hold := op.HoldMicros(); hold > 0 {
-		// A lease's take or give-back: ARGV[11], only then.
-		dst = append(dst, strconv.FormatInt(hold, 10))
+	switch {
+	case mode == "settle":
+		dst = appendLeases(dst, op.Leases)
+	case op.Refund:
+		if op.Receipt.Epoch != 0 {
+			dst = append(dst, strconv.FormatInt(op.Receipt.Epoch, 10))
+		}
+	case op.Charge:
+	default:
+		if hold := op.HoldMicros(); hold > 0 {
+			// A lease's take: ARGV[11], only then.
+			dst = append(dst, strconv.FormatInt(hold, 10))
+		}
 	}
 	return dst
+}
+
+// settles reports whether op is a settlement of leases.
+func settles(op *algorithms.Op) bool { return op.Refund && len(op.Leases) > 0 }
+
+// appendLeases appends the leases of a settlement as ARGV[11] on (see
+// lua.go): their number, then each lease's eight numbers and its runs.
+func appendLeases(dst []any, leases []algorithms.Lease) []any {
+	dst = append(dst, strconv.Itoa(len(leases)))
+	for i := range leases {
+		ls := &leases[i]
+		r := ls.Receipt
+		closing := "0"
+		if ls.Close {
+			closing = "1"
+		}
+		dst = append(dst, strconv.FormatInt(r.At, 10), strconv.FormatUint(r.Seq, 10), strconv.FormatInt(r.Epoch, 10),
+			strconv.FormatInt(holdMicros(ls.Hold), 10), strconv.FormatUint(ls.Size, 10), strconv.FormatUint(ls.Reported, 10),
+			closing, strconv.Itoa(len(ls.Served)))
+		for _, sv := range ls.Served {
+			dst = append(dst, strconv.FormatInt(sv.At, 10), strconv.FormatUint(sv.Seq, 10), strconv.FormatUint(sv.N, 10))
+		}
+	}
+	return dst
+}
+
+// holdMicros returns d in whole microseconds, cut to [0, MaxHold], as the
+// states apply a hold.
+func holdMicros(d time.Duration) int64 {
+	return min(max(d, 0), algorithms.MaxHold).Microseconds()
 }

@@ -74,13 +74,24 @@ func TestEncoderCommand(t *testing.T) {
 				"take", now, "10", "3600000000", "4", "", "", "10", "0", "10", "50001"},
 		},
 		{
-			name: "a lease's give-back to a bucket",
-			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}, Hits: 3,
-				Refund: true, Receipt: algorithms.Receipt{At: 1789999999000000}, Hold: math.MaxInt64},
-			// A hold beyond MaxHold is cut to it.
+			name: "a settlement of a bucket's leases",
+			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}, Refund: true,
+				Leases: []algorithms.Lease{{Receipt: algorithms.Receipt{At: 1789999999000000, Epoch: 1789999998000000}, Hold: math.MaxInt64, Size: 8, Reported: 1,
+					Served: []algorithms.Served{{At: 1789999999000100, N: 2}}, Close: true}}},
+			// ARGV[11] on: the leases, each hold beyond MaxHold cut to it.
 			shard: Unsharded,
 			want: []any{"evalsha", digest(t, algorithms.TokenBucket), 1, "rl:{edge|api_key=a|token_bucket:1}",
-				"refund", now, "10", "1000000", "3", "1789999999000000", "0", "10", "0", "3153600000", "315360000000000"},
+				"settle", now, "10", "1000000", "0", "", "", "10", "0", "3153600000",
+				"1", "1789999999000000", "0", "1789999998000000", "315360000000000", "8", "1", "1", "1", "1789999999000100", "0", "2"},
+		},
+		{
+			name: "a refund by a lease's receipt",
+			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}, Hits: 3,
+				Refund: true, Receipt: algorithms.Receipt{At: 1789999999000000, Epoch: 1789999998000000}},
+			// ARGV[11]: the receipt's epoch.
+			shard: Unsharded,
+			want: []any{"evalsha", digest(t, algorithms.TokenBucket), 1, "rl:{edge|api_key=a|token_bucket:1}",
+				"refund", now, "10", "1000000", "3", "1789999999000000", "0", "10", "0", "3153600000", "1789999998000000"},
 		},
 		{
 			name: "a hold below a microsecond is none",
@@ -103,7 +114,9 @@ func TestEncoderCommand(t *testing.T) {
 			got, err := enc.Command(&tc.op, tc.shard, now)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
-			assert.LessOrEqual(t, len(got), maxArgv, "a scriptCall holds it without allocating")
+			if len(tc.op.Leases) == 0 {
+				assert.LessOrEqual(t, len(got), maxArgv, "a scriptCall holds it without allocating")
+			}
 		})
 	}
 }
@@ -144,14 +157,18 @@ func TestEncoderRejects(t *testing.T) {
 }
 
 // TestEncoderHasEveryScript: the encoder holds the script of every
-// algorithm of the table, with the keys the table gives it.
+// algorithm of the table, with the keys the table gives it, and for an
+// algorithm counted without a script, the one that settles its leases.
 func TestEncoderHasEveryScript(t *testing.T) {
 	enc, err := NewEncoder("rl:", 0)
 	require.NoError(t, err)
 	for _, a := range algorithms.Algorithms {
 		s := enc.script(a)
 		if a.Spec().Counter {
-			require.Nil(t, s, "%s is counted without a script", a)
+			// Counted with plain commands: a script settles its leases.
+			require.NotNil(t, s, "%s", a)
+			assert.Equal(t, a.Spec().SettleScript, s.name)
+			assert.True(t, s.window, "%s: a window's count", a)
 			continue
 		}
 		require.NotNil(t, s, "%s", a)

@@ -408,7 +408,7 @@ type oneOp struct {
 // call builds the run of op on shard in c, and returns c: its script at now
 // (the script's argument), or the commands of a counted limit at micros.
 func (l *Limiter) call(c *scriptCall, op *algorithms.Op, shard int, now any, micros int64) *scriptCall {
-	if op.Limit.Algorithm.Spec().Counter {
+	if op.Limit.Algorithm.Spec().Counter && !settles(op) {
 		*c = scriptCall{op: *op, shard: shard, counter: l.enc.counterCall(op, shard, micros)}
 		return c
 	}
@@ -433,37 +433,58 @@ type reply struct {
 	reset     int64 // µs
 	at        int64 // the receipt's time, µs since the Unix epoch
 	seq       uint64
+	epoch     int64
+	// state is what follows the six numbers: after a lease's take, the
+	// state (algorithms.StateOf).
+	state []int64
 }
 
 // maxResetMicros is the longest reset a Result can carry.
 const maxResetMicros = math.MaxInt64 / int64(time.Microsecond)
 
 // result returns r as the Result of op decided on shard. Only an admitted
-// take has a receipt.
-func (r reply) result(op *algorithms.Op, shard int) algorithms.Result {
+// take has a receipt; an admitted lease's take has the state too; a
+// settlement's says only that it ran.
+func (r reply) result(op *algorithms.Op, shard int) (algorithms.Result, error) {
+	if settles(op) {
+		// A settlement's answer says only that it ran.
+		return algorithms.Result{Allowed: r.allowed}, nil
+	}
 	res := algorithms.Result{
 		Allowed:    r.allowed,
 		Remaining:  r.remaining,
 		ResetAfter: time.Duration(min(r.reset, maxResetMicros)) * time.Microsecond,
 	}
 	if r.allowed && !op.Refund && !op.Charge {
-		res.Receipt = algorithms.Receipt{At: r.at, Seq: r.seq}
+		res.Receipt = algorithms.Receipt{At: r.at, Seq: r.seq, Epoch: r.epoch}
 		if shard != Unsharded {
 			res.Receipt.Shard = uint32(shard)
 		}
+		if op.HoldMicros() > 0 && len(r.state) > 0 {
+			st, until, err := algorithms.StateOf(op.Limit.Algorithm, r.state)
+			if err != nil {
+				return algorithms.Result{}, err
+			}
+			res.State, res.StateUntil = st, until
+			return res, nil
+		}
 	}
-	return res
+	if len(r.state) > 0 {
+		return algorithms.Result{}, fmt.Errorf("unexpected reply of %d values to an op that is no lease's take", replyLen+len(r.state))
+	}
+	return res, nil
 }
 
-// replyLen is the length of every script's reply.
-const replyLen = 5
+// replyLen is the length of every script's reply but a lease's take's, which
+// the state follows.
+const replyLen = 6
 
-// decodeReply checks and decodes a script's reply: an array of replyLen
-// integers {allowed (0 or 1), remaining ≥ 0, reset ≥ 0, at, seq ≥ 0}. The
-// command that read it already failed on a reply that is not an array of
-// integers (see scriptCall.command).
+// decodeReply checks and decodes a script's reply: an array of at least
+// replyLen integers {allowed (0 or 1), remaining ≥ 0, reset ≥ 0, at, seq ≥
+// 0, epoch}, then a lease's state. The command that read it already failed
+// on a reply that is not an array of integers (see scriptCall.command).
 func decodeReply(ints []int64) (reply, error) {
-	if len(ints) != replyLen {
+	if len(ints) < replyLen {
 		return reply{}, fmt.Errorf("unexpected reply of %d values, want %d", len(ints), replyLen)
 	}
 	switch {
@@ -482,5 +503,7 @@ func decodeReply(ints []int64) (reply, error) {
 		reset:     ints[2],
 		at:        ints[3],
 		seq:       uint64(ints[4]),
+		epoch:     ints[5],
+		state:     ints[replyLen:],
 	}, nil
 }

@@ -434,10 +434,10 @@ func TestLimiterErrors(t *testing.T) {
 }
 
 func TestDecodeReply(t *testing.T) {
-	good := []int64{1, 7, 1500, 1790000000000000, 3}
+	good := []int64{1, 7, 1500, 1790000000000000, 3, 11}
 	r, err := decodeReply(good)
 	require.NoError(t, err)
-	assert.Equal(t, reply{allowed: true, remaining: 7, reset: 1500, at: 1790000000000000, seq: 3}, r)
+	assert.Equal(t, reply{allowed: true, remaining: 7, reset: 1500, at: 1790000000000000, seq: 3, epoch: 11, state: []int64{}}, r)
 
 	with := func(i int, v int64) []int64 {
 		c := slices.Clone(good)
@@ -446,8 +446,7 @@ func TestDecodeReply(t *testing.T) {
 	}
 	for name, v := range map[string][]int64{
 		"nil":             nil,
-		"short":           good[:4],
-		"long":            append(slices.Clone(good), 0),
+		"short":           good[:5],
 		"allowed 2":       with(0, 2),
 		"negative remain": with(1, -1),
 		"negative reset":  with(2, -1),
@@ -456,6 +455,13 @@ func TestDecodeReply(t *testing.T) {
 		_, err := decodeReply(v)
 		assert.Error(t, err, name)
 	}
+	// Only an admitted lease's take tells a state, and it must be one.
+	long, err := decodeReply(append(slices.Clone(good), 0))
+	require.NoError(t, err)
+	_, err = long.result(&algorithms.Op{Hits: 1, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket}}, Unsharded)
+	assert.Error(t, err, "a take's answer with a state")
+	_, err = long.result(&algorithms.Op{Hits: 1, Hold: time.Second, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket}}, Unsharded)
+	assert.Error(t, err, "a lease's answer with a state that is none")
 }
 
 // TestScriptReplyOfTheWrongType runs scripts whose replies are not arrays of
@@ -470,7 +476,7 @@ func TestScriptReplyOfTheWrongType(t *testing.T) {
 		"not an array": "return 'OK'",
 		"string value": "return {1, 'x', 1500, 1790000000000000, 3}",
 		"status value": "return {1, 7, 1500, redis.status_reply('1.5'), 3}",
-		"short":        "return {1, 7, 1500, 1790000000000000}",
+		"short":        "return {1, 7, 1500, 1790000000000000, 0}",
 	} {
 		bad := &script{name: "bad", src: src, sha: strings.Repeat("0", 40)}
 		bad.shaArg = bad.sha
@@ -486,6 +492,7 @@ func TestScriptReplyOfTheWrongType(t *testing.T) {
 
 func TestResultCapsTheReset(t *testing.T) {
 	op := algorithms.Op{Hits: 1}
-	r := reply{allowed: true, reset: 1<<63 - 1}.result(&op, Unsharded)
+	r, err := reply{allowed: true, reset: 1<<63 - 1}.result(&op, Unsharded)
+	require.NoError(t, err)
 	assert.Equal(t, time.Duration(maxResetMicros)*time.Microsecond, r.ResetAfter)
 }

@@ -26,11 +26,19 @@ type script struct {
 	shaArg any
 	// keys are the suffixes of the keys it takes (algorithms.Spec.Keys).
 	keys []string
+	// window reports that it takes the count of one window of a limit
+	// counted without a script (algorithms.Spec.SettleScript), whose key
+	// the encoder names.
+	window bool
 }
 
 // loadScript reads the embedded script of the algorithm that spec describes.
 func loadScript(spec algorithms.Spec) (*script, error) {
-	src, err := lua.Source(spec.Script)
+	name := spec.Script
+	if spec.Counter {
+		name = spec.SettleScript
+	}
+	src, err := lua.Source(name)
 	if err != nil {
 		return nil, fmt.Errorf("redisx: %s: %w", spec.Name, err)
 	}
@@ -39,7 +47,7 @@ func loadScript(spec algorithms.Spec) (*script, error) {
 	}
 	sum := sha1.Sum([]byte(src))
 	sha := hex.EncodeToString(sum[:])
-	return &script{name: spec.Script, src: src, sha: sha, shaArg: sha, keys: spec.Keys}, nil
+	return &script{name: name, src: src, sha: sha, shaArg: sha, keys: spec.Keys, window: spec.Counter}, nil
 }
 
 // scriptCall is one run of a script: its keys and arguments, and once run,
@@ -83,10 +91,13 @@ func (c *scriptCall) result() (algorithms.Result, error) {
 		return res, nil
 	}
 	r, err := decodeReply(c.cmd.Val())
-	if err != nil {
-		return algorithms.Result{}, fmt.Errorf("redisx: %s: %w", c.script.name, err)
+	if err == nil {
+		var res algorithms.Result
+		if res, err = r.result(&c.op, c.shard); err == nil {
+			return res, nil
+		}
 	}
-	return r.result(&c.op, c.shard), nil
+	return algorithms.Result{}, fmt.Errorf("redisx: %s: %w", c.script.name, err)
 }
 
 // outcome returns what became of the call, as known at.

@@ -7,10 +7,12 @@ import (
 )
 
 // entry is what the Limiter knows of one limit: the demand on it, the room
-// the backend last reported, and its leases: the one being served and the
-// next, taken ahead while the first runs out. Its methods run under its
-// shard's lock.
+// the backend last reported, its leases, the settlements it owes the
+// backend, and the limit as the backend last showed it without this
+// replica's leases (the mirror). Its methods run under its shard's lock.
 type entry struct {
+	// id is the identity of the limit (algorithms.Op.Identity).
+	id string
 	// period is the index of the demand period of cur; prev counts the
 	// period before it.
 	period    int64
@@ -19,30 +21,57 @@ type entry struct {
 	// room is the backend's remaining after the last take it answered.
 	room      uint64
 	roomKnown bool
-	// arrived is, while a lease is on its way, closed when it has come (or
-	// failed to); nil otherwise.
-	arrived     chan struct{}
-	lease, next *held
+	// op is the op the leases were taken for: the limit they count in,
+	// and its key, identity and tag, for their settlements.
+	op algorithms.Op
+	// leases are the leases held, in the order they serve; owed are those
+	// that ended and that the next settlement closes.
+	leases, owed []*held
+	// mirror is the limit as the backend showed it with the last lease,
+	// this replica's leases settled and ended there, moved on by the takes
+	// served since: what the backend would answer without them. Nil when
+	// it is not known.
+	mirror algorithms.State
+	// busy is, while a call that settles or takes leases of the limit is
+	// under way, closed when it returns; nil otherwise.
+	busy chan struct{}
+	// serves counts the takes served, for the receipts of an algorithm
+	// whose receipts name no entries.
+	serves uint64
 }
 
 // held is a lease.
 type held struct {
-	op algorithms.Op // the take that reserved it
-	// left is what is not yet served; used what is.
-	left, used uint64
-	receipt    algorithms.Receipt
-	expires    time.Time
-	// windowEnd reports that the lease ends with its window rather than
-	// after the lease time.
-	windowEnd bool
-	// remaining is the backend's remaining just after the lease; replenished
-	// when the limit was, as of then, fully replenished.
-	remaining   uint64
-	replenished time.Time
+	receipt algorithms.Receipt
+	hold    time.Duration
+	size    uint64
+	// left is what is not served yet; reported what earlier settlements
+	// reported served; pending the runs served since.
+	left, reported uint64
+	pending        []algorithms.Served
+	runs           int // the runs the lease has served in all
+	// next is the sequence number of the next hit served: the log's, or a
+	// count of the lease's own.
+	next uint64
+	// clock maps this replica's clock to the backend's for the lease: the
+	// backend's time of the lease's decision (µs), and when the call that
+	// took it was sent.
+	decided int64
+	sent    time.Time
+	// expires is when it serves no more (this replica's clock): the lease
+	// time after it was sent, or the end of its window, or when the state
+	// its answer showed stops telling the backend's.
+	expires time.Time
+	// slot is the width of its slots in µs (slotOf).
+	slot int64
 }
 
 // demandPeriod is the length of the periods demand is counted in.
 const demandPeriod = 50 * time.Millisecond
+
+// maxRuns bounds the runs one lease serves hits in: a lease that would
+// serve a hit in one more ends, and the next one serves it.
+const maxRuns = 64
 
 // count notes a take of n at now.
 func (e *entry) count(n uint64, now time.Time) {
@@ -66,76 +95,222 @@ func (e *entry) rate(now time.Time) float64 {
 	return float64(e.cur+e.prev) / (demandPeriod + into).Seconds()
 }
 
-// serves reports whether h can serve a take of op at now.
-func (h *held) serves(op *algorithms.Op, now time.Time) bool {
-	return h != nil && h.op.Limit == op.Limit && now.Before(h.expires) && h.left >= op.Hits
+// backend returns the backend's time (µs) of t, this replica's time, for
+// the lease h: the time of its decision plus the time since its call was
+// sent. It is no earlier than the backend's clock read at t.
+func (h *held) backend(t time.Time) int64 {
+	return h.decided + t.Sub(h.sent).Microseconds()
 }
 
-// fetching reports whether a lease of the limit is on its way.
-func (e *entry) fetching() bool { return e.arrived != nil }
+// slotOf returns the slots that a lease of limit l and lease time tau
+// serves hits in: a thousandth of the window or an eighth of the lease
+// time, whichever is shorter, and 1µs at least. A lease's hits take no more
+// runs than its time has slots, and each is logged no earlier than it was
+// served and less than a slot after: 1ms for a window of a second, 6.25ms
+// at the default lease time for a window of a minute or more.
+func slotOf(l algorithms.Limit, tau time.Duration) time.Duration {
+	return max(min(l.Window/1000, tau/8), time.Microsecond).Truncate(time.Microsecond)
+}
 
-// fetch notes that a lease of the limit is on its way.
-func (e *entry) fetch() { e.arrived = make(chan struct{}) }
+// slot returns the time (µs) a hit served at t is logged at, in slots of d
+// µs: the end of its slot.
+func slot(t, d int64) int64 {
+	return t - floorMod(t, d) + d - 1
+}
 
-// fetched notes that the lease on its way has come, or failed to, and
-// wakes those waiting for it.
-func (e *entry) fetched() {
-	if e.arrived != nil {
-		close(e.arrived)
-		e.arrived = nil
+// floorMod returns t mod d, in [0, d).
+func floorMod(t, d int64) int64 {
+	m := t % d
+	if m < 0 {
+		m += d
 	}
+	return m
 }
 
-// serve admits op at now from a lease when one holds its hits
-// and has not expired: the current lease, or else the next, which then
-// becomes current. A lease that cannot serve it is given up: what it did
-// not use is appended to back, the give-backs to send. ahead reports that
-// the current lease is running out (a quarter of it left, or of its time)
-// and the next should be taken now.
-func (e *entry) serve(op *algorithms.Op, now time.Time, tau time.Duration, back []algorithms.Op, obs Observer) (r algorithms.Result, ok, ahead bool, _ []algorithms.Op) {
-	if !e.lease.serves(op, now) {
-		back = e.detach(&e.lease, back, obs)
-		if e.next.serves(op, now) {
-			e.lease, e.next = e.next, nil
-		} else {
-			back = e.detach(&e.next, back, obs)
-			return algorithms.Result{}, false, false, back
+// serves reports whether h can serve n hits of limit l at now.
+func (h *held) serves(l algorithms.Limit, n uint64, now time.Time) bool {
+	if h.left < n || !now.Before(h.expires) {
+		return false
+	}
+	at := slot(h.backend(now), h.slot)
+	return len(h.pending) > 0 && h.pending[len(h.pending)-1].At == at || h.runs < maxRuns
+}
+
+// serve takes n hits from h at now, and returns their receipt: the run
+// they join (a log's entries are logged there once settled) and their
+// sequence numbers.
+func (h *held) serve(l algorithms.Limit, n uint64, now time.Time) algorithms.Receipt {
+	at := slot(h.backend(now), h.slot)
+	r := algorithms.Receipt{At: at, Seq: h.next, Epoch: h.receipt.Epoch}
+	if last := len(h.pending) - 1; last >= 0 && h.pending[last].At == at && h.pending[last].Seq+h.pending[last].N == h.next {
+		h.pending[last].N += n
+	} else {
+		h.pending = append(h.pending, algorithms.Served{At: at, Seq: h.next, N: n})
+		h.runs++
+	}
+	h.next += n
+	h.left -= n
+	return r
+}
+
+// unserve takes back n hits served with receipt r, if h still has them to
+// report: they are served no more, and go back with h's unused hits. It
+// reports whether it found them.
+func (h *held) unserve(r algorithms.Receipt, n uint64) bool {
+	for i, p := range h.pending {
+		if p.At != r.At || r.Seq < p.Seq || r.Seq+n > p.Seq+p.N {
+			continue
+		}
+		before := algorithms.Served{At: p.At, Seq: p.Seq, N: r.Seq - p.Seq}
+		after := algorithms.Served{At: p.At, Seq: r.Seq + n, N: p.Seq + p.N - r.Seq - n}
+		var keep []algorithms.Served
+		for _, q := range []algorithms.Served{before, after} {
+			if q.N > 0 {
+				keep = append(keep, q)
+			}
+		}
+		h.pending = append(h.pending[:i], append(keep, h.pending[i+1:]...)...)
+		return true
+	}
+	return false
+}
+
+// settlement returns what a settlement says of h: what it served since
+// the last one, and whether it ends; and notes that it was reported.
+func (h *held) settlement(end bool) algorithms.Lease {
+	ls := algorithms.Lease{Receipt: h.receipt, Hold: h.hold, Size: h.size, Reported: h.reported, Served: h.pending, Close: end}
+	for _, p := range h.pending {
+		h.reported += p.N
+	}
+	h.pending = nil
+	return ls
+}
+
+// pending returns what a settlement that ends every lease of e would say
+// now, without noting anything: how the limit is without them.
+func (e *entry) pendingEnd() []algorithms.Lease {
+	out := make([]algorithms.Lease, 0, len(e.leases)+len(e.owed))
+	for _, list := range [][]*held{e.owed, e.leases} {
+		for _, h := range list {
+			out = append(out, algorithms.Lease{Receipt: h.receipt, Hold: h.hold, Size: h.size, Reported: h.reported,
+				Served: append([]algorithms.Served(nil), h.pending...), Close: true})
 		}
 	}
-	h := e.lease
-	r = h.result(op.Hits, now)
-	obs.ObserveLease(op, Served, op.Hits)
-	ahead = e.next == nil && !e.fetching() &&
-		(h.left*4 <= h.left+h.used || (!h.windowEnd && h.expires.Sub(now)*4 <= tau))
-	return r, true, ahead, back
+	return out
 }
 
-// result takes n hits from the lease and returns the Result of their take:
-// admitted, with what the backend had left plus what the lease has, the
-// wait until the limit is replenished as of the lease, and the receipt of
-// the lease's take, which a refund takes to the backend (for a log, of the
-// entries of these hits).
-func (h *held) result(n uint64, now time.Time) algorithms.Result {
-	r := algorithms.Result{Allowed: true, Receipt: h.receipt}
-	if h.op.Limit.Algorithm.Spec().ExactRefund {
-		r.Receipt.Seq += h.used
+// settle returns the settlement the next call on the limit makes, or nil
+// when there is nothing to settle: the leases owed end, and so do the
+// leases held when all is set or they serve no more at now; the others
+// report what they served. The leases that end leave e.
+func (e *entry) settle(all bool, now time.Time) *algorithms.Op {
+	var leases []algorithms.Lease
+	for _, h := range e.owed {
+		leases = append(leases, h.settlement(true))
 	}
-	h.left -= n
-	h.used += n
-	r.Remaining = h.remaining + h.left
-	r.ResetAfter = max(h.replenished.Sub(now), 0)
-	return r
+	e.owed = nil
+	kept := e.leases[:0]
+	for _, h := range e.leases {
+		end := all || h.left == 0 || !now.Before(h.expires)
+		if end || len(h.pending) > 0 {
+			leases = append(leases, h.settlement(end))
+		}
+		if !end {
+			kept = append(kept, h)
+		}
+	}
+	clear(e.leases[len(kept):])
+	e.leases = kept
+	if len(leases) == 0 {
+		return nil
+	}
+	op := e.op
+	op.Refund, op.Charge, op.Hits, op.Hold, op.Receipt, op.Leases = true, false, 0, 0, algorithms.Receipt{}, leases
+	return &op
+}
+
+// holds reports whether e has leases to settle.
+func (e *entry) holds() bool { return len(e.leases) > 0 || len(e.owed) > 0 }
+
+// due reports whether e has leases that ended at now (they serve no more)
+// to settle.
+func (e *entry) due(now time.Time) bool {
+	if len(e.owed) > 0 {
+		return true
+	}
+	for _, h := range e.leases {
+		if h.left == 0 || !now.Before(h.expires) {
+			return true
+		}
+	}
+	return false
+}
+
+// idle reports whether e holds nothing, no call on it is under way, and no
+// one asked for it since idleAfter before now.
+func (e *entry) idle(now time.Time) bool {
+	return !e.holds() && e.busy == nil && now.Sub(e.seen) > idleAfter
+}
+
+// serve admits op at now from the first lease that holds its hits, and
+// returns the answer: the mirror's, as the backend would answer without
+// the leases, with the receipt of the hits served. It reports false when
+// no lease can serve them.
+func (e *entry) serve(op *algorithms.Op, now time.Time) (algorithms.Result, bool) {
+	for _, h := range e.leases {
+		if !h.serves(op.Limit, op.Hits, now) {
+			continue
+		}
+		r := h.serve(op.Limit, op.Hits, now)
+		res := algorithms.Result{Allowed: true, Receipt: r}
+		if e.mirror != nil {
+			m := e.mirror.Take(op.Limit, time.UnixMicro(h.backend(now)), op.Hits)
+			res.Remaining, res.ResetAfter = m.Remaining, m.ResetAfter
+		}
+		return res, true
+	}
+	return algorithms.Result{}, false
+}
+
+// unserve takes back, for a refund op, hits a lease served and has not
+// reported yet, and returns the refund's answer; false when no lease of e
+// served them.
+func (e *entry) unserve(op *algorithms.Op, now time.Time) (algorithms.Result, bool) {
+	for _, list := range [][]*held{e.leases, e.owed} {
+		for _, h := range list {
+			if h.receipt.Epoch != op.Receipt.Epoch || !h.unserve(op.Receipt, op.Hits) {
+				continue
+			}
+			res := algorithms.Result{Allowed: true}
+			if e.mirror != nil {
+				m := e.mirror.Refund(op.Limit, time.UnixMicro(h.backend(now)), op.Hits, algorithms.Receipt{})
+				res.Remaining, res.ResetAfter = m.Remaining, m.ResetAfter
+			}
+			return res, true
+		}
+	}
+	return algorithms.Result{}, false
+}
+
+// ahead reports whether the last lease is running out at now (a quarter of
+// it, or of its time, left), so that the next should be taken.
+func (e *entry) ahead(now time.Time, tau time.Duration) bool {
+	if len(e.leases) == 0 || e.busy != nil {
+		return false
+	}
+	h := e.leases[len(e.leases)-1]
+	return h.left*4 <= h.size || h.expires.Sub(now)*4 <= tau
 }
 
 // size returns how many hits to lease for op at now, n of them for op's own
 // take, or 0 for no lease: what this replica asks of the limit in tau, plus
 // n, at most a quarter of the room the backend last reported and no more
 // than the limit can hold. It is 0 when that is not more than n nor
-// minHits (so a limit near its end is taken hit by hit), when a lease is
-// already on its way, when the room is not known yet (a take tells it), or
-// when the limit is cold (the demand in tau is under minHits).
+// minHits (so a limit near its end is taken hit by hit), when the room is
+// not known yet (a take tells it), or when the limit is cold (the demand in
+// tau is under minHits).
 func (e *entry) size(op *algorithms.Op, n uint64, now time.Time, tau time.Duration, minHits uint64) uint64 {
-	if e.fetching() || !e.roomKnown {
+	if !e.roomKnown {
 		return 0
 	}
 	want := uint64(e.rate(now) * tau.Seconds())
@@ -155,56 +330,57 @@ func (e *entry) noteRoom(r algorithms.Result) {
 }
 
 // grant makes a lease of op, a take sent at sent that the backend admitted
-// as r, of which n hits are used at once (by the take that asked for it,
-// 0 for a lease taken ahead). The lease lasts tau from when it was sent,
-// or, for an algorithm that counts in windows, until the end of the window
-// it counts in if that comes first, measured from when it was sent: no
-// later than the backend's own times, whatever the clocks say.
-func (e *entry) grant(op *algorithms.Op, n uint64, r algorithms.Result, sent time.Time, tau time.Duration, obs Observer) (*held, algorithms.Result) {
+// as r, of which n hits are served at once (by the take that asked for it,
+// 0 for a lease taken ahead), and returns the answer to that take. The
+// lease serves for tau from when it was sent, or, for an algorithm that
+// counts in windows, until the end of the window it counts in if that comes
+// first, or until the state its answer showed stops telling the backend's,
+// measured from when it was sent: no later than the backend's own times,
+// whatever the clocks say. The mirror is the state the answer showed, with
+// every lease of e settled and ended there.
+func (e *entry) grant(op *algorithms.Op, n uint64, r algorithms.Result, sent, now time.Time, tau time.Duration) algorithms.Result {
 	e.noteRoom(r)
-	// The receipt names the hold, so that a refund of hits the lease served,
-	// whoever sends it, releases them as its give-back does.
-	r.Receipt.Hold = op.Hold
-	h := &held{op: *op, left: op.Hits, receipt: r.Receipt, remaining: r.Remaining,
-		expires: sent.Add(tau), replenished: sent.Add(r.ResetAfter)}
-	if op.Limit.Algorithm.Spec().Windowed {
-		at := time.UnixMicro(r.Receipt.At)
+	spec := op.Limit.Algorithm.Spec()
+	decided := r.Receipt.At
+	if spec.ExactRefund {
+		decided -= op.HoldMicros() // a log's receipt names the lease's end
+	}
+	h := &held{receipt: r.Receipt, hold: op.Hold, size: op.Hits, left: op.Hits, next: r.Receipt.Seq,
+		decided: decided, sent: sent, expires: sent.Add(tau), slot: slotOf(op.Limit, tau).Microseconds()}
+	if !spec.ExactRefund {
+		h.next = e.serves + 1
+		e.serves += op.Hits
+	}
+	if spec.Windowed {
+		at := time.UnixMicro(decided)
 		end := op.Limit.WindowStart(op.Limit.WindowIndex(at) + 1)
 		if until := sent.Add(end.Sub(at)); until.Before(h.expires) {
-			h.expires, h.windowEnd = until, true
+			h.expires = until
 		}
 	}
-	obs.ObserveLease(op, Taken, op.Hits)
-	var res algorithms.Result
+	if r.StateUntil != 0 {
+		if until := sent.Add(time.Duration(r.StateUntil-decided) * time.Microsecond); until.Before(h.expires) {
+			h.expires = until
+		}
+	}
+	e.leases = append(e.leases, h)
+	e.op = *op
+	e.op.Receipt, e.op.Leases = algorithms.Receipt{}, nil
+	res := algorithms.Result{Allowed: true}
 	if n > 0 {
-		res = h.result(n, sent)
+		// Served at once: at the decision's time, as the backend's clock
+		// read it (sent maps to it).
+		res.Receipt = h.serve(op.Limit, n, sent)
 	}
-	return h, res
-}
-
-// detach gives up the lease *p, appending to back the give-back of what it
-// did not use: by its receipt, so that a window's applies only in the
-// window it was taken in, and a log's removes the entries not served.
-func (e *entry) detach(p **held, back []algorithms.Op, obs Observer) []algorithms.Op {
-	h := *p
-	if h == nil {
-		return back
+	e.mirror = nil
+	if st := r.State; st != nil {
+		at := time.UnixMicro(h.backend(now))
+		st.Settle(op.Limit, at, e.pendingEnd())
+		e.mirror = st
+		m := st.Take(op.Limit, at, 0)
+		res.Remaining, res.ResetAfter = m.Remaining, m.ResetAfter
+	} else {
+		res.Remaining, res.ResetAfter = r.Remaining, r.ResetAfter
 	}
-	*p = nil
-	if h.left == 0 {
-		return back
-	}
-	r := h.op
-	r.Refund, r.Hits, r.Receipt, r.Hold = true, h.left, h.receipt, 0
-	if r.Limit.Algorithm.Spec().ExactRefund {
-		r.Receipt.Seq += h.used
-	}
-	obs.ObserveLease(&r, GivenBack, h.left)
-	return append(back, r)
-}
-
-// idle reports whether the entry holds nothing and no one asked for it
-// since idleAfter before now.
-func (e *entry) idle(now time.Time) bool {
-	return e.lease == nil && e.next == nil && !e.fetching() && now.Sub(e.seen) > idleAfter
+	return res
 }

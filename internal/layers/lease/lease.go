@@ -1,36 +1,58 @@
 // Package lease serves the hot limits of one replica from leases: a
 // reservation of k hits taken from the backend with one take of k, from
 // which the replica admits takes locally for at most a lease time τ, and
-// gives back what it did not use.
+// settles with the backend: when it served each hit, and what it did not
+// use.
 //
 // A lease is a take the backend admitted before any hit is served from it,
 // so all replicas together never admit more than a limit allows: every hit
 // a lease serves was counted when the lease was taken. Per algorithm:
 //
-//   - token_bucket: the k tokens are taken when the lease is; unused ones
-//     go back into the bucket, up to its capacity.
-//   - sliding_window_log: the k hits are logged at the lease's end, now + τ
+//   - token_bucket: the k tokens are taken when the lease is, and held
+//     (counted as in the bucket) until its hold ends, 2τ after it was taken;
+//   - sliding_window_log: the k hits are logged at the hold's end, now + 2τ
 //     (algorithms.Op.Hold), so none leaves the window before a hit served
-//     from the lease would.
+//     from the lease would;
 //   - fixed_window and sliding_window_counter: the reservation counts in the
 //     window it was made in, and the lease ends with that window.
 //
-// What leases cost is under-admission: the hits leased and not yet used or
-// given back, which no other replica can admit meanwhile, at most the k of
-// each replica's lease for at most τ (and, for a replica that dies holding
-// one, until its window or τ has passed). k follows the replica's demand on
-// the limit over τ and is at most a quarter of the room the backend last
-// reported, so it shrinks down to single takes as a limit fills, and no
-// replica holds for long the room others need. A limit whose demand on this
-// replica would not fill MinHits in τ is cold and never leased: its takes go
-// to the backend as they are.
+// A lease never makes an answer other than the backend would give without
+// it, this replica being the only one:
+//
+//   - Every call the replica makes on a limit first settles its leases of it
+//     (algorithms.Op.Leases): the hits each served since the last
+//     settlement, at the times it served them, and, for the leases that end,
+//     what they did not serve. So the backend holds what it would hold had it
+//     taken each hit when it was served: a log logs it then, a bucket gets
+//     back the refill its hold kept out, and the unused hits go back.
+//   - A take no lease can serve, and every op that is no take of the lease
+//     (a check, a charge, a refund), goes to the backend after a settlement
+//     that ends the limit's leases, so that it is decided on the limit as it
+//     would be without them. Charges and checks never take or hold a lease.
+//   - A served take is answered as the backend would answer it without the
+//     leases: from the state the last lease's answer showed (Result.State),
+//     with this replica's leases settled and ended there, moved on by the
+//     takes served since (the mirror).
+//   - A settlement names the state that took the lease (its receipt's
+//     epoch): one that reaches a state that lost it (flushed, evicted,
+//     failed over), or a bucket after the lease's hold ended, gives nothing
+//     back.
+//
+// What leases cost is under-admission across replicas: the hits other
+// replicas' leases hold, unused, which this one cannot admit meanwhile: at
+// most the k of each of their leases for at most 2τ (and, for a replica
+// that dies holding one, until its window or hold has passed). k follows
+// the replica's demand on the limit over τ and is at most a quarter of the
+// room the backend last reported, so it shrinks down to single takes as a
+// limit fills, and no replica holds for long the room others need. A limit
+// whose demand on this replica would not fill MinHits in τ is cold and never
+// leased: its takes go to the backend as they are.
 package lease
 
 import (
 	"context"
 	"fmt"
 	"hash/maphash"
-	"slices"
 	"sync"
 	"time"
 
@@ -64,7 +86,8 @@ func (nopObserver) ObserveLease(*algorithms.Op, Event, uint64) {}
 // Options configure New.
 type Options struct {
 	// Time is τ, the longest a lease is served locally. It must be
-	// positive.
+	// positive. The backend holds a lease for 2τ, so that its settlement
+	// comes before its hold ends.
 	Time time.Duration
 	// MinHits is the least a lease holds: a limit whose demand on this
 	// replica over Time is less is not leased. It must be at least 2.
@@ -73,10 +96,10 @@ type Options struct {
 	Observer Observer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// GiveBack, when set, takes the give-backs of the hits leases did not
-	// use, and of the hits served to calls that then failed (a give-back
-	// queue, which retries). Nil sends them to the Limiter wrapped, once,
-	// in the background. Close gives back to the Limiter wrapped directly.
+	// GiveBack, when set, takes the refunds of hits served to calls that
+	// then failed, once a settlement has reported them (a give-back queue,
+	// which retries). Nil sends them to the Limiter wrapped, once, in the
+	// background.
 	GiveBack func([]algorithms.Op)
 	// KeepFailedTakes keeps the hits served to a call that failed: its
 	// caller was answered as admitted (the failure mode allow).
@@ -92,7 +115,7 @@ type Limiter struct {
 	minHits  uint64
 	observer Observer
 	now      func() time.Time
-	// queue, when set, takes the give-backs; keepFailed is
+	// queue, when set, takes refunds; keepFailed is
 	// Options.KeepFailedTakes.
 	queue      func([]algorithms.Op)
 	keepFailed bool
@@ -135,33 +158,37 @@ func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
 	return l, nil
 }
 
-// Close gives back every lease and stops the Limiter's sweeper. It does not
+// hold returns the hold of a lease in the backend: twice its time, so
+// that the sweeper settles it before the hold ends.
+func (l *Limiter) hold() time.Duration { return 2 * l.tau }
+
+// Close settles every lease and stops the Limiter's sweeper. It does not
 // close the Limiter it wraps.
 func (l *Limiter) Close() {
 	close(l.stop)
 	<-l.done
 	l.pending.Wait()
-	var back []algorithms.Op
+	var ops []algorithms.Op
+	now := l.now()
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
 		for _, e := range s.m {
-			back = e.detach(&e.lease, back, l.observer)
-			back = e.detach(&e.next, back, l.observer)
+			if op := l.settle(e, true, now); op != nil {
+				ops = append(ops, *op)
+			}
 		}
 		s.mu.Unlock()
 	}
-	l.giveBack(back)
+	l.send(ops)
 }
 
-// leasable reports whether op may be served from a lease: a take, or a
-// record (a charge that owes no debt, as envoyproxy/ratelimit counts every
-// hit), of at least one hit and no more than its limit can hold, of a limit
-// that is not split and owes nothing. A record a lease holds the hits of
-// is admitted as its take would be; one it cannot serve goes to the backend
-// as a record, counted past the limit if it must be.
+// leasable reports whether op may be served from a lease: a take of at
+// least one hit and no more than its limit can hold, of a limit that is
+// not split and owes nothing. Charges, records and checks are not: they
+// never take or hold a lease.
 func leasable(op *algorithms.Op) bool {
-	return !op.Refund && !op.Debt && op.Shards <= 1 && op.Hits > 0 &&
+	return !op.Refund && !op.Charge && !op.Debt && op.Shards <= 1 && op.Hits > 0 &&
 		op.Hits <= op.Limit.Capacity() && op.Limit.Algorithm.Valid()
 }
 
@@ -170,7 +197,7 @@ type stepKind uint8
 
 const (
 	passed  stepKind = iota // sent to the backend as it is
-	served                  // admitted from a lease
+	served                  // answered here, from a lease
 	leasing                 // sent as the take of a lease
 )
 
@@ -179,131 +206,148 @@ type step struct {
 	at   int // its op's index among those sent
 }
 
+// call is what one Do sends: settlements first, then the ops passed on
+// and the takes no lease serves, then the takes of leases, so that each op
+// is decided on a limit its settlement has settled, and a lease's answer
+// shows the state after all of them.
+type call struct {
+	settles, passes, leases []algorithms.Op
+	// steps[i] is op i's; at indexes passes or leases, per kind.
+	claimed []*entry
+}
+
 // Do serves the takes it can from leases, takes leases for the hot limits
-// among the others, and passes everything else to the Limiter it wraps, in
-// one call. A lease the backend would not grant is retried as the take
-// alone, in a second call. A lease running out has its successor taken
-// ahead, in the background, so that a hot limit's takes keep being served
-// while it comes.
+// among the others, settles the leases of the limits it sends ops of, and
+// passes everything else to the Limiter it wraps, in one call. A lease the
+// backend would not grant is retried as the take alone, in a second call.
+// A lease running out has its successor taken ahead, in the background, so
+// that a hot limit's takes keep being served while it comes.
 func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	now := l.now()
 	results := make([]algorithms.Result, len(ops))
 	steps := make([]step, len(ops))
-	var send, back, ahead []algorithms.Op
-	// fetching holds the limits this call takes a lease of: its own takes
-	// must not wait for those.
-	var fetching []string
+	var c call
+	var ahead []*entry
 	for i := range ops {
 		op := &ops[i]
-		if !leasable(op) {
-			steps[i] = step{kind: passed, at: len(send)}
-			send = append(send, *op)
-			continue
-		}
 		id := op.Identity()
 		s := l.shard(id)
 		s.mu.Lock()
-		e := s.entry(id)
-		e.count(op.Hits, now)
-		at := now
-		r, ok, early, back2 := e.serve(op, at, l.tau, back, l.observer)
-		if !ok && e.fetching() && !slices.Contains(fetching, id) {
-			// A lease of the limit is on its way: the take waits for it, as
-			// long as it would wait for the backend, rather than ask the
-			// backend for room this replica may be about to hold.
-			arrived := e.arrived
-			s.mu.Unlock()
-			select {
-			case <-arrived:
-			case <-ctx.Done():
+		e := s.m[id]
+		if !leasable(op) {
+			if e != nil && op.Refund && op.Receipt.Epoch != 0 {
+				if r, ok := e.unserve(op, now); ok {
+					s.mu.Unlock()
+					results[i], steps[i] = r, step{kind: served}
+					continue
+				}
 			}
-			at = l.now()
-			s.mu.Lock()
-			e = s.entry(id)
-			r, ok, early, back2 = e.serve(op, at, l.tau, back2, l.observer)
+			if e != nil && (e.holds() || e.busy != nil) {
+				e = l.await(ctx, s, id, e, &c)
+				l.claim(e, &c, true, now)
+			}
+			s.mu.Unlock()
+			steps[i] = step{kind: passed, at: len(c.passes)}
+			c.passes = append(c.passes, *op)
+			continue
 		}
-		back = back2
+		if e == nil {
+			e = s.entry(id)
+		}
+		e.count(op.Hits, now)
+		if e.holds() && e.op.Limit != op.Limit {
+			// The limit changed (a reload): its leases end first.
+			e = l.await(ctx, s, id, e, &c)
+			l.claim(e, &c, true, now)
+		}
+		r, ok := e.serve(op, now)
+		if !ok && e.busy != nil && !c.has(e) {
+			// A call on the limit is under way, which may bring a lease:
+			// the take waits for it, as long as it would wait for the
+			// backend, rather than ask the backend for room this replica
+			// may be about to hold.
+			e = l.await(ctx, s, id, e, &c)
+			now = l.now()
+			r, ok = e.serve(op, now)
+		}
 		if ok {
-			if early {
-				if k := e.size(op, 0, at, l.tau, l.minHits); k > 0 {
-					e.fetch()
-					fetching = append(fetching, id)
-					ahead = append(ahead, l.leaseOp(op, id, k))
+			l.observer.ObserveLease(op, Served, op.Hits)
+			if e.ahead(now, l.tau) {
+				if k := e.size(op, 0, now, l.tau, l.minHits); k > 0 {
+					e.busy = make(chan struct{})
+					ahead = append(ahead, e)
 				}
 			}
 			s.mu.Unlock()
-			results[i] = r
-			steps[i] = step{kind: served}
+			results[i], steps[i] = r, step{kind: served}
 			continue
 		}
-		k := e.size(op, op.Hits, at, l.tau, l.minHits)
-		if k > 0 {
-			e.fetch()
-			fetching = append(fetching, id)
+		// The backend decides: on the limit with this replica's leases of
+		// it ended, as it would without them.
+		mine := c.has(e)
+		l.claim(e, &c, true, now)
+		k := uint64(0)
+		if !mine && c.has(e) {
+			// This call is the one on the limit (not another's, still
+			// under way when this take's deadline passed): it may lease.
+			k = e.size(op, op.Hits, now, l.tau, l.minHits)
 		}
 		s.mu.Unlock()
-		steps[i] = step{kind: passed, at: len(send)}
 		if k > 0 {
-			steps[i].kind = leasing
-			send = append(send, l.leaseOp(op, id, k))
+			steps[i] = step{kind: leasing, at: len(c.leases)}
+			c.leases = append(c.leases, l.leaseOp(op, id, k))
 		} else {
+			steps[i] = step{kind: passed, at: len(c.passes)}
 			one := *op
 			one.ID = id
-			send = append(send, one)
+			c.passes = append(c.passes, one)
 		}
 	}
-	if len(back) > 0 || len(ahead) > 0 {
-		l.background(back, ahead)
+	for _, e := range ahead {
+		l.takeAhead(e)
 	}
-	if len(send) == 0 {
+	if len(c.settles)+len(c.passes)+len(c.leases) == 0 {
 		return results, nil
 	}
+	send := make([]algorithms.Op, 0, len(c.settles)+len(c.passes)+len(c.leases))
+	send = append(append(append(send, c.settles...), c.passes...), c.leases...)
+	base := len(c.settles)
 	sent := l.now()
 	got, err := l.next.Do(ctx, send)
+	if err == nil {
+		err = algorithms.CheckResults(got, len(send), nil)
+	}
 	if err != nil {
-		for i := range ops {
-			if steps[i].kind == leasing {
-				l.settle(&send[steps[i].at], func(e *entry) { e.fetched() })
-			}
-		}
-		l.failed(ops, results, func(i int) bool { return steps[i].kind == served })
+		l.release(c.claimed)
+		l.failed(ops, results, steps, err)
 		return nil, err
 	}
+	at := l.now()
 	var retry []int
 	for i := range ops {
 		st := steps[i]
-		if st.kind == served {
+		switch st.kind {
+		case served:
 			continue
-		}
-		r := got[st.at]
-		sentOp := &send[st.at]
-		switch {
-		case st.kind == passed:
+		case passed:
+			r := got[base+st.at]
 			results[i] = r
 			if leasable(&ops[i]) {
-				l.settle(sentOp, func(e *entry) { e.noteRoom(r) })
+				l.update(&ops[i], func(e *entry) { e.noteRoom(r) })
 			}
-		case r.Allowed:
-			// The entry is there: one is not forgotten while a lease of
-			// it is on its way.
-			n := ops[i].Hits
-			var back []algorithms.Op
-			l.settle(sentOp, func(e *entry) {
-				e.fetched()
-				back = e.detach(&e.lease, back, l.observer)
-				e.lease, results[i] = e.grant(sentOp, n, r, sent, l.tau, l.observer)
-			})
-			if len(back) > 0 {
-				l.background(back, nil)
+		case leasing:
+			r := got[base+len(c.passes)+st.at]
+			lop := &c.leases[st.at]
+			if !r.Allowed {
+				l.update(lop, func(e *entry) { e.noteRoom(r) })
+				retry = append(retry, i)
+				continue
 			}
-		default:
-			l.settle(sentOp, func(e *entry) {
-				e.fetched()
-				e.noteRoom(r)
-			})
-			retry = append(retry, i)
+			l.observer.ObserveLease(lop, Taken, lop.Hits)
+			l.update(lop, func(e *entry) { results[i] = e.grant(lop, ops[i].Hits, r, sent, at, l.tau) })
 		}
 	}
+	l.release(c.claimed)
 	if len(retry) == 0 {
 		return results, nil
 	}
@@ -312,99 +356,223 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		again[j] = ops[i]
 	}
 	got, err = l.next.Do(ctx, again)
+	if err == nil {
+		err = algorithms.CheckResults(got, len(again), nil)
+	}
 	if err != nil {
-		l.failed(ops, results, func(i int) bool { return !slices.Contains(retry, i) })
+		for _, i := range retry {
+			steps[i].kind = passed // not answered: nothing to give back
+		}
+		l.failed(ops, results, steps, err)
 		return nil, err
 	}
 	for j, i := range retry {
 		results[i] = got[j]
-		l.settle(&again[j], func(e *entry) { e.noteRoom(got[j]) })
+		l.update(&again[j], func(e *entry) { e.noteRoom(got[j]) })
 	}
 	return results, nil
 }
 
-// failed gives back what a call that failed took for the ops for which
-// answered reports true, answered with results before it failed (from
-// leases, or by an earlier call): its caller, told the call failed, got
-// none of it. What the backend did with the ops sent in the failed call
-// comes with its error, for the layers below to give back. Charges are
-// usage already spent, and stay; so does everything with KeepFailedTakes.
-func (l *Limiter) failed(ops []algorithms.Op, results []algorithms.Result, answered func(int) bool) {
-	if l.keepFailed {
-		return
-	}
-	var back []algorithms.Op
-	for i, op := range ops {
-		if !answered(i) || !results[i].Allowed || op.Refund || op.Charge || op.Hits == 0 {
-			continue
+// has reports whether the call has claimed e.
+func (c *call) has(e *entry) bool {
+	for _, x := range c.claimed {
+		if x == e {
+			return true
 		}
-		op.Refund, op.Receipt, op.Hold = true, results[i].Receipt, 0
-		back = append(back, op)
 	}
-	l.background(back, nil)
+	return false
+}
+
+// claim makes the call the one under way on e, if no other is: e is busy
+// until it returns. e's settlement (ending every lease when all is set)
+// goes first in it. It runs under e's shard's lock.
+func (l *Limiter) claim(e *entry, c *call, all bool, now time.Time) {
+	if !c.has(e) && e.busy == nil {
+		e.busy = make(chan struct{})
+		c.claimed = append(c.claimed, e)
+	}
+	if op := l.settle(e, all, now); op != nil {
+		c.settles = append(c.settles, *op)
+	}
+}
+
+// settle returns e's settlement at now, ending every lease when all is
+// set, and tells the observer what the leases that end give back.
+func (l *Limiter) settle(e *entry, all bool, now time.Time) *algorithms.Op {
+	op := e.settle(all, now)
+	if op == nil {
+		return nil
+	}
+	for _, ls := range op.Leases {
+		if ls.Close {
+			if back := ls.Size - servedHits(ls); back > 0 {
+				l.observer.ObserveLease(op, GivenBack, back)
+			}
+		}
+	}
+	return op
+}
+
+// servedHits returns what a settled lease served in all.
+func servedHits(ls algorithms.Lease) uint64 {
+	n := ls.Reported
+	for _, s := range ls.Served {
+		n += s.N
+	}
+	return min(n, ls.Size)
+}
+
+// await waits, with s locked, until no call on e is under way, unless the
+// call c is the one: then, or once ctx is done, it returns e's entry, which
+// may be a new one (s locked again).
+func (l *Limiter) await(ctx context.Context, s *shard, id string, e *entry, c *call) *entry {
+	for e.busy != nil && !c.has(e) {
+		busy := e.busy
+		s.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			s.mu.Lock()
+			return s.entry(id)
+		}
+		s.mu.Lock()
+		e = s.entry(id)
+	}
+	return e
+}
+
+// release ends the calls under way on entries.
+func (l *Limiter) release(entries []*entry) {
+	for _, e := range entries {
+		s := l.shard(e.id)
+		s.mu.Lock()
+		if e.busy != nil {
+			close(e.busy)
+			e.busy = nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+// failed handles a call that failed, of ops answered as steps say: what it
+// served locally goes back (its caller, told the call failed, got none of
+// it), unless KeepFailedTakes; what the backend did with what was sent
+// comes with the error: the leases it granted are settled, and the
+// settlements it certainly did not run, or that are safe to run twice, are
+// sent again.
+func (l *Limiter) failed(ops []algorithms.Op, results []algorithms.Result, steps []step, err error) {
+	if !l.keepFailed {
+		var back []algorithms.Op
+		now := l.now()
+		for i := range ops {
+			if steps[i].kind != served || !results[i].Allowed || ops[i].Refund {
+				continue
+			}
+			op := ops[i]
+			op.Refund, op.Receipt, op.Hold = true, results[i].Receipt, 0
+			id := op.Identity()
+			s := l.shard(id)
+			s.mu.Lock()
+			e := s.m[id]
+			ok := false
+			if e != nil {
+				_, ok = e.unserve(&op, now)
+			}
+			s.mu.Unlock()
+			if !ok {
+				back = append(back, op)
+			}
+		}
+		l.refund(back)
+	}
+	algorithms.OutcomesOf(err).Follow(func(outs []algorithms.Outcome) {
+		var again []algorithms.Op
+		for _, o := range outs {
+			op := o.Op
+			switch {
+			case op.Refund && len(op.Leases) > 0:
+				if o.Fate == algorithms.NotApplied || o.Fate == algorithms.Unknown && op.IdempotentRefund() {
+					again = append(again, op)
+				}
+			case !op.Refund && op.HoldMicros() > 0 && o.Fate == algorithms.Applied && o.Result.Allowed:
+				// A lease granted to no one: it ends unused.
+				again = append(again, algorithms.Op{Key: op.Key, Limit: op.Limit, ID: op.ID, Tag: op.Tag, Refund: true,
+					Leases: []algorithms.Lease{{Receipt: o.Result.Receipt, Hold: op.Hold, Size: op.Hits, Close: true}}})
+			}
+		}
+		if len(again) > 0 {
+			l.pending.Add(1)
+			go func() {
+				defer l.pending.Done()
+				l.send(again)
+			}()
+		}
+	})
 }
 
 // leaseOp returns the take of a lease of k hits of op's limit, whose
-// identity is id: a take whether op is one or a record.
+// identity is id.
 func (l *Limiter) leaseOp(op *algorithms.Op, id string, k uint64) algorithms.Op {
 	one := *op
-	one.ID, one.Hits, one.Hold = id, k, l.tau
-	// A lease is a take, for a record too: it holds hits within the limit.
-	one.Charge = false
+	one.ID, one.Hits, one.Hold = id, k, l.hold()
 	one.Receipt = algorithms.Receipt{}
 	return one
 }
 
-// background sends back, the give-backs of leases, and takes ahead, the
-// leases taken ahead, to the backend off the caller's path: the give-backs
-// through the queue, when there is one.
-func (l *Limiter) background(back, ahead []algorithms.Op) {
-	if l.queue != nil && len(back) > 0 {
-		l.queue(back)
-		back = nil
+// takeAhead takes, in the background, the next lease of e's limit, with
+// the settlement of what its leases served so far, and keeps it when the
+// backend grants it. e is busy until then.
+func (l *Limiter) takeAhead(e *entry) {
+	id := e.id
+	s := l.shard(id)
+	s.mu.Lock()
+	now := l.now()
+	var ops []algorithms.Op
+	if op := l.settle(e, false, now); op != nil {
+		ops = append(ops, *op)
 	}
-	if len(back) == 0 && len(ahead) == 0 {
-		return
+	k := e.size(&e.op, 0, now, l.tau, l.minHits)
+	if k > 0 {
+		ops = append(ops, l.leaseOp(&e.op, id, k))
 	}
+	s.mu.Unlock()
 	l.pending.Add(1)
 	go func() {
 		defer l.pending.Done()
-		l.giveBack(back)
-		l.takeAhead(ahead)
+		defer l.release([]*entry{e})
+		ctx, cancel := context.WithTimeout(context.Background(), backgroundTimeout)
+		defer cancel()
+		if len(ops) == 0 {
+			return
+		}
+		sent := l.now()
+		got, err := l.next.Do(ctx, ops)
+		if err == nil {
+			err = algorithms.CheckResults(got, len(ops), nil)
+		}
+		if err != nil {
+			l.failed(nil, nil, nil, err)
+			return
+		}
+		if k == 0 {
+			return
+		}
+		lop := &ops[len(ops)-1]
+		r := got[len(got)-1]
+		at := l.now()
+		l.update(lop, func(e *entry) {
+			if !r.Allowed {
+				e.noteRoom(r)
+				return
+			}
+			l.observer.ObserveLease(lop, Taken, lop.Hits)
+			e.grant(lop, 0, r, sent, at, l.tau)
+		})
 	}()
 }
 
-// takeAhead takes ops, leases taken ahead, and keeps each the backend
-// grants as its limit's next lease.
-func (l *Limiter) takeAhead(ops []algorithms.Op) {
-	if len(ops) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), backgroundTimeout)
-	defer cancel()
-	sent := l.now()
-	got, err := l.next.Do(ctx, ops)
-	var back []algorithms.Op
-	for i := range ops {
-		op := &ops[i]
-		l.settle(op, func(e *entry) {
-			e.fetched()
-			if err != nil {
-				return
-			}
-			if !got[i].Allowed {
-				e.noteRoom(got[i])
-				return
-			}
-			back = e.detach(&e.next, back, l.observer)
-			e.next, _ = e.grant(op, 0, got[i], sent, l.tau, l.observer)
-		})
-	}
-	l.sendBack(back)
-}
-
-// settle runs f on the entry of op's limit, if it is still held.
-func (l *Limiter) settle(op *algorithms.Op, f func(*entry)) {
+// update runs f on the entry of op's limit, if it is still held.
+func (l *Limiter) update(op *algorithms.Op, f func(*entry)) {
 	id := op.Identity()
 	s := l.shard(id)
 	s.mu.Lock()
@@ -419,7 +587,7 @@ func (l *Limiter) settle(op *algorithms.Op, f func(*entry)) {
 func (s *shard) entry(id string) *entry {
 	e := s.m[id]
 	if e == nil {
-		e = &entry{}
+		e = &entry{id: id}
 		s.m[id] = e
 	}
 	return e
@@ -430,25 +598,30 @@ func (l *Limiter) shard(id string) *shard {
 }
 
 // backgroundTimeout bounds the calls made off the callers' path: the
-// give-backs of unused leases and the leases taken ahead.
+// settlements of leases and the leases taken ahead.
 const backgroundTimeout = time.Second
 
-// sendBack gives ops back through the queue, when there is one, or
-// straight to the backend.
-func (l *Limiter) sendBack(ops []algorithms.Op) {
-	if l.queue != nil {
-		if len(ops) > 0 {
-			l.queue(ops)
-		}
+// refund gives ops back through the queue, when there is one, or straight
+// to the backend, in the background.
+func (l *Limiter) refund(ops []algorithms.Op) {
+	if len(ops) == 0 {
 		return
 	}
-	l.giveBack(ops)
+	if l.queue != nil {
+		l.queue(ops)
+		return
+	}
+	l.pending.Add(1)
+	go func() {
+		defer l.pending.Done()
+		l.send(ops)
+	}()
 }
 
-// giveBack sends ops, the refunds of what leases did not use, to the
-// backend. One that fails leaves its hits counted until its window passes
-// or, for a token bucket, until it refills: under-admission, never more.
-func (l *Limiter) giveBack(ops []algorithms.Op) {
+// send sends ops to the backend, once, within backgroundTimeout. A
+// settlement that fails leaves its hits counted until its window passes or,
+// for a token bucket, until its hold ends: under-admission, never more.
+func (l *Limiter) send(ops []algorithms.Op) {
 	if len(ops) == 0 {
 		return
 	}
@@ -457,11 +630,12 @@ func (l *Limiter) giveBack(ops []algorithms.Op) {
 	_, _ = l.next.Do(ctx, ops)
 }
 
-// sweep gives back the leases that expired unused, and forgets the limits
-// no one asked for lately, every lease time until Close.
+// sweep settles the leases that ended, and forgets the limits no one asked
+// for lately, every quarter of a lease time until Close: a lease serves
+// for τ and is held for 2τ, so its settlement comes before its hold ends.
 func (l *Limiter) sweep() {
 	defer close(l.done)
-	t := time.NewTicker(l.tau)
+	t := time.NewTicker(l.tau / 4)
 	defer t.Stop()
 	for {
 		select {
@@ -473,17 +647,24 @@ func (l *Limiter) sweep() {
 	}
 }
 
-// expire gives back the leases that have expired at now, and forgets the
-// limits no one asked for lately.
+// expire settles, in the background, the leases that have ended at now on
+// limits no call is under way on, and forgets the limits no one asked for
+// lately.
 func (l *Limiter) expire(now time.Time) {
-	var back []algorithms.Op
 	for i := range l.shards {
 		s := &l.shards[i]
+		var ops []algorithms.Op
+		var claimed []*entry
 		s.mu.Lock()
 		for id, e := range s.m {
-			for _, p := range [...]**held{&e.lease, &e.next} {
-				if *p != nil && !now.Before((*p).expires) {
-					back = e.detach(p, back, l.observer)
+			if e.busy != nil {
+				continue
+			}
+			if e.due(now) {
+				if op := l.settle(e, false, now); op != nil {
+					e.busy = make(chan struct{})
+					ops = append(ops, *op)
+					claimed = append(claimed, e)
 				}
 			}
 			if e.idle(now) {
@@ -491,8 +672,19 @@ func (l *Limiter) expire(now time.Time) {
 			}
 		}
 		s.mu.Unlock()
+		if len(ops) > 0 {
+			l.pending.Add(1)
+			go func() {
+				defer l.pending.Done()
+				defer l.release(claimed)
+				ctx, cancel := context.WithTimeout(context.Background(), backgroundTimeout)
+				defer cancel()
+				if _, err := l.next.Do(ctx, ops); err != nil {
+					l.failed(nil, nil, nil, err)
+				}
+			}()
+		}
 	}
-	l.sendBack(back)
 }
 
 // idleAfter is how long a limit no one asks for is remembered.

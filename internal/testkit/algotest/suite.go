@@ -136,10 +136,14 @@ func (s *suite) lease(k algorithms.Key, l algorithms.Limit, n uint64, hold time.
 	return res
 }
 
-// giveBack gives back n unused hits of the lease with receipt r and hold.
-func (s *suite) giveBack(k algorithms.Key, l algorithms.Limit, n uint64, r algorithms.Receipt, hold time.Duration) algorithms.Result {
+// settle settles the lease of size hits with receipt r and hold: served
+// lists what it served since it was taken, and close ends it. A
+// settlement's answer says only that it was applied.
+func (s *suite) settle(k algorithms.Key, l algorithms.Limit, r algorithms.Receipt, hold time.Duration, size uint64, served []algorithms.Served, close bool) {
 	s.t.Helper()
-	return s.do(algorithms.Op{Key: k, Limit: l, Hits: n, Refund: true, Receipt: r, Hold: hold})[0]
+	res := s.do(algorithms.Op{Key: k, Limit: l, Refund: true,
+		Leases: []algorithms.Lease{{Receipt: r, Hold: hold, Size: size, Served: served, Close: close}}})[0]
+	require.True(s.t, res.Allowed, "a settlement %s", s.at())
 }
 
 func (s *suite) peek(k algorithms.Key, l algorithms.Limit) algorithms.Result {

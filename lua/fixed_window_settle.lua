@@ -1,0 +1,43 @@
+-- fixed_window_settle: settles leases of a fixed window, whose counts are
+-- kept without a script (see internal/redisx/counter.go): each lease that
+-- closes gives back the hits it did not serve to the count of its window, as
+-- algorithms.FixedWindowState.Settle does, while that window lasts and the
+-- count is the one the lease was taken from.
+--
+-- KEYS[1]  the count of the leases' window: a string holding an integer,
+--          made with an expiry whose end, in milliseconds, differs from one
+--          count of the window to the next (it is drawn when the count is
+--          made), and which a lease's receipt names as its epoch
+-- ARGV     "settle", now, L, W, n, the end of the leases' window in µs, "",
+--          B, slack, D, and the leases (see lua.go)
+-- reply    {1, 0, 0, now, 0, 0}: a settlement's answer says only that it ran
+
+-- fdiv, cdiv, int, clock and expire come from prelude.lua.
+local key = KEYS[1]
+local now = clock(ARGV[2])
+local finish = tonumber(ARGV[6])
+
+local count = tonumber(redis.call('GET', key)) or 0
+if now < finish and count > 0 then
+  local epoch = redis.call('PEXPIRETIME', key)
+  local i = 12
+  for _ = 1, tonumber(ARGV[11]) do
+    local e, size, reported = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+    local close, runs = ARGV[i + 6] == '1', tonumber(ARGV[i + 7])
+    i = i + 8
+    local sum = 0
+    for _ = 1, runs do
+      sum = sum + tonumber(ARGV[i + 2])
+      i = i + 3
+    end
+    if close and e == epoch then
+      local left = size - math.min(reported, size)
+      local back = math.min(left - math.min(sum, left), count)
+      if back > 0 then
+        count = redis.call('DECRBY', key, back)
+      end
+    end
+  end
+end
+
+return {1, 0, 0, now, 0, 0}
