@@ -283,14 +283,17 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 			continue
 		}
 		// The backend decides: on the limit with this replica's leases of
-		// it ended, as it would without them.
-		mine := c.has(e)
-		l.claim(e, &c, true, now)
+		// it ended, as it would without them. A call that takes a lease,
+		// or settles leases, is the one under way on the limit; a cold
+		// limit's take goes as it is.
 		k := uint64(0)
-		if !mine && c.has(e) {
-			// This call is the one on the limit (not another's, still
-			// under way when this take's deadline passed): it may lease.
+		if !c.has(e) && e.busy == nil {
+			// No other call is under way on the limit (one still is when
+			// this take's deadline passed waiting for it): it may lease.
 			k = e.size(op, op.Hits, now, l.tau, l.minHits)
+		}
+		if k > 0 || e.holds() {
+			l.claim(e, &c, true, now)
 		}
 		s.mu.Unlock()
 		if k > 0 {
