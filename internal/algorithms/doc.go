@@ -110,16 +110,22 @@
 // c > L a check waits for the (c − L)-th oldest entry to leave.
 //
 // A lease's take, with a hold h > 0 (Op.Hold: the lease serves its hits
-// until now + h), is decided at now as any take: the entries in
-// (now − W, ∞) count, those other leases logged in the future too, and it
-// is admitted iff c + n ≤ L. Its n entries are logged at now + h instead
-// of now, (now + h, seq+1 … seq+n), in order among the entries (by ts, then
-// seq), and its receipt's time is now + h, so that a give-back by the
-// receipt removes exactly them. So no leased hit leaves the window before a
-// hit served from the lease would have, had it been logged when served.
-// remaining, reset (newest ts + W − now, the newest entry possibly in the
-// future) and the state's expiry follow from the log as it then is. A
-// lease's give-back is a give-back.
+// until its holder settles it, before now + h), is decided at now as any
+// take: the entries in (now − W, ∞) count, those other leases logged in the
+// future too, and it is admitted iff c + n ≤ L. Its n entries are logged at
+// now + h instead of now, (now + h, seq+1 … seq+n), in order among the
+// entries (by ts, then seq), and its receipt's time is now + h. A
+// settlement of the lease moves each entry it served, by sequence number,
+// from now + h to the time it was served (dropped if that has left the
+// window), and, when the lease closes, removes the others; only entries
+// still logged at now + h move or go, so a settlement of a lease the log
+// lost, or settled already, changes nothing. Until settled, no leased hit
+// leaves the window before a hit served from the lease would have, had it
+// been logged when served. A log that holds nothing starts its sequence
+// numbers again at now: they grow slower than the clock, so they never meet
+// those of a log it replaced. remaining, reset (newest ts + W − now, the
+// newest entry possibly in the future) and the state's expiry follow from
+// the log as it then is.
 //
 // # sliding_window_counter
 //
@@ -182,47 +188,61 @@
 // the bucket is full again, as computed at its last change under the limit
 // of that change.
 //
-// Leases. Tokens a lease takes at t0 are served until t0 + h (its hold,
-// Op.Hold); were the bucket to refill to full meanwhile, others could take
-// a whole burst while the lease still serves its tokens. So the bucket holds
-// them, grouped by when they stop being held: the state also keeps up to
-// G = 9 groups (h_i, u_i), h_i tokens (in millionths) held until u_i (µs),
-// in order of u_i, H = Σ h_i, and level + H ≤ C at every step. A lease's
-// take of n is decided as any take (level ≥ n·S); when admitted,
-// level −= n·S, and if n > 0 its n·S tokens are held until its end rounded
-// up to a slot of g = ⌈h/(G − 1)⌉, u = ⌈(now + h)/g⌉·g: added to the group
-// with u_i = u, or else a new group (u), or, with G groups already, to the
-// first with u_i > u, or else to the last, which then ends at u. Leases of
-// one hold end in (now, now + h], so their u take at most G values: such
-// leases never share a group with a later one, and stop being held at most
-// g after they end (g/2 on average; with G = 2, slots of h, that is h/2, and
-// leases that take most of a burst of h's refill leave it nothing: they
-// starve). A group's u only moves later. The first step of every operation
-// holds no more than C (what is beyond it, the earliest groups hold no
-// longer; only a lowered burst leaves more) and sets
-// level = max(min(level, C − H), −D·S). The refill is then capped by
-// group: for each group in order, up to slice m_i = min(τ, max(m_{i−1},
-// ⌈u_i/q⌉ − 1)), the last that starts before u_i (m_0 = t), level =
-// min(C − Σ_{j≥i} h_j, level + (m_i − m_{i−1})·L), then on to slice τ up to
-// C as above (each formed without a product above its cap): a slice that
-// starts before a group's end refills only up to C less what that group and
-// the later ones hold. Then the groups with u_i ≤ now are dropped: their
-// leases have ended. A lease's give-back of x tokens, with the receipt (time
-// a) and hold h of its take, while the lease lasts (now < e = a + h), first
-// takes them from the first group with u_i ≥ e (h_i = max(0, h_i − x·S),
-// dropped at 0), then adds them as a give-back does, up to C − H. That
-// group ends no later than the one the lease's tokens went to, and no group
-// ends between e and it, so what it stops holding, the lease's own group
-// holds on for as long as it is needed. Once the lease has ended its tokens
-// may have left their group, which may hold only later leases' tokens, so
-// the give-back is an ordinary one, as it is without a receipt. The waits
-// follow the capped refill: the bucket holds want > level at slice
-// b + ⌈(want − level_b)/L⌉, where b is t while want ≤ C − H, and otherwise
-// m_i = max(b_{i−1}, ⌈u_i/q⌉ − 1) for the last group i with
-// want > C − Σ_{j≥i} h_j, level_b being what the capped refill reaches
-// there; so while H > 0, the bucket is full again (its reset when admitted,
-// and when the state can be dropped) only after the last u_i. A denial, as
-// always, changes nothing.
+// Leases. Tokens a lease takes at t0 are served until its holder settles
+// it, before t0 + h (its hold, Op.Hold); were the bucket to refill to full
+// meanwhile, others could take a whole burst while the lease still serves
+// its tokens. So the bucket holds them, grouped by when they stop being
+// held: the state also keeps up to G = 9 groups (h_i, u_i), h_i tokens (in
+// millionths) held until u_i (µs), in order of u_i, H = Σ h_i, and
+// level + H ≤ C at every step. A lease's take of n is decided as any take
+// (level ≥ n·S); when admitted, level −= n·S, and if n > 0 its n·S tokens
+// are held until its end rounded up to a slot of g = ⌈h/(G − 1)⌉,
+// u = ⌈(now + h)/g⌉·g: added to the group with u_i = u, or else a new group
+// (u), or, with G groups already, to the first with u_i > u, or else to the
+// last, which then ends at u. A group's u only moves later. The first step
+// of every operation holds no more than C (what is beyond it, the earliest
+// groups hold no longer; only a lowered burst leaves more) and sets
+// level = min(level, C − H), then max(level, −D·S). The refill is then
+// capped by group: for each group in order, up to slice m_i = min(τ,
+// max(m_{i−1}, ⌈u_i/q⌉ − 1)), the last that starts before u_i (m_0 = t),
+// level = min(C − Σ_{j≥i} h_j, level + (m_i − m_{i−1})·L), then on to slice
+// τ up to C as above: a slice that starts before a group's end refills only
+// up to C less what that group and the later ones hold. Then the groups with
+// u_i ≤ now are dropped. While groups hold tokens, the state notes the slice
+// f from which the level has been at its cap C − H (capped): every slice
+// boundary since f cut a whole refill L. A bucket full again as of its last
+// change is a new one, whose epoch (the time of its first lease, named by
+// its leases' receipts) is 0.
+//
+// A settlement of leases (Op.Leases) applies to the leases whose receipts
+// name the bucket's epoch and that still last (now < a + h): each holds
+// the tokens it served since its last settlement no more, nor, when it
+// closes, the tokens it did not serve, which go back, all taken from the
+// first group with u_i ≥ a + h (h_i = max(0, h_i − x·S)). The bucket gets
+// back, besides the unused tokens, what its cap kept out since the served
+// tokens were served: for the served runs (at, n) in order of time, the
+// least, over the boundaries b > f at which a served token was first not
+// yet served, of the tokens served before b plus L for each boundary from b
+// to the current slice τ, of L·(τ − f), and of the tokens served before
+// slice τ; all of it up to C − H. Then capped restarts at τ when the level
+// is at its cap, so the next settlement claims only what the boundaries
+// since cut: the leases of several holders never claim one refill twice,
+// and one holder's settlements give it back exactly. A settlement of a
+// lease that has ended, or of another epoch, changes nothing: its tokens
+// left the hold when its group ended, and the bucket may have refilled
+// where they were. The waits follow the capped refill: the bucket holds
+// want > level at slice b + ⌈(want − level_b)/L⌉, where b is t while
+// want ≤ C − H, and otherwise m_i = max(b_{i−1}, ⌈u_i/q⌉ − 1) for the last
+// group i with want > C − Σ_{j≥i} h_j, level_b being what the capped refill
+// reaches there; so while H > 0, the bucket is full again (its reset when
+// admitted, and when the state can be dropped) only after the last u_i. A
+// denial, as always, changes nothing.
+//
+// The windows count a lease's take as a take; a lease's receipt names the
+// state's epoch (the fixed window: the window's count; the counter: the
+// state, new again once both its counts are 0), and a settlement gives
+// back, as a refund by its receipt does, what each closing lease of that
+// epoch did not serve.
 //
 // # Receipts
 //
