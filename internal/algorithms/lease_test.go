@@ -425,3 +425,61 @@ func TestSettlementOfALostStateChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestCompactServedSettlesAlike: a settlement of a bucket's lease with its
+// served runs compacted (CompactServed, all but the last slice's) leaves the
+// bucket as the runs themselves do, and a window's with their number.
+func TestCompactServedSettlesAlike(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 7))
+	shorter := 0
+	for seq := range 2000 {
+		a := []algorithms.Algorithm{algorithms.TokenBucket, algorithms.FixedWindow, algorithms.SlidingWindowCounter}[seq%3]
+		l := leasedLimit(rng, a)
+		if a == algorithms.TokenBucket && rng.IntN(2) == 0 {
+			l.Requests = 1_000 + rng.Uint64N(100_000)
+			l.Burst = l.Requests / 10
+		}
+		st := algorithms.NewState(a)
+		now := t0
+		// Bring the bucket to its cap or below it.
+		if rng.IntN(2) == 0 {
+			st.Take(l, now, rng.Uint64N(l.Capacity()+1))
+		}
+		now = now.Add(time.Duration(rng.Int64N(2000)) * time.Microsecond)
+		k := l.Capacity()
+		hold := 100 * time.Millisecond
+		res := st.Lease(l, now, k, hold)
+		if !res.Allowed || k == 0 {
+			continue
+		}
+		var served []algorithms.Served
+		at, left := now.UnixMicro(), k
+		for left > 0 && rng.IntN(40) > 0 {
+			at += rng.Int64N(300)
+			n := min(left, 1+rng.Uint64N(3))
+			served = append(served, algorithms.Served{At: at, N: n})
+			left -= n
+		}
+		settleAt := time.UnixMicro(at + rng.Int64N(3000))
+		ls := algorithms.Lease{Receipt: res.Receipt, Hold: hold, Size: k, Served: served, Close: rng.IntN(2) == 0}
+		recent := settleAt.UnixMicro() - l.SliceMicros()
+		compact, capped := ls, ls
+		compact.Served = algorithms.CompactServed(l, slices.Clone(served), recent, len(served)+1)
+		capped.Served = algorithms.CompactServed(l, slices.Clone(served), recent, 4)
+		if len(compact.Served) < len(served) {
+			shorter++
+		}
+		raw, packed, few := st.Clone(), st.Clone(), st.Clone()
+		raw.Settle(l, settleAt, []algorithms.Lease{ls})
+		packed.Settle(l, settleAt, []algorithms.Lease{compact})
+		few.Settle(l, settleAt, []algorithms.Lease{capped})
+		for _, d := range []time.Duration{0, time.Millisecond, l.Window / 3} {
+			want := raw.Clone().Take(l, settleAt.Add(d), 0)
+			require.Equal(t, want, packed.Clone().Take(l, settleAt.Add(d), 0),
+				"sequence %d (%s L=%d B=%d): %d runs compacted to %d", seq, a, l.Requests, l.Burst, len(served), len(compact.Served))
+			// Four runs at most: never more back than all of them give.
+			require.LessOrEqual(t, few.Clone().Take(l, settleAt.Add(d), 0).Remaining, want.Remaining, "sequence %d: at most 4 runs", seq)
+		}
+	}
+	require.Positive(t, shorter, "nothing was compacted")
+}

@@ -24,9 +24,8 @@ type entry struct {
 	// op is the op the leases were taken for: the limit they count in,
 	// and its key, identity and tag, for their settlements.
 	op algorithms.Op
-	// leases are the leases held, in the order they serve; owed are those
-	// that ended and that the next settlement closes.
-	leases, owed []*held
+	// leases are the leases held, in the order they serve.
+	leases []*held
 	// mirror is the limit as the backend showed it with the last lease,
 	// this replica's leases settled and ended there, moved on by the takes
 	// served since: what the backend would answer without them. Nil when
@@ -62,8 +61,10 @@ type held struct {
 	// time after it was sent, or the end of its window, or when the state
 	// its answer showed stops telling the backend's.
 	expires time.Time
-	// slot is the width of its slots in µs (slotOf).
+	// slot is the width of its slots in µs (slotOf); rtt the time its
+	// lease's call took, which bounds how far its clock's map is off.
 	slot int64
+	rtt  time.Duration
 }
 
 // demandPeriod is the length of the periods demand is counted in.
@@ -102,18 +103,14 @@ func (h *held) backend(t time.Time) int64 {
 	return h.decided + t.Sub(h.sent).Microseconds()
 }
 
-// slotOf returns the slots that a lease of limit l and lease time tau
-// serves hits in: a thousandth of the window or an eighth of the lease
-// time, whichever is shorter, and 1µs at least. A lease's hits take no more
-// runs than its time has slots, and each is logged no earlier than it was
-// served and less than a slot after: 1ms for a window of a second, 6.25ms
-// at the default lease time for a window of a minute or more.
+// slotOf returns the slots in which a lease of limit l and lease time tau
+// records the times it serves its hits (algorithms.ServedSlot).
 func slotOf(l algorithms.Limit, tau time.Duration) time.Duration {
-	return max(min(l.Window/1000, tau/8), time.Microsecond).Truncate(time.Microsecond)
+	return algorithms.ServedSlot(l, tau)
 }
 
-// slot returns the time (µs) a hit served at t is logged at, in slots of d
-// µs: the end of its slot.
+// slot returns the time (µs) a hit served at t is recorded at, in slots of
+// d µs: the end of its slot.
 func slot(t, d int64) int64 {
 	return t - floorMod(t, d) + d - 1
 }
@@ -127,10 +124,13 @@ func floorMod(t, d int64) int64 {
 	return m
 }
 
-// serves reports whether h can serve n hits of limit l at now.
-func (h *held) serves(l algorithms.Limit, n uint64, now time.Time) bool {
+// serves reports whether h can serve n hits at now.
+func (h *held) serves(n uint64, now time.Time) bool {
 	if h.left < n || !now.Before(h.expires) {
 		return false
+	}
+	if h.slot == 1 {
+		return true // runs of single microseconds are compacted when settled
 	}
 	at := slot(h.backend(now), h.slot)
 	return len(h.pending) > 0 && h.pending[len(h.pending)-1].At == at || h.runs < maxRuns
@@ -139,7 +139,7 @@ func (h *held) serves(l algorithms.Limit, n uint64, now time.Time) bool {
 // serve takes n hits from h at now, and returns their receipt: the run
 // they join (a log's entries are logged there once settled) and their
 // sequence numbers.
-func (h *held) serve(l algorithms.Limit, n uint64, now time.Time) algorithms.Receipt {
+func (h *held) serve(n uint64, now time.Time) algorithms.Receipt {
 	at := slot(h.backend(now), h.slot)
 	r := algorithms.Receipt{At: at, Seq: h.next, Epoch: h.receipt.Epoch}
 	if last := len(h.pending) - 1; last >= 0 && h.pending[last].At == at && h.pending[last].Seq+h.pending[last].N == h.next {
@@ -175,10 +175,16 @@ func (h *held) unserve(r algorithms.Receipt, n uint64) bool {
 	return false
 }
 
-// settlement returns what a settlement says of h: what it served since
-// the last one, and whether it ends; and notes that it was reported.
-func (h *held) settlement(end bool) algorithms.Lease {
-	ls := algorithms.Lease{Receipt: h.receipt, Hold: h.hold, Size: h.size, Reported: h.reported, Served: h.pending, Close: end}
+// settlement returns what a settlement made at now says of h, a lease of
+// limit l: what it served since the last one, in as few runs as the
+// settlement needs (algorithms.CompactServed), and whether it ends; and
+// notes that it was reported. The runs of the last round trip and slice
+// stay as they are: the backend may settle them before their slices
+// start.
+func (h *held) settlement(l algorithms.Limit, end bool, now time.Time) algorithms.Lease {
+	recent := h.backend(now) - h.rtt.Microseconds() - l.SliceMicros()
+	served := algorithms.CompactServed(l, h.pending, recent, maxRuns)
+	ls := algorithms.Lease{Receipt: h.receipt, Hold: h.hold, Size: h.size, Reported: h.reported, Served: served, Close: end}
 	for _, p := range h.pending {
 		h.reported += p.N
 	}
@@ -186,34 +192,28 @@ func (h *held) settlement(end bool) algorithms.Lease {
 	return ls
 }
 
-// pending returns what a settlement that ends every lease of e would say
-// now, without noting anything: how the limit is without them.
+// pendingEnd returns what a settlement that ends every lease of e would
+// say now, without noting anything: how the limit is without them.
 func (e *entry) pendingEnd() []algorithms.Lease {
-	out := make([]algorithms.Lease, 0, len(e.leases)+len(e.owed))
-	for _, list := range [][]*held{e.owed, e.leases} {
-		for _, h := range list {
-			out = append(out, algorithms.Lease{Receipt: h.receipt, Hold: h.hold, Size: h.size, Reported: h.reported,
-				Served: append([]algorithms.Served(nil), h.pending...), Close: true})
-		}
+	out := make([]algorithms.Lease, 0, len(e.leases))
+	for _, h := range e.leases {
+		out = append(out, algorithms.Lease{Receipt: h.receipt, Hold: h.hold, Size: h.size, Reported: h.reported,
+			Served: append([]algorithms.Served(nil), h.pending...), Close: true})
 	}
 	return out
 }
 
 // settle returns the settlement the next call on the limit makes, or nil
-// when there is nothing to settle: the leases owed end, and so do the
-// leases held when all is set or they serve no more at now; the others
-// report what they served. The leases that end leave e.
+// when there is nothing to settle: the leases end when all is set or they
+// serve no more at now; the others report what they served. The leases
+// that end leave e.
 func (e *entry) settle(all bool, now time.Time) *algorithms.Op {
 	var leases []algorithms.Lease
-	for _, h := range e.owed {
-		leases = append(leases, h.settlement(true))
-	}
-	e.owed = nil
 	kept := e.leases[:0]
 	for _, h := range e.leases {
 		end := all || h.left == 0 || !now.Before(h.expires)
 		if end || len(h.pending) > 0 {
-			leases = append(leases, h.settlement(end))
+			leases = append(leases, h.settlement(e.op.Limit, end, now))
 		}
 		if !end {
 			kept = append(kept, h)
@@ -230,14 +230,11 @@ func (e *entry) settle(all bool, now time.Time) *algorithms.Op {
 }
 
 // holds reports whether e has leases to settle.
-func (e *entry) holds() bool { return len(e.leases) > 0 || len(e.owed) > 0 }
+func (e *entry) holds() bool { return len(e.leases) > 0 }
 
 // due reports whether e has leases that ended at now (they serve no more)
 // to settle.
 func (e *entry) due(now time.Time) bool {
-	if len(e.owed) > 0 {
-		return true
-	}
 	for _, h := range e.leases {
 		if h.left == 0 || !now.Before(h.expires) {
 			return true
@@ -258,10 +255,10 @@ func (e *entry) idle(now time.Time) bool {
 // no lease can serve them.
 func (e *entry) serve(op *algorithms.Op, now time.Time) (algorithms.Result, bool) {
 	for _, h := range e.leases {
-		if !h.serves(op.Limit, op.Hits, now) {
+		if !h.serves(op.Hits, now) {
 			continue
 		}
-		r := h.serve(op.Limit, op.Hits, now)
+		r := h.serve(op.Hits, now)
 		res := algorithms.Result{Allowed: true, Receipt: r}
 		if e.mirror != nil {
 			m := e.mirror.Take(op.Limit, time.UnixMicro(h.backend(now)), op.Hits)
@@ -276,18 +273,16 @@ func (e *entry) serve(op *algorithms.Op, now time.Time) (algorithms.Result, bool
 // reported yet, and returns the refund's answer; false when no lease of e
 // served them.
 func (e *entry) unserve(op *algorithms.Op, now time.Time) (algorithms.Result, bool) {
-	for _, list := range [][]*held{e.leases, e.owed} {
-		for _, h := range list {
-			if h.receipt.Epoch != op.Receipt.Epoch || !h.unserve(op.Receipt, op.Hits) {
-				continue
-			}
-			res := algorithms.Result{Allowed: true}
-			if e.mirror != nil {
-				m := e.mirror.Refund(op.Limit, time.UnixMicro(h.backend(now)), op.Hits, algorithms.Receipt{})
-				res.Remaining, res.ResetAfter = m.Remaining, m.ResetAfter
-			}
-			return res, true
+	for _, h := range e.leases {
+		if h.receipt.Epoch != op.Receipt.Epoch || !h.unserve(op.Receipt, op.Hits) {
+			continue
 		}
+		res := algorithms.Result{Allowed: true}
+		if e.mirror != nil {
+			m := e.mirror.Refund(op.Limit, time.UnixMicro(h.backend(now)), op.Hits, algorithms.Receipt{})
+			res.Remaining, res.ResetAfter = m.Remaining, m.ResetAfter
+		}
+		return res, true
 	}
 	return algorithms.Result{}, false
 }
@@ -346,7 +341,8 @@ func (e *entry) grant(op *algorithms.Op, n uint64, r algorithms.Result, sent, no
 		decided -= op.HoldMicros() // a log's receipt names the lease's end
 	}
 	h := &held{receipt: r.Receipt, hold: op.Hold, size: op.Hits, left: op.Hits, next: r.Receipt.Seq,
-		decided: decided, sent: sent, expires: sent.Add(tau), slot: slotOf(op.Limit, tau).Microseconds()}
+		decided: decided, sent: sent, expires: sent.Add(tau), slot: slotOf(op.Limit, tau).Microseconds(),
+		rtt: now.Sub(sent)}
 	if !spec.ExactRefund {
 		h.next = e.serves + 1
 		e.serves += op.Hits
@@ -370,7 +366,7 @@ func (e *entry) grant(op *algorithms.Op, n uint64, r algorithms.Result, sent, no
 	if n > 0 {
 		// Served at once: at the decision's time, as the backend's clock
 		// read it (sent maps to it).
-		res.Receipt = h.serve(op.Limit, n, sent)
+		res.Receipt = h.serve(n, sent)
 	}
 	e.mirror = nil
 	if st := r.State; st != nil {

@@ -123,6 +123,7 @@ type Limiter struct {
 	shards     [leaseShards]shard
 	stop       chan struct{}
 	done       chan struct{}
+	closeOnce  sync.Once
 	// pending counts the calls made in the background.
 	pending sync.WaitGroup
 }
@@ -163,8 +164,12 @@ func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
 func (l *Limiter) hold() time.Duration { return 2 * l.tau }
 
 // Close settles every lease and stops the Limiter's sweeper. It does not
-// close the Limiter it wraps.
+// close the Limiter it wraps. Calls after the first do nothing.
 func (l *Limiter) Close() {
+	l.closeOnce.Do(l.close)
+}
+
+func (l *Limiter) close() {
 	close(l.stop)
 	<-l.done
 	l.pending.Wait()
@@ -235,7 +240,9 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		s.mu.Lock()
 		e := s.m[id]
 		if !leasable(op) {
-			if e != nil && op.Refund && op.Receipt.Epoch != 0 {
+			if e != nil && op.Refund && (op.Receipt.At != 0 || op.Receipt.Seq != 0) {
+				// A refund of a take a lease served takes it back from the
+				// lease, if the lease has not reported it yet.
 				if r, ok := e.unserve(op, now); ok {
 					s.mu.Unlock()
 					results[i], steps[i] = r, step{kind: served}

@@ -749,7 +749,7 @@ func (r replica) serves(op algorithms.Op, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, h := range s.m[id].leases {
-		if h.serves(op.Limit, op.Hits, now) {
+		if h.serves(op.Hits, now) {
 			return true
 		}
 	}
