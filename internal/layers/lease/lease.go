@@ -9,8 +9,8 @@
 // a lease serves was counted when the lease was taken. Per algorithm:
 //
 //   - token_bucket: the k tokens are taken when the lease is, and held
-//     (counted as in the bucket) until its hold ends, 2τ after it was taken;
-//   - sliding_window_log: the k hits are logged at the hold's end, now + 2τ
+//     (counted as in the bucket) until its hold ends, h after it was taken;
+//   - sliding_window_log: the k hits are logged at the hold's end, now + h
 //     (algorithms.Op.Hold), so none leaves the window before a hit served
 //     from the lease would;
 //   - fixed_window and sliding_window_counter: the reservation counts in the
@@ -40,7 +40,7 @@
 //
 // What leases cost is under-admission across replicas: the hits other
 // replicas' leases hold, unused, which this one cannot admit meanwhile: at
-// most the k of each of their leases for at most 2τ (and, for a replica
+// most the k of each of their leases for at most h (and, for a replica
 // that dies holding one, until its window or hold has passed). k follows
 // the replica's demand on the limit over τ and is at most a quarter of the
 // room the backend last reported, so it shrinks down to single takes as a
@@ -86,8 +86,8 @@ func (nopObserver) ObserveLease(*algorithms.Op, Event, uint64) {}
 // Options configure New.
 type Options struct {
 	// Time is τ, the longest a lease is served locally. It must be
-	// positive. The backend holds a lease for 2τ, so that its settlement
-	// comes before its hold ends.
+	// positive. The backend holds a lease for h = τ + max(τ, 500ms), so
+	// that its settlement comes before its hold ends, even on a busy host.
 	Time time.Duration
 	// MinHits is the least a lease holds: a limit whose demand on this
 	// replica over Time is less is not leased. It must be at least 2.
@@ -104,6 +104,9 @@ type Options struct {
 	// KeepFailedTakes keeps the hits served to a call that failed: its
 	// caller was answered as admitted (the failure mode allow).
 	KeepFailedTakes bool
+	// manual leaves the sweeper's rounds to the caller (the tests, on a
+	// fake clock, call expire).
+	manual bool
 }
 
 // Limiter is a Limiter that serves hot limits from leases taken from the
@@ -124,8 +127,12 @@ type Limiter struct {
 	stop       chan struct{}
 	done       chan struct{}
 	closeOnce  sync.Once
-	// pending counts the calls made in the background.
+	// pending counts the calls made in the background for Do.
 	pending sync.WaitGroup
+	// owed holds what the sweeper sends on its next round: settlements and
+	// refunds whose calls failed before they ran.
+	owedMu sync.Mutex
+	owed   []algorithms.Op
 }
 
 const leaseShards = 64
@@ -155,13 +162,23 @@ func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*entry)
 	}
-	go l.sweep()
+	if opts.manual {
+		close(l.done)
+	} else {
+		go l.sweep()
+	}
 	return l, nil
 }
 
-// hold returns the hold of a lease in the backend: twice its time, so
-// that the sweeper settles it before the hold ends.
-func (l *Limiter) hold() time.Duration { return 2 * l.tau }
+// hold returns the hold of a lease in the backend, h: its time and some
+// more (holdSpare), so that the sweeper settles it before the hold ends.
+func (l *Limiter) hold() time.Duration { return l.tau + max(l.tau, holdSpare) }
+
+// holdSpare is the least time the backend holds a lease past its lease
+// time: the sweeper settles a lease within a quarter of τ of its end, and a
+// busy host or a slow Redis may take some hundreds of milliseconds more. A
+// bucket's lease settled after its hold ended gives nothing back.
+const holdSpare = 500 * time.Millisecond
 
 // Close settles every lease and stops the Limiter's sweeper. It does not
 // close the Limiter it wraps. Calls after the first do nothing.
@@ -510,14 +527,18 @@ func (l *Limiter) failed(ops []algorithms.Op, results []algorithms.Result, steps
 					Leases: []algorithms.Lease{{Receipt: o.Result.Receipt, Hold: op.Hold, Size: op.Hits, Close: true}}})
 			}
 		}
-		if len(again) > 0 {
-			l.pending.Add(1)
-			go func() {
-				defer l.pending.Done()
-				l.send(again)
-			}()
-		}
+		l.owe(again)
 	})
+}
+
+// owe leaves ops to the sweeper's next round.
+func (l *Limiter) owe(ops []algorithms.Op) {
+	if len(ops) == 0 {
+		return
+	}
+	l.owedMu.Lock()
+	l.owed = append(l.owed, ops...)
+	l.owedMu.Unlock()
 }
 
 // leaseOp returns the take of a lease of k hits of op's limit, whose
@@ -611,8 +632,8 @@ func (l *Limiter) shard(id string) *shard {
 // settlements of leases and the leases taken ahead.
 const backgroundTimeout = time.Second
 
-// refund gives ops back through the queue, when there is one, or straight
-// to the backend, in the background.
+// refund gives ops back through the queue, when there is one, or else
+// leaves them to the sweeper.
 func (l *Limiter) refund(ops []algorithms.Op) {
 	if len(ops) == 0 {
 		return
@@ -621,11 +642,7 @@ func (l *Limiter) refund(ops []algorithms.Op) {
 		l.queue(ops)
 		return
 	}
-	l.pending.Add(1)
-	go func() {
-		defer l.pending.Done()
-		l.send(ops)
-	}()
+	l.owe(ops)
 }
 
 // send sends ops to the backend, once, within backgroundTimeout. A
@@ -642,7 +659,7 @@ func (l *Limiter) send(ops []algorithms.Op) {
 
 // sweep settles the leases that ended, and forgets the limits no one asked
 // for lately, every quarter of a lease time until Close: a lease serves
-// for τ and is held for 2τ, so its settlement comes before its hold ends.
+// for τ and is held for h, so its settlement comes before its hold ends.
 func (l *Limiter) sweep() {
 	defer close(l.done)
 	t := time.NewTicker(l.tau / 4)
@@ -657,14 +674,17 @@ func (l *Limiter) sweep() {
 	}
 }
 
-// expire settles, in the background, the leases that have ended at now on
-// limits no call is under way on, and forgets the limits no one asked for
-// lately.
+// expire settles the leases that have ended at now on limits no call is
+// under way on, sends what earlier calls left owed, and forgets the limits
+// no one asked for lately.
 func (l *Limiter) expire(now time.Time) {
+	l.owedMu.Lock()
+	ops := l.owed
+	l.owed = nil
+	l.owedMu.Unlock()
+	var claimed []*entry
 	for i := range l.shards {
 		s := &l.shards[i]
-		var ops []algorithms.Op
-		var claimed []*entry
 		s.mu.Lock()
 		for id, e := range s.m {
 			if e.busy != nil {
@@ -682,18 +702,15 @@ func (l *Limiter) expire(now time.Time) {
 			}
 		}
 		s.mu.Unlock()
-		if len(ops) > 0 {
-			l.pending.Add(1)
-			go func() {
-				defer l.pending.Done()
-				defer l.release(claimed)
-				ctx, cancel := context.WithTimeout(context.Background(), backgroundTimeout)
-				defer cancel()
-				if _, err := l.next.Do(ctx, ops); err != nil {
-					l.failed(nil, nil, nil, err)
-				}
-			}()
-		}
+	}
+	if len(ops) == 0 {
+		return
+	}
+	defer l.release(claimed)
+	ctx, cancel := context.WithTimeout(context.Background(), backgroundTimeout)
+	defer cancel()
+	if _, err := l.next.Do(ctx, ops); err != nil {
+		l.failed(nil, nil, nil, err)
 	}
 }
 

@@ -93,7 +93,7 @@ type replica struct {
 func newReplica(t *testing.T, backend algorithms.Limiter, now func() time.Time) replica {
 	t.Helper()
 	obs := newCounter()
-	l, err := New(backend, Options{Time: tau, MinHits: minHits, Observer: obs, Now: now})
+	l, err := New(backend, Options{Time: tau, MinHits: minHits, Observer: obs, Now: now, manual: true})
 	require.NoError(t, err)
 	t.Cleanup(l.Close)
 	return replica{Limiter: l, obs: obs}
@@ -109,7 +109,8 @@ func (r replica) do(t *testing.T, ops ...algorithms.Op) []algorithms.Result {
 	return res
 }
 
-// tick gives back what expired by now, as the sweeper does every τ.
+// tick settles what ended by now, as the sweeper does every quarter of τ
+// (the replicas of these tests, on a fake clock, have none).
 func (r replica) tick(now time.Time) {
 	r.expire(now)
 	r.pending.Wait()
@@ -709,7 +710,7 @@ func TestFailedCallGivesBackServedHits(t *testing.T) {
 			back := &failing{Limiter: mem}
 			var mu sync.Mutex
 			var given []algorithms.Op
-			l, err := New(back, Options{Time: tau, MinHits: minHits, Now: clock.Now, KeepFailedTakes: keep,
+			l, err := New(back, Options{Time: tau, MinHits: minHits, Now: clock.Now, KeepFailedTakes: keep, manual: true,
 				GiveBack: func(ops []algorithms.Op) { mu.Lock(); given = append(given, ops...); mu.Unlock() }})
 			require.NoError(t, err)
 			r := replica{Limiter: l, obs: newCounter()}
@@ -785,7 +786,7 @@ func TestDeadReplicaLosesAtMostItsLeases(t *testing.T) {
 			t.Cleanup(mem.Close)
 			lim := algorithms.Limit{Algorithm: alg, Requests: 10_000, Window: time.Minute}
 			op := take("shared", lim, 1)
-			dead, err := New(mem, Options{Time: tau, MinHits: minHits, Now: clock.Now})
+			dead, err := New(mem, Options{Time: tau, MinHits: minHits, Now: clock.Now, manual: true})
 			require.NoError(t, err)
 			d := replica{Limiter: dead, obs: newCounter()}
 			for range 400 {
