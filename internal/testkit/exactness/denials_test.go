@@ -173,3 +173,18 @@ func TestCheckDenialsRepeat(t *testing.T) {
 	h = hist(limits, calls...)
 	assert.Empty(t, CheckDenials(h, Tolerance{AddFirst: true}))
 }
+
+func TestCheckDenialsForget(t *testing.T) {
+	// A replica's deny cache repeats, after Redis lost its state, a denial
+	// it remembers from before.
+	limits := lim(algorithms.SlidingWindowLog, 10, time.Second, 0)
+	loss := []Loss{{Before: at(400), After: at(401)}}
+	calls := append(counted(10, 0, 10, 10, 0), left(deny(Take, 1, 300, 301), 0), left(deny(Take, 1, 500, 501), 0))
+	h := with(hist(limits, calls...), loss)
+	vs := CheckDenials(h, Tolerance{Hold: 50 * time.Millisecond})
+	require.Len(t, vs, 1, Report(vs, 5))
+	assert.Equal(t, at(500), vs[0].From)
+	assert.Empty(t, CheckDenials(h, Tolerance{Hold: 50 * time.Millisecond, Forget: time.Second}))
+	assert.Empty(t, CheckRemaining(h, Tolerance{Forget: time.Second}))
+	assert.Len(t, CheckRemaining(h, Tolerance{}), 1)
+}

@@ -108,9 +108,10 @@ func (e *evaluator) later(j, c int) bool {
 // belongs to.
 func (e *evaluator) segment(t int64) int { return e.tl.lossIndex(t, e.hold) }
 
-// placement returns call j's base placement in segment k: low's takes at Received + Slack + Lag
-// and refunds at Sent − Slack, high's takes at Sent − Slack and refunds at
-// Received + Slack. ok is false for a call the placement does not apply.
+// placement returns call j's base placement in segment k: low's takes and
+// charges at Received + Slack + Lag and refunds at Sent − Slack, high's
+// takes and charges at Sent − Slack and refunds at Received + Slack. ok is
+// false for a call the placement does not apply in segment k.
 func (e *evaluator) placement(j, k int, high bool) (at int64, refund, ok bool) {
 	c := &e.tl.calls[j]
 	s, r := e.tl.sent[j]-e.slack, e.tl.recv[j]+e.slack
