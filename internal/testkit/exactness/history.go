@@ -102,40 +102,52 @@ func (h History) timelines() []*timeline {
 			tl.sent = append(tl.sent, micros(c.Sent))
 			tl.recv = append(tl.recv, micros(c.Received))
 		}
-		tl.widen()
+		tl.widen(0)
 		out = append(out, tl)
 	}
 	return out
 }
 
 // widen works out, for each reload, when the model must take the lower and
-// the higher of the numbers before and after it. A state's change at one
-// time depends on the numbers in force then and on when it last changed: a
+// the higher of the numbers before and after it, for calls decided up to
+// slack outside their [Sent, Received]. A state's change at one time
+// depends on the numbers in force then and on when it last changed: a
 // token bucket refills the time since its last change at the rate of the
-// op that changes it. So a server whose last change before the reload came
-// early refilled the time up to the reload at the new rate, and one whose
-// first change after it came late refilled the time since at the old. The
-// lower numbers therefore stand from the Sent of the last call surely
-// decided (answered OK) before the reload started, and the higher until
-// the Received of the first surely decided after it ended.
-func (tl *timeline) widen() {
+// op that changes it. A call sent before the reload's After may have been
+// decided under the old numbers until its Received + slack, and one sent
+// after it under the new; the last change before the reload may have come
+// as early as the Sent − slack of the last call answered OK (a change)
+// before the reload's Before. So the model takes the lower numbers from
+// that Sent − slack, the higher from Before, both until the last moment a
+// call may have been decided under the old numbers, and then, to bound
+// the refill of the time up to it, changes the state at that moment (a
+// tick: a check of 0 hits) under them.
+func (tl *timeline) widen(slack int64) {
 	tl.spans = make([][2]span, len(tl.reloads))
 	for i, r := range tl.reloads {
 		before, after := micros(r.Before), micros(r.After)
-		low, high := span{math.MinInt64, after}, span{before, math.MaxInt64}
+		low, high := span{math.MinInt64, after}, span{before, after}
 		for j, c := range tl.calls {
-			if c.Err != nil || !c.Allowed {
-				continue
+			if c.Err == nil && c.Allowed && tl.recv[j] < before {
+				low.from = max(low.from, tl.sent[j]-slack)
 			}
-			if tl.recv[j] < before {
-				low.from = max(low.from, tl.sent[j])
-			}
-			if tl.sent[j] > after {
-				high.to = min(high.to, tl.recv[j])
+			if tl.sent[j]-slack <= after {
+				high.to = max(high.to, tl.recv[j]+slack)
 			}
 		}
+		low.to = high.to
 		tl.spans[i] = [2]span{low, high}
 	}
+}
+
+// ticks returns the times at which the model changes the state under the
+// numbers of a reload's window (see widen): the end of each.
+func (tl *timeline) ticks() []int64 {
+	var ts []int64
+	for i := range tl.reloads {
+		ts = append(ts, tl.spans[i][1].to)
+	}
+	return ts
 }
 
 // window returns the span of reload i in which the model takes the lower

@@ -53,17 +53,21 @@ type base struct {
 }
 
 // placed is a call applied to the model at a time: transient, it is a
-// denied take counted while it is decided (Tolerance.AddFirst).
+// denied take counted while it is decided (Tolerance.AddFirst); tick, it
+// is no call but a check of 0 hits at the end of a reload's window (see
+// timeline.widen).
 type placed struct {
 	at        int64
 	call      int
 	refund    bool
 	transient bool
+	tick      bool
 }
 
 func newEvaluator(tl *timeline, tol Tolerance) *evaluator {
 	e := &evaluator{tl: tl, low: base{seg: -1}, high: base{high: true, seg: -1}, addFirst: tol.AddFirst}
 	e.slack, e.lag, e.hold = tol.micros()
+	tl.widen(e.slack)
 	e.repeat, e.forget = tol.Repeat.Microseconds(), tol.unjudged()
 	for i, c := range tl.calls {
 		d := tl.recv[i] - tl.sent[i] + 2*e.slack + 1
@@ -153,6 +157,9 @@ func (e *evaluator) baseAt(b *base, k int, horizon int64) *base {
 				b.ops = append(b.ops, placed{at: at, call: j, refund: refund})
 			}
 		}
+		for _, t := range e.tl.ticks() {
+			b.ops = append(b.ops, placed{at: t, tick: true})
+		}
 		order(b.ops, b.high)
 	}
 	for b.next < len(b.ops) && b.ops[b.next].at <= horizon {
@@ -167,6 +174,10 @@ func (e *evaluator) baseAt(b *base, k int, horizon int64) *base {
 // op adds its hits, no more than one past what the limit can hold, as the
 // service asks no more of it.
 func (e *evaluator) apply(st algorithms.State, op placed, high bool) {
+	if op.tick {
+		st.Take(e.tl.limitAt(op.at, high).Limit, time.UnixMicro(op.at), 0)
+		return
+	}
 	if op.transient {
 		l := e.tl.limitAt(op.at, high)
 		st.Record(l.Limit, time.UnixMicro(op.at), min(e.tl.calls[op.call].Hits, l.Capacity()+1))
@@ -251,6 +262,7 @@ func (e *evaluator) lowState(c int, earliest, at, upTo int64) algorithms.State {
 			tail = append(tail, placed{at: min(p, at), call: j})
 		}
 	}
+	tail = e.withTicks(tail, horizon, at)
 	order(tail, false)
 	for _, op := range tail {
 		e.apply(st, op, false)
@@ -288,11 +300,22 @@ func (e *evaluator) highState(c int, at, earliest int64) algorithms.State {
 			tail = append(tail, placed{at: min(p, at), call: j})
 		}
 	}
+	tail = e.withTicks(tail, horizon, at)
 	order(tail, true)
 	for _, op := range tail {
 		e.apply(st, op, true)
 	}
 	return st
+}
+
+// withTicks returns ops with the ticks in (horizon, at].
+func (e *evaluator) withTicks(ops []placed, horizon, at int64) []placed {
+	for _, t := range e.tl.ticks() {
+		if t > horizon && t <= at {
+			ops = append(ops, placed{at: t, tick: true})
+		}
+	}
+	return ops
 }
 
 // remaining returns what st would report as remaining at t under l: the

@@ -37,7 +37,7 @@ func simulate(seed uint64, alg algorithms.Algorithm, callers int, span time.Dura
 		l.Burst, lowered.Burst = 100, 80
 	}
 	s := &simulation{limit: Limit{Limit: l}, lowered: Limit{Limit: lowered}}
-	s.reload = Reload{Limit: "l", To: s.lowered, Before: t0.Add(span * 2 / 3), After: t0.Add(span*2/3 + 2*time.Millisecond)}
+	s.reload = Reload{Limit: "l", To: s.lowered, Before: t0.Add(span * 2 / 3), After: t0.Add(span*2/3 + 50*time.Millisecond)}
 	s.loss = Loss{Before: t0.Add(span / 3), After: t0.Add(span/3 + time.Millisecond)}
 	for k := range callers {
 		t := t0.Add(time.Duration(rng.IntN(1000)) * time.Microsecond)
@@ -83,8 +83,14 @@ func (s *simulation) run(breaks func(c *Call, decided time.Time, st algorithms.S
 		if !lost && !now.Before(s.loss.After) {
 			st, lost = algorithms.NewState(s.limit.Algorithm), true
 		}
+		// A call sent after the reload's window is decided under the new
+		// numbers, and one decided before it under the old; the others,
+		// under either (a replica may reload while a call is under way).
 		l := s.limit
-		if !now.Before(s.reload.After) {
+		switch {
+		case !c.Sent.Before(s.reload.After):
+			l = s.lowered
+		case !now.Before(s.reload.Before) && i%2 == 0:
 			l = s.lowered
 		}
 		var r algorithms.Result
