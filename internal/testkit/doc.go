@@ -19,4 +19,7 @@
 //     server's settings the options they build it with.
 //   - rlscripts holds curls of envoyproxy/ratelimit's integration scripts
 //     that several tests play.
+//   - exactness records what a server answered and holds it to the rules
+//     of its algorithms: no hit past the limit, no false denial, the true
+//     remaining.
 package testkit
