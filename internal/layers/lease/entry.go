@@ -52,19 +52,14 @@ type held struct {
 	// next is the sequence number of the next hit served: the log's, or a
 	// count of the lease's own.
 	next uint64
-	// clock maps this replica's clock to the backend's for the lease: the
-	// backend's time of the lease's decision (µs), and when the call that
-	// took it was sent.
-	decided int64
-	sent    time.Time
+	// clock maps this replica's clock to the backend's.
+	clock *backendClock
 	// expires is when it serves no more (this replica's clock): the lease
 	// time after it was sent, or the end of its window, or when the state
 	// its answer showed stops telling the backend's.
 	expires time.Time
-	// slot is the width of its slots in µs (slotOf); rtt the time its
-	// lease's call took, which bounds how far its clock's map is off.
+	// slot is the width of its slots in µs (slotOf).
 	slot int64
-	rtt  time.Duration
 }
 
 // demandPeriod is the length of the periods demand is counted in.
@@ -96,11 +91,11 @@ func (e *entry) rate(now time.Time) float64 {
 	return float64(e.cur+e.prev) / (demandPeriod + into).Seconds()
 }
 
-// backend returns the backend's time (µs) of t, this replica's time, for
-// the lease h: the time of its decision plus the time since its call was
-// sent. It is no earlier than the backend's clock read at t.
+// backend returns the backend's time (µs) of t, this replica's time: no
+// earlier than the backend's clock read at t (backendClock).
 func (h *held) backend(t time.Time) int64 {
-	return h.decided + t.Sub(h.sent).Microseconds()
+	at, _ := h.clock.read(t)
+	return at
 }
 
 // slotOf returns the slots in which a lease of limit l and lease time tau
@@ -182,7 +177,8 @@ func (h *held) unserve(r algorithms.Receipt, n uint64) bool {
 // stay as they are: the backend may settle them before their slices
 // start.
 func (h *held) settlement(l algorithms.Limit, end bool, now time.Time) algorithms.Lease {
-	recent := h.backend(now) - h.rtt.Microseconds() - l.SliceMicros()
+	at, off := h.clock.read(now)
+	recent := at - off.Microseconds() - l.SliceMicros()
 	served := algorithms.CompactServed(l, h.pending, recent, maxRuns)
 	ls := algorithms.Lease{Receipt: h.receipt, Hold: h.hold, Size: h.size, Reported: h.reported, Served: served, Close: end}
 	for _, p := range h.pending {
@@ -324,6 +320,16 @@ func (e *entry) noteRoom(r algorithms.Result) {
 	e.room, e.roomKnown = r.Remaining, true
 }
 
+// decidedAt returns when the backend decided op, a take it admitted as r
+// (µs, by its clock): its receipt's time, which for a log's lease is the
+// lease's end.
+func decidedAt(op *algorithms.Op, r algorithms.Result) int64 {
+	if op.Limit.Algorithm.Spec().ExactRefund {
+		return r.Receipt.At - op.HoldMicros()
+	}
+	return r.Receipt.At
+}
+
 // grant makes a lease of op, a take sent at sent that the backend admitted
 // as r, of which n hits are served at once (by the take that asked for it,
 // 0 for a lease taken ahead), and returns the answer to that take. The
@@ -333,16 +339,12 @@ func (e *entry) noteRoom(r algorithms.Result) {
 // measured from when it was sent: no later than the backend's own times,
 // whatever the clocks say. The mirror is the state the answer showed, with
 // every lease of e settled and ended there.
-func (e *entry) grant(op *algorithms.Op, n uint64, r algorithms.Result, sent, now time.Time, tau time.Duration) algorithms.Result {
+func (e *entry) grant(op *algorithms.Op, n uint64, r algorithms.Result, sent, now time.Time, tau time.Duration, clock *backendClock) algorithms.Result {
 	e.noteRoom(r)
 	spec := op.Limit.Algorithm.Spec()
-	decided := r.Receipt.At
-	if spec.ExactRefund {
-		decided -= op.HoldMicros() // a log's receipt names the lease's end
-	}
+	decided := decidedAt(op, r)
 	h := &held{receipt: r.Receipt, hold: op.Hold, size: op.Hits, left: op.Hits, next: r.Receipt.Seq,
-		decided: decided, sent: sent, expires: sent.Add(tau), slot: slotOf(op.Limit, tau).Microseconds(),
-		rtt: now.Sub(sent)}
+		clock: clock, expires: sent.Add(tau), slot: slotOf(op.Limit, tau).Microseconds()}
 	if !spec.ExactRefund {
 		h.next = e.serves + 1
 		e.serves += op.Hits
@@ -364,9 +366,9 @@ func (e *entry) grant(op *algorithms.Op, n uint64, r algorithms.Result, sent, no
 	e.op.Receipt, e.op.Leases = algorithms.Receipt{}, nil
 	res := algorithms.Result{Allowed: true}
 	if n > 0 {
-		// Served at once: at the decision's time, as the backend's clock
-		// read it (sent maps to it).
-		res.Receipt = h.serve(n, sent)
+		// Served at once: now, which the backend's clock reads no earlier
+		// than the decision.
+		res.Receipt = h.serve(n, now)
 	}
 	e.mirror = nil
 	if st := r.State; st != nil {

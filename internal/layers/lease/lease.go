@@ -127,6 +127,8 @@ type Limiter struct {
 	stop       chan struct{}
 	done       chan struct{}
 	closeOnce  sync.Once
+	// clock follows the backend's clock, from the receipts of its answers.
+	clock backendClock
 	// pending counts the calls made in the background for Do.
 	pending sync.WaitGroup
 	// owed holds what the sweeper sends on its next round: settlements and
@@ -350,6 +352,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		return nil, err
 	}
 	at := l.now()
+	l.follow(send, got, sent, at)
 	var retry []int
 	for i := range ops {
 		st := steps[i]
@@ -371,7 +374,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 				continue
 			}
 			l.observer.ObserveLease(lop, Taken, lop.Hits)
-			l.update(lop, func(e *entry) { results[i] = e.grant(lop, ops[i].Hits, r, sent, at, l.tau) })
+			l.update(lop, func(e *entry) { results[i] = e.grant(lop, ops[i].Hits, r, sent, at, l.tau, &l.clock) })
 		}
 	}
 	l.release(c.claimed)
@@ -398,6 +401,17 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		l.update(&again[j], func(e *entry) { e.noteRoom(got[j]) })
 	}
 	return results, nil
+}
+
+// follow notes, of the takes ops of a call sent at sent and answered at
+// received with results, when the backend decided those it admitted: the
+// clock that maps a lease's times to the backend's follows them.
+func (l *Limiter) follow(ops []algorithms.Op, results []algorithms.Result, sent, received time.Time) {
+	for i := range ops {
+		if op, r := &ops[i], &results[i]; r.Allowed && !op.Refund && !op.Charge && r.Receipt.At != 0 {
+			l.clock.note(sent, received, decidedAt(op, *r))
+		}
+	}
 }
 
 // has reports whether the call has claimed e.
@@ -591,13 +605,14 @@ func (l *Limiter) takeAhead(e *entry) {
 		lop := &ops[len(ops)-1]
 		r := got[len(got)-1]
 		at := l.now()
+		l.follow(ops, got, sent, at)
 		l.update(lop, func(e *entry) {
 			if !r.Allowed {
 				e.noteRoom(r)
 				return
 			}
 			l.observer.ObserveLease(lop, Taken, lop.Hits)
-			e.grant(lop, 0, r, sent, at, l.tau)
+			e.grant(lop, 0, r, sent, at, l.tau, &l.clock)
 		})
 	}()
 }

@@ -233,7 +233,7 @@ func (e *evaluator) lowState(c int, earliest, at, upTo int64) algorithms.State {
 	horizon := earliest - e.refundDur
 	k := e.segment(earliest)
 	b := e.baseAt(&e.low, k, horizon)
-	st := cloneState(b.st)
+	st := b.st.Clone()
 	var tail []placed
 	from := sort.Search(len(e.tl.calls), func(i int) bool { return e.tl.sent[i] > horizon-e.callDur-e.lag })
 	for j := from; j < len(e.tl.calls) && e.tl.sent[j]-e.slack <= max(upTo, at); j++ {
@@ -281,7 +281,7 @@ func (e *evaluator) highState(c int, at, earliest int64) algorithms.State {
 	horizon := earliest - e.callDur
 	k := e.segment(earliest)
 	b := e.baseAt(&e.high, k, horizon)
-	st := cloneState(b.st)
+	st := b.st.Clone()
 	var tail []placed
 	from := sort.Search(len(e.tl.calls), func(i int) bool { return e.tl.sent[i] > horizon-e.callDur })
 	for j := from; j < len(e.tl.calls) && e.tl.sent[j]-e.slack <= at; j++ {
