@@ -309,7 +309,15 @@ func judge(t *testing.T, h exactness.History, tol exactness.Tolerance, then stri
 	t.Logf("%d calls (%d OK, %d over the limit, %d failed), %d reloads, %d losses, checked in %s with %+v",
 		len(h.Calls), admitted, denied, failed, len(h.Reloads), len(h.Losses), time.Since(begin).Round(time.Millisecond), tol)
 	if len(vs) > 0 {
-		t.Errorf("%s\n%s\n%s", exactness.Report(vs, 4), around(h, vs), then)
+		var events strings.Builder
+		for _, r := range h.Reloads {
+			fmt.Fprintf(&events, "    reload of %s to %d/%s [%s, %s]\n", r.Limit, r.To.Requests, r.To.Window,
+				r.Before.Format("15:04:05.000000"), r.After.Format("15:04:05.000000"))
+		}
+		for _, l := range h.Losses {
+			fmt.Fprintf(&events, "    state lost [%s, %s]\n", l.Before.Format("15:04:05.000000"), l.After.Format("15:04:05.000000"))
+		}
+		t.Errorf("%s\n%s%s\n%s", exactness.Report(vs, 4), events.String(), around(h, vs), then)
 	}
 	return vs
 }

@@ -80,10 +80,10 @@ func playSchedule(t *testing.T, seed uint64, alg algorithms.Algorithm, replicas 
 
 // exactnessTolerance returns what the server states of its exactness, for
 // h on replicas replicas of alg with leases of tau: a millisecond of timing
-// noise; a log's lease logs its hits at its end, tau after they may have
-// been served; after a FLUSHALL, leases serve what they took before it for
-// tau, and the deny cache repeats the denials it remembers for up to a
-// second; a fixed window on Redis adds a take's hits first and gives them
+// noise; a log's leased hit is logged up to a slot (algorithms.ServedSlot)
+// after it was served; after a FLUSHALL, leases serve what they took before
+// it for tau, and the deny cache repeats the denials it remembers for up to
+// a second; a fixed window on Redis adds a take's hits first and gives them
 // back when it is denied, and the deny cache repeats a denial that met such
 // hits for 50 ms. With several replicas, the leases of the others hold room
 // (leaseAllowance), and their deny caches do not see what is given back
@@ -95,7 +95,13 @@ func exactnessTolerance(h exactness.History, alg algorithms.Algorithm, replicas 
 	}
 	switch alg {
 	case algorithms.SlidingWindowLog:
-		tol.Lag = tau
+		// A lease's hit is logged at the end of its slot once settled,
+		// up to a slot after it was served (algorithms.ServedSlot).
+		for _, l := range h.Limits {
+			if tau > 0 {
+				tol.Lag = max(tol.Lag, algorithms.ServedSlot(l.Limit, tau))
+			}
+		}
 	case algorithms.FixedWindow:
 		tol.AddFirst, tol.Repeat = true, 50*time.Millisecond
 	}

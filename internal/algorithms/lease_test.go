@@ -483,3 +483,18 @@ func TestCompactServedSettlesAlike(t *testing.T) {
 	}
 	require.Positive(t, shorter, "nothing was compacted")
 }
+
+// TestCompactServedLeavesItsInput: compacting runs changes none of them.
+func TestCompactServedLeavesItsInput(t *testing.T) {
+	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}
+	served := []algorithms.Served{{At: 10, N: 1}, {At: 20, N: 2}, {At: 30, N: 3}, {At: 40, N: 4}}
+	before := slices.Clone(served)
+	got := algorithms.CompactServed(l, served, 25, 2)
+	require.Equal(t, before, served)
+	var n uint64
+	for _, s := range got {
+		n += s.N
+	}
+	require.EqualValues(t, 10, n, "every hit in the compacted runs")
+	require.LessOrEqual(t, len(got), 2)
+}

@@ -30,7 +30,7 @@ func ServedSlot(l Limit, tau time.Duration) time.Duration {
 // moved to the run kept before them. The runs from recent on (µs) are kept
 // as they are: the backend may settle them before their slices start. It
 // keeps at most max runs: beyond them, the earliest go into the next, which
-// gives back no more than they would.
+// gives back no more than they would. It does not change served.
 func CompactServed(l Limit, served []Served, recent int64, max int) []Served {
 	if len(served) <= 1 {
 		return served
@@ -45,10 +45,16 @@ func CompactServed(l Limit, served []Served, recent int64, max int) []Served {
 	case spec.Burst:
 		served = bucketStaircase(l, served, recent)
 	}
-	for len(served) > max {
-		served[1].N += served[0].N
-		served[1].Seq = served[0].Seq
-		served = served[1:]
+	if len(served) > max {
+		// The earliest go into the run after them, in a copy: served is
+		// the caller's.
+		extra := len(served) - max
+		first := served[extra]
+		for _, s := range served[:extra] {
+			first.N += s.N
+		}
+		first.Seq = served[0].Seq
+		served = append([]Served{first}, served[extra+1:]...)
 	}
 	return served
 }

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
@@ -32,8 +33,12 @@ type entry struct {
 	// it is not known.
 	mirror algorithms.State
 	// busy is, while a call that settles or takes leases of the limit is
-	// under way, closed when it returns; nil otherwise.
+	// under way, closed when it returns; nil otherwise. sent counts the
+	// other ops of the limit under way: while there are any, no lease is
+	// taken, lest the backend decide one of them after it and count the
+	// lease's hits against it.
 	busy chan struct{}
+	sent atomic.Int32
 	// serves counts the takes served, for the receipts of an algorithm
 	// whose receipts name no entries.
 	serves uint64
@@ -179,11 +184,11 @@ func (h *held) unserve(r algorithms.Receipt, n uint64) bool {
 func (h *held) settlement(l algorithms.Limit, end bool, now time.Time) algorithms.Lease {
 	at, off := h.clock.read(now)
 	recent := at - off.Microseconds() - l.SliceMicros()
-	served := algorithms.CompactServed(l, h.pending, recent, maxRuns)
-	ls := algorithms.Lease{Receipt: h.receipt, Hold: h.hold, Size: h.size, Reported: h.reported, Served: served, Close: end}
+	ls := algorithms.Lease{Receipt: h.receipt, Hold: h.hold, Size: h.size, Reported: h.reported, Close: end}
 	for _, p := range h.pending {
 		h.reported += p.N
 	}
+	ls.Served = algorithms.CompactServed(l, h.pending, recent, maxRuns)
 	h.pending = nil
 	return ls
 }
@@ -242,8 +247,12 @@ func (e *entry) due(now time.Time) bool {
 // idle reports whether e holds nothing, no call on it is under way, and no
 // one asked for it since idleAfter before now.
 func (e *entry) idle(now time.Time) bool {
-	return !e.holds() && e.busy == nil && now.Sub(e.seen) > idleAfter
+	return !e.holds() && e.busy == nil && e.sent.Load() == 0 && now.Sub(e.seen) > idleAfter
 }
+
+// free reports whether a lease of e may be taken: no call on it is under
+// way.
+func (e *entry) free() bool { return e.busy == nil && e.sent.Load() == 0 }
 
 // serve admits op at now from the first lease that holds its hits, and
 // returns the answer: the mirror's, as the backend would answer without
@@ -286,7 +295,7 @@ func (e *entry) unserve(op *algorithms.Op, now time.Time) (algorithms.Result, bo
 // ahead reports whether the last lease is running out at now (a quarter of
 // it, or of its time, left), so that the next should be taken.
 func (e *entry) ahead(now time.Time, tau time.Duration) bool {
-	if len(e.leases) == 0 || e.busy != nil {
+	if len(e.leases) == 0 || !e.free() {
 		return false
 	}
 	h := e.leases[len(e.leases)-1]

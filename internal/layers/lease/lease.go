@@ -236,8 +236,23 @@ type step struct {
 // shows the state after all of them.
 type call struct {
 	settles, passes, leases []algorithms.Op
-	// steps[i] is op i's; at indexes passes or leases, per kind.
-	claimed []*entry
+	// claimed are the entries the call is the one under way on; sent
+	// those of the other ops it sends (entry.sent).
+	claimed, sent []*entry
+}
+
+// sending counts an op of e that the call sends (entry.sent), until done.
+func (c *call) sending(e *entry) {
+	e.sent.Add(1)
+	c.sent = append(c.sent, e)
+}
+
+// done ends what the call counted in entry.sent.
+func (c *call) done() {
+	for _, e := range c.sent {
+		e.sent.Add(-1)
+	}
+	c.sent = nil
 }
 
 // Do serves the takes it can from leases, takes leases for the hot limits
@@ -271,6 +286,9 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 			if e != nil && (e.holds() || e.busy != nil) {
 				e = l.await(ctx, s, id, e, &c)
 				l.claim(e, &c, true, now)
+			}
+			if e != nil && !c.has(e) {
+				c.sending(e)
 			}
 			s.mu.Unlock()
 			steps[i] = step{kind: passed, at: len(c.passes)}
@@ -313,13 +331,16 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		// or settles leases, is the one under way on the limit; a cold
 		// limit's take goes as it is.
 		k := uint64(0)
-		if !c.has(e) && e.busy == nil {
+		if !c.has(e) && e.free() {
 			// No other call is under way on the limit (one still is when
 			// this take's deadline passed waiting for it): it may lease.
 			k = e.size(op, op.Hits, now, l.tau, l.minHits)
 		}
 		if k > 0 || e.holds() {
 			l.claim(e, &c, true, now)
+		}
+		if !c.has(e) {
+			c.sending(e)
 		}
 		s.mu.Unlock()
 		if k > 0 {
@@ -336,6 +357,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		l.takeAhead(e)
 	}
 	if len(c.settles)+len(c.passes)+len(c.leases) == 0 {
+		c.done()
 		return results, nil
 	}
 	send := make([]algorithms.Op, 0, len(c.settles)+len(c.passes)+len(c.leases))
@@ -343,6 +365,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	base := len(c.settles)
 	sent := l.now()
 	got, err := l.next.Do(ctx, send)
+	c.done()
 	if err == nil {
 		err = algorithms.CheckResults(got, len(send), nil)
 	}
