@@ -152,7 +152,7 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 		srv.httpServe = newReservingListener(srv.httpLis, s.HTTPMaxConnections, s.HTTPProbeConnections)
 	}
 
-	grpcOpts := append(GRPCServerOptions(), grpcBoundOptions(s)...)
+	grpcOpts := append(grpcServerOptions(s), grpcBoundOptions(s)...)
 	if srv.tracer != nil {
 		grpcOpts = append(grpcOpts, srv.tracer.ServerOptions()...)
 	}
@@ -192,6 +192,28 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 func GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0)))}
 }
+
+// grpcServerOptions returns the options of GRPCServerOptions for a server
+// on the backend s names. A call on the memory backend never waits, and a
+// worker per CPU takes the calls of that CPU. A call on Redis waits a round
+// trip and holds its worker meanwhile: with a worker per CPU, nearly every
+// call found them all busy and got a new goroutine, which grew its stack
+// from 8 to 16 KiB on its way down the request path (runtime.copystack, a
+// tenth of the server's CPU on cold keys). A server on Redis keeps
+// redisStreamWorkers per CPU instead.
+func grpcServerOptions(s settings.Settings) []grpc.ServerOption {
+	if s.Backend != settings.BackendRedis {
+		return GRPCServerOptions()
+	}
+	return []grpc.ServerOption{grpc.NumStreamWorkers(uint32(redisStreamWorkers * runtime.GOMAXPROCS(0)))}
+}
+
+// redisStreamWorkers is how many stream workers per CPU a server on Redis
+// keeps: room for the calls a CPU has waiting on Redis at once. A call
+// that finds every worker busy gets a goroutine of its own, as before. An
+// idle worker costs a parked goroutine, whose stack the garbage collector
+// shrinks, and the stack growth of the call it next takes.
+const redisStreamWorkers = 64
 
 // GRPCAddr returns the address the gRPC listener is bound to.
 func (srv *Server) GRPCAddr() net.Addr { return srv.grpcLis.Addr() }

@@ -45,7 +45,7 @@ func loadSettings(env map[string]string) (settings.Settings, error) {
 
 // start serves the example configuration with the memory backend on free
 // loopback ports; env adds or overrides RLS_* variables.
-func start(t *testing.T, env map[string]string) *started {
+func start(t testing.TB, env map[string]string) *started {
 	t.Helper()
 	vars := map[string]string{"RLS_GRPC_ADDR": "127.0.0.1:0", "RLS_HTTP_ADDR": "127.0.0.1:0", "RLS_CONFIG_PATH": "../../config"}
 	maps.Copy(vars, env)

@@ -62,29 +62,58 @@ func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
 // Do passes ops to the wrapped Limiter once the request of ctx holds a slot.
 // A request that is shed, or whose caller goes away while it waits, gets an
 // error matching algorithms.ErrNotSent: none of its ops reached the backend.
+//
+// Its frame stays on the stack while the backend decides: the work before
+// the call and after it is done in functions of their own (enter,
+// observe), whose locals are not part of it.
 func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	scope := algorithms.ScopeOf(ctx)
-	if s := (slot{l.gate}); !scope.Holds(s) {
-		reason, err := l.gate.acquire(ctx, time.Now())
-		if err != nil {
-			if errors.Is(err, ErrShed) {
-				l.observer.ObserveShed(reason)
-			}
-			return nil, algorithms.NotSent(err)
-		}
-		if !scope.Hold(s) {
-			defer s.Release()
-		}
+	release, err := l.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if release {
+		defer slot{l.gate}.Release()
 	}
 	began := time.Now()
 	results, err := l.next.Do(ctx, ops)
+	l.observe(ctx, began, err)
+	return results, err
+}
+
+// enter makes sure that the request of ctx holds a slot: it takes one
+// unless the request's scope holds one already, and reports whether the
+// call must release it at its end (the request has no scope to hold it).
+// It returns the error of a request that is shed or whose caller goes away
+// while it waits.
+//
+//go:noinline
+func (l *Limiter) enter(ctx context.Context) (release bool, err error) {
+	scope := algorithms.ScopeOf(ctx)
+	s := slot{l.gate}
+	if scope.Holds(s) {
+		return false, nil
+	}
+	reason, err := l.gate.acquire(ctx, time.Now())
+	if err != nil {
+		if errors.Is(err, ErrShed) {
+			l.observer.ObserveShed(reason)
+		}
+		return false, algorithms.NotSent(err)
+	}
+	return !scope.Hold(s), nil
+}
+
+// observe tells the gate how long a call that began at began took to end
+// with err.
+//
+//go:noinline
+func (l *Limiter) observe(ctx context.Context, began time.Time, err error) {
 	// A call that never reached the backend, or whose caller went away,
 	// says nothing of the backend's latency.
 	if kind := algorithms.Classify(ctx, err); kind != algorithms.FailureCanceled && !errors.Is(err, algorithms.ErrNotSent) {
 		now := time.Now()
 		l.gate.observe(now.Sub(began), kind == algorithms.FailureTimeout, now)
 	}
-	return results, err
 }
 
 // slot is a request's slot of a gate, held for its scope.

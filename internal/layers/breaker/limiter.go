@@ -119,15 +119,34 @@ func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
 // away, and calls with a limit no backend could enforce, say nothing about
 // the backend's health. The answers the backend reads after the call failed
 // (algorithms.OutcomesOf) count as answers: the backend was answering.
+//
+// Its frame stays on the stack while the backend decides: what is done
+// after the call is done in a function of its own (done), whose locals are
+// not part of it.
 func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	start := l.opts.Now()
-	ticket, ok := l.breaker.allow(start)
+	ticket, ok := l.breaker.allow(l.opts.Now())
 	if !ok {
-		l.opts.Observer.ObserveBackend(Call{Failure: algorithms.FailureCircuitOpen})
-		return nil, algorithms.NotSent(algorithms.ErrCircuitOpen)
+		return nil, l.refused()
 	}
 	results, err := l.next.Do(ctx, ops)
-	err = algorithms.CheckResults(results, len(ops), err)
+	return l.done(ctx, &ticket, len(ops), results, err)
+}
+
+// refused tells the observer of a call the open breaker refused, and
+// returns its error.
+//
+//go:noinline
+func (l *Limiter) refused() error {
+	l.opts.Observer.ObserveBackend(Call{Failure: algorithms.FailureCircuitOpen})
+	return algorithms.NotSent(algorithms.ErrCircuitOpen)
+}
+
+// done tells the breaker and the observer how the call of n ops that
+// ticket let through went, and returns its answer.
+//
+//go:noinline
+func (l *Limiter) done(ctx context.Context, ticket *breakerTicket, n int, results []algorithms.Result, err error) ([]algorithms.Result, error) {
+	err = algorithms.CheckResults(results, n, err)
 	if err != nil {
 		algorithms.OutcomesOf(err).Follow(l.answered)
 	}
@@ -135,13 +154,13 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	kind := algorithms.Classify(ctx, err)
 	switch {
 	case kind == algorithms.FailureNone:
-		l.breaker.success(ticket, end)
+		l.breaker.success(*ticket, end)
 	case kind == algorithms.FailureCanceled, errors.Is(err, algorithms.ErrInvalidLimit):
-		l.breaker.abandon(ticket)
+		l.breaker.abandon(*ticket)
 	default:
-		l.breaker.failure(ticket, end, kind == algorithms.FailureTimeout)
+		l.breaker.failure(*ticket, end, kind == algorithms.FailureTimeout)
 	}
-	l.opts.Observer.ObserveBackend(Call{Duration: end.Sub(start), Failure: kind})
+	l.opts.Observer.ObserveBackend(Call{Duration: end.Sub(ticket.start), Failure: kind})
 	return results, err
 }
 

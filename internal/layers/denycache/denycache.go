@@ -120,6 +120,9 @@ type ticket struct {
 	// loosening reports that the op may leave the limit more room; clean,
 	// that no loosening op on the limit was in flight when it was sent.
 	loosening, clean bool
+	// passed reports that the op went to the inner Limiter: it was not
+	// answered from a remembered denial.
+	passed bool
 }
 
 // Options configure New.
@@ -149,12 +152,34 @@ func (c *Limiter) Hits() uint64 { return c.hits.Load() }
 
 // Do answers the takes it remembers as denied and passes every other op to
 // the inner Limiter, in one call.
+//
+// Its frame stays on the stack while the backend decides: the work before
+// the call and after it is done in functions of their own (pass, settleAll),
+// whose locals are not part of it.
 func (c *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	now := c.now()
 	results := make([]algorithms.Result, len(ops))
 	tickets := make([]ticket, len(ops))
+	pass := c.pass(ops, now, results, tickets)
+	if len(pass) == 0 {
+		return results, nil
+	}
+	got, err := c.inner.Do(ctx, pass)
+	err = algorithms.CheckResults(got, len(pass), err)
+	c.settleAll(ops, tickets, now, results, got, err)
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// pass answers in results the ops it remembers as denied at now, and
+// returns the others, to be passed to the inner Limiter, noting each in its
+// ticket.
+//
+//go:noinline
+func (c *Limiter) pass(ops []algorithms.Op, now time.Time, results []algorithms.Result, tickets []ticket) []algorithms.Op {
 	var pass []algorithms.Op
-	var index []int
 	for i := range ops {
 		op := &ops[i]
 		if op.Shards <= 1 {
@@ -169,28 +194,32 @@ func (c *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		} else {
 			pass = append(pass, *op)
 		}
-		index = append(index, i)
+		tickets[i].passed = true
 	}
-	if len(pass) == 0 {
-		return results, nil
-	}
-	got, err := c.inner.Do(ctx, pass)
-	err = algorithms.CheckResults(got, len(pass), err)
-	// Every op sent is settled, answered or not.
-	for j, i := range index {
+	return pass
+}
+
+// settleAll settles every op passed to the inner Limiter at now, answered
+// (got, into results) or not (err).
+//
+//go:noinline
+func (c *Limiter) settleAll(ops []algorithms.Op, tickets []ticket, now time.Time, results, got []algorithms.Result, err error) {
+	j := 0
+	for i := range ops {
+		t := &tickets[i]
+		if !t.passed {
+			continue
+		}
 		var r *algorithms.Result
 		if err == nil {
 			r = &got[j]
 			results[i] = *r
 		}
-		if tickets[i].id != "" {
-			c.settle(&tickets[i], &ops[i], r, now)
+		j++
+		if t.id != "" {
+			c.settle(t, &ops[i], r, now)
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return results, nil
 }
 
 // cacheable reports whether op's denial can be remembered and answered: a
