@@ -197,69 +197,89 @@ func (l *Limiter) runBatch(ctx context.Context, calls []*scriptCall, b *batch, o
 // that certainly did not run is sent again as the client's MaxRetries allow;
 // nothing else is retried.
 func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	debts := 0
-	for i := range ops {
-		if err := ops[i].Limit.Validate(); err != nil {
-			return nil, fmt.Errorf("redisx: op %d: %w", i, err)
-		}
-		if owes(&ops[i]) {
-			debts++
-		}
+	debts, err := validate(ops)
+	if err != nil {
+		return nil, err
 	}
 	if debts > 0 {
 		return l.doWithDebts(ctx, ops)
 	}
-	// One allocation holds what a decision of one op needs, the usual
-	// request; several ops take one for each slice.
-	var (
-		results []algorithms.Result
-		calls   []*scriptCall
-		b       *batch
-		out     *algorithms.Outcomes
-	)
+	// The frame that waits for Redis is kept small (prepare and answer do
+	// the work): a request's goroutine then fits the stack it starts with.
+	d := l.prepare(ops)
+	if err := l.run(ctx, d.calls, d.b, d.out); err != nil {
+		return nil, algorithms.Unsettled(err, d.out)
+	}
+	again, err := l.answer(ops, d)
+	if err != nil || len(again) == 0 {
+		return d.results, err
+	}
+	return l.retry(ctx, ops, d, again)
+}
+
+// doing is what one Do sends and reads back.
+type doing struct {
+	results []algorithms.Result
+	calls   []*scriptCall
+	b       *batch
+	out     *algorithms.Outcomes
+}
+
+// prepare builds the calls of ops. One allocation holds what a decision of
+// one op needs, the usual request; several ops take one for each slice.
+//
+//go:noinline
+func (l *Limiter) prepare(ops []algorithms.Op) doing {
+	var d doing
 	if len(ops) == 1 {
 		one := new(oneOp)
-		results, calls, b, out = one.result[:], one.calls[:], &one.batch, &one.outcomes
-		calls[0] = &one.call
+		d.results, d.calls, d.b, d.out = one.result[:], one.calls[:], &one.batch, &one.outcomes
+		d.calls[0] = &one.call
 	} else {
-		out = new(algorithms.Outcomes)
-		results = make([]algorithms.Result, len(ops))
-		calls = make([]*scriptCall, len(ops))
+		d.out = new(algorithms.Outcomes)
+		d.results = make([]algorithms.Result, len(ops))
+		d.calls = make([]*scriptCall, len(ops))
 		store := make([]scriptCall, len(ops))
-		for i := range calls {
-			calls[i] = &store[i]
+		for i := range d.calls {
+			d.calls[i] = &store[i]
 		}
 	}
 	var now any = l.now() // boxed once for every call
 	micros := l.micros()
 	for i := range ops {
-		l.call(calls[i], &ops[i], l.pickShard(&ops[i]), now, micros)
+		l.call(d.calls[i], &ops[i], l.pickShard(&ops[i]), now, micros)
 	}
-	if err := l.run(ctx, calls, b, out); err != nil {
-		return nil, algorithms.Unsettled(err, out)
-	}
+	return d
+}
 
+// answer reads the results of d's calls, and returns the ops denied by the
+// shard they went to that may try another.
+//
+//go:noinline
+func (l *Limiter) answer(ops []algorithms.Op, d doing) ([]int, error) {
 	var again []int
-	for i, c := range calls {
+	for i, c := range d.calls {
 		r, err := c.result()
 		if err != nil {
-			out.Report(outcomesOf(calls, time.Now()))
-			return nil, algorithms.Unsettled(err, out)
+			d.out.Report(outcomesOf(d.calls, time.Now()))
+			return nil, algorithms.Unsettled(err, d.out)
 		}
-		results[i] = r
+		d.results[i] = r
 		// A charge is recorded wherever it lands, so it tries no other
 		// shard.
 		if n := shardCount(&ops[i]); !ops[i].Refund && !ops[i].Charge && !r.Allowed && n > 1 {
 			again = append(again, i)
 		}
 	}
-	if len(again) == 0 {
-		return results, nil
-	}
+	return again, nil
+}
 
-	first := calls
-	calls = make([]*scriptCall, 0, len(again))
-	now, micros = any(l.now()), l.micros()
+// retry sends again, to another shard each, the ops at indexes again that
+// their first shard denied, and answers them with that shard's results.
+func (l *Limiter) retry(ctx context.Context, ops []algorithms.Op, d doing, again []int) ([]algorithms.Result, error) {
+	first := d.calls
+	calls := make([]*scriptCall, 0, len(again))
+	now, micros := any(l.now()), l.micros()
 	for _, i := range again {
 		// Another shard, uniformly among the other n−1.
 		other := l.intN(shardCount(&ops[i]) - 1)
@@ -268,14 +288,14 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		}
 		calls = append(calls, l.call(new(scriptCall), &ops[i], other, now, micros))
 	}
-	err := l.run(ctx, calls, nil, out)
+	err := l.run(ctx, calls, nil, d.out)
 	if err == nil {
 		for k, c := range calls {
 			var r algorithms.Result
 			if r, err = c.result(); err != nil {
 				break
 			}
-			results[again[k]] = r
+			d.results[again[k]] = r
 		}
 	}
 	if err != nil {
@@ -285,12 +305,30 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		applied := make([]algorithms.Outcome, len(ops))
 		at := time.Now()
 		for i := range ops {
-			applied[i] = algorithms.Outcome{Op: ops[i], Fate: algorithms.Applied, Result: results[i], At: at}
+			applied[i] = algorithms.Outcome{Op: ops[i], Fate: algorithms.Applied, Result: d.results[i], At: at}
 		}
-		out.Report(applied)
-		return nil, algorithms.Unsettled(err, out)
+		d.out.Report(applied)
+		return nil, algorithms.Unsettled(err, d.out)
 	}
-	return results, nil
+	return d.results, nil
+}
+
+// validate checks the limits of ops, and returns how many of them go to
+// the whole state of a limit that may owe (owes). It is a function of its
+// own so that Do's frame, which waits for Redis, stays small.
+//
+//go:noinline
+func validate(ops []algorithms.Op) (int, error) {
+	debts := 0
+	for i := range ops {
+		if err := ops[i].Limit.Validate(); err != nil {
+			return 0, fmt.Errorf("redisx: op %d: %w", i, err)
+		}
+		if owes(&ops[i]) {
+			debts++
+		}
+	}
+	return debts, nil
 }
 
 // doWithDebts is Do for ops among which some go to the whole state of a
@@ -407,12 +445,15 @@ type oneOp struct {
 
 // call builds the run of op on shard in c, and returns c: its script at now
 // (the script's argument), or the commands of a counted limit at micros.
+// c must be a zero scriptCall: its fields are set one by one, so that no
+// scriptCall is built on the stack.
 func (l *Limiter) call(c *scriptCall, op *algorithms.Op, shard int, now any, micros int64) *scriptCall {
+	c.op, c.shard = *op, shard
 	if op.Limit.Algorithm.Spec().Counter && !settles(op) {
-		*c = scriptCall{op: *op, shard: shard, counter: l.enc.counterCall(op, shard, micros)}
+		c.counter = l.enc.counterCall(op, shard, micros)
 		return c
 	}
-	*c = scriptCall{op: *op, shard: shard, script: l.enc.script(op.Limit.Algorithm)}
+	c.script = l.enc.script(op.Limit.Algorithm)
 	c.argv = l.enc.appendCommand(c.buf[:0], op, shard, now)
 	return c
 }

@@ -228,6 +228,9 @@ const (
 type step struct {
 	kind stepKind
 	at   int // its op's index among those sent
+	// e is the entry of a take's limit, in shard s, when it has one.
+	e *entry
+	s *shard
 }
 
 // call is what one Do sends: settlements first, then the ops passed on
@@ -262,10 +265,29 @@ func (c *call) done() {
 // A lease running out has its successor taken ahead, in the background, so
 // that a hot limit's takes keep being served while it comes.
 func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	now := l.now()
+	// The frame that waits for the backend is kept small (plan and finish
+	// do the work): a request's goroutine then fits the stack it starts
+	// with, and is not copied to a larger one on every request.
 	results := make([]algorithms.Result, len(ops))
 	steps := make([]step, len(ops))
 	var c call
+	send := l.plan(ctx, ops, results, steps, &c)
+	if send == nil {
+		return results, nil
+	}
+	sent := l.now()
+	got, err := l.next.Do(ctx, send)
+	return l.finish(ctx, ops, results, steps, &c, send, sent, got, err)
+}
+
+// plan answers the ops of Do that leases serve, into results, notes in
+// steps what became of each, and returns what to send to the backend:
+// settlements first, then the ops passed on and the takes no lease
+// serves, then the takes of leases; nil when nothing is.
+//
+//go:noinline
+func (l *Limiter) plan(ctx context.Context, ops []algorithms.Op, results []algorithms.Result, steps []step, c *call) []algorithms.Op {
+	now := l.now()
 	var ahead []*entry
 	for i := range ops {
 		op := &ops[i]
@@ -284,8 +306,8 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 				}
 			}
 			if e != nil && (e.holds() || e.busy != nil) {
-				e = l.await(ctx, s, id, e, &c)
-				l.claim(e, &c, true, now)
+				e = l.await(ctx, s, id, e, c)
+				l.claim(e, c, true, now)
 			}
 			if e != nil && !c.has(e) {
 				c.sending(e)
@@ -301,8 +323,8 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		e.count(op.Hits, now)
 		if e.holds() && e.op.Limit != op.Limit {
 			// The limit changed (a reload): its leases end first.
-			e = l.await(ctx, s, id, e, &c)
-			l.claim(e, &c, true, now)
+			e = l.await(ctx, s, id, e, c)
+			l.claim(e, c, true, now)
 		}
 		r, ok := e.serve(op, now)
 		if !ok && e.busy != nil && !c.has(e) {
@@ -310,7 +332,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 			// the take waits for it, as long as it would wait for the
 			// backend, rather than ask the backend for room this replica
 			// may be about to hold.
-			e = l.await(ctx, s, id, e, &c)
+			e = l.await(ctx, s, id, e, c)
 			now = l.now()
 			r, ok = e.serve(op, now)
 		}
@@ -337,7 +359,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 			k = e.size(op, op.Hits, now, l.tau, l.minHits)
 		}
 		if k > 0 || e.holds() {
-			l.claim(e, &c, true, now)
+			l.claim(e, c, true, now)
 		}
 		if !c.has(e) {
 			c.sending(e)
@@ -347,7 +369,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 			steps[i] = step{kind: leasing, at: len(c.leases)}
 			c.leases = append(c.leases, l.leaseOp(op, id, k))
 		} else {
-			steps[i] = step{kind: passed, at: len(c.passes)}
+			steps[i] = step{kind: passed, at: len(c.passes), e: e, s: s}
 			one := *op
 			one.ID = id
 			c.passes = append(c.passes, one)
@@ -356,16 +378,26 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	for _, e := range ahead {
 		l.takeAhead(e)
 	}
-	if len(c.settles)+len(c.passes)+len(c.leases) == 0 {
+	switch {
+	case len(c.settles)+len(c.passes)+len(c.leases) == 0:
 		c.done()
-		return results, nil
+		return nil
+	case len(c.settles)+len(c.leases) == 0:
+		return c.passes
 	}
 	send := make([]algorithms.Op, 0, len(c.settles)+len(c.passes)+len(c.leases))
-	send = append(append(append(send, c.settles...), c.passes...), c.leases...)
-	base := len(c.settles)
-	sent := l.now()
-	got, err := l.next.Do(ctx, send)
+	return append(append(append(send, c.settles...), c.passes...), c.leases...)
+}
+
+// finish answers the ops of Do that went to the backend, sent at sent, in
+// send, from its answer got (or err), takes the leases it granted, and
+// retries alone the takes of leases it denied.
+//
+//go:noinline
+func (l *Limiter) finish(ctx context.Context, ops []algorithms.Op, results []algorithms.Result, steps []step, c *call,
+	send []algorithms.Op, sent time.Time, got []algorithms.Result, err error) ([]algorithms.Result, error) {
 	c.done()
+	base := len(c.settles)
 	if err == nil {
 		err = algorithms.CheckResults(got, len(send), nil)
 	}
@@ -375,7 +407,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		return nil, err
 	}
 	at := l.now()
-	l.follow(send, got, sent, at)
+	l.follow(c.leases, got[base+len(c.passes):], sent, at)
 	var retry []int
 	for i := range ops {
 		st := steps[i]
@@ -385,8 +417,10 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		case passed:
 			r := got[base+st.at]
 			results[i] = r
-			if leasable(&ops[i]) {
-				l.update(&ops[i], func(e *entry) { e.noteRoom(r) })
+			if st.e != nil {
+				st.s.mu.Lock()
+				st.e.noteRoom(r)
+				st.s.mu.Unlock()
 			}
 		case leasing:
 			r := got[base+len(c.passes)+st.at]
@@ -426,9 +460,10 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	return results, nil
 }
 
-// follow notes, of the takes ops of a call sent at sent and answered at
-// received with results, when the backend decided those it admitted: the
-// clock that maps a lease's times to the backend's follows them.
+// follow notes, of the takes ops (leases') of a call sent at sent and
+// answered at received with results, when the backend decided those it
+// admitted: the clock that maps a lease's times to the backend's follows
+// them.
 func (l *Limiter) follow(ops []algorithms.Op, results []algorithms.Result, sent, received time.Time) {
 	for i := range ops {
 		if op, r := &ops[i], &results[i]; r.Allowed && !op.Refund && !op.Charge && r.Receipt.At != 0 {

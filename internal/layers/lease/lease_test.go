@@ -49,10 +49,10 @@ func (r *recorder) counts() (calls, ops int) {
 
 // counter is an Observer that sums what it is told, per event.
 type counter struct {
-	mu      sync.Mutex
-	hits    map[Event]uint64
-	n       map[Event]int
-	tags    map[string]bool
+	mu   sync.Mutex
+	hits map[Event]uint64
+	n    map[Event]int
+	tags map[string]bool
 }
 
 func newCounter() *counter {
