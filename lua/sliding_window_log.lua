@@ -241,31 +241,70 @@ else
   -- served hits (time, seq, n). The hits each served move from the lease's
   -- end to the time they were served (or go, if that has left the window);
   -- a lease that closes takes away the hits it did not serve. Only hits
-  -- still logged at the lease's end move or go.
+  -- still logged at the lease's end move or go. Each lease costs a read of
+  -- the members at its end, one ZREM and one ZADD, whatever its runs.
   local i = 12
   for _ = 1, tonumber(ARGV[11]) do
     local ts, s0, size = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 4])
     local close, k = ARGV[i + 6] == '1', tonumber(ARGV[i + 7])
     i = i + 8
-    local moved = {}
+    local served = {}
     for _ = 1, k do
-      local sat, sseq, sn = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+      served[#served + 1] = {tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])}
       i = i + 3
-      local lo, hi = math.max(sseq, s0), math.min(sseq + sn, s0 + size)
-      if lo < hi then
-        for _, p in ipairs(extract(ts, lo, hi)) do
-          if sat > now - W then
-            moved[#moved + 1] = {sat, p[1], p[2]}
-          end
-        end
+    end
+    local e0 = s0 + size
+    local gone, add = {}, {}
+    -- keep logs hits [a, b) at time at (a score, as Redis reads it).
+    local function keep(at, a, b)
+      if a < b then
+        add[#add + 1] = at
+        add[#add + 1] = member(a, b - a)
       end
     end
-    if close then
-      extract(ts, s0, s0 + size)
+    -- rest keeps the lease's hits [a, b) it did not serve at its end,
+    -- unless it closes, which takes them away.
+    local function rest(a, b)
+      if a >= b then
+        return
+      end
+      if close then
+        c = c - (b - a)
+      else
+        keep(ts, a, b)
+      end
     end
-    for _, p in ipairs(moved) do
-      redis.call('ZADD', log, int(p[1]), member(p[2], p[3]))
-      c = c + p[3]
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, ts, ts)) do
+      local s, r = run(m)
+      local e = s + r
+      if s < e0 and e > s0 then
+        gone[#gone + 1] = m
+        keep(ts, s, math.max(s, s0))
+        keep(ts, math.min(e, e0), e)
+        -- The lease's hits of this member, [lo, hi): the served ones move
+        -- to their times, the others stay unless the lease closes.
+        local lo, hi = math.max(s, s0), math.min(e, e0)
+        local at = lo
+        for _, sv in ipairs(served) do
+          local a, b = math.max(sv[2], at), math.min(sv[2] + sv[3], hi)
+          if a < b then
+            rest(at, a)
+            if sv[1] > now - W then
+              keep(int(sv[1]), a, b)
+            else
+              c = c - (b - a)
+            end
+            at = b
+          end
+        end
+        rest(at, hi)
+      end
+    end
+    if #gone > 0 then
+      redis.call('ZREM', log, unpack(gone))
+    end
+    if #add > 0 then
+      redis.call('ZADD', log, unpack(add))
       runs = true
     end
   end

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,4 +122,58 @@ func TestLogKeepsRuns(t *testing.T) {
 	assert.EqualValues(t, 998, res[0].Remaining)
 	assert.EqualValues(t, now+1, res[0].Receipt.Seq)
 	assert.Equal(t, fmt.Sprintf("%d:2", now+2), stored())
+}
+
+// TestLogSettlementCostsFewCommands: a lease that served its hits in many
+// runs is settled with one read of its members, one ZREM and one ZADD,
+// whatever the runs, so that a hot log costs Redis few commands per
+// decision.
+func TestLogSettlementCostsFewCommands(t *testing.T) {
+	client := redistest.Standalone(t).Client(t)
+	ctx := context.Background()
+	lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(testPrefix(t)))
+	require.NoError(t, err)
+	t.Cleanup(lim.Close)
+	limit := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 100_000, Window: time.Second}
+	key := algorithms.Key{Domain: "runs", Entries: []algorithms.Entry{{Key: "k", Value: "settle"}}}
+	res, err := lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit, Hits: 1000, Hold: time.Second}})
+	require.NoError(t, err)
+	require.True(t, res[0].Allowed)
+	r := res[0].Receipt
+	start := r.At - time.Second.Microseconds()
+	ls := algorithms.Lease{Receipt: r, Hold: time.Second, Size: 1000, Close: true}
+	for i := range 50 {
+		ls.Served = append(ls.Served, algorithms.Served{At: start + int64(i)*1000, Seq: r.Seq + uint64(i)*10, N: 10})
+	}
+	calls := func() map[string]int64 {
+		stats, err := client.Info(ctx, "commandstats").Result()
+		require.NoError(t, err)
+		out := map[string]int64{}
+		for _, line := range strings.Split(stats, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+			if !ok {
+				continue
+			}
+			n, _, _ := strings.Cut(rest, ",")
+			out[name], _ = strconv.ParseInt(n, 10, 64)
+		}
+		return out
+	}
+	before := calls()
+	res, err = lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit, Refund: true, Leases: []algorithms.Lease{ls}}})
+	require.NoError(t, err)
+	require.True(t, res[0].Allowed)
+	after := calls()
+	var all int64
+	for name, n := range after {
+		if name != "info" {
+			all += n - before[name]
+		}
+	}
+	assert.LessOrEqual(t, after["zadd"]-before["zadd"], int64(1), "ZADDs of a settlement of 50 runs")
+	assert.LessOrEqual(t, after["zrem"]-before["zrem"], int64(1), "ZREMs of a settlement of 50 runs")
+	assert.LessOrEqual(t, all, int64(12), "commands of a settlement of 50 runs, its EVALSHA with them: %v", after)
+	peek, err := lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit}})
+	require.NoError(t, err)
+	assert.EqualValues(t, limit.Requests-500, peek[0].Remaining, "the 500 served hits stay, the other 500 go")
 }
