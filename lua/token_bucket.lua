@@ -71,12 +71,12 @@ end
 
 -- The state: level, refill slice t, expiry x; the epoch, whether the level
 -- is capped and since which slice, and the groups of leases' tokens held,
--- {h, u} in order of u.
+-- {h, u} in order of u, H in all.
 local tau = fdiv(now, q)
 local state = redis.call('HMGET', key, 'l', 't', 'x', 'g')
 local level, t, x = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
 local g0 = state[4]
-local epoch, capped, from, groups = 0, false, 0, {}
+local epoch, capped, from, groups, H = 0, false, 0, {}, 0
 if g0 then
   local e, f, rest = string.match(g0, '^(%d*):(%-?%d*):(.*)$')
   epoch = tonumber(e) or 0
@@ -85,6 +85,7 @@ if g0 then
   end
   for h, u in string.gmatch(rest or '', '(%-?%d+),(%-?%d+)') do
     groups[#groups + 1] = {tonumber(h), tonumber(u)}
+    H = H + tonumber(h)
   end
 end
 
@@ -98,50 +99,62 @@ local function heldFrom(i)
 end
 
 -- keep keeps the groups that hold tokens and end after now (all that hold
--- tokens when now is nil).
+-- tokens when now is nil), and sets H to what they hold.
 local function keep(now)
   local kept = {}
+  H = 0
   for _, g in ipairs(groups) do
     if g[1] > 0 and (now == nil or g[2] > now) then
       kept[#kept + 1] = g
+      H = H + g[1]
     end
   end
   groups = kept
 end
 
--- fill refills the level from slice a to slice b up to most, L per slice;
--- a level at most, or that reaches it there, is capped: from the slice it
--- reaches it at, or from a, unless it was capped already.
-local function fill(a, b, most)
-  if b <= a then
-    return
-  end
-  if level < most then
-    if L == 0 then
-      capped = false
-      return
-    end
-    local need = cdiv(most - level, L)
-    if need > b - a then
-      level, capped = level + (b - a) * L, false
-      return
-    end
-    level, capped, from = most, true, a + need
-    return
-  end
-  if not capped then
-    capped, from = true, a
-  end
-end
-
 -- A state that has reached its expiry x is a new, full bucket, of no epoch.
 local stale = x ~= nil and x <= now
 if level == nil or t == nil or x == nil or x <= now then
-  level, t, groups, epoch, capped = C, tau, {}, 0, false
+  level, t, groups, H, epoch, capped = C, tau, {}, 0, 0, false
+elseif #groups == 0 then
+  -- No lease holds tokens: the refill to slice tau, up to C, as the
+  -- bucket has always refilled. A level above C, left by a larger burst,
+  -- is cut, a debt beyond D forgiven; a clock that went back refills
+  -- nothing.
+  level = math.max(math.min(level, C), -D * S)
+  if tau > t then
+    level = filled(level, tau - t, C)
+    t = tau
+  end
+  capped = false
 else
+  -- fill refills the level from slice a to slice b up to most, L per
+  -- slice; a level at most, or that reaches it there, is capped: from the
+  -- slice it reaches it at, or from a, unless it was capped already.
+  local function fill(a, b, most)
+    if b <= a then
+      return
+    end
+    if level < most then
+      if L == 0 then
+        capped = false
+        return
+      end
+      local need = cdiv(most - level, L)
+      if need > b - a then
+        level, capped = level + (b - a) * L, false
+        return
+      end
+      level, capped, from = most, true, a + need
+      return
+    end
+    if not capped then
+      capped, from = true, a
+    end
+  end
   -- What the groups hold beyond C (a burst lowered under them), the
   -- earliest hold no longer.
-  local over = heldFrom(1) - C
+  local over = H - C
   for _, g in ipairs(groups) do
     local d = math.min(math.max(over, 0), g[1])
     g[1] = g[1] - d
@@ -152,8 +165,8 @@ else
   -- forgiven. Then the refill to slice tau: a slice that starts before a
   -- group's end refills only up to C less what it and the later groups
   -- hold; a clock that went back refills nothing.
-  if level > C - heldFrom(1) then
-    level, capped = C - heldFrom(1), false
+  if level > C - H then
+    level, capped = C - H, false
   end
   level = math.max(level, -D * S)
   if tau > t then
@@ -168,8 +181,7 @@ else
   end
   -- The leases of the groups that end by now have ended.
   keep(now)
-  local h = heldFrom(1)
-  if h == 0 or level ~= C - h then
+  if H == 0 or level ~= C - H then
     capped = false
   end
 end
@@ -177,21 +189,10 @@ end
 -- markCap keeps capped only while groups hold tokens and the level is at
 -- C − H: from where it was, or from slice t when it was not or restart asks.
 local function markCap(restart)
-  local h = heldFrom(1)
-  if h == 0 or level ~= C - h then
+  if H == 0 or level ~= C - H then
     capped = false
   elseif restart or not capped then
     capped, from = true, t
-  end
-end
-
--- put adds x millionths of a token, up to C − H.
-local function put(x)
-  local most = C - heldFrom(1)
-  if x >= most - level then
-    level = most
-  else
-    level = level + x
   end
 end
 
@@ -213,89 +214,6 @@ local function wait(want, from)
   return slices(lv, base, want, from)
 end
 
--- hold holds x tokens of a lease taken at now with hold h, until its end
--- rounded up to a slot of ⌈h/(G − 1)⌉: in the group that ends then, or a
--- new one, or, with G groups already, the first that ends later, or else
--- the last, which then ends then.
-local function hold(x, h)
-  local slot = cdiv(h, G - 1)
-  local u = cdiv(now + h, slot) * slot
-  for _, g in ipairs(groups) do
-    if g[2] == u then
-      g[1] = g[1] + x
-      return
-    end
-  end
-  if #groups < G then
-    local i = #groups + 1
-    while i > 1 and groups[i - 1][2] > u do
-      groups[i] = groups[i - 1]
-      i = i - 1
-    end
-    groups[i] = {x, u}
-    return
-  end
-  for _, g in ipairs(groups) do
-    if g[2] > u then
-      g[1] = g[1] + x
-      return
-    end
-  end
-  local g = groups[#groups]
-  g[1], g[2] = g[1] + x, u
-end
-
--- release holds k tokens fewer, down to 0, for a lease that ends at e: from
--- the first group that ends no sooner than e.
-local function release(k, e)
-  for _, g in ipairs(groups) do
-    if g[1] > 0 and g[2] >= e then
-      if k >= cdiv(g[1], S) then
-        g[1] = 0
-      else
-        g[1] = g[1] - k * S
-      end
-      break
-    end
-  end
-  keep(nil)
-end
-
--- reclaim returns what the cap kept out since the tokens served (runs
--- {at, n}, in order of at) were served, in millionths: the least, over the
--- slice boundaries b since the level was capped, of the tokens served before
--- b plus L for each boundary after b, and no more than was served before
--- the current slice (TokenBucketState.reclaim).
-local function reclaim(served)
-  if not capped then
-    return 0
-  end
-  local total = 0
-  for _, r in ipairs(served) do
-    total = math.min(total + r[2], B)
-  end
-  local most = total * S
-  local function after(b)
-    if L == 0 or t - b >= cdiv(most, L) then
-      return most
-    end
-    return (t - b) * L
-  end
-  local best, before, seen = after(from), 0, from
-  for _, r in ipairs(served) do
-    local b = fdiv(r[1], q)
-    if b >= t then
-      break
-    end
-    if b > seen then
-      best = math.min(best, before + after(b))
-      seen = b
-    end
-    before = math.min(before + math.min(r[2], total) * S, most)
-  end
-  return math.min(best, before)
-end
-
 local allowed, reset, waiting, leased = 1, 0, false, false
 if mode == 'take' then
   local h = tonumber(ARGV[11]) or 0
@@ -304,6 +222,38 @@ if mode == 'take' then
   elseif level >= n * S then
     level = level - n * S
     if h > 0 then
+      -- hold holds x tokens of a lease taken at now with hold h, until its end
+      -- rounded up to a slot of ⌈h/(G − 1)⌉: in the group that ends then, or a
+      -- new one, or, with G groups already, the first that ends later, or else
+      -- the last, which then ends then.
+      local function hold(x, h)
+        H = H + x
+        local slot = cdiv(h, G - 1)
+        local u = cdiv(now + h, slot) * slot
+        for _, g in ipairs(groups) do
+          if g[2] == u then
+            g[1] = g[1] + x
+            return
+          end
+        end
+        if #groups < G then
+          local i = #groups + 1
+          while i > 1 and groups[i - 1][2] > u do
+            groups[i] = groups[i - 1]
+            i = i - 1
+          end
+          groups[i] = {x, u}
+          return
+        end
+        for _, g in ipairs(groups) do
+          if g[2] > u then
+            g[1] = g[1] + x
+            return
+          end
+        end
+        local g = groups[#groups]
+        g[1], g[2] = g[1] + x, u
+      end
       leased = true
       if epoch == 0 then
         epoch = math.max(now, 1)
@@ -348,51 +298,112 @@ elseif mode == 'charge' or mode == 'record' then
   if level < 0 then
     reset, waiting = wait(0, now), true
   end
-elseif mode == 'refund' then
-  -- A refund by the receipt of another bucket's lease gives nothing back.
-  local e = tonumber(ARGV[11]) or 0
-  if e == 0 or e == epoch then
-    put(n * S)
-    markCap(false)
-  end
 else
-  -- A settlement: ARGV[11] leases, each as eight numbers (receipt time,
-  -- receipt seq, epoch, hold, size, reported, close, runs) and its runs of
-  -- served tokens (time, seq, n). A lease of this bucket that still lasts
-  -- holds the tokens it served since its last settlement no longer, nor,
-  -- when it closes, those it did not serve, which go back; the bucket gets
-  -- back what its cap kept out since the served ones were served.
-  local i, served, back, settled = 12, {}, 0, false
-  for _ = 1, tonumber(ARGV[11]) do
-    local at, e, h = tonumber(ARGV[i]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-    local size, reported, close = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6] == '1'
-    local runs = tonumber(ARGV[i + 7])
-    i = i + 8
-    local sum, mine = 0, {}
-    for _ = 1, runs do
-      local r = {tonumber(ARGV[i]), tonumber(ARGV[i + 2])}
-      mine[#mine + 1] = r
-      sum = sum + r[2]
-      i = i + 3
-    end
-    if epoch ~= 0 and e == epoch and now < at + h then
-      settled = true
-      local left = size - math.min(reported, size)
-      local used = math.min(sum, left)
-      for _, r in ipairs(mine) do
-        served[#served + 1] = r
-      end
-      local k = used
-      if close then
-        k, back = left, back + left - used
-      end
-      release(k, at + h)
+  -- put adds x millionths of a token, up to C − H.
+  local function put(x)
+    if x >= C - H - level then
+      level = C - H
+    else
+      level = level + x
     end
   end
-  if settled then
-    table.sort(served, function(a, b) return a[1] < b[1] end)
-    put(back * S + reclaim(served))
-    markCap(true)
+  if mode == 'refund' then
+    -- A refund by the receipt of another bucket's lease gives nothing back.
+    local e = tonumber(ARGV[11]) or 0
+    if e == 0 or e == epoch then
+      put(n * S)
+      markCap(false)
+    end
+  else
+    -- release holds k tokens fewer, down to 0, for a lease that ends at e: from
+    -- the first group that ends no sooner than e.
+    local function release(k, e)
+      for _, g in ipairs(groups) do
+        if g[1] > 0 and g[2] >= e then
+          if k >= cdiv(g[1], S) then
+            g[1] = 0
+          else
+            g[1] = g[1] - k * S
+          end
+          break
+        end
+      end
+      keep(nil)
+    end
+
+    -- reclaim returns what the cap kept out since the tokens served (runs
+    -- {at, n}, in order of at) were served, in millionths: the least, over the
+    -- slice boundaries b since the level was capped, of the tokens served before
+    -- b plus L for each boundary after b, and no more than was served before
+    -- the current slice (TokenBucketState.reclaim).
+    local function reclaim(served)
+      if not capped then
+        return 0
+      end
+      local total = 0
+      for _, r in ipairs(served) do
+        total = math.min(total + r[2], B)
+      end
+      local most = total * S
+      local function after(b)
+        if L == 0 or t - b >= cdiv(most, L) then
+          return most
+        end
+        return (t - b) * L
+      end
+      local best, before, seen = after(from), 0, from
+      for _, r in ipairs(served) do
+        local b = fdiv(r[1], q)
+        if b >= t then
+          break
+        end
+        if b > seen then
+          best = math.min(best, before + after(b))
+          seen = b
+        end
+        before = math.min(before + math.min(r[2], total) * S, most)
+      end
+      return math.min(best, before)
+    end
+
+    -- A settlement: ARGV[11] leases, each as eight numbers (receipt time,
+    -- receipt seq, epoch, hold, size, reported, close, runs) and its runs of
+    -- served tokens (time, seq, n). A lease of this bucket that still lasts
+    -- holds the tokens it served since its last settlement no longer, nor,
+    -- when it closes, those it did not serve, which go back; the bucket gets
+    -- back what its cap kept out since the served ones were served.
+    local i, served, back, settled = 12, {}, 0, false
+    for _ = 1, tonumber(ARGV[11]) do
+      local at, e, h = tonumber(ARGV[i]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+      local size, reported, close = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6] == '1'
+      local runs = tonumber(ARGV[i + 7])
+      i = i + 8
+      local sum, mine = 0, {}
+      for _ = 1, runs do
+        local r = {tonumber(ARGV[i]), tonumber(ARGV[i + 2])}
+        mine[#mine + 1] = r
+        sum = sum + r[2]
+        i = i + 3
+      end
+      if epoch ~= 0 and e == epoch and now < at + h then
+        settled = true
+        local left = size - math.min(reported, size)
+        local used = math.min(sum, left)
+        for _, r in ipairs(mine) do
+          served[#served + 1] = r
+        end
+        local k = used
+        if close then
+          k, back = left, back + left - used
+        end
+        release(k, at + h)
+      end
+    end
+    if settled then
+      table.sort(served, function(a, b) return a[1] < b[1] end)
+      put(back * S + reclaim(served))
+      markCap(true)
+    end
   end
 end
 if not waiting and level < C then
