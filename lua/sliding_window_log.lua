@@ -111,11 +111,14 @@ else
     end
   end
 end
+-- top is the newest hit's time while this call knows it without asking:
+-- from an empty log on, as long as it only appends.
+local top = nil
 if c == 0 then
   -- An empty log is a new one: sequence numbers start again, at now. They
   -- grow slower than the clock, so they never meet those of a log it
   -- replaced, whose leases' settlements then find nothing of theirs.
-  seq, runs = math.max(now, 0), false
+  seq, runs, top = math.max(now, 0), false, -math.huge
 end
 
 -- append logs k > 0 hits at ts with the next sequence numbers, as one run,
@@ -124,6 +127,9 @@ local function append(k, ts)
   local first = seq + 1
   redis.call('ZADD', log, int(ts), member(first, k))
   seq, c = seq + k, c + k
+  if top then
+    top = math.max(top, ts)
+  end
   if k > 1 then
     runs = true
   end
@@ -213,6 +219,7 @@ elseif mode == 'charge' or mode == 'record' then -- the same: hits leave after W
     reset, waiting = oldest(c - L), true
   end
 elseif mode == 'refund' then
+  top = nil
   if n > 0 and c > 0 then
     if ARGV[6] == '' then
       -- The newest n hits: the highest sequence numbers of the newest runs.
@@ -236,6 +243,7 @@ elseif mode == 'refund' then
     end
   end
 else
+  top = nil
   -- A settlement: ARGV[11] leases, each as eight numbers (receipt time,
   -- receipt seq, epoch, hold, size, reported, close, runs) and its runs of
   -- served hits (time, seq, n). The hits each served move from the lease's
@@ -313,7 +321,9 @@ end
 -- The state behaves as a new one once its newest hit leaves the window, or
 -- now when it is empty.
 local drop = now
-if c > 0 then
+if c > 0 and top then
+  drop = top + W
+elseif c > 0 then
   local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
   drop = tonumber(newest[2]) + W
 end
