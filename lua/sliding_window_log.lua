@@ -222,9 +222,11 @@ elseif mode == 'refund' then
   top = nil
   if n > 0 and c > 0 then
     if ARGV[6] == '' then
-      -- The newest n hits: the highest sequence numbers of the newest runs.
+      -- The newest n hits logged by now: the highest sequence numbers of
+      -- the newest runs. Those logged later are leases', which may serve
+      -- them after this refund.
       while n > 0 and c > 0 do
-        local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+        local newest = redis.call('ZREVRANGEBYSCORE', log, int(now), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
         if #newest == 0 then
           break
         end

@@ -102,7 +102,8 @@
 // k = c + n − L. When admitted, reset = newest ts + W − now (0 when empty).
 // Give-back of n hits with a receipt (a, Seq) removes the entries
 // (a, Seq) … (a, Seq+n−1) that are still logged; give-back without one
-// removes the n newest entries. Denied hits are never logged, and two hits in
+// removes the n newest entries with ts ≤ now (those after now are leases',
+// below, which may serve them later). Denied hits are never logged, and two hits in
 // the same microsecond are two entries. Dropping an empty log restarts the
 // sequence at 1. A charge logs min(n, max(0, 2L − c)) entries at now, as a
 // take would (D = L: the log never holds more than 2L entries, and a debt

@@ -498,3 +498,26 @@ func TestCompactServedLeavesItsInput(t *testing.T) {
 	require.EqualValues(t, 10, n, "every hit in the compacted runs")
 	require.LessOrEqual(t, len(got), 2)
 }
+
+// TestARefundWithoutReceiptLeavesLeasesHits: a log of 10 a second, where
+// one holder leases 5 (logged at the lease's end) and a take logs 3 at
+// now; a refund of 3 without a receipt gives back the take's 3, the newest
+// logged by now, not 3 of the lease's, which it serves afterwards. Once the
+// take's hits would have left the window, the 5 served still count: a take
+// of 6 is denied, 5 admitted.
+func TestARefundWithoutReceiptLeavesLeasesHits(t *testing.T) {
+	l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Window: time.Second}
+	st := algorithms.NewState(l.Algorithm)
+	var h holder
+	hold := 550 * time.Millisecond
+	require.True(t, h.lease(st, l, t0, 5, hold, 50*time.Millisecond).Allowed)
+	require.True(t, st.Take(l, t0, 3).Allowed)
+	require.Equal(t, uint64(5), st.Refund(l, t0.Add(time.Millisecond), 3, algorithms.Receipt{}).Remaining)
+	served := t0.Add(2 * time.Millisecond)
+	require.True(t, h.serve(served.UnixMicro(), 5))
+	st.Settle(l, t0.Add(3*time.Millisecond), h.settlement(all))
+
+	later := t0.Add(time.Second + time.Millisecond)
+	require.False(t, st.Clone().Take(l, later, 6).Allowed, "the 5 served at 2 ms are in the window")
+	require.True(t, st.Take(l, later, 5).Allowed)
+}

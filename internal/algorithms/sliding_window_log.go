@@ -93,12 +93,14 @@ func (s *SlidingWindowLogState) Record(l Limit, now time.Time, n uint64) Result 
 
 // Refund gives n hits back at now: with a receipt, the entries (r.At,
 // r.Seq … r.Seq+n−1) that are still logged; with the zero Receipt, the
-// newest n entries.
+// newest n entries logged by now. Entries logged after now are leases',
+// which may serve them after the refund: removing one would let a hit
+// served later go uncounted.
 func (s *SlidingWindowLogState) Refund(l Limit, now time.Time, n uint64, r Receipt) Result {
 	w, t := l.WindowMicros(), now.UnixMicro()
 	s.begin(t, w)
 	if noReceipt(r) {
-		s.removeNewest(n)
+		s.removeNewest(n, t)
 	} else {
 		s.removeRange(r.At, r.Seq, n)
 	}
@@ -221,10 +223,11 @@ func (s *SlidingWindowLogState) add(ts int64, n uint64) {
 	s.runs = slices.Insert(s.runs, i, r)
 }
 
-// removeNewest removes the newest n entries.
-func (s *SlidingWindowLogState) removeNewest(n uint64) {
-	for n > 0 && len(s.runs) > 0 {
-		last := &s.runs[len(s.runs)-1]
+// removeNewest removes the newest n entries logged at or before t.
+func (s *SlidingWindowLogState) removeNewest(n uint64, t int64) {
+	i := sort.Search(len(s.runs), func(j int) bool { return s.runs[j].ts > t })
+	for n > 0 && i > 0 {
+		last := &s.runs[i-1]
 		if last.n > n {
 			last.n -= n
 			s.count -= n
@@ -232,7 +235,8 @@ func (s *SlidingWindowLogState) removeNewest(n uint64) {
 		}
 		n -= last.n
 		s.count -= last.n
-		s.runs = s.runs[:len(s.runs)-1]
+		s.runs = slices.Delete(s.runs, i-1, i)
+		i--
 	}
 }
 

@@ -80,11 +80,12 @@ func TestLogKeepsRuns(t *testing.T) {
 	do(algorithms.Op{Hits: 50, Refund: true, Receipt: r})
 	assert.EqualValues(t, 5, members())
 	assert.Equal(t, runs(453), stored())
-	// The newest 30 go back: the end of the lease's second run.
+	// 30 go back without a receipt: the newest logged by now, the three
+	// single hits, are all it finds; the lease's, logged at its end, stay.
 	do(algorithms.Op{Hits: 30, Refund: true})
-	assert.EqualValues(t, 5, members())
-	assert.Equal(t, runs(423), stored())
-	assert.True(t, do(algorithms.Op{Hits: 577}).Allowed, "the limit filled")
+	assert.EqualValues(t, 2, members())
+	assert.Equal(t, runs(450), stored())
+	assert.True(t, do(algorithms.Op{Hits: 550}).Allowed, "the limit filled")
 	assert.False(t, do(algorithms.Op{Hits: 1}).Allowed)
 
 	// A log written one member per hit, with the sequence number alone, as
