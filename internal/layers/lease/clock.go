@@ -9,40 +9,51 @@ import (
 // times of a settlement must be in) from this replica's. A call sent at
 // sent and answered at received was decided at some instant between them,
 // which the backend's clock read as decided: so the offset θ between the
-// clocks is at most decided − sent. The least such bound over the calls of
-// the last clockWindow is the offset a lease maps its times with: they are
-// never earlier than the backend's clock read at the same instant, and
-// later by no more than the quickest recent call took to be decided. It is
-// safe for concurrent use; the zero value knows no offset.
+// clocks lies in [decided − received, decided − sent]. The tightest bounds
+// over the calls of the last clockWindow bound the backend's time of any
+// instant of this replica's: a lease records the times it serves at the
+// upper bound (never earlier than the backend's clock read then), and
+// answers from the lower one (never a state later than the backend's). It
+// is safe for concurrent use; the zero value knows no offset.
 type backendClock struct {
-	mu    sync.Mutex
-	known bool
-	// best is the least decided − sent (µs) seen since at, and rtt the
-	// round trip of that call, which bounds how much best is above θ.
-	best int64
-	rtt  time.Duration
-	at   time.Time
+	mu sync.Mutex
+	hi bound // the least decided − sent
+	lo bound // the greatest decided − received
 }
 
-// clockWindow is how long a bound on the offset is kept before a larger
+// bound is a bound on the offset (µs), and when it was seen.
+type bound struct {
+	known bool
+	off   int64
+	at    time.Time
+}
+
+// tighten keeps off, seen at at, if it is tighter than b (below it when
+// upper), or b has been kept for clockWindow.
+func (b *bound) tighten(off int64, at time.Time, upper bool) {
+	if !b.known || upper && off <= b.off || !upper && off >= b.off || at.Sub(b.at) > clockWindow {
+		*b = bound{known: true, off: off, at: at}
+	}
+}
+
+// clockWindow is how long a bound on the offset is kept before a looser
 // one may replace it: the clocks drift apart by at most microseconds in it.
 const clockWindow = time.Second
 
 // note takes a call sent at sent, answered at received, that the backend
 // decided at decided (µs since the Unix epoch, by its clock).
 func (c *backendClock) note(sent, received time.Time, decided int64) {
-	bound := decided - sent.UnixMicro()
 	c.mu.Lock()
-	if !c.known || bound <= c.best || received.Sub(c.at) > clockWindow {
-		c.known, c.best, c.rtt, c.at = true, bound, received.Sub(sent), received
-	}
+	c.hi.tighten(decided-sent.UnixMicro(), received, true)
+	c.lo.tighten(decided-received.UnixMicro(), received, false)
 	c.mu.Unlock()
 }
 
-// read returns the backend's time (µs) of t, this replica's time: no
-// earlier than the backend's clock read at t, and how much later it may be.
-func (c *backendClock) read(t time.Time) (int64, time.Duration) {
+// read returns the bounds of the backend's time (µs) of t, this replica's
+// time: hi no earlier than the backend's clock read at t, lo no later.
+func (c *backendClock) read(t time.Time) (hi, lo int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return t.UnixMicro() + c.best, c.rtt
+	us := t.UnixMicro()
+	return us + c.hi.off, min(us+c.lo.off, us+c.hi.off)
 }

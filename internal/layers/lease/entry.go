@@ -32,6 +32,9 @@ type entry struct {
 	// served since: what the backend would answer without them. Nil when
 	// it is not known.
 	mirror algorithms.State
+	// mirrorAt is the time (µs, the backend's) the mirror last answered
+	// at: it answers at no earlier one.
+	mirrorAt int64
 	// busy is, while a call that settles or takes leases of the limit is
 	// under way, closed when it returns; nil otherwise. sent counts the
 	// other ops of the limit under way: while there are any, no lease is
@@ -99,8 +102,17 @@ func (e *entry) rate(now time.Time) float64 {
 // backend returns the backend's time (µs) of t, this replica's time: no
 // earlier than the backend's clock read at t (backendClock).
 func (h *held) backend(t time.Time) int64 {
-	at, _ := h.clock.read(t)
-	return at
+	hi, _ := h.clock.read(t)
+	return hi
+}
+
+// answering returns the time (µs) a lease's answer at t is given at: no
+// later than the backend's clock read at t (backendClock), so that no
+// answer shows a limit further on, refilled or emptied more, than the
+// backend would.
+func (h *held) answering(t time.Time) int64 {
+	_, lo := h.clock.read(t)
+	return lo
 }
 
 // slotOf returns the slots in which a lease of limit l and lease time tau
@@ -182,8 +194,8 @@ func (h *held) unserve(r algorithms.Receipt, n uint64) bool {
 // stay as they are: the backend may settle them before their slices
 // start.
 func (h *held) settlement(l algorithms.Limit, end bool, now time.Time) algorithms.Lease {
-	at, off := h.clock.read(now)
-	recent := at - off.Microseconds() - l.SliceMicros()
+	_, lo := h.clock.read(now)
+	recent := lo - l.SliceMicros()
 	ls := algorithms.Lease{Receipt: h.receipt, Hold: h.hold, Size: h.size, Reported: h.reported, Close: end}
 	for _, p := range h.pending {
 		h.reported += p.N
@@ -266,12 +278,21 @@ func (e *entry) serve(op *algorithms.Op, now time.Time) (algorithms.Result, bool
 		r := h.serve(op.Hits, now)
 		res := algorithms.Result{Allowed: true, Receipt: r}
 		if e.mirror != nil {
-			m := e.mirror.Take(op.Limit, time.UnixMicro(h.backend(now)), op.Hits)
+			m := e.mirror.Take(op.Limit, e.answerAt(h, now), op.Hits)
 			res.Remaining, res.ResetAfter = m.Remaining, m.ResetAfter
 		}
 		return res, true
 	}
 	return algorithms.Result{}, false
+}
+
+// answerAt returns the time the mirror answers at at now, served by h: no
+// later than the backend's clock then (held.answering), and no earlier than
+// the mirror answered at before, so that it never goes back across a
+// window's start or a refill it showed.
+func (e *entry) answerAt(h *held, now time.Time) time.Time {
+	e.mirrorAt = max(e.mirrorAt, h.answering(now))
+	return time.UnixMicro(e.mirrorAt)
 }
 
 // unserve takes back, for a refund op, hits a lease served and has not
@@ -284,7 +305,7 @@ func (e *entry) unserve(op *algorithms.Op, now time.Time) (algorithms.Result, bo
 		}
 		res := algorithms.Result{Allowed: true}
 		if e.mirror != nil {
-			m := e.mirror.Refund(op.Limit, time.UnixMicro(h.backend(now)), op.Hits, algorithms.Receipt{})
+			m := e.mirror.Refund(op.Limit, e.answerAt(h, now), op.Hits, algorithms.Receipt{})
 			res.Remaining, res.ResetAfter = m.Remaining, m.ResetAfter
 		}
 		return res, true
@@ -381,9 +402,10 @@ func (e *entry) grant(op *algorithms.Op, n uint64, r algorithms.Result, sent, no
 	}
 	e.mirror = nil
 	if st := r.State; st != nil {
-		at := time.UnixMicro(h.backend(now))
+		// The answer is the backend's at its decision, as without leases.
+		at := time.UnixMicro(decided)
 		st.Settle(op.Limit, at, e.pendingEnd())
-		e.mirror = st
+		e.mirror, e.mirrorAt = st, decided
 		m := st.Take(op.Limit, at, 0)
 		res.Remaining, res.ResetAfter = m.Remaining, m.ResetAfter
 	} else {

@@ -1,0 +1,39 @@
+package lease
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestBackendClockBoundsTheBackendsTime: calls to a backend whose clock is
+// theta ahead, each decided somewhere between its send and its answer; the
+// clock's bounds of the backend's time always hold it, the upper no
+// earlier and the lower no later, and neither is further from it than a
+// round trip.
+func TestBackendClockBoundsTheBackendsTime(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 1))
+	for _, theta := range []time.Duration{0, 3 * time.Millisecond, -40 * time.Millisecond} {
+		var c backendClock
+		now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+		slowest := time.Duration(0)
+		for range 2000 {
+			sent := now
+			rtt := time.Duration(50+rng.Int64N(5000)) * time.Microsecond
+			decided := sent.Add(time.Duration(rng.Int64N(int64(rtt) + 1)))
+			received := sent.Add(rtt)
+			c.note(sent, received, decided.Add(theta).UnixMicro())
+			slowest = max(slowest, rtt)
+			now = received.Add(time.Duration(rng.Int64N(300)) * time.Microsecond)
+
+			at := now.Add(time.Duration(rng.Int64N(1000)) * time.Microsecond)
+			hi, lo := c.read(at)
+			truth := at.Add(theta).UnixMicro()
+			require.GreaterOrEqual(t, hi, truth, "the upper bound is never earlier")
+			require.LessOrEqual(t, lo, truth, "the lower bound is never later")
+			require.LessOrEqual(t, hi-lo, 2*slowest.Microseconds(), "theta %s", theta)
+		}
+	}
+}
