@@ -78,12 +78,14 @@ func TestSlidingWindowLogSteps(t *testing.T) {
 				{at: 600 * ms, n: 2, allowed: true, remaining: 1, reset: 60900 * ms},
 				// The first lease gives back 3 by its receipt: (1s, 1 … 3).
 				{at: 700 * ms, n: 3, refund: true, hold: time.Second, receipt: 1, allowed: true, remaining: 4, reset: 60800 * ms},
-				// The newest are the second lease's: (1.5s, 7) and (1.5s, 6).
+				// Without a receipt, the newest logged by now go: (0.6s, 9)
+				// and (0.6s, 8). The leases' are logged ahead, at their ends.
 				{at: 700 * ms, n: 2, refund: true, allowed: true, remaining: 6, reset: 60800 * ms},
-				// Then (1.5s, 5), (1s, 4) and (0.6s, 9).
-				{at: 700 * ms, n: 3, refund: true, allowed: true, remaining: 9, reset: 59900 * ms},
+				// Nothing logged by now is left: the leases' entries stay
+				// theirs, and their holders may still serve them.
+				{at: 700 * ms, n: 3, refund: true, allowed: true, remaining: 6, reset: 60800 * ms},
 				// The receipt's entries are gone: nothing more goes.
-				{at: 700 * ms, n: 3, refund: true, receipt: 1, allowed: true, remaining: 9, reset: 59900 * ms},
+				{at: 700 * ms, n: 3, refund: true, receipt: 1, allowed: true, remaining: 6, reset: 60800 * ms},
 			},
 		},
 		{
