@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,7 +49,7 @@ func TestTopology(t *testing.T) {
 			env := backend.env(t)
 			// Outcomes, not latency, are under test, on a small shared machine.
 			env["RLS_BACKEND_TIMEOUT"] = "2s"
-			p := &envoyFront{srv: startServer(t, env), listener: loadEnvoyListener(t)}
+			p := &envoyFront{srv: startServer(t, env), listener: frontProxy(t)}
 			t.Run("logins", p.logins)
 			t.Run("api_key_burst", p.apiKeyBurst)
 			t.Run("limits_by_address", p.limitsByAddress)
@@ -61,17 +62,6 @@ func TestTopology(t *testing.T) {
 type envoyFront struct {
 	srv      *serverProcess
 	listener envoymodel.HTTPListener
-}
-
-// loadEnvoyListener returns envoy/envoy.yaml's HTTP listener.
-func loadEnvoyListener(t *testing.T) envoymodel.HTTPListener {
-	t.Helper()
-	b, err := envoymodel.LoadBootstrap("../envoy/envoy.yaml")
-	require.NoError(t, err)
-	ls, err := envoymodel.HTTPListeners(b)
-	require.NoError(t, err)
-	require.Len(t, ls, 1)
-	return ls[0]
 }
 
 // envoyExchange is one HTTP request through the proxy: what Envoy sent to the
@@ -107,17 +97,9 @@ func (e envoyExchange) httpStatus() int {
 // status returns the status of the descriptor rendered as "k=v,k=v".
 func (e envoyExchange) status(t *testing.T, descriptor string) *rlsv3.RateLimitResponse_DescriptorStatus {
 	t.Helper()
-	var sent []string
-	for i, d := range e.req.GetDescriptors() {
-		var parts []string
-		for _, en := range d.GetEntries() {
-			parts = append(parts, en.GetKey()+"="+en.GetValue())
-		}
-		s := strings.Join(parts, ",")
-		if s == descriptor {
-			return e.resp.GetStatuses()[i]
-		}
-		sent = append(sent, s)
+	sent := envoymodel.Describe(e.req.GetDescriptors())
+	if i := slices.Index(sent, descriptor); i >= 0 {
+		return e.resp.GetStatuses()[i]
 	}
 	t.Fatalf("Envoy sent no descriptor %s, only %q", descriptor, sent)
 	return nil
@@ -285,7 +267,7 @@ func (p *envoyFront) limitsByAddress(t *testing.T) {
 // X-RateLimit-* headers of DRAFT_VERSION_03 either way.
 func TestTopologyDemoScript(t *testing.T) {
 	redistest.NeedProgram(t, "curl", "apt-get install curl") // scripts/demo-burst.sh calls it
-	p := &envoyFront{srv: startServer(t, map[string]string{"RLS_BACKEND": "memory"}), listener: loadEnvoyListener(t)}
+	p := &envoyFront{srv: startServer(t, map[string]string{"RLS_BACKEND": "memory"}), listener: frontProxy(t)}
 	var mu sync.Mutex
 	var failures []string
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -69,6 +69,21 @@ func (r Request) path() string {
 	return r.Path
 }
 
+// Describe returns each descriptor's entries as "key=value,key=value", in
+// the order of ds: how the tests write down what Envoy sends. It leaves out
+// hits_addend and limit overrides.
+func Describe(ds []*ratelimitv3.RateLimitDescriptor) []string {
+	out := []string{}
+	for _, d := range ds {
+		parts := make([]string, 0, len(d.GetEntries()))
+		for _, e := range d.GetEntries() {
+			parts = append(parts, e.GetKey()+"="+e.GetValue())
+		}
+		out = append(out, strings.Join(parts, ","))
+	}
+	return out
+}
+
 // Descriptors returns the descriptors Envoy sends for req from the
 // rate_limits entries of stage: one per entry, in order, unless one of the
 // entry's actions produces nothing for req, in which case the entry sends

@@ -84,7 +84,7 @@ func TestDescriptorsActions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ds, err := envoymodel.Descriptors(rateLimits(t, tc.limits), 0, tc.req)
 			require.NoError(t, err)
-			assert.Equal(t, tc.want, describe(ds))
+			assert.Equal(t, tc.want, envoymodel.Describe(ds))
 		})
 	}
 }
@@ -129,7 +129,7 @@ func TestDescriptorsOfQueriesAndAddresses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ds, err := envoymodel.Descriptors(rateLimits(t, tc.limits), 0, tc.req)
 			require.NoError(t, err)
-			assert.Equal(t, tc.want, describe(ds))
+			assert.Equal(t, tc.want, envoymodel.Describe(ds))
 		})
 	}
 }
@@ -284,7 +284,7 @@ virtual_hosts:
 			}
 			require.NotNil(t, rr)
 			assert.Equal(t, "d", rr.GetDomain())
-			assert.Equal(t, tc.want, describe(rr.GetDescriptors()))
+			assert.Equal(t, tc.want, envoymodel.Describe(rr.GetDescriptors()))
 		})
 	}
 

@@ -1,7 +1,8 @@
 // Package envoymodel reads Envoy configuration back the way Envoy does, for
-// the tests: its own tests check the Envoy, Istio and Envoy Gateway files of
-// the repository's envoy/ directory and the demo's compose file, and the
-// integration tests drive the server with the descriptors Envoy would send.
+// the tests: with it, the tests of test/ check the Envoy, Istio and Envoy
+// Gateway files of the repository's envoy/ directory and the demo's compose
+// file, and drive the server with the descriptors Envoy would send. Its own
+// tests check the model on configuration they write themselves.
 //
 // FromYAML and FromValue decode Envoy's YAML into its v3 API types, as
 // envoy does with a bootstrap file; Validate applies the API's constraints,
@@ -14,7 +15,8 @@
 // such as an Istio EnvoyFilter patch carries, and PerRouteDescriptors for
 // the rate_limits of a route's per-filter configuration, as Envoy Gateway
 // writes them, with their hits_addend, limit override and
-// apply_on_stream_done.
+// apply_on_stream_done. Describe writes descriptors down as "key=value" lists
+// for the tests to compare.
 //
 // The model covers what ratewarden's configuration and Envoy Gateway's
 // translator use, and says so when it meets anything else: the actions

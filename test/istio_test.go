@@ -1,9 +1,10 @@
-package envoymodel_test
+package test
 
 import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -125,7 +126,8 @@ func TestIstioRatewardenDeployment(t *testing.T) {
 	d := m.get(t, "Deployment/ratelimit")
 	c := container(t, d)
 	env := containerEnv(t, c)
-	known := knownVariables(t)
+	known, err := knownVariables()
+	require.NoError(t, err)
 	for name := range env {
 		assert.True(t, known[name], "the server does not read %s", name)
 	}
@@ -144,7 +146,7 @@ func TestIstioRatewardenDeployment(t *testing.T) {
 	}
 	require.NotEmpty(t, mountedFrom, "a ConfigMap is mounted at RLS_CONFIG_PATH")
 	limits := at(t, m.get(t, "ConfigMap/"+mountedFrom), "data", "config.yaml").(string)
-	edge, err := os.ReadFile(repoFile("config", "edge.yaml"))
+	edge, err := os.ReadFile(filepath.Join(repoRoot, "config", "edge.yaml"))
 	require.NoError(t, err)
 	assert.Equal(t, string(edge), limits, "the ConfigMap holds config/edge.yaml")
 	cfg, err := config.Parse([]config.File{{Name: "config.yaml", Data: []byte(limits)}}, config.Options{DefaultAlgorithm: algorithms.SlidingWindowCounter})
@@ -273,6 +275,6 @@ func TestIstioEnvoyFilters(t *testing.T) {
 	for _, tc := range frontProxyCases() {
 		ds, err := envoymodel.Descriptors(vh.GetRateLimits(), rl.GetStage(), tc.req)
 		require.NoError(t, err)
-		assert.Equal(t, tc.want, describe(ds), tc.name)
+		assert.Equal(t, tc.want, envoymodel.Describe(ds), tc.name)
 	}
 }

@@ -1,4 +1,4 @@
-package envoymodel_test
+package test
 
 import (
 	"net/netip"
@@ -202,7 +202,7 @@ func TestEnvoyYAMLDescriptors(t *testing.T) {
 			require.NoError(t, err)
 			require.NotNil(t, req)
 			assert.Equal(t, "edge", req.GetDomain())
-			require.Equal(t, tc.want, describe(req.GetDescriptors()))
+			require.Equal(t, tc.want, envoymodel.Describe(req.GetDescriptors()))
 			for i, d := range req.GetDescriptors() {
 				var entries []algorithms.Entry
 				for _, e := range d.GetEntries() {

@@ -1,4 +1,4 @@
-package envoymodel_test
+package test
 
 import (
 	"bytes"
@@ -7,29 +7,20 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
-	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
 )
-
-// repoFile returns the path of a file of the repository, from this
-// package's directory.
-func repoFile(elem ...string) string {
-	return filepath.Join(append([]string{"..", "..", ".."}, elem...)...)
-}
 
 // envoyFile returns the path of a file of envoy/, the configuration files
 // these tests check.
 func envoyFile(name string) string {
-	return repoFile("envoy", name)
+	return filepath.Join(repoRoot, "envoy", name)
 }
 
 // frontProxy loads envoy.yaml and returns its one HTTP listener.
@@ -46,25 +37,9 @@ func frontProxy(t *testing.T) envoymodel.HTTPListener {
 // exampleLimits loads the example limits in config/.
 func exampleLimits(t *testing.T) *config.Config {
 	t.Helper()
-	c, err := config.LoadContext(context.Background(), repoFile("config"), config.Options{DefaultAlgorithm: algorithms.SlidingWindowCounter})
+	c, err := config.LoadContext(context.Background(), filepath.Join(repoRoot, "config"), config.Options{DefaultAlgorithm: algorithms.SlidingWindowCounter})
 	require.NoError(t, err)
 	return c
-}
-
-// knownVariables returns every variable the server reads, from the list
-// `server -h` prints.
-func knownVariables(t *testing.T) map[string]bool {
-	t.Helper()
-	var out bytes.Buffer
-	require.NoError(t, settings.PrintUsage(&out))
-	vars := map[string]bool{}
-	for _, line := range strings.Split(out.String(), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], settings.Prefix+"_") {
-			vars[f[0]] = true
-		}
-	}
-	require.Contains(t, vars, "RLS_GRPC_ADDR", "server -h lists the variables")
-	return vars
 }
 
 // yamlDocuments decodes every document of a YAML file.
@@ -107,17 +82,4 @@ func at(t *testing.T, v any, path ...any) any {
 		}
 	}
 	return v
-}
-
-// describe renders descriptors as "k=v,k=v" strings.
-func describe(ds []*ratelimitv3.RateLimitDescriptor) []string {
-	out := []string{}
-	for _, d := range ds {
-		var parts []string
-		for _, e := range d.GetEntries() {
-			parts = append(parts, e.GetKey()+"="+e.GetValue())
-		}
-		out = append(out, strings.Join(parts, ","))
-	}
-	return out
 }

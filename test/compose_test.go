@@ -1,4 +1,4 @@
-package envoymodel_test
+package test
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ import (
 // composeServices returns docker-compose.yaml's services.
 func composeServices(t *testing.T) map[string]map[string]any {
 	t.Helper()
-	docs := yamlDocuments(t, repoFile("docker-compose.yaml"))
+	docs := yamlDocuments(t, filepath.Join(repoRoot, "docker-compose.yaml"))
 	require.Len(t, docs, 1)
 	out := map[string]map[string]any{}
 	for name, s := range at(t, docs[0], "services").(map[string]any) {
@@ -58,8 +58,8 @@ func strs(v any) []string {
 	return out
 }
 
-// flag returns the value that follows name in args.
-func flag(t *testing.T, args []string, name string) string {
+// flagValue returns the value that follows name in args.
+func flagValue(t *testing.T, args []string, name string) string {
 	t.Helper()
 	i := slices.Index(args, name)
 	require.True(t, i >= 0 && i+1 < len(args), "%s in %q", name, args)
@@ -75,12 +75,12 @@ func TestComposeServices(t *testing.T) {
 		for _, v := range strs(svc["volumes"]) {
 			host, _, _ := strings.Cut(v, ":")
 			if strings.HasPrefix(host, ".") {
-				_, err := os.Stat(repoFile(host))
+				_, err := os.Stat(filepath.Join(repoRoot, host))
 				assert.NoError(t, err, "%s mounts %s from the repository", name, host)
 			}
 		}
 		if b, ok := svc["build"]; ok {
-			_, err := os.Stat(filepath.Join(repoFile(fmt.Sprint(b)), "Dockerfile"))
+			_, err := os.Stat(filepath.Join(repoRoot, fmt.Sprint(b), "Dockerfile"))
 			assert.NoError(t, err, "%s is built from a Dockerfile", name)
 		}
 		assert.True(t, svc["image"] != nil || svc["build"] != nil, "%s has an image", name)
@@ -138,7 +138,8 @@ func composeEnv(t *testing.T, svc map[string]any) map[string]string {
 func TestComposeRatewardenOnRedisCluster(t *testing.T) {
 	services := composeServices(t)
 	env := composeEnv(t, services["ratewarden"])
-	known := knownVariables(t)
+	known, err := knownVariables()
+	require.NoError(t, err)
 	for name := range env {
 		assert.True(t, known[name], "the server does not read %s", name)
 	}
@@ -152,12 +153,12 @@ func TestComposeRatewardenOnRedisCluster(t *testing.T) {
 		if strings.Contains(fmt.Sprint(svc["command"]), "--cluster-enabled") {
 			nodes = append(nodes, name)
 			args := strs(svc["command"])
-			assert.Equal(t, "yes", flag(t, args, "--cluster-enabled"), name)
-			assert.Equal(t, "noeviction", flag(t, args, "--maxmemory-policy"), name)
-			assert.Equal(t, "", flag(t, args, "--save"), name)
-			assert.Equal(t, "no", flag(t, args, "--appendonly"), name)
-			assert.Equal(t, "6379", flag(t, args, "--port"), name)
-			assert.Equal(t, "no", flag(t, args, "--cluster-require-full-coverage"), name)
+			assert.Equal(t, "yes", flagValue(t, args, "--cluster-enabled"), name)
+			assert.Equal(t, "noeviction", flagValue(t, args, "--maxmemory-policy"), name)
+			assert.Equal(t, "", flagValue(t, args, "--save"), name)
+			assert.Equal(t, "no", flagValue(t, args, "--appendonly"), name)
+			assert.Equal(t, "6379", flagValue(t, args, "--port"), name)
+			assert.Equal(t, "no", flagValue(t, args, "--cluster-require-full-coverage"), name)
 			assert.Regexp(t, `^redis:7`, svc["image"])
 		}
 	}
@@ -189,7 +190,7 @@ func TestComposeRatewardenOnRedisCluster(t *testing.T) {
 }
 
 func TestDockerfile(t *testing.T) {
-	data, err := os.ReadFile(repoFile("Dockerfile"))
+	data, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
 	require.NoError(t, err)
 	type stage struct {
 		from, name string
@@ -271,9 +272,9 @@ func TestDockerfile(t *testing.T) {
 }
 
 func TestDemoScriptSyntax(t *testing.T) {
-	out, err := exec.Command("bash", "-n", repoFile("scripts", "demo-burst.sh")).CombinedOutput()
+	out, err := exec.Command("bash", "-n", filepath.Join(repoRoot, "scripts", "demo-burst.sh")).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	info, err := os.Stat(repoFile("scripts", "demo-burst.sh"))
+	info, err := os.Stat(filepath.Join(repoRoot, "scripts", "demo-burst.sh"))
 	require.NoError(t, err)
 	assert.NotZero(t, info.Mode()&0o111, "the script is executable")
 }

@@ -1,8 +1,9 @@
-package envoymodel_test
+package test
 
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -154,7 +155,7 @@ func TestEnvoyGatewayHelmValues(t *testing.T) {
 // TestImageRunsAsEnvoyGatewayStartsIt: Envoy Gateway runs the image with the
 // command /bin/ratelimit; the image has the server there.
 func TestImageRunsAsEnvoyGatewayStartsIt(t *testing.T) {
-	data, err := os.ReadFile(repoFile("Dockerfile"))
+	data, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
 	require.NoError(t, err)
 	var build, final []string
 	stage := 0

@@ -1,4 +1,4 @@
-package envoymodel_test
+package test
 
 import (
 	"testing"
