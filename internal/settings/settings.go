@@ -104,8 +104,8 @@ type Settings struct {
 	// in flight (redisx.NewLimiter). Fewer pipelines carry more calls each,
 	// which costs Redis less per decision (one read and one write per
 	// pipeline): on 2 CPUs, 1 per CPU cost Redis 17 to 28 µs of CPU per
-	// decision where 4 per CPU cost 23 to 35 (`go run ./cmd/loadgen
-	// rediscost`).
+	// decision where 4 per CPU cost 23 to 35 (`go -C bench run
+	// ./cmd/loadgen rediscost`).
 	RedisPipelinesPerCPU int `split_words:"true" default:"1" desc:"pipelines in flight to Redis per CPU (at least 2 in all): concurrent requests share them, so fewer cost Redis less per decision and more wait less on a CPU-starved host"`
 	// DenyCache answers repeated denials locally (redis backend only).
 	DenyCache     bool `split_words:"true" default:"true" desc:"with the redis backend, answer a take that Redis denied, until its retry time, from memory instead of asking Redis again"`

@@ -1,6 +1,7 @@
 // Package testkit is the folder of what ratewarden's tests and its load
-// generator share, apart from the product: no package of the server imports
-// anything under it (TestProductImportsNoTestkit checks). Its packages:
+// generator (the module in bench/) share, apart from the product: no
+// package of the server imports anything under it
+// (TestProductImportsNoTestkit checks). Its packages:
 //
 //   - proc starts and stops processes: redis-server (standalone, a cluster,
 //     Sentinel) and the server binary.

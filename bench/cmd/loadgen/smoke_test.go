@@ -251,8 +251,9 @@ func TestLimitsCommand(t *testing.T) {
 }
 
 // TestBenchQuick runs `loadgen bench -quick` as a program (it starts the
-// no-op and profiled servers from its own executable) and checks the files
-// it writes. It takes about half a minute, so -short skips it.
+// no-op and profiled servers from its own executable), in this directory,
+// from which its default -root finds the repository's root, and checks the
+// files it writes. It takes about half a minute, so -short skips it.
 func TestBenchQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("bench -quick takes about half a minute")
@@ -268,7 +269,7 @@ func TestBenchQuick(t *testing.T) {
 	outDir := filepath.Join(dir, "out")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bench := exec.CommandContext(ctx, bin, "bench", "-quick", "-root", "../..", "-out", outDir)
+	bench := exec.CommandContext(ctx, bin, "bench", "-quick", "-out", outDir)
 	out, err = bench.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 

@@ -26,7 +26,7 @@ func sampleOverloadReport() *overloadReport {
 		return out
 	}
 	return &overloadReport{
-		Date: "2026-11-23 22:00 UTC", Took: "2m", Command: "go run ./cmd/loadgen overload",
+		Date: "2026-11-23 22:00 UTC", Took: "2m", Command: "go -C bench run ./cmd/loadgen overload",
 		Config: overloadConfig{Callers: 128, Replicas: 2, Spinners: 2, Overload: 4, Goodput: 0.8, Passes: 1,
 			ExactLimit: 20, ExactKeys: 1, ExactShare: 0.1, DeadlinesText: []string{"20ms", "none"}, WarmupText: "1s", ClosedText: "10s", OpenText: "10s"},
 		Machine: machine{CPU: "test CPU", CPUs: 2, LoadBefore: "1 1 1", LoadAfter: "9 9 9"},

@@ -44,7 +44,7 @@ const (
 func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags := newFlagSet("rediscost", "rediscost [flags]: what a decision of every algorithm costs Redis and the server, beside envoyproxy/ratelimit's fixed window and, on cold keys, a server built from -baseline, in one run", stderr)
 	cfg := benchConfig{Quick: true, BackendTimeout: time.Second}
-	flags.StringVar(&cfg.Root, "root", ".", "the ratewarden module to build the server from")
+	flags.StringVar(&cfg.Root, "root", "", rootUsage)
 	flags.DurationVar(&cfg.Duration, "duration", 3*time.Second, "how long each cell measures")
 	flags.DurationVar(&cfg.Warmup, "warmup", 500*time.Millisecond, "how long each cell sends before measuring")
 	flags.IntVar(&cfg.Concurrency, "concurrency", 64, "callers of every cell")
@@ -66,6 +66,10 @@ func rediscostCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	if *update != "" && filepath.Base(*update) != pagePath {
 		return fmt.Errorf("loadgen: rediscost: -update %s: it names the page, a file called %s, beside which the detail goes into %s/", *update, pagePath, detailDir)
+	}
+	var err error
+	if cfg.Root, err = orServerRoot(cfg.Root); err != nil {
+		return err
 	}
 	cfg.DurationText, cfg.WarmupText, cfg.BackendTimeoutText = cfg.Duration.String(), cfg.Warmup.String(), cfg.BackendTimeout.String()
 	begin := time.Now()

@@ -31,7 +31,7 @@ func sampleReport() *benchReport {
 		Concurrency: 64, Rate: 9500, Decisions: 28500, Allowed: 2850, Denied: 25650, P99: 4000}
 	hot.Redis = newRedisCost(commandStats{"evalsha": 28500}, hot.Decisions)
 	return &benchReport{
-		Date: "2026-01-01 00:00 UTC", Took: "1m", Command: "go run ./cmd/loadgen bench",
+		Date: "2026-01-01 00:00 UTC", Took: "1m", Command: "go -C bench run ./cmd/loadgen bench",
 		Config: benchConfig{Concurrency: 64, Sweep: []int{4, 64}, Keys: []int{sweepKeys}, Conns: 2,
 			DurationText: "3s", WarmupText: "500ms", BackendTimeoutText: "1s"},
 		Machine: machine{CPU: "test CPU", CPUs: 2},
@@ -214,5 +214,5 @@ func TestReproduceCommandLeavesOutPaths(t *testing.T) {
 	fs.Int("repeat", 1, "")
 	fs.Duration("duration", time.Second, "")
 	require.NoError(t, fs.Parse([]string{"-root", "/src", "-out", "/tmp/x", "-quick", "-repeat", "3", "-duration", "2s"}))
-	assert.Equal(t, "go run ./cmd/loadgen bench -duration=2s -quick -repeat=3", reproduceCommand(fs, "bench"))
+	assert.Equal(t, "go -C bench run ./cmd/loadgen bench -duration=2s -quick -repeat=3", reproduceCommand(fs, "bench"))
 }

@@ -6,6 +6,12 @@
 // `loadgen overload` run the benchmarks on this machine, each writing its
 // table of BENCHMARKS.md and its page under benchmarks/.
 //
+// The load generator is a module of its own, in the repository's bench/,
+// that imports the server's packages from the checkout. From the
+// repository's root, `go -C bench run ./cmd/loadgen bench` runs it in
+// bench/; it builds the server from the module above it (-root), and
+// writes the reports there.
+//
 // Usage:
 //
 //	loadgen [run] [flags]     drive a RateLimitService (see loadgen run -h)

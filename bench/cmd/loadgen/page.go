@@ -178,9 +178,13 @@ func (m marker) writeAnalysis(w io.Writer, analysis string) {
 // benchmark's and the Redis cost's, each that is there.
 func reportCommand(args []string, stderr io.Writer) error {
 	flags := newFlagSet("report", "report [-out DIR] [-in FILE]: render "+pagePath+" and "+detailDir+"/ again from the JSON files under "+detailDir+"/", stderr)
-	out := flags.String("out", ".", "the directory of "+pagePath+" and "+detailDir+"/")
+	out := flags.String("out", "", "the directory of "+pagePath+" and "+detailDir+"/ (default: the server's module, as for -root of the other commands)")
 	in := flags.String("in", "", "the bench's JSON (default: "+reportJSONPath+" under -out)")
 	if err := parseFlags(flags, args); err != nil {
+		return err
+	}
+	var err error
+	if *out, err = orServerRoot(*out); err != nil {
 		return err
 	}
 	benchJSON := *in

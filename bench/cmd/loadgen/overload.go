@@ -102,7 +102,7 @@ const exactWindowDays = 3650
 func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("overload", "overload [flags]: run the overload benchmark on this machine, before and after, and write its table of "+pagePath+", and "+overloadDetailPath+" and "+overloadJSONPath, stderr)
 	var cfg overloadConfig
-	fs.StringVar(&cfg.Root, "root", ".", "the ratewarden module to build the server from")
+	fs.StringVar(&cfg.Root, "root", "", rootUsage)
 	fs.StringVar(&cfg.Out, "out", "", "directory to write "+pagePath+" and "+detailDir+"/ into (default: -root)")
 	fs.StringVar(&cfg.Baseline, "baseline", "f6d78ac", "commit of -root's repository to build the 'before' server from; empty skips it")
 	fs.IntVar(&cfg.Callers, "callers", 128, "callers of the closed loop, each with one call in flight")
@@ -126,10 +126,13 @@ func overloadCommand(ctx context.Context, args []string, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	var err error
+	if cfg.Root, err = orServerRoot(cfg.Root); err != nil {
+		return err
+	}
 	if cfg.Out == "" {
 		cfg.Out = cfg.Root
 	}
-	var err error
 	if cfg.Deadlines, err = parseDeadlines(*deadlines); err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ type benchConfig struct {
 func benchCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("bench", "bench [flags]: run the benchmark matrix on this machine and write its table of "+pagePath+", and "+reportDetailPath+", "+reportSVGPath+" and "+reportJSONPath, stderr)
 	var cfg benchConfig
-	fs.StringVar(&cfg.Root, "root", ".", "the ratewarden module to build the server from")
+	fs.StringVar(&cfg.Root, "root", "", rootUsage)
 	fs.StringVar(&cfg.Out, "out", "", "directory to write "+pagePath+" and "+detailDir+"/ into (default: -root; with -quick a new temporary directory)")
 	fs.BoolVar(&cfg.Quick, "quick", false, "a smoke run of about 20 seconds: a few cells, 1s each, no cluster, no profiles")
 	fs.DurationVar(&cfg.Duration, "duration", 3*time.Second, "how long each cell measures")
@@ -100,6 +100,9 @@ func benchCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
+	if cfg.Root, err = orServerRoot(cfg.Root); err != nil {
+		return err
+	}
 	if cfg.Sweep, err = parseInts(*sweep); err != nil {
 		return fmt.Errorf("loadgen: -sweep: %w", err)
 	}
@@ -139,10 +142,10 @@ func benchCommand(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 // reproduceCommand returns the command that measures what this run of the
-// loadgen command name did: the flags that were set, without those naming
-// where files are.
+// loadgen command name did, run from the repository's root: the flags that
+// were set, without -root and -out, which name where files are.
 func reproduceCommand(fs *flag.FlagSet, name string) string {
-	cmd := []string{"go", "run", "./cmd/loadgen", name}
+	cmd := []string{"go", "-C", "bench", "run", "./cmd/loadgen", name}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "root" || f.Name == "out" {
 			return

@@ -67,7 +67,7 @@ func sampleRedisCostRuns(cells []cell) map[string][]*result {
 
 // sampleRedisCostReport is a rediscost run of sampleRedisCostRuns.
 func sampleRedisCostReport() *redisCostReport {
-	return &redisCostReport{Command: "go run ./cmd/loadgen rediscost", Date: "2026-01-01 00:00 UTC", Took: "4m",
+	return &redisCostReport{Command: "go -C bench run ./cmd/loadgen rediscost", Date: "2026-01-01 00:00 UTC", Took: "4m",
 		Machine: machine{CPU: "test CPU", CPUs: 2, Redis: "7.0.15", Commit: "abc"},
 		Config:  benchConfig{Repeat: 3, Concurrency: 64, Conns: 2, DurationText: "3s", WarmupText: "500ms"}, Keys: 1000,
 		Replicas: 2, Peer: "commit f2fb157",
@@ -132,7 +132,7 @@ func TestRedisCostReport(t *testing.T) {
 	runs := sampleRedisCostRuns(cells)
 
 	var md strings.Builder
-	rep := redisCostReport{Command: "go run ./cmd/loadgen rediscost", Config: benchConfig{Repeat: 3, Concurrency: 64}, Keys: 1000}
+	rep := redisCostReport{Command: "go -C bench run ./cmd/loadgen rediscost", Config: benchConfig{Repeat: 3, Concurrency: 64}, Keys: 1000}
 	failed := rep.write(&md, cells, runs)
 	assert.Equal(t, 1, failed)
 	out := md.String()

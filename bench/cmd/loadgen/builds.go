@@ -10,11 +10,49 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/mod/modfile"
 )
 
 // The server builds the benchmarks run: the module's, and one from an
 // earlier commit of its repository (the "before" build of `loadgen
 // overload` and `loadgen rediscost`).
+
+// serverModule is the module path of ratewarden's server, whose directory
+// -root names. The load generator is a module of its own, in its bench/.
+const serverModule = "github.com/ratewarden/ratewarden"
+
+// rootUsage is the help of -root.
+const rootUsage = "the ratewarden module to build the server from (default: the nearest directory at or above the working directory whose go.mod is " + serverModule + "'s, the repository's root under go -C bench run)"
+
+// orServerRoot returns root, or when it is empty the directory of the
+// server's module that findServerRoot finds from the working directory.
+func orServerRoot(root string) (string, error) {
+	if root != "" {
+		return root, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("loadgen: %w", err)
+	}
+	return findServerRoot(wd)
+}
+
+// findServerRoot returns the nearest directory at or above dir whose go.mod
+// declares serverModule: from bench/, where `go -C bench run ./cmd/loadgen`
+// runs the load generator, the repository's root.
+func findServerRoot(dir string) (string, error) {
+	for d := dir; ; {
+		if data, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && modfile.ModulePath(data) == serverModule {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("loadgen: no go.mod of %s at or above %s: name the server's module with -root", serverModule, dir)
+		}
+		d = parent
+	}
+}
 
 // goBuild builds ./cmd/server of the module in dir into bin.
 func goBuild(ctx context.Context, dir, bin string) error {
