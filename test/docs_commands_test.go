@@ -17,10 +17,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ratewarden/ratewarden/internal/testkit/proc"
@@ -38,7 +41,8 @@ import (
 //     RLS_REDIS_ADDRS (and the Sentinel master's name) are replaced by a
 //     real Redis of the mode the command asks for. The server must turn
 //     SERVING and decide a request.
-//   - go test: the packages must exist and hold tests that -run selects
+//   - go test, or go -C bench test for the load generator's module: the
+//     packages must exist in that module and hold tests that -run selects
 //     (read from their source: the suite runs them, so the docs test
 //     neither compiles other packages nor starts their Redis servers).
 //   - redis-server: started for real on a port of its own; every setting given
@@ -61,7 +65,9 @@ func (s *docSession) runCall(c docCall, env map[string]string) error {
 	case isServer:
 		return s.startServer(env)
 	case len(args) >= 2 && args[0] == "go" && args[1] == "test":
-		return checkGoTest(args[2:])
+		return checkGoTest(".", args[2:])
+	case len(args) >= 4 && args[0] == "go" && args[1] == "-C" && args[3] == "test":
+		return checkGoTest(args[2], args[4:])
 	case args[0] == "redis-server":
 		return s.redisServer(args[1:])
 	}
@@ -204,9 +210,13 @@ func (s *docSession) docAddrs(text string) (string, error) {
 	return strings.NewReplacer(replace...).Replace(text), nil
 }
 
-// checkGoTest checks `go test [flags] PACKAGES`: every package exists and
+// checkGoTest checks `go test [flags] PACKAGES` run in module, a directory
+// of the repository with a go.mod: every package exists in that module and
 // holds tests, and -run selects at least one of them.
-func checkGoTest(args []string) error {
+func checkGoTest(module string, args []string) error {
+	if _, err := os.Stat(filepath.Join(repoRoot, module, "go.mod")); err != nil {
+		return fmt.Errorf("go -C %s: not a module of the repository: %w", module, err)
+	}
 	var pkgs []string
 	run := ""
 	for i := 0; i < len(args); i++ {
@@ -236,7 +246,11 @@ func checkGoTest(args []string) error {
 		if !strings.HasPrefix(pkg, "./") {
 			return fmt.Errorf("package %s: name it by its directory, ./…", pkg)
 		}
-		tests, err := testFuncs(filepath.Join(repoRoot, strings.TrimSuffix(pkg, "/...")), strings.HasSuffix(pkg, "/..."))
+		dir := filepath.Join(repoRoot, module, strings.TrimSuffix(pkg, "/..."))
+		if inner := innerModule(filepath.Join(repoRoot, module), dir); inner != "" {
+			return fmt.Errorf("package %s is in the module in %s: go -C %[2]s test runs it", pkg, inner)
+		}
+		tests, err := testFuncs(dir, strings.HasSuffix(pkg, "/..."))
 		if err != nil {
 			return fmt.Errorf("package %s: %w", pkg, err)
 		}
@@ -256,7 +270,8 @@ func checkGoTest(args []string) error {
 }
 
 // testFuncs returns the Test functions of the package in dir, and of the
-// packages under it when recursive.
+// packages under it when recursive, as ./... names them: not those of a
+// module inside it (bench/ in the root).
 func testFuncs(dir string, recursive bool) ([]string, error) {
 	info, err := os.Stat(dir)
 	if err != nil {
@@ -270,7 +285,7 @@ func testFuncs(dir string, recursive bool) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && path != dir && (!recursive || strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+		if d.IsDir() && path != dir && (!recursive || strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || isModule(path)) {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
@@ -288,6 +303,25 @@ func testFuncs(dir string, recursive bool) ([]string, error) {
 		return nil
 	})
 	return names, err
+}
+
+// innerModule returns the directory, from the repository's root, of the
+// module inside the one at root that holds dir (a directory under root),
+// or "" when dir is root's.
+func innerModule(root, dir string) string {
+	for d := dir; len(d) > len(root); d = filepath.Dir(d) {
+		if isModule(d) {
+			rel, _ := filepath.Rel(repoRoot, d)
+			return filepath.ToSlash(rel)
+		}
+	}
+	return ""
+}
+
+// isModule reports whether dir holds a go.mod: the root of a module.
+func isModule(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "go.mod"))
+	return err == nil
 }
 
 // redisServer starts redis-server with the documented settings on a port
@@ -464,4 +498,17 @@ func (spec coveredCommandSpec) check(env map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// TestDocsGoTestNamesPackagesOfItsModule: a documented go test names
+// packages of the module it runs in, the root's or, with go -C bench,
+// the load generator's; ./... in the root leaves out the bench module, as
+// the go command does.
+func TestDocsGoTestNamesPackagesOfItsModule(t *testing.T) {
+	require.NoError(t, checkGoTest(".", []string{"./internal/algorithms"}))
+	require.NoError(t, checkGoTest("bench", []string{"-race", "./..."}))
+	require.NoError(t, checkGoTest("bench", []string{"./cmd/loadgen", "-run", "BenchQuick"}))
+	assert.ErrorContains(t, checkGoTest(".", []string{"./bench/cmd/loadgen"}), "go -C bench test runs it")
+	assert.ErrorContains(t, checkGoTest("cmd", []string{"./server"}), "not a module of the repository")
+	assert.ErrorContains(t, checkGoTest(".", []string{"./...", "-run", "BenchQuick"}), "selects no test")
 }
