@@ -79,7 +79,7 @@ func Run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if f.path == "" {
 		f.path = s.ConfigPath
 	}
-	opts := server.ConfigOptions(s)
+	opts := s.ConfigOptions()
 	opts.MergeDomains = opts.MergeDomains || f.merge
 	opts.WarnLifetime, opts.WarnLogSize = s.MaxOverrideLifetime, s.MaxOverrideLogSize
 	readCtx, cancel := context.WithTimeout(ctx, s.ConfigReadTimeout)

@@ -154,7 +154,7 @@ func Explain(cfg *config.Config, body []byte, s settings.Settings, now time.Time
 	if err != nil {
 		return nil, err
 	}
-	x, err := rls.Explain(cfg, req, serviceOptions(s, nil))
+	x, err := rls.Explain(cfg, req, s.ServiceOptions(nil))
 	if err != nil {
 		return nil, err
 	}

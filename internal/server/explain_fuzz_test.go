@@ -36,7 +36,7 @@ func FuzzExplain(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	cfg, err := config.LoadContext(f.Context(), s.ConfigPath, ConfigOptions(s))
+	cfg, err := config.LoadContext(f.Context(), s.ConfigPath, s.ConfigOptions())
 	if err != nil {
 		f.Fatal(err)
 	}

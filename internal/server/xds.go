@@ -22,7 +22,7 @@ func newXDSClient(s settings.Settings, logger *slog.Logger, now time.Time) (*xds
 	if err != nil {
 		return nil, err
 	}
-	cfg := ConfigOptions(s)
+	cfg := s.ConfigOptions()
 	cfg.DefaultAlgorithm = s.XDSDefaultAlgorithm
 	c, err := xds.New(xds.Options{
 		ServerURL:       s.XDSServerURL,
