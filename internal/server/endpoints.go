@@ -141,7 +141,7 @@ func readRequest(w http.ResponseWriter, r *http.Request, path string) (*rlsv3.Ra
 	if !ok {
 		return nil, false
 	}
-	req, err := parseRequestJSON(body)
+	req, err := rls.ParseRequestJSON(body)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return nil, false

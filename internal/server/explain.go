@@ -9,10 +9,8 @@ import (
 	"strings"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/redisx"
@@ -150,7 +148,7 @@ func newExplainer(s settings.Settings) (*explainer, error) {
 // the service refuses (gRPC InvalidArgument), and rls.ErrNoConfig for a
 // nil cfg.
 func Explain(cfg *config.Config, body []byte, s settings.Settings, now time.Time) (*ExplainReport, error) {
-	req, err := parseRequestJSON(body)
+	req, err := rls.ParseRequestJSON(body)
 	if err != nil {
 		return nil, err
 	}
@@ -163,23 +161,6 @@ func Explain(cfg *config.Config, body []byte, s settings.Settings, now time.Time
 		return nil, err
 	}
 	return e.report(x, now)
-}
-
-// errNotRequest is wrapped by the error of a body that is not a
-// RateLimitRequest in JSON.
-var errNotRequest = errors.New("rls: request is not a RateLimitRequest in JSON")
-
-// parseRequestJSON reads body, a RateLimitRequest in JSON, as /json reads
-// it.
-func parseRequestJSON(body []byte) (*rlsv3.RateLimitRequest, error) {
-	var req rlsv3.RateLimitRequest
-	if err := loneSurrogate(body); err != nil {
-		return nil, fmt.Errorf("%w: %w", errNotRequest, err)
-	}
-	if err := protojson.Unmarshal(body, &req); err != nil {
-		return nil, fmt.Errorf("%w: %w", errNotRequest, err)
-	}
-	return &req, nil
 }
 
 // report lays x out with the keys of each limit at now.

@@ -44,7 +44,7 @@ func FuzzExplain(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := Explain(cfg, body, s, now)
 		if err != nil {
-			if !errors.Is(err, errNotRequest) && status.Code(err) != codes.InvalidArgument && !errors.Is(err, rls.ErrNoConfig) {
+			if !errors.Is(err, rls.ErrNotRequestJSON) && status.Code(err) != codes.InvalidArgument && !errors.Is(err, rls.ErrNoConfig) {
 				t.Fatalf("unexpected error %T %v", err, err)
 			}
 			return
