@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/config"
-	"github.com/ratewarden/ratewarden/internal/server"
+	"github.com/ratewarden/ratewarden/internal/explain"
 	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
@@ -93,7 +93,7 @@ func Run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		if err != nil {
 			return r.failed(err)
 		}
-		report, err := server.Explain(cfg, body, s, time.Now())
+		report, err := explain.Request(cfg, body, s, time.Now())
 		if st, ok := status.FromError(err); ok && err != nil {
 			// A request the service refuses: its message, without gRPC's
 			// frame.

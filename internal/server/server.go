@@ -20,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/ratewarden/ratewarden/internal/explain"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/settings"
@@ -40,8 +41,8 @@ type Server struct {
 	closePath func()
 	config    *configState // the limits in force, and their source
 	metrics   *metrics.Metrics
-	explain   *explainer      // /explain's keys
-	tracer    *tracing.Tracer // nil without RLS_TRACING
+	explain   *explain.Explainer // /explain's keys
+	tracer    *tracing.Tracer    // nil without RLS_TRACING
 	// backendWatch keeps health in step with the backend's reachability.
 	backendWatch *backendWatch
 
@@ -98,7 +99,7 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 		return nil, err
 	}
 	srv := &Server{settings: s, log: logger, backend: b, health: NewHealth(), metrics: m}
-	if srv.explain, err = newExplainer(s); err != nil {
+	if srv.explain, err = explain.New(s); err != nil {
 		b.Close()
 		return nil, err
 	}

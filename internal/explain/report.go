@@ -1,16 +1,18 @@
-package server
+// Package explain says what the service would do with a request, and why,
+// without taking or giving back anything: the report of the server's
+// /explain and of the check command's -explain. Its parts come from where
+// each decision is made: rls.Explain plans the request as ShouldRateLimit
+// would (the matching, limits, overrides, hits and replaces), config.Trace
+// tells how each descriptor went down its domain's tree, and internal/redisx
+// names the keys each limit's state lives in. Report lays them out with
+// sentences that say what shards, overrides, quota_mode, charges and shadow
+// mode do; its JSON is for machines, its Text for people.
+package explain
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"strconv"
 	"strings"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/redisx"
@@ -18,14 +20,14 @@ import (
 	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
-// ExplainReport is the answer of /explain and of the check command's
-// -explain: what the service would do with a request, and why, without
-// taking or giving back anything. It is rls.Explanation with, for each
-// limit, where its state lives in Redis (internal/redisx's keys, hash tags
-// and cluster slots), and sentences that say what shards, overrides,
-// quota_mode, charges and shadow mode do to it. Its JSON is for machines,
-// Text for people.
-type ExplainReport struct {
+// Report is the answer of /explain and of the check command's -explain:
+// what the service would do with a request, and why, without taking or
+// giving back anything. It is rls.Explanation with, for each limit, where
+// its state lives in Redis (internal/redisx's keys, hash tags and cluster
+// slots), and sentences that say what shards, overrides, quota_mode,
+// charges and shadow mode do to it. Its JSON is for machines, Text for
+// people.
+type Report struct {
 	Domain string `json:"domain"`
 	// Backend is RLS_BACKEND: with memory, the keys are those Redis would
 	// use.
@@ -35,46 +37,46 @@ type ExplainReport struct {
 	QuotaMode  bool `json:"quotaMode,omitempty"`
 	// Effects say, in sentences, what the service's settings do to the
 	// whole request.
-	Effects     []string              `json:"effects,omitempty"`
-	Descriptors []ExplainedDescriptor `json:"descriptors"`
+	Effects     []string     `json:"effects,omitempty"`
+	Descriptors []Descriptor `json:"descriptors"`
 }
 
-// ExplainedDescriptor is what becomes of one request descriptor.
-type ExplainedDescriptor struct {
-	Entries []ExplainedEntry `json:"entries"`
+// Descriptor is what becomes of one request descriptor.
+type Descriptor struct {
+	Entries []Entry `json:"entries"`
 	// Rule is the rule that applies; Why says why none does.
-	Rule *ExplainedRule `json:"rule,omitempty"`
-	Why  string         `json:"why,omitempty"`
+	Rule *Rule  `json:"rule,omitempty"`
+	Why  string `json:"why,omitempty"`
 	// Steps are the configured descriptors the entries matched.
-	Steps     []ExplainedStep `json:"steps,omitempty"`
-	Unlimited bool            `json:"unlimited,omitempty"`
-	Override  bool            `json:"override,omitempty"`
-	Quota     bool            `json:"quota,omitempty"`
+	Steps     []Step `json:"steps,omitempty"`
+	Unlimited bool   `json:"unlimited,omitempty"`
+	Override  bool   `json:"override,omitempty"`
+	Quota     bool   `json:"quota,omitempty"`
 	// Hits is what the descriptor asks to take, or to give back with
 	// Refund.
 	Hits   uint64 `json:"hits"`
 	Refund bool   `json:"refund,omitempty"`
 	// Effects say, in sentences, what the descriptor's settings do.
-	Effects []string         `json:"effects,omitempty"`
-	Limits  []ExplainedLimit `json:"limits,omitempty"`
+	Effects []string `json:"effects,omitempty"`
+	Limits  []Limit  `json:"limits,omitempty"`
 }
 
-// ExplainedEntry is one entry of a request descriptor.
-type ExplainedEntry struct {
+// Entry is one entry of a request descriptor.
+type Entry struct {
 	Key   string `json:"key"`
 	Value string `json:"value"`
 }
 
-// ExplainedRule is the rule a descriptor matched.
-type ExplainedRule struct {
+// Rule is the rule a descriptor matched.
+type Rule struct {
 	Path string `json:"path"`
 	File string `json:"file"`
 	Line int    `json:"line,omitempty"`
 }
 
-// ExplainedStep is the configured descriptor one entry matched: by its
+// Step is the configured descriptor one entry matched: by its
 // value, by a wildcard (Pattern), or by its key alone.
-type ExplainedStep struct {
+type Step struct {
 	Key     string `json:"key"`
 	Value   string `json:"value"`
 	By      string `json:"by"`
@@ -83,9 +85,9 @@ type ExplainedStep struct {
 	Line    int    `json:"line,omitempty"`
 }
 
-// ExplainedLimit is one limit of a descriptor, the op the service would
+// Limit is one limit of a descriptor, the op the service would
 // send for it, and where its state lives.
-type ExplainedLimit struct {
+type Limit struct {
 	Name            string `json:"name,omitempty"`
 	Algorithm       string `json:"algorithm"`
 	RequestsPerUnit uint64 `json:"requestsPerUnit"`
@@ -107,14 +109,14 @@ type ExplainedLimit struct {
 	// ReplacedBy names what replaces this limit: it is not sent.
 	ReplacedBy string `json:"replacedBy,omitempty"`
 	// Identity is the state's identity, the hash tag of its keys.
-	Identity string           `json:"identity"`
-	Shards   []ExplainedShard `json:"shards"`
-	Effects  []string         `json:"effects,omitempty"`
+	Identity string   `json:"identity"`
+	Shards   []Shard  `json:"shards"`
+	Effects  []string `json:"effects,omitempty"`
 }
 
-// ExplainedShard is where one shard of a limit (the whole of a limit not
+// Shard is where one shard of a limit (the whole of a limit not
 // split) keeps its state.
-type ExplainedShard struct {
+type Shard struct {
 	// Shard is the shard's number; absent for a limit not split.
 	Shard           *int     `json:"shard,omitempty"`
 	RequestsPerUnit uint64   `json:"requestsPerUnit"`
@@ -124,30 +126,30 @@ type ExplainedShard struct {
 	Slot            int      `json:"slot"`
 }
 
-// explainer turns an rls.Explanation into an ExplainReport for the
-// settings it was made with.
-type explainer struct {
+// Explainer lays an rls.Explanation out as a Report, with the keys of the
+// settings it was made with. It is safe for concurrent use.
+type Explainer struct {
 	enc     *redisx.Encoder
 	backend settings.Backend
 }
 
-// newExplainer returns the explainer of the settings s: keys under
-// RLS_KEY_PREFIX.
-func newExplainer(s settings.Settings) (*explainer, error) {
+// New returns the Explainer of the settings s: keys under RLS_KEY_PREFIX,
+// for RLS_BACKEND.
+func New(s settings.Settings) (*Explainer, error) {
 	enc, err := redisx.NewEncoder(s.KeyPrefix, 0)
 	if err != nil {
 		return nil, fmt.Errorf("server: RLS_KEY_PREFIX: %w", err)
 	}
-	return &explainer{enc: enc, backend: s.Backend}, nil
+	return &Explainer{enc: enc, backend: s.Backend}, nil
 }
 
-// Explain explains the request body, a RateLimitRequest in JSON as /json
+// Request explains the request body, a RateLimitRequest in JSON as /json
 // takes it, under cfg, as a server with the settings s would plan it at
 // now, asking no backend: the check command's -explain. Its errors are
-// those /explain answers with: a body that is not such JSON, a request
-// the service refuses (gRPC InvalidArgument), and rls.ErrNoConfig for a
-// nil cfg.
-func Explain(cfg *config.Config, body []byte, s settings.Settings, now time.Time) (*ExplainReport, error) {
+// those /explain answers with: a body that is not such JSON
+// (rls.ErrNotRequestJSON), a request the service refuses (gRPC
+// InvalidArgument), and rls.ErrNoConfig for a nil cfg.
+func Request(cfg *config.Config, body []byte, s settings.Settings, now time.Time) (*Report, error) {
 	req, err := rls.ParseRequestJSON(body)
 	if err != nil {
 		return nil, err
@@ -156,29 +158,31 @@ func Explain(cfg *config.Config, body []byte, s settings.Settings, now time.Time
 	if err != nil {
 		return nil, err
 	}
-	e, err := newExplainer(s)
+	e, err := New(s)
 	if err != nil {
 		return nil, err
 	}
-	return e.report(x, now)
+	return e.Report(x, now)
 }
 
-// report lays x out with the keys of each limit at now.
-func (e *explainer) report(x *rls.Explanation, now time.Time) (*ExplainReport, error) {
-	r := &ExplainReport{Domain: x.Domain, Backend: string(e.backend), ShadowMode: x.ShadowMode, QuotaMode: x.QuotaMode}
+// Report lays x out with the keys of each limit at now. It fails when a
+// limit of x is invalid (algorithms.ErrInvalidLimit), as the backend would
+// refuse it.
+func (e *Explainer) Report(x *rls.Explanation, now time.Time) (*Report, error) {
+	r := &Report{Domain: x.Domain, Backend: string(e.backend), ShadowMode: x.ShadowMode, QuotaMode: x.QuotaMode}
 	if x.RefundOnDeny {
 		r.Effects = append(r.Effects, "when the request is denied, what its takes took from its other limits is given back (RLS_REFUND_ON_DENY); charges stay")
 	}
 	for _, d := range x.Descriptors {
-		ed := ExplainedDescriptor{Unlimited: d.Unlimited, Override: d.Override, Quota: d.Quota, Hits: d.Hits, Refund: d.Refund, Why: d.Trace.Why}
+		ed := Descriptor{Unlimited: d.Unlimited, Override: d.Override, Quota: d.Quota, Hits: d.Hits, Refund: d.Refund, Why: d.Trace.Why}
 		for _, en := range d.Entries {
-			ed.Entries = append(ed.Entries, ExplainedEntry{Key: en.Key, Value: en.Value})
+			ed.Entries = append(ed.Entries, Entry{Key: en.Key, Value: en.Value})
 		}
 		for _, st := range d.Trace.Steps {
-			ed.Steps = append(ed.Steps, ExplainedStep{Key: st.Entry.Key, Value: st.Entry.Value, By: st.By, Pattern: st.Pattern, File: st.File, Line: st.Line})
+			ed.Steps = append(ed.Steps, Step{Key: st.Entry.Key, Value: st.Entry.Value, By: st.By, Pattern: st.Pattern, File: st.File, Line: st.Line})
 		}
 		if rule := d.Trace.Rule; rule != nil {
-			ed.Rule = &ExplainedRule{Path: rule.Path, File: rule.File, Line: rule.Line}
+			ed.Rule = &Rule{Path: rule.Path, File: rule.File, Line: rule.Line}
 		}
 		ed.Effects = descriptorEffects(d, x)
 		for _, l := range d.Limits {
@@ -223,9 +227,9 @@ func descriptorEffects(d rls.DescriptorExplanation, x *rls.Explanation) []string
 }
 
 // limit lays out one limit of descriptor d with its keys at now.
-func (e *explainer) limit(l rls.LimitExplanation, d rls.DescriptorExplanation, now time.Time) (ExplainedLimit, error) {
+func (e *Explainer) limit(l rls.LimitExplanation, d rls.DescriptorExplanation, now time.Time) (Limit, error) {
 	lim := l.Op.Limit
-	el := ExplainedLimit{
+	el := Limit{
 		Name:            l.Limit.Name,
 		Algorithm:       lim.Algorithm.String(),
 		RequestsPerUnit: lim.Requests,
@@ -262,7 +266,7 @@ func (e *explainer) limit(l rls.LimitExplanation, d rls.DescriptorExplanation, n
 		return el, err
 	}
 	for _, sk := range sks {
-		es := ExplainedShard{Keys: sk.Keys, Slot: sk.Slot, RequestsPerUnit: sk.Limit.Requests, HashTag: hashTag(sk.Keys[0])}
+		es := Shard{Keys: sk.Keys, Slot: sk.Slot, RequestsPerUnit: sk.Limit.Requests, HashTag: hashTag(sk.Keys[0])}
 		if lim.Algorithm.Spec().Burst {
 			es.Burst = sk.Limit.Capacity()
 		}
@@ -284,7 +288,7 @@ func hashTag(key string) string {
 
 // limitEffects says what the op of limit l, of descriptor d, split over
 // shards, does.
-func (e *explainer) limitEffects(l rls.LimitExplanation, d rls.DescriptorExplanation, shards int) []string {
+func (e *Explainer) limitEffects(l rls.LimitExplanation, d rls.DescriptorExplanation, shards int) []string {
 	var out []string
 	op := l.Op
 	if l.ReplacedBy != "" {
@@ -321,8 +325,10 @@ func (e *explainer) limitEffects(l rls.LimitExplanation, d rls.DescriptorExplana
 	return out
 }
 
-// trimFiles leaves the prefix root out of the report's file names.
-func (r *ExplainReport) trimFiles(root string) {
+// TrimFiles leaves the prefix root out of the report's file names, as
+// /rlconfig does: "edge.yaml" for "/etc/ratewarden/config/edge.yaml" with
+// the root "/etc/ratewarden/config/".
+func (r *Report) TrimFiles(root string) {
 	if root == "" {
 		return
 	}
@@ -335,144 +341,5 @@ func (r *ExplainReport) trimFiles(root string) {
 			d.Steps[j].File = strings.TrimPrefix(d.Steps[j].File, root)
 		}
 		d.Why = strings.ReplaceAll(d.Why, root, "")
-	}
-}
-
-// Text renders the report for people.
-func (r *ExplainReport) Text() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "domain %s", r.Domain)
-	if r.Backend == string(settings.BackendMemory) {
-		b.WriteString(" (backend memory: the keys are those RLS_BACKEND=redis would use)")
-	}
-	b.WriteByte('\n')
-	for _, s := range r.Effects {
-		b.WriteString(s + "\n")
-	}
-	for i, d := range r.Descriptors {
-		fmt.Fprintf(&b, "descriptors[%d] %s\n", i, entriesText(d.Entries))
-		for _, st := range d.Steps {
-			how := "its key alone"
-			switch st.By {
-			case "value":
-				how = "value " + strconv.Quote(st.Pattern)
-			case "wildcard":
-				how = "wildcard " + strconv.Quote(st.Pattern)
-			}
-			fmt.Fprintf(&b, "  %s matched %s at %s\n", st.Key, how, location(st.File, st.Line))
-		}
-		if d.Rule != nil {
-			fmt.Fprintf(&b, "  rule %s at %s\n", d.Rule.Path, location(d.Rule.File, d.Rule.Line))
-		} else {
-			fmt.Fprintf(&b, "  no rule: %s\n", d.Why)
-		}
-		for _, s := range d.Effects {
-			fmt.Fprintf(&b, "  %s\n", s)
-		}
-		for _, l := range d.Limits {
-			fmt.Fprintf(&b, "  limit %s: %s %d\n", limitText(l), l.Op, l.Hits)
-			for _, s := range l.Effects {
-				fmt.Fprintf(&b, "    %s\n", s)
-			}
-			for _, sh := range l.Shards {
-				prefix := "    "
-				if sh.Shard != nil {
-					fmt.Fprintf(&b, "    shard %d: %d per %s\n", *sh.Shard, sh.RequestsPerUnit, windowText(l))
-					prefix = "      "
-				}
-				for _, k := range sh.Keys {
-					fmt.Fprintf(&b, "%skey %s (slot %d)\n", prefix, k, sh.Slot)
-				}
-			}
-		}
-	}
-	return b.String()
-}
-
-// entriesText renders entries as key=value, separated by spaces.
-func entriesText(entries []ExplainedEntry) string {
-	parts := make([]string, len(entries))
-	for i, e := range entries {
-		parts[i] = quoteText(e.Key) + "=" + quoteText(e.Value)
-	}
-	return strings.Join(parts, " ")
-}
-
-// quoteText quotes s when it is empty or holds what would blur the text.
-func quoteText(s string) string {
-	if s == "" || strings.ContainsAny(s, " \t=\"") || strconv.Quote(s) != `"`+s+`"` {
-		return strconv.Quote(s)
-	}
-	return s
-}
-
-// location renders file:line, or the file alone for line 0.
-func location(file string, line int) string {
-	if line == 0 {
-		return file
-	}
-	return file + ":" + strconv.Itoa(line)
-}
-
-// limitText renders a limit: `"name" 10 per 1 second, token_bucket, burst 20`.
-func limitText(l ExplainedLimit) string {
-	var b strings.Builder
-	if l.Name != "" {
-		b.WriteString(strconv.Quote(l.Name) + " ")
-	}
-	fmt.Fprintf(&b, "%d per %s, %s", l.RequestsPerUnit, windowText(l), l.Algorithm)
-	if l.Burst != 0 {
-		fmt.Fprintf(&b, ", burst %d", l.Burst)
-	}
-	if l.Calendar {
-		b.WriteString(", calendar")
-	}
-	if l.Shadow != "" {
-		b.WriteString(", shadow")
-	}
-	return b.String()
-}
-
-// windowText renders a limit's window: "1 second", "5 minute".
-func windowText(l ExplainedLimit) string {
-	return strconv.FormatUint(uint64(l.UnitMultiplier), 10) + " " + l.Unit
-}
-
-// serveExplain answers an /explain request: its body, a RateLimitRequest
-// in JSON, explained by svc and ex, with file names without the prefix
-// root, as /rlconfig shows them; JSON with ?format=json, text otherwise.
-// It takes and gives back nothing.
-func serveExplain(svc *rls.Service, ex *explainer, root string, w http.ResponseWriter, r *http.Request) {
-	req, ok := readRequest(w, r, "/explain")
-	if !ok {
-		return
-	}
-	x, err := svc.Explain(req)
-	if err != nil {
-		code := http.StatusInternalServerError
-		switch {
-		case status.Code(err) == codes.InvalidArgument:
-			code = http.StatusBadRequest
-		case errors.Is(err, rls.ErrNoConfig):
-			code = http.StatusServiceUnavailable
-		}
-		httpError(w, code, status.Convert(err).Message())
-		return
-	}
-	report, err := ex.report(x, time.Now())
-	if err != nil {
-		httpError(w, http.StatusInternalServerError, "rls: "+err.Error())
-		return
-	}
-	report.trimFiles(root)
-	switch format := r.URL.Query().Get("format"); format {
-	case "", "text":
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, report.Text())
-	case "json":
-		w.Header().Set("Content-Type", "application/json")
-		writeJSON(w, report)
-	default:
-		httpError(w, http.StatusBadRequest, fmt.Sprintf("rls: format %q: want text or json", format))
 	}
 }
