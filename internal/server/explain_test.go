@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/explain"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/tlstest"
 )
 
 // TestExplainEndpointTakesNothing: /explain answers as often as asked, and
@@ -90,8 +91,8 @@ func TestExplainEndpointOffAsJSONIs(t *testing.T) {
 		assert.Equal(t, http.StatusForbidden, code, path)
 		assert.Contains(t, body, "(RLS_HTTP_JSON=off)", path)
 	}
-	ca := newTestCA(t, "test CA")
-	cert, key, caFile := tlsFiles(t, t.TempDir(), ca, 100)
+	ca := tlstest.NewCA(t, "test CA")
+	cert, key, caFile := tlstest.ServerFiles(t, t.TempDir(), ca, 100)
 	s = start(t, map[string]string{"RLS_GRPC_TLS_CERT_FILE": cert, "RLS_GRPC_TLS_KEY_FILE": key, "RLS_GRPC_TLS_CLIENT_CA_FILE": caFile})
 	code, body := do(t, plain, http.MethodPost, s.http+"/explain", loginJSON(t, "192.0.2.82"))
 	assert.Equal(t, http.StatusForbidden, code)

@@ -24,6 +24,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/settings"
+	"github.com/ratewarden/ratewarden/internal/tlsx"
 	"github.com/ratewarden/ratewarden/internal/tracing"
 )
 
@@ -81,11 +82,11 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 	} else {
 		logger.Warn("no rate limit configuration yet: every request is answered with an error, so that Envoy's failure mode decides, and the server is not ready until the first arrives", "path", source.Origin().Name)
 	}
-	grpcTLS, err := newGRPCTLS(s, logger, time.Now())
+	grpcTLS, err := tlsx.GRPC(s, logger, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	httpTLS, err := newHTTPTLS(s, logger, time.Now())
+	httpTLS, err := tlsx.HTTP(s, logger, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +159,7 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 		grpcOpts = append(grpcOpts, srv.tracer.ServerOptions()...)
 	}
 	if grpcTLS != nil {
-		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(requireClientName(grpcTLS.config(), s.GRPCTlsClientSan, logger))))
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsx.RequireClientName(grpcTLS.Config(), s.GRPCTlsClientSan, logger))))
 	}
 	srv.grpc = grpc.NewServer(grpcOpts...)
 	rlsv3.RegisterRateLimitServiceServer(srv.grpc, srv.service)
@@ -167,8 +168,8 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 	mux := newHTTPHandler(srv.service, srv.health, srv.httpOptions(cfg))
 	mux.Handle("/metrics", srv.metrics.Handler())
 	var handler http.Handler = mux
-	if httpTLS.mutual() {
-		handler = requireClientCert(handler)
+	if httpTLS.Mutual() {
+		handler = tlsx.RequireClientCert(handler, probePaths[:]...)
 	}
 	handler = probesOnly(handler)
 	srv.http = &http.Server{
@@ -181,7 +182,7 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
 	if httpTLS != nil {
-		srv.http.TLSConfig = httpTLS.config()
+		srv.http.TLSConfig = httpTLS.Config()
 	}
 	return srv, nil
 }
