@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/ratewarden/ratewarden/internal/explain"
+	"github.com/ratewarden/ratewarden/internal/listen"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/settings"
@@ -55,8 +56,8 @@ type Server struct {
 	httpServe net.Listener
 	grpc      *grpc.Server
 	http      *http.Server
-	// side holds the listeners beside gRPC and HTTP (listeners.go).
-	side []*sideListener
+	// side holds the servers beside gRPC and HTTP (listeners.go).
+	side []*listen.Side
 }
 
 // New loads the configuration, builds the backend and binds the listeners,
@@ -149,9 +150,9 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 		srv.closeBackend()
 		return nil, err
 	}
-	srv.grpcServe = boundedListener(srv.grpcLis, s.GRPCMaxConnections)
+	srv.grpcServe = listen.Bounded(srv.grpcLis, s.GRPCMaxConnections)
 	if srv.httpLis != nil {
-		srv.httpServe = newReservingListener(srv.httpLis, s.HTTPMaxConnections, s.HTTPProbeConnections)
+		srv.httpServe = listen.Reserving(srv.httpLis, s.HTTPMaxConnections, s.HTTPProbeConnections)
 	}
 
 	grpcOpts := append(grpcServerOptions(s), grpcBoundOptions(s)...)
@@ -171,10 +172,10 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 	if httpTLS.Mutual() {
 		handler = tlsx.RequireClientCert(handler, probePaths[:]...)
 	}
-	handler = probesOnly(handler)
+	handler = listen.ProbesOnly(handler, probePaths[:]...)
 	srv.http = &http.Server{
 		Handler:        handler,
-		ConnContext:    markReserved,
+		ConnContext:    listen.MarkReserved,
 		ReadTimeout:    s.HTTPReadTimeout,
 		WriteTimeout:   s.HTTPWriteTimeout,
 		IdleTimeout:    s.HTTPIdleTimeout,
