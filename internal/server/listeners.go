@@ -14,7 +14,7 @@ import (
 
 // bindSideListeners binds the side servers the settings ask for beside
 // gRPC and HTTP: the metrics-only server on RLS_METRICS_ADDR and the debug
-// server on RLS_DEBUG_ADDR. On error, whatever it bound is closed again.
+// server on RLS_DEBUG_ADDR. Each pushes its closing.
 func (srv *Server) bindSideListeners(s settings.Settings) error {
 	if s.MetricsAddr != "" {
 		mux := http.NewServeMux()
@@ -25,7 +25,6 @@ func (srv *Server) bindSideListeners(s settings.Settings) error {
 	}
 	if s.DebugAddr != "" {
 		if err := srv.bindSide("RLS_DEBUG_ADDR", s.DebugAddr, srv.debugHandler()); err != nil {
-			srv.closeSideListeners()
 			return err
 		}
 	}
@@ -39,15 +38,8 @@ func (srv *Server) bindSide(env, addr string, h http.Handler) error {
 		return err
 	}
 	srv.side = append(srv.side, side)
+	srv.releases.push(closeListener(side))
 	return nil
-}
-
-// closeSideListeners closes the side servers' listeners before they serve.
-func (srv *Server) closeSideListeners() {
-	for _, l := range srv.side {
-		l.Close()
-	}
-	srv.side = nil
 }
 
 // debugEndpoints are what the debug server serves, with what they are, as
