@@ -24,6 +24,34 @@ var mayImportTestkit = []string{"cmd/loadgen", "internal/testkit"}
 // repository but tests: none of the product's imports a package under
 // internal/testkit.
 func TestProductImportsNoTestkit(t *testing.T) {
+	product := func(rel string) bool { return !strings.HasSuffix(rel, "_test.go") && !allowed(rel) }
+	read := walkImports(t, product, func(rel, p string) {
+		assert.False(t, p == module+"/internal/testkit" || strings.HasPrefix(p, module+"/internal/testkit/"),
+			"%s imports %s: the product does not import test support", rel, p)
+	})
+	require.Greater(t, read, 50, "the product's files were read")
+}
+
+// TestOnlyCommandsImportTheServer reads the imports of every Go file under
+// internal/, tests included: none but the server's own imports
+// internal/server. The server is the wiring at the top, which commands run;
+// what it wires (the check command, the explain report, the listeners, TLS)
+// stands without it.
+func TestOnlyCommandsImportTheServer(t *testing.T) {
+	below := func(rel string) bool {
+		return strings.HasPrefix(rel, "internal/") && !strings.HasPrefix(rel, "internal/server/")
+	}
+	read := walkImports(t, below, func(rel, p string) {
+		assert.NotEqual(t, module+"/internal/server", p, "%s imports the server: it is wired by it, not the other way", rel)
+	})
+	require.Greater(t, read, 50, "the files under internal/ were read")
+}
+
+// walkImports calls visit with every import of every Go file of the
+// repository whose path from the root, rel, files accepts, and returns how
+// many files it read.
+func walkImports(t *testing.T, files func(rel string) bool, visit func(rel, imp string)) int {
+	t.Helper()
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
 	read := 0
@@ -42,7 +70,7 @@ func TestProductImportsNoTestkit(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") || allowed(rel) {
+		if !strings.HasSuffix(rel, ".go") || !files(rel) {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
@@ -55,13 +83,12 @@ func TestProductImportsNoTestkit(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			assert.False(t, p == module+"/internal/testkit" || strings.HasPrefix(p, module+"/internal/testkit/"),
-				"%s imports %s: the product does not import test support", rel, p)
+			visit(rel, p)
 		}
 		return nil
 	})
 	require.NoError(t, err)
-	require.Greater(t, read, 50, "the product's files were read")
+	return read
 }
 
 // allowed reports whether the file at rel, a path from the repository's root,
