@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/config"
-	"github.com/ratewarden/ratewarden/internal/server"
+	"github.com/ratewarden/ratewarden/internal/explain"
 	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
@@ -79,7 +79,7 @@ func Run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if f.path == "" {
 		f.path = s.ConfigPath
 	}
-	opts := server.ConfigOptions(s)
+	opts := s.ConfigOptions()
 	opts.MergeDomains = opts.MergeDomains || f.merge
 	opts.WarnLifetime, opts.WarnLogSize = s.MaxOverrideLifetime, s.MaxOverrideLogSize
 	readCtx, cancel := context.WithTimeout(ctx, s.ConfigReadTimeout)
@@ -93,7 +93,7 @@ func Run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		if err != nil {
 			return r.failed(err)
 		}
-		report, err := server.Explain(cfg, body, s, time.Now())
+		report, err := explain.Request(cfg, body, s, time.Now())
 		if st, ok := status.FromError(err); ok && err != nil {
 			// A request the service refuses: its message, without gRPC's
 			// frame.

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/server"
+	"github.com/ratewarden/ratewarden/internal/explain"
 )
 
 // checked is what one run of the check command did.
@@ -250,7 +250,7 @@ descriptors[0] path=/login remote_address=192.0.2.1
 
 	c := runCheck(t, map[string]string{"RLS_BACKEND": "redis", "RLS_KEY_PREFIX": "rl:"}, "", "-json", "-explain", loginRequest, dir)
 	assert.Equal(t, 0, c.code, c.stdout)
-	var r server.ExplainReport
+	var r explain.Report
 	require.NoError(t, json.Unmarshal([]byte(c.stdout), &r))
 	assert.Equal(t, "redis", r.Backend)
 	assert.Equal(t, "rl:{edge|path=/login|remote_address=192.0.2.1|sliding_window_log:60}", r.Descriptors[0].Limits[0].Shards[0].Keys[0])

@@ -9,11 +9,11 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
-	"github.com/ratewarden/ratewarden/internal/server"
+	"github.com/ratewarden/ratewarden/internal/explain"
 )
 
 // reporter writes the check command's report: text, one finding a line,
-// or with json one JSON document (Result, or the ExplainReport).
+// or with json one JSON document (Result, or the explain.Report).
 type reporter struct {
 	out  io.Writer
 	json bool
@@ -115,7 +115,7 @@ func (r *reporter) loaded(path string, cfg *config.Config, strict bool) error {
 }
 
 // explained reports what -explain found.
-func (r *reporter) explained(report *server.ExplainReport) error {
+func (r *reporter) explained(report *explain.Report) error {
 	if r.json {
 		r.writeJSON(report)
 		return nil

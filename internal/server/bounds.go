@@ -3,11 +3,9 @@ package server
 import (
 	"context"
 	"errors"
-	"net"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/tap"
@@ -45,14 +43,6 @@ func grpcBoundOptions(s settings.Settings) []grpc.ServerOption {
 		grpc.ChainStreamInterceptor(guard.stream),
 	}
 	return opts
-}
-
-// boundedListener accepts at most max connections at a time from l: past
-// that, Accept waits for one to close, and new connections wait in the
-// kernel's backlog (and are refused once it is full) instead of costing
-// file descriptors.
-func boundedListener(l net.Listener, max int) net.Listener {
-	return netutil.LimitListener(l, max)
 }
 
 // requestGuard bounds the time between a call's headers and its request

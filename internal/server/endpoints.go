@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/ratewarden/ratewarden/internal/explain"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
@@ -32,7 +33,7 @@ const maxJSONBody = 4 << 20
 //     loaded);
 //   - /explain, when o.explain is set: POST a RateLimitRequest as JSON,
 //     get what the service would do with it, and why, taking nothing
-//     (see ExplainReport); off as /json is;
+//     (see explain.Report); off as /json is;
 //   - /rlconfig: the loaded limits, as text, opening with where and when
 //     they were loaded when o.configStatus says so.
 //
@@ -120,7 +121,7 @@ type httpOptions struct {
 	// taking and giving back nothing, and /explain likewise.
 	jsonOff string
 	// explain, when not nil, serves /explain.
-	explain *explainer
+	explain *explain.Explainer
 	// configRoot is the prefix /rlconfig and /explain leave out of the
 	// names of the configuration's files, and of the place it was loaded
 	// from:
@@ -141,7 +142,7 @@ func readRequest(w http.ResponseWriter, r *http.Request, path string) (*rlsv3.Ra
 	if !ok {
 		return nil, false
 	}
-	req, err := parseRequestJSON(body)
+	req, err := rls.ParseRequestJSON(body)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return nil, false
@@ -182,6 +183,45 @@ func serveJSON(svc *rls.Service, w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTooManyRequests)
 	}
 	w.Write(out)
+}
+
+// serveExplain answers an /explain request: its body, a RateLimitRequest
+// in JSON, explained by svc and ex, with file names without the prefix
+// root, as /rlconfig shows them; JSON with ?format=json, text otherwise.
+// It takes and gives back nothing.
+func serveExplain(svc *rls.Service, ex *explain.Explainer, root string, w http.ResponseWriter, r *http.Request) {
+	req, ok := readRequest(w, r, "/explain")
+	if !ok {
+		return
+	}
+	x, err := svc.Explain(req)
+	if err != nil {
+		code := http.StatusInternalServerError
+		switch {
+		case status.Code(err) == codes.InvalidArgument:
+			code = http.StatusBadRequest
+		case errors.Is(err, rls.ErrNoConfig):
+			code = http.StatusServiceUnavailable
+		}
+		httpError(w, code, status.Convert(err).Message())
+		return
+	}
+	report, err := ex.Report(x, time.Now())
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "rls: "+err.Error())
+		return
+	}
+	report.TrimFiles(root)
+	switch format := r.URL.Query().Get("format"); format {
+	case "", "text":
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, report.Text())
+	case "json":
+		w.Header().Set("Content-Type", "application/json")
+		writeJSON(w, report)
+	default:
+		httpError(w, http.StatusBadRequest, fmt.Sprintf("rls: format %q: want text or json", format))
+	}
 }
 
 // readBody reads the body of r, up to maxJSONBody bytes; when it cannot,

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/explain"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/tlstest"
 )
 
 // TestExplainEndpointTakesNothing: /explain answers as often as asked, and
@@ -49,7 +49,7 @@ func TestExplainEndpointAnswers(t *testing.T) {
 		{"entries":[{"key":"api_key","value":"k1"}]},
 		{"entries":[{"key":"user","value":"u"}]}]}`)
 	require.Equal(t, http.StatusOK, code, body)
-	var r ExplainReport
+	var r explain.Report
 	require.NoError(t, json.Unmarshal([]byte(body), &r))
 	assert.Equal(t, "memory", r.Backend)
 	require.Len(t, r.Descriptors, 2)
@@ -91,8 +91,8 @@ func TestExplainEndpointOffAsJSONIs(t *testing.T) {
 		assert.Equal(t, http.StatusForbidden, code, path)
 		assert.Contains(t, body, "(RLS_HTTP_JSON=off)", path)
 	}
-	ca := newTestCA(t, "test CA")
-	cert, key, caFile := tlsFiles(t, t.TempDir(), ca, 100)
+	ca := tlstest.NewCA(t, "test CA")
+	cert, key, caFile := tlstest.ServerFiles(t, t.TempDir(), ca, 100)
 	s = start(t, map[string]string{"RLS_GRPC_TLS_CERT_FILE": cert, "RLS_GRPC_TLS_KEY_FILE": key, "RLS_GRPC_TLS_CLIENT_CA_FILE": caFile})
 	code, body := do(t, plain, http.MethodPost, s.http+"/explain", loginJSON(t, "192.0.2.82"))
 	assert.Equal(t, http.StatusForbidden, code)
@@ -112,7 +112,7 @@ func TestExplainEndpointNamesTheRedisKeys(t *testing.T) {
 	} {
 		code, body := do(t, plain, http.MethodPost, s.http+"/explain?format=json", req)
 		require.Equal(t, http.StatusOK, code, body)
-		var r ExplainReport
+		var r explain.Report
 		require.NoError(t, json.Unmarshal([]byte(body), &r))
 		code, body = do(t, plain, http.MethodPost, s.http+"/json", req)
 		require.Equal(t, http.StatusOK, code, body)
@@ -144,54 +144,4 @@ func TestExplainEndpointNamesFilesAsRLConfigDoes(t *testing.T) {
 	s = start(t, map[string]string{"RLS_CONFIG_PATH": dir, "RLS_RLCONFIG_SHOW_PATHS": "true"})
 	_, body = do(t, plain, http.MethodPost, s.http+"/explain", loginJSON(t, "192.0.2.84"))
 	assert.Contains(t, body, "rule edge.path_/login.remote_address at "+filepath.Join(dir, "edge.yaml")+":40\n")
-}
-
-// TestExplainReportSays what shards, overrides, quota_mode, charges and
-// shadow mode do, in the text people read.
-func TestExplainReportSays(t *testing.T) {
-	cfg, err := config.Parse([]config.File{{Name: "x.yaml", Data: []byte(`domain: x
-descriptors:
-  - key: hot
-    rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket, shards: 4}
-  - key: tokens
-    quota_mode: true
-    charge: debt
-    rate_limit: {unit: minute, requests_per_unit: 100}
-  - key: trial
-    shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: sliding_window_log}
-`)}}, config.Options{DefaultAlgorithm: algorithms.SlidingWindowCounter})
-	require.NoError(t, err)
-	s, err := loadSettings(map[string]string{"RLS_BACKEND": "redis", "RLS_KEY_PREFIX": "rl:"})
-	require.NoError(t, err)
-	r, err := Explain(cfg, []byte(`{"domain":"x","descriptors":[
-		{"entries":[{"key":"hot","value":"h"}]},
-		{"entries":[{"key":"tokens","value":"t"}],"hitsAddend":"250"},
-		{"entries":[{"key":"trial","value":"u"}]},
-		{"entries":[{"key":"hot","value":"h"}],"limit":{"requestsPerUnit":7,"unit":"MINUTE"}},
-		{"entries":[{"key":"nobody","value":"n"}],"hitsAddend":"0"}]}`), s, time.Unix(1_800_000_000, 0))
-	require.NoError(t, err)
-	text := r.Text()
-	for _, want := range []string{
-		"domain x\n",
-		"  limit 10 per 1 second, token_bucket, burst 10: take 1\n" +
-			"    split over 4 shards whose limits add up to 10: a take goes to one at random and may try one other before it is denied\n" +
-			"    shard 0: 3 per 1 second\n" +
-			"      key rl:{x|hot=h|token_bucket:1#0} (slot ",
-		"    shard 3: 2 per 1 second\n      key rl:{x|hot=h|token_bucket:1#3} (slot ",
-		"  quota_mode: over its limit the descriptor is reported OVER_LIMIT, but denies the request only when every quota descriptor of it is over\n" +
-			"  limit 100 per 1 minute, fixed_window: charge 250\n" +
-			"    charge: the hits are usage already spent, recorded even past the limit and never given back; what passes the limit is owed to later windows\n" +
-			"    key rl:{x|tokens=t|fixed_window:60} (slot ",
-		"  limit 1 per 1 minute, sliding_window_log, shadow: take 1\n    shadow_mode: a denial is counted in the metrics, and the descriptor answered OK\n",
-		"descriptors[3] hot=h\n  hot matched its key alone at x.yaml:3\n  rule x.hot at x.yaml:3\n" +
-			"  the request's own limit (descriptor.limit) replaces the rule's limits, with the algorithm and shards of its first\n" +
-			"  limit 7 per 1 minute, token_bucket, burst 7: take 1\n",
-		"descriptors[4] nobody=n\n  no rule: no descriptor of key \"nobody\" at the top of the domain (keys \"hot\", \"tokens\", \"trial\")\n  no limit applies: the descriptor is answered OK\n",
-	} {
-		assert.Contains(t, text, want)
-	}
-	assert.NotContains(t, text, "backend memory")
-	assert.Equal(t, "x|hot=h|token_bucket:1#2", r.Descriptors[0].Limits[0].Shards[2].HashTag)
-	assert.Equal(t, "charge", r.Descriptors[1].Limits[0].Op)
 }

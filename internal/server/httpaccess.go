@@ -1,33 +1,16 @@
 package server
 
 import (
-	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/ratewarden/ratewarden/internal/config"
 )
 
-// probePaths are the HTTP paths that never need a client certificate:
-// kubelet's probes cannot present one.
+// probePaths are the HTTP paths of the probes, which kubelet sends: they
+// never need a client certificate (kubelet cannot present one), and they
+// are served on the connections reserved for them.
 var probePaths = [...]string{"/healthcheck", "/ready"}
-
-// requireClientCert serves next to requests over TLS with a verified client
-// certificate, and the probe paths to anyone; others get 403 Forbidden. The
-// TLS handshake verifies a certificate when one is presented; this is where
-// its absence is refused.
-func requireClientCert(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if slices.Contains(probePaths[:], r.URL.Path) || (r.TLS != nil && len(r.TLS.VerifiedChains) > 0) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusForbidden)
-		w.Write([]byte("rls: a client certificate is required (RLS_HTTP_TLS_CLIENT_CA_FILE)\n"))
-	})
-}
 
 // httpOptions returns what the settings ask of the HTTP endpoints: /json
 // off (see jsonOff), and /rlconfig without absolute paths unless

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/ratewarden/ratewarden/internal/testkit/tlstest"
 )
 
 // do sends a request with client and returns the status and body.
@@ -46,8 +48,8 @@ func loginJSON(t *testing.T, addr string) string {
 // TestJSONIsOffWhenOnlyGRPCRequiresClientCerts: with mutual TLS on gRPC and
 // plain HTTP, /json takes and gives back nothing; the probes still answer.
 func TestJSONIsOffWhenOnlyGRPCRequiresClientCerts(t *testing.T) {
-	ca := newTestCA(t, "test CA")
-	cert, key, caFile := tlsFiles(t, t.TempDir(), ca, 100)
+	ca := tlstest.NewCA(t, "test CA")
+	cert, key, caFile := tlstest.ServerFiles(t, t.TempDir(), ca, 100)
 	env := map[string]string{"RLS_GRPC_TLS_CERT_FILE": cert, "RLS_GRPC_TLS_KEY_FILE": key, "RLS_GRPC_TLS_CLIENT_CA_FILE": caFile}
 	s := start(t, env)
 	plain := &http.Client{Timeout: 5 * time.Second}
@@ -58,7 +60,7 @@ func TestJSONIsOffWhenOnlyGRPCRequiresClientCerts(t *testing.T) {
 		assert.Contains(t, body, "RLS_HTTP_TLS_CLIENT_CA_FILE")
 	}
 	// Nothing was taken: the 5 logins a minute are all there over gRPC.
-	client := tlsClient(t, s.srv.GRPCAddr().String(), ca.pool(), ca.clientCert(t, 7))
+	client := tlsClient(t, s.srv.GRPCAddr().String(), ca.Pool(), ca.ClientCert(t, 7))
 	for i := range 5 {
 		resp, err := client.ShouldRateLimit(t.Context(), loginRequest("192.0.2.60"))
 		require.NoError(t, err)
@@ -79,15 +81,15 @@ func TestJSONIsOffWhenOnlyGRPCRequiresClientCerts(t *testing.T) {
 // TestHTTPMutualTLS: HTTP over TLS with client certificates: every endpoint
 // but the probes needs one.
 func TestHTTPMutualTLS(t *testing.T) {
-	ca := newTestCA(t, "test CA")
-	cert, key, caFile := tlsFiles(t, t.TempDir(), ca, 100)
+	ca := tlstest.NewCA(t, "test CA")
+	cert, key, caFile := tlstest.ServerFiles(t, t.TempDir(), ca, 100)
 	s := start(t, map[string]string{
 		"RLS_GRPC_TLS_CERT_FILE": cert, "RLS_GRPC_TLS_KEY_FILE": key, "RLS_GRPC_TLS_CLIENT_CA_FILE": caFile,
 		"RLS_HTTP_TLS_CERT_FILE": cert, "RLS_HTTP_TLS_KEY_FILE": key, "RLS_HTTP_TLS_CLIENT_CA_FILE": caFile,
 	})
 	base := "https://" + s.srv.HTTPAddr().String()
-	anonymous := httpsClient(ca.pool())
-	trusted := httpsClient(ca.pool(), ca.clientCert(t, 7))
+	anonymous := httpsClient(ca.Pool())
+	trusted := httpsClient(ca.Pool(), ca.ClientCert(t, 7))
 
 	// A probe presents no certificate (kubelet cannot), and is answered.
 	for _, path := range []string{"/healthcheck", "/ready"} {
@@ -112,7 +114,7 @@ func TestHTTPMutualTLS(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code, body)
 
 	// A certificate from another CA is not the CA's: no certificate.
-	code, _ = do(t, httpsClient(ca.pool(), newTestCA(t, "other CA").clientCert(t, 8)), http.MethodPost, base+"/json", loginJSON(t, "192.0.2.71"))
+	code, _ = do(t, httpsClient(ca.Pool(), tlstest.NewCA(t, "other CA").ClientCert(t, 8)), http.MethodPost, base+"/json", loginJSON(t, "192.0.2.71"))
 	assert.Equal(t, http.StatusForbidden, code)
 	// Plain HTTP gets no answer from the handler.
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + s.srv.HTTPAddr().String() + "/json")
@@ -128,7 +130,7 @@ func TestHTTPTLSSettings(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"RLS_HTTP_TLS_CERT_FILE": "c.pem"}, "RLS_HTTP_TLS_KEY_FILE"},
-		{map[string]string{"RLS_HTTP_TLS_CLIENT_CA_FILE": "ca.pem"}, "RLS_HTTP_TLS_CLIENT_CA_FILE"},
+		{map[string]string{"RLS_HTTP_TLS_CLIENT_CA_FILE": "ca.PEM"}, "RLS_HTTP_TLS_CLIENT_CA_FILE"},
 		{map[string]string{"RLS_HTTP_JSON": "maybe"}, "RLS_HTTP_JSON"},
 		{map[string]string{"RLS_HTTP_TLS_CERT_FILE": "/nonexistent/c.pem", "RLS_HTTP_TLS_KEY_FILE": "/nonexistent/k.pem"}, "RLS_HTTP_TLS_CERT_FILE"},
 	} {

@@ -2,27 +2,19 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"time"
 
 	"github.com/ratewarden/ratewarden/internal/addrfile"
+	"github.com/ratewarden/ratewarden/internal/listen"
 	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
-// sideListener is an HTTP server beside the main ones: the metrics-only
-// server on RLS_METRICS_ADDR, the debug server on RLS_DEBUG_ADDR.
-type sideListener struct {
-	env  string // the variable that names its address
-	lis  net.Listener
-	http *http.Server
-}
-
-// bindSideListeners binds the listeners the settings ask for beside gRPC and
-// HTTP. On error, whatever it bound is closed again.
+// bindSideListeners binds the side servers the settings ask for beside
+// gRPC and HTTP: the metrics-only server on RLS_METRICS_ADDR and the debug
+// server on RLS_DEBUG_ADDR. Each pushes its closing.
 func (srv *Server) bindSideListeners(s settings.Settings) error {
 	if s.MetricsAddr != "" {
 		mux := http.NewServeMux()
@@ -33,36 +25,21 @@ func (srv *Server) bindSideListeners(s settings.Settings) error {
 	}
 	if s.DebugAddr != "" {
 		if err := srv.bindSide("RLS_DEBUG_ADDR", s.DebugAddr, srv.debugHandler()); err != nil {
-			srv.closeSideListeners()
 			return err
 		}
 	}
 	return nil
 }
 
-// bindSide binds one side listener, named by its variable env.
+// bindSide binds one side server, named by its variable env.
 func (srv *Server) bindSide(env, addr string, h http.Handler) error {
-	lis, err := net.Listen("tcp", addr)
+	side, err := listen.BindSide(env, addr, h)
 	if err != nil {
-		return fmt.Errorf("server: %s: %w", env, err)
+		return err
 	}
-	srv.side = append(srv.side, &sideListener{
-		env: env,
-		lis: lis,
-		http: &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second,
-		},
-	})
+	srv.side = append(srv.side, side)
+	srv.releases.push(closeListener(side))
 	return nil
-}
-
-// closeSideListeners closes the side listeners before they serve.
-func (srv *Server) closeSideListeners() {
-	for _, l := range srv.side {
-		l.lis.Close()
-	}
-	srv.side = nil
 }
 
 // debugEndpoints are what the debug server serves, with what they are, as
@@ -97,8 +74,8 @@ func (srv *Server) debugHandler() http.Handler {
 // without RLS_DEBUG_ADDR.
 func (srv *Server) DebugAddr() net.Addr {
 	for _, l := range srv.side {
-		if l.env == "RLS_DEBUG_ADDR" {
-			return l.lis.Addr()
+		if l.Name() == "RLS_DEBUG_ADDR" {
+			return l.Addr()
 		}
 	}
 	return nil
@@ -108,8 +85,8 @@ func (srv *Server) DebugAddr() net.Addr {
 // nil without RLS_METRICS_ADDR.
 func (srv *Server) MetricsAddr() net.Addr {
 	for _, l := range srv.side {
-		if l.env == "RLS_METRICS_ADDR" {
-			return l.lis.Addr()
+		if l.Name() == "RLS_METRICS_ADDR" {
+			return l.Addr()
 		}
 	}
 	return nil
@@ -139,26 +116,19 @@ func (srv *Server) writeAddrFile() error {
 	return nil
 }
 
-// serveSide serves every side listener, each sending its end to errc, which
+// serveSide serves every side server, each sending its end to errc, which
 // must have room for them all.
 func (srv *Server) serveSide(errc chan<- error) {
 	for _, l := range srv.side {
-		go func() {
-			if err := l.http.Serve(l.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("%s: %w", l.env, err)
-				return
-			}
-			errc <- nil
-		}()
+		go func() { errc <- l.Serve() }()
 	}
 }
 
-// closeSide shuts the side listeners down within ctx, or closes them.
+// closeSide shuts the side servers down within ctx, or closes them.
 func (srv *Server) closeSide(ctx context.Context) {
 	for _, l := range srv.side {
-		if err := l.http.Shutdown(ctx); err != nil {
-			srv.log.Warn("side listener shutdown", "listener", l.env, "err", err)
-			l.http.Close()
+		if err := l.Shutdown(ctx); err != nil {
+			srv.log.Warn("side listener shutdown", "listener", l.Name(), "err", err)
 		}
 	}
 }

@@ -137,8 +137,7 @@ func startError(t *testing.T, env map[string]string) error {
 	require.NoError(t, err)
 	srv, err := New(context.Background(), set, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if srv != nil {
-		srv.grpcLis.Close()
-		srv.backend.Close()
+		srv.releases.run(context.Background())
 	}
 	require.Error(t, err)
 	return err

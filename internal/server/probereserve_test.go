@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/testkit/tlstest"
 )
 
 // TestProbesAnswerWhileSlowBodiesHoldTheConnections: slow /json bodies
@@ -71,14 +73,14 @@ func TestProbesAnswerWhileSlowBodiesHoldTheConnections(t *testing.T) {
 // and /json is refused there.
 func TestProbesAnswerOverTLSWhileTheConnectionsAreHeld(t *testing.T) {
 	const maxConns = 4
-	ca := newTestCA(t, "test CA")
-	cert, key, _ := tlsFiles(t, t.TempDir(), ca, 100)
+	ca := tlstest.NewCA(t, "test CA")
+	cert, key, _ := tlstest.ServerFiles(t, t.TempDir(), ca, 100)
 	s := start(t, map[string]string{"RLS_HTTP_MAX_CONNECTIONS": fmt.Sprint(maxConns), "RLS_HTTP_TLS_CERT_FILE": cert, "RLS_HTTP_TLS_KEY_FILE": key})
 	addr := s.srv.HTTPAddr().String()
 	dialIdle(t, addr, maxConns)
 	time.Sleep(100 * time.Millisecond) // the server accepts them
 
-	client := httpsClient(ca.pool())
+	client := httpsClient(ca.Pool())
 	client.Timeout = time.Second
 	client.Transport.(*http.Transport).DisableKeepAlives = true
 	base := "https://" + addr

@@ -39,7 +39,7 @@ import (
 // function returned gives back what the layers hold; it runs once no call
 // is under way, before the backend closes.
 func newRequestPath(b algorithms.Limiter, cfg *config.Config, s settings.Settings, m *metrics.Metrics, tracer *tracing.Tracer, logger *slog.Logger) (*rls.Service, func(), error) {
-	opts := serviceOptions(s, logger)
+	opts := s.ServiceOptions(logger)
 	opts.Observer = m
 	if s.Backend == settings.BackendMemory {
 		// The memory backend never waits: a deadline per request would only

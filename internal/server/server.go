@@ -1,13 +1,17 @@
 // Package server wires ratewarden together: it loads the limits, builds the
 // backend and the request path over it (newRequestPath: the layers and the
 // rls.Service on top), serves gRPC and HTTP (the service's endpoints,
-// health, metrics), and shuts down gracefully.
+// health, metrics), and shuts down gracefully. New acquires what the server
+// holds step by step, each step pushing how to release what it acquired;
+// a failed New and the shutdown release it all in the reverse order
+// (releases.go).
 package server
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,9 +24,13 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/explain"
+	"github.com/ratewarden/ratewarden/internal/listen"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/settings"
+	"github.com/ratewarden/ratewarden/internal/tlsx"
 	"github.com/ratewarden/ratewarden/internal/tracing"
 )
 
@@ -31,17 +39,17 @@ import (
 type Server struct {
 	settings settings.Settings
 	log      *slog.Logger
+	// releases releases what New acquired, last first: on a failed New,
+	// and at shutdown (releases.go).
+	releases releases
 
 	service *rls.Service
 	health  *Health
 	backend backend
-	// closePath gives back what the request path's layers hold (leases),
-	// before the backend closes.
-	closePath func()
-	config    *configState // the limits in force, and their source
-	metrics   *metrics.Metrics
-	explain   *explainer      // /explain's keys
-	tracer    *tracing.Tracer // nil without RLS_TRACING
+	config  *configState // the limits in force, and their source
+	metrics *metrics.Metrics
+	explain *explain.Explainer // /explain's keys
+	tracer  *tracing.Tracer    // nil without RLS_TRACING
 	// backendWatch keeps health in step with the backend's reachability.
 	backendWatch *backendWatch
 
@@ -53,15 +61,15 @@ type Server struct {
 	httpServe net.Listener
 	grpc      *grpc.Server
 	http      *http.Server
-	// side holds the listeners beside gRPC and HTTP (listeners.go).
-	side []*sideListener
+	// side holds the servers beside gRPC and HTTP (listeners.go).
+	side []*listen.Side
 }
 
 // New loads the configuration, builds the backend and binds the listeners,
 // as the settings s ask: Settings that settings.Load returned, which it has
 // validated. A configuration error is returned with its file, line and
-// field.
-func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server, error) {
+// field. On any error, New has released whatever it acquired.
+func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (_ *Server, err error) {
 	if report := s.Compat(); report != nil {
 		report.Log(logger)
 	}
@@ -80,11 +88,11 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 	} else {
 		logger.Warn("no rate limit configuration yet: every request is answered with an error, so that Envoy's failure mode decides, and the server is not ready until the first arrives", "path", source.Origin().Name)
 	}
-	grpcTLS, err := newGRPCTLS(s, logger, time.Now())
+	grpcTLS, err := tlsx.GRPC(s, logger, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	httpTLS, err := newHTTPTLS(s, logger, time.Now())
+	httpTLS, err := tlsx.HTTP(s, logger, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -92,72 +100,109 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 		logger.Info("/json and /explain are not served", "why", why)
 	}
 
+	// From here on, each step that acquires something pushes how to
+	// release it. When a step fails, what the steps before it acquired is
+	// released, last first, as shutdown releases it all.
+	srv := &Server{settings: s, log: logger, health: NewHealth(), metrics: m}
+	defer func() {
+		if err != nil {
+			srv.releases.run(context.Background())
+		}
+	}()
 	routeRedisLogs(logger)
-	b, err := newBackend(s, logger)
-	if err != nil {
+	if s.Tracing {
+		// The tracer comes first, so that it goes last: its last export
+		// holds the spans of what closes before it.
+		if srv.tracer, err = tracing.New(ctx, tracingOptions(s)); err != nil {
+			return nil, fmt.Errorf("server: RLS_TRACING: %w", err)
+		}
+		srv.releases.push(func(ctx context.Context) {
+			if err := srv.tracer.Shutdown(ctx); err != nil {
+				logger.Warn("exporting the last traces", "err", err)
+			}
+		})
+	}
+	if srv.backend, err = newBackend(s, logger); err != nil {
 		return nil, err
 	}
-	srv := &Server{settings: s, log: logger, backend: b, health: NewHealth(), metrics: m}
-	if srv.explain, err = newExplainer(s); err != nil {
-		b.Close()
+	srv.releases.push(func(context.Context) {
+		if err := srv.backend.Close(); err != nil {
+			logger.Warn("closing backend", "err", err)
+		}
+	})
+	if srv.explain, err = explain.New(s); err != nil {
 		return nil, err
 	}
 	if cfg != nil {
 		srv.metrics.ObserveConfigLoaded()
 	}
-	if s.Tracing {
-		if srv.tracer, err = tracing.New(ctx, tracingOptions(s)); err != nil {
-			b.Close()
-			return nil, fmt.Errorf("server: RLS_TRACING: %w", err)
-		}
-	}
-	if srv.service, srv.closePath, err = newRequestPath(b, cfg, s, srv.metrics, srv.tracer, logger); err != nil {
-		b.Close()
-		if srv.tracer != nil {
-			srv.tracer.Shutdown(context.Background())
-		}
+	var closePath func()
+	if srv.service, closePath, err = newRequestPath(srv.backend, cfg, s, srv.metrics, srv.tracer, logger); err != nil {
 		return nil, err
 	}
+	// What the request path's layers hold (leases) is given back before
+	// the backend closes.
+	srv.releases.push(func(context.Context) { closePath() })
 	srv.config = newConfigState(srv.service, source, cfg, time.Now(), logger)
 	srv.OnConfigReload(srv.metrics.ObserveConfigReload)
 	// Ready once limits are in force: at the start, or after the first
 	// update of the source that brought some.
 	srv.health.SetConfigLoaded(cfg != nil)
 	srv.OnConfigReload(func(error) { srv.health.SetConfigLoaded(srv.config.Status().Config != nil) })
-	srv.backendWatch = &backendWatch{backend: b, health: srv.health, interval: s.BackendHealthInterval, timeout: s.BackendHealthTimeout, log: logger,
+	srv.backendWatch = &backendWatch{backend: srv.backend, health: srv.health, interval: s.BackendHealthInterval, timeout: s.BackendHealthTimeout, log: logger,
 		observe: srv.metrics.ObserveBackendCheck}
 	srv.backendWatch.check(ctx)
 
-	if srv.grpcLis, err = net.Listen("tcp", s.GRPCAddr); err != nil {
-		srv.closeBackend()
-		return nil, fmt.Errorf("server: RLS_GRPC_ADDR: %w", err)
-	}
-	if s.HTTPAddr != "" {
-		if srv.httpLis, err = net.Listen("tcp", s.HTTPAddr); err != nil {
-			srv.grpcLis.Close()
-			srv.closeBackend()
-			return nil, fmt.Errorf("server: RLS_HTTP_ADDR: %w", err)
-		}
-	}
-	if err := srv.bindSideListeners(s); err != nil {
-		if srv.httpLis != nil {
-			srv.httpLis.Close()
-		}
-		srv.grpcLis.Close()
-		srv.closeBackend()
+	if err = srv.bind(s); err != nil {
 		return nil, err
 	}
-	srv.grpcServe = boundedListener(srv.grpcLis, s.GRPCMaxConnections)
-	if srv.httpLis != nil {
-		srv.httpServe = newReservingListener(srv.httpLis, s.HTTPMaxConnections, s.HTTPProbeConnections)
-	}
+	srv.newServers(s, cfg, grpcTLS, httpTLS)
+	return srv, nil
+}
 
+// bind binds the listeners the settings s name: gRPC's, HTTP's unless
+// RLS_HTTP_ADDR is empty, and the side servers' (listeners.go), and wraps
+// the served ones in their connection limits. Each listener bound pushes
+// its closing.
+func (srv *Server) bind(s settings.Settings) error {
+	var err error
+	if srv.grpcLis, err = net.Listen("tcp", s.GRPCAddr); err != nil {
+		return fmt.Errorf("server: RLS_GRPC_ADDR: %w", err)
+	}
+	srv.releases.push(closeListener(srv.grpcLis))
+	if s.HTTPAddr != "" {
+		if srv.httpLis, err = net.Listen("tcp", s.HTTPAddr); err != nil {
+			return fmt.Errorf("server: RLS_HTTP_ADDR: %w", err)
+		}
+		srv.releases.push(closeListener(srv.httpLis))
+	}
+	if err := srv.bindSideListeners(s); err != nil {
+		return err
+	}
+	srv.grpcServe = listen.Bounded(srv.grpcLis, s.GRPCMaxConnections)
+	if srv.httpLis != nil {
+		srv.httpServe = listen.Reserving(srv.httpLis, s.HTTPMaxConnections, s.HTTPProbeConnections)
+	}
+	return nil
+}
+
+// closeListener returns the release of l: closing it. Its error is
+// dropped: once served, l has been closed by its server's stop already.
+func closeListener(l io.Closer) func(context.Context) {
+	return func(context.Context) { l.Close() }
+}
+
+// newServers builds the gRPC and HTTP servers over the service, with the
+// TLS of grpcTLS and httpTLS (nil for none), the HTTP endpoints of the
+// settings s for cfg, the configuration loaded at the start. It pushes
+// stopServing.
+func (srv *Server) newServers(s settings.Settings, cfg *config.Config, grpcTLS, httpTLS *tlsx.Server) {
 	grpcOpts := append(grpcServerOptions(s), grpcBoundOptions(s)...)
 	if srv.tracer != nil {
 		grpcOpts = append(grpcOpts, srv.tracer.ServerOptions()...)
 	}
 	if grpcTLS != nil {
-		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(requireClientName(grpcTLS.config(), s.GRPCTlsClientSan, logger))))
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsx.RequireClientName(grpcTLS.Config(), s.GRPCTlsClientSan, srv.log))))
 	}
 	srv.grpc = grpc.NewServer(grpcOpts...)
 	rlsv3.RegisterRateLimitServiceServer(srv.grpc, srv.service)
@@ -166,23 +211,23 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (*Server
 	mux := newHTTPHandler(srv.service, srv.health, srv.httpOptions(cfg))
 	mux.Handle("/metrics", srv.metrics.Handler())
 	var handler http.Handler = mux
-	if httpTLS.mutual() {
-		handler = requireClientCert(handler)
+	if httpTLS.Mutual() {
+		handler = tlsx.RequireClientCert(handler, probePaths[:]...)
 	}
-	handler = probesOnly(handler)
+	handler = listen.ProbesOnly(handler, probePaths[:]...)
 	srv.http = &http.Server{
 		Handler:        handler,
-		ConnContext:    markReserved,
+		ConnContext:    listen.MarkReserved,
 		ReadTimeout:    s.HTTPReadTimeout,
 		WriteTimeout:   s.HTTPWriteTimeout,
 		IdleTimeout:    s.HTTPIdleTimeout,
 		MaxHeaderBytes: s.HTTPMaxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		ErrorLog:       slog.NewLogLogger(srv.log.Handler(), slog.LevelDebug),
 	}
 	if httpTLS != nil {
-		srv.http.TLSConfig = httpTLS.config()
+		srv.http.TLSConfig = httpTLS.Config()
 	}
-	return srv, nil
+	srv.releases.push(srv.stopServing)
 }
 
 // GRPCServerOptions returns the options every ratewarden gRPC server is built
@@ -263,6 +308,11 @@ func (srv *Server) Serve(ctx context.Context) error {
 	return err
 }
 
+// shutdown stops the server: health turns NOT_SERVING, and after
+// RLS_SHUTDOWN_DELAY what New acquired is released, last first, within
+// RLS_SHUTDOWN_TIMEOUT: the servers stop serving (stopServing), the
+// listeners close, the request path gives back its leases, the backend
+// closes, and the tracer exports its last spans.
 func (srv *Server) shutdown() {
 	srv.log.Info("shutting down")
 	srv.health.Shutdown()
@@ -270,6 +320,14 @@ func (srv *Server) shutdown() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), srv.settings.ShutdownTimeout)
 	defer cancel()
+	srv.releases.run(ctx)
+	srv.log.Info("stopped")
+}
+
+// stopServing stops the gRPC, HTTP and side servers within ctx: they take
+// no new calls or connections, and those in flight may finish, all at
+// once; gRPC calls still in flight when ctx ends are closed.
+func (srv *Server) stopServing(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
 		srv.grpc.GracefulStop()
@@ -287,22 +345,6 @@ func (srv *Server) shutdown() {
 		srv.log.Warn("in-flight calls did not finish in time; closing them", "timeout", srv.settings.ShutdownTimeout)
 		srv.grpc.Stop()
 	}
-	if err := srv.closeBackend(); err != nil {
-		srv.log.Warn("closing backend", "err", err)
-	}
-	if srv.tracer != nil {
-		if err := srv.tracer.Shutdown(ctx); err != nil {
-			srv.log.Warn("exporting the last traces", "err", err)
-		}
-	}
-	srv.log.Info("stopped")
-}
-
-// closeBackend gives back what the request path holds, then closes the
-// backend.
-func (srv *Server) closeBackend() error {
-	srv.closePath()
-	return srv.backend.Close()
 }
 
 func addrString(a net.Addr) string {

@@ -20,7 +20,7 @@ import (
 // without it, the files read now, waiting for them until ctx ends or for
 // RLS_CONFIG_READ_TIMEOUT, and a path with nothing to load is an error.
 func newConfigSource(ctx context.Context, s settings.Settings, logger *slog.Logger, m *metrics.Metrics) (config.Source, error) {
-	opts := ConfigOptions(s)
+	opts := s.ConfigOptions()
 	switch {
 	case s.ConfigSource == settings.ConfigFromXDS:
 		c, err := newXDSClient(s, logger, time.Now())

@@ -13,6 +13,8 @@
 //   - xdstest is an xDS management server, and what Envoy Gateway's
 //     translator builds.
 //   - tracingtest is an OTLP trace collector.
+//   - tlstest makes a certificate authority for one test, and the
+//     certificates and files of the servers and clients it signs.
 //   - filehold makes reads of a file hang.
 //   - rlstest builds the requests, limits and slow backends that the tests of
 //     the rate limit service and its layers share.

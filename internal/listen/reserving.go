@@ -1,4 +1,4 @@
-package server
+package listen
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -19,15 +20,15 @@ import (
 const reservedConnLife = time.Second
 
 // reservingListener accepts at most max connections at a time for
-// everything, as boundedListener does, and beyond them at most reserve more
-// for the probes, which it accepts only while the max others are all open.
-// Such a reserved connection serves /healthcheck and /ready only (see
-// probesOnly), one request each, and lives at most reservedConnLife: so the
-// probes are answered while clients of /json hold every other connection
-// (sending their bodies slowly, say), on the port Kubernetes probes, and a
-// client that takes reserved connections holds each for a second at most.
-// Past both, new connections wait in the kernel's backlog. A connection
-// accepted as reserved stays so when others close.
+// everything, as Bounded does, and beyond them at most reserve more for the
+// probes, which it accepts only while the max others are all open. Such a
+// reserved connection serves the probes only (see ProbesOnly), one request
+// each, and lives at most reservedConnLife: so the probes are answered
+// while clients of /json hold every other connection (sending their bodies
+// slowly, say), on the port Kubernetes probes, and a client that takes
+// reserved connections holds each for a second at most. Past both, new
+// connections wait in the kernel's backlog. A connection accepted as
+// reserved stays so when others close.
 type reservingListener struct {
 	net.Listener
 	// main and reserve are semaphores: one token per open connection.
@@ -36,9 +37,13 @@ type reservingListener struct {
 	closeOnce     sync.Once
 }
 
-// newReservingListener returns l accepting max connections, and reserve
-// more for the probes.
-func newReservingListener(l net.Listener, max, reserve int) *reservingListener {
+// Reserving returns l accepting max connections at a time (an HTTP
+// server's RLS_HTTP_MAX_CONNECTIONS), and past them reserve more
+// (RLS_HTTP_PROBE_CONNECTIONS) for the probes: a reserved connection serves
+// one request, within a second of its acceptance, and its requests carry
+// the mark of MarkReserved, by which ProbesOnly serves them the probes
+// alone. Its Close makes an Accept waiting for room return.
+func Reserving(l net.Listener, max, reserve int) net.Listener {
 	return &reservingListener{
 		Listener: l,
 		main:     make(chan struct{}, max),
@@ -135,9 +140,10 @@ func (c *reservedConn) SetWriteDeadline(t time.Time) error {
 // for the probes.
 type reservedKey struct{}
 
-// markReserved is the HTTP server's ConnContext: it marks the requests of
-// reserved connections, over TLS too.
-func markReserved(ctx context.Context, c net.Conn) context.Context {
+// MarkReserved is the ConnContext of an HTTP server that serves a
+// Reserving listener: it marks the requests of reserved connections, over
+// TLS too, for ProbesOnly.
+func MarkReserved(ctx context.Context, c net.Conn) context.Context {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
 	}
@@ -147,26 +153,23 @@ func markReserved(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// busyMessage is what a reserved connection answers to anything but the
-// probes.
-const busyMessage = "rls: all RLS_HTTP_MAX_CONNECTIONS connections are in use; the connections beyond them serve only /healthcheck and /ready\n"
-
-// probesOnly serves next the requests of connections that are not reserved
-// for the probes; on a reserved connection, it serves the probe paths and
-// closes the connection after the one answer. Anything else there is
-// answered 503 Service Unavailable and its connection closed at once,
-// without reading what else it sends: net/http would otherwise keep a
-// connection whose request body was left unread open for another 500ms,
-// and with it the reservation, so that clients past the cap could keep the
-// reserved connections from the probes.
-func probesOnly(next http.Handler) http.Handler {
+// ProbesOnly serves next the requests of connections that are not reserved
+// for the probes (see MarkReserved); on a reserved connection, it serves
+// the probe paths and closes the connection after the one answer. Anything
+// else there is answered 503 Service Unavailable and its connection closed
+// at once, without reading what else it sends: net/http would otherwise
+// keep a connection whose request body was left unread open for another
+// 500ms, and with it the reservation, so that clients past the cap could
+// keep the reserved connections from the probes.
+func ProbesOnly(next http.Handler, probes ...string) http.Handler {
+	busyMessage := busy(probes)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Value(reservedKey{}) == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
 		w.Header().Set("Connection", "close")
-		if slices.Contains(probePaths[:], r.URL.Path) {
+		if slices.Contains(probes, r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -182,4 +185,12 @@ func probesOnly(next http.Handler) http.Handler {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		io.WriteString(w, busyMessage)
 	})
+}
+
+// busy returns what a reserved connection answers to anything but the
+// probes: "rls: all RLS_HTTP_MAX_CONNECTIONS connections are in use; the
+// connections beyond them serve only /healthcheck and /ready".
+func busy(probes []string) string {
+	return "rls: all RLS_HTTP_MAX_CONNECTIONS connections are in use; the connections beyond them serve only " +
+		strings.Join(probes, " and ") + "\n"
 }

@@ -1,4 +1,4 @@
-package server
+package tlsx
 
 import (
 	"crypto/tls"
@@ -7,7 +7,7 @@ import (
 	"log/slog"
 )
 
-// requireClientName makes c, a server's mutual TLS configuration, accept
+// RequireClientName makes c, a server's mutual TLS configuration, accept
 // only client certificates that are valid for name as well: name is one of
 // the certificate's DNS names (a wildcard name matches as it would for a
 // host) or, when name is an IP address, one of its IP addresses. That is
@@ -15,7 +15,7 @@ import (
 // The configurations c's GetConfigForClient hands out check it too. A
 // refused certificate is logged at warn, with its subject and serial. With
 // an empty name, c is returned unchanged.
-func requireClientName(c *tls.Config, name string, logger *slog.Logger) *tls.Config {
+func RequireClientName(c *tls.Config, name string, logger *slog.Logger) *tls.Config {
 	if name == "" {
 		return c
 	}

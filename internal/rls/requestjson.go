@@ -1,11 +1,34 @@
-package server
+package rls
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 )
+
+// ErrNotRequestJSON is wrapped by the error of ParseRequestJSON for a body
+// that is not a RateLimitRequest in JSON.
+var ErrNotRequestJSON = errors.New("rls: request is not a RateLimitRequest in JSON")
+
+// ParseRequestJSON reads body, a RateLimitRequest in JSON (protojson's
+// mapping), as the server's /json and /explain and the check command's
+// -explain take it. Its error wraps ErrNotRequestJSON and says what is
+// wrong, and where.
+func ParseRequestJSON(body []byte) (*rlsv3.RateLimitRequest, error) {
+	var req rlsv3.RateLimitRequest
+	if err := loneSurrogate(body); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotRequestJSON, err)
+	}
+	if err := protojson.Unmarshal(body, &req); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotRequestJSON, err)
+	}
+	return &req, nil
+}
 
 // loneSurrogate returns an error naming the first \u escape in the JSON text
 // body that stands for half a UTF-16 surrogate pair (a high surrogate not

@@ -1,4 +1,4 @@
-package server
+package explain
 
 import (
 	"errors"
@@ -12,11 +12,11 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
-// FuzzExplain: whatever the body, Explain answers with a report or with
+// FuzzRequest: whatever the body, Request answers with a report or with
 // one of its errors (a body that is not a RateLimitRequest in JSON, or a
 // request the service refuses), never a panic; and a report's text and
 // every key of it are there.
-func FuzzExplain(f *testing.F) {
+func FuzzRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"domain":"edge","descriptors":[{"entries":[{"key":"path","value":"/login"},{"key":"remote_address","value":"192.0.2.1"}]}]}`,
 		`{"domain":"edge","descriptors":[{"entries":[{"key":"api_key","value":"k"}],"hitsAddend":"30"}]}`,
@@ -36,15 +36,15 @@ func FuzzExplain(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	cfg, err := config.LoadContext(f.Context(), s.ConfigPath, ConfigOptions(s))
+	cfg, err := config.LoadContext(f.Context(), s.ConfigPath, s.ConfigOptions())
 	if err != nil {
 		f.Fatal(err)
 	}
 	now := time.Unix(1_800_000_000, 0)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := Explain(cfg, body, s, now)
+		r, err := Request(cfg, body, s, now)
 		if err != nil {
-			if !errors.Is(err, errNotRequest) && status.Code(err) != codes.InvalidArgument && !errors.Is(err, rls.ErrNoConfig) {
+			if !errors.Is(err, rls.ErrNotRequestJSON) && status.Code(err) != codes.InvalidArgument && !errors.Is(err, rls.ErrNoConfig) {
 				t.Fatalf("unexpected error %T %v", err, err)
 			}
 			return

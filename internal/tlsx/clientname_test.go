@@ -1,4 +1,4 @@
-package server
+package tlsx
 
 import (
 	"bytes"
@@ -9,13 +9,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/testkit/tlstest"
 )
 
 func TestRequireClientName(t *testing.T) {
-	ca := newTestCA(t, "test CA")
+	ca := tlstest.NewCA(t, "test CA")
 	leaf := func(names ...string) *x509.Certificate {
 		t.Helper()
-		c, err := x509.ParseCertificate(ca.clientCert(t, 42, names...).Certificate[0])
+		c, err := x509.ParseCertificate(ca.ClientCert(t, 42, names...).Certificate[0])
 		require.NoError(t, err)
 		return c
 	}
@@ -23,11 +25,11 @@ func TestRequireClientName(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 
 	plain := &tls.Config{}
-	assert.Same(t, plain, requireClientName(plain, "", logger), "no name, no change")
+	assert.Same(t, plain, RequireClientName(plain, "", logger), "no name, no change")
 	assert.Nil(t, plain.VerifyConnection)
 
 	inner := &tls.Config{}
-	c := requireClientName(&tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return inner, nil }}, "envoy.example", logger)
+	c := RequireClientName(&tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return inner, nil }}, "envoy.example", logger)
 	forClient, err := c.GetConfigForClient(nil)
 	require.NoError(t, err)
 	for _, verify := range []func(tls.ConnectionState) error{c.VerifyConnection, forClient.VerifyConnection} {
