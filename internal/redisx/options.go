@@ -62,73 +62,68 @@ const (
 	DefaultMaxRetries = 1
 )
 
-// Options describes how to reach Redis. The field tags let
-// github.com/kelseyhightower/envconfig fill it: nested in a specification
-// under `envconfig:"REDIS"` with prefix RLS, Addrs reads RLS_REDIS_ADDRS (a
-// comma list), SentinelMaster RLS_REDIS_SENTINEL_MASTER, TLSCaFile
-// RLS_REDIS_TLS_CA_FILE, and so on. No field has an envconfig name of its
-// own, so no variable is read without its prefix. The zero value of every field means its
-// documented default; the zero Options is not valid because it has no
-// address.
+// Options describes how to reach Redis. The zero value of every field but
+// Addrs means its documented default; the zero Options is not valid
+// because it has no address. DefaultOptions has one.
 type Options struct {
 	// Addrs lists host:port addresses: the server in standalone mode, any
 	// nodes of the cluster in cluster mode (the others are discovered), or
 	// the Sentinels in sentinel mode.
-	Addrs []string `split_words:"true" default:"localhost:6379" desc:"comma list of host:port: the server, any cluster nodes, or the Sentinels"`
+	Addrs []string
 	// Mode is standalone (the default), cluster or sentinel.
-	Mode Mode `split_words:"true" default:"standalone" desc:"standalone, cluster or sentinel"`
+	Mode Mode
 
 	// SentinelMaster is the name under which the Sentinels monitor the
 	// master. Sentinel mode needs it.
-	SentinelMaster string `split_words:"true" desc:"name the Sentinels monitor the master under (sentinel mode)"`
+	SentinelMaster string
 	// SentinelUsername and SentinelPassword authenticate to the Sentinels,
 	// when they require it.
-	SentinelUsername string `split_words:"true" desc:"ACL user for the Sentinels, when they require one"`
-	SentinelPassword string `split_words:"true" desc:"password for the Sentinels, when they require one"`
+	SentinelUsername string
+	SentinelPassword string
 
 	// Username and Password authenticate to Redis: an ACL user and its
 	// password, or only a password for the default user (requirepass).
-	Username string `split_words:"true" desc:"Redis ACL user"`
-	Password string `split_words:"true" desc:"Redis password (of the ACL user, or requirepass)"`
+	Username string
+	Password string
 	// DB selects a database in standalone and sentinel mode. A Redis Cluster
 	// has only database 0.
-	DB int `split_words:"true" desc:"database number (standalone and sentinel mode)"`
+	DB int
 
 	// TLS makes every connection, to Redis and to the Sentinels, use TLS 1.2
 	// or newer.
-	TLS bool `split_words:"true" desc:"connect to Redis and the Sentinels over TLS 1.2+"`
+	TLS bool
 	// TLSCaFile is a PEM file of the CAs that server certificates must chain
 	// to; empty means the system's roots.
-	TLSCaFile string `split_words:"true" desc:"PEM CAs for server certificates; empty means the system roots"`
+	TLSCaFile string
 	// TLSCertFile and TLSKeyFile hold a PEM client certificate and its key,
 	// for servers that demand one (tls-auth-clients). Both or neither.
-	TLSCertFile string `split_words:"true" desc:"PEM client certificate, for servers that demand one"`
-	TLSKeyFile  string `split_words:"true" desc:"PEM key of the client certificate"`
+	TLSCertFile string
+	TLSKeyFile  string
 	// TLSServerName is the name that every server certificate must carry;
 	// empty means the host of the address dialed, which suits clusters and
 	// Sentinels whose nodes have certificates of their own.
-	TLSServerName string `split_words:"true" desc:"name every server certificate must carry; empty means the dialed host"`
+	TLSServerName string
 	// TLSInsecureSkipVerify accepts any server certificate. For tests only.
-	TLSInsecureSkipVerify bool `split_words:"true" desc:"accept any server certificate (tests only)"`
+	TLSInsecureSkipVerify bool
 	// TLSSkipHostnameVerify checks that server certificates chain to the
 	// CAs but not the name they carry, for servers whose certificates name
 	// no host they are reached by (Google Cloud Memorystore, for one).
-	TLSSkipHostnameVerify bool `split_words:"true" desc:"check that server certificates chain to the CAs, but not their name (servers whose certificates name no host they are reached by)"`
+	TLSSkipHostnameVerify bool
 
 	// PoolSize is the number of connections kept per server; 0 means
 	// go-redis's default (10 per CPU, 5 per CPU and node in cluster mode).
-	PoolSize int `split_words:"true" desc:"connections per Redis server; 0 means go-redis default (10 per CPU; in cluster mode 5 per CPU per node)"`
+	PoolSize int
 	// MinIdleConns is the number of idle connections kept open ahead of
 	// need, so that a burst does not pay for dialing; 0 means none.
-	MinIdleConns int `split_words:"true" desc:"idle connections kept open ahead of need"`
+	MinIdleConns int
 
 	// DialTimeout, ReadTimeout and WriteTimeout bound dialing, reading a
 	// reply and writing a command when the caller's context has no earlier
 	// deadline; 0 means DefaultDialTimeout, DefaultReadTimeout and
 	// DefaultWriteTimeout.
-	DialTimeout  time.Duration `split_words:"true" desc:"bound on dialing one connection when the request has no earlier deadline (0: 1s)"`
-	ReadTimeout  time.Duration `split_words:"true" desc:"bound on reading one reply when the request has no earlier deadline (0: 500ms)"`
-	WriteTimeout time.Duration `split_words:"true" desc:"bound on writing one command when the request has no earlier deadline (0: 500ms)"`
+	DialTimeout  time.Duration
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
 
 	// MaxRetries is how often a command that certainly did not run is sent
 	// again (see DefaultMaxRetries) in standalone and sentinel mode: 0 means
@@ -136,7 +131,13 @@ type Options struct {
 	// that may have run is never sent again. In cluster mode the cluster
 	// client instead follows up to three MOVED/ASK redirects and sends
 	// again within those attempts.
-	MaxRetries int `split_words:"true" desc:"retries of a command that certainly did not run: no connection, or refused by a server that is loading or failing over (0: 1, negative: none); a script that may have run is never sent again"`
+	MaxRetries int
+}
+
+// DefaultOptions returns the Options of a server that no setting changes:
+// one Redis at localhost:6379.
+func DefaultOptions() Options {
+	return Options{Addrs: []string{"localhost:6379"}, Mode: ModeStandalone}
 }
 
 // ReplyTimeout returns how long the client waits for one reply when the

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -109,59 +108,4 @@ func TestOptionsNeverPrintPasswords(t *testing.T) {
 		o.String())
 	assert.Equal(t, "mode=standalone addrs=[127.0.0.1:6379]", redisx.Options{Addrs: []string{"127.0.0.1:6379"}}.String(),
 		"no password, nothing redacted")
-}
-
-func TestOptionsFromEnvconfig(t *testing.T) {
-	env := map[string]string{
-		"RLS_REDIS_ADDRS":                    "10.0.0.1:26379,10.0.0.2:26379",
-		"RLS_REDIS_MODE":                     "sentinel",
-		"RLS_REDIS_SENTINEL_MASTER":          "mymaster",
-		"RLS_REDIS_SENTINEL_USERNAME":        "watcher",
-		"RLS_REDIS_SENTINEL_PASSWORD":        "sp",
-		"RLS_REDIS_USERNAME":                 "ratewarden",
-		"RLS_REDIS_PASSWORD":                 "pw",
-		"RLS_REDIS_DB":                       "2",
-		"RLS_REDIS_TLS":                      "true",
-		"RLS_REDIS_TLS_CA_FILE":              "/etc/ca.pem",
-		"RLS_REDIS_TLS_CERT_FILE":            "/etc/c.pem",
-		"RLS_REDIS_TLS_KEY_FILE":             "/etc/k.pem",
-		"RLS_REDIS_TLS_SERVER_NAME":          "redis.internal",
-		"RLS_REDIS_TLS_INSECURE_SKIP_VERIFY": "true",
-		"RLS_REDIS_POOL_SIZE":                "50",
-		"RLS_REDIS_MIN_IDLE_CONNS":           "5",
-		"RLS_REDIS_DIAL_TIMEOUT":             "250ms",
-		"RLS_REDIS_READ_TIMEOUT":             "20ms",
-		"RLS_REDIS_WRITE_TIMEOUT":            "30ms",
-		"RLS_REDIS_MAX_RETRIES":              "-1",
-	}
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	var spec struct {
-		Redis redisx.Options `envconfig:"REDIS"`
-	}
-	require.NoError(t, envconfig.Process("RLS", &spec))
-	assert.Equal(t, redisx.Options{
-		Addrs:                 []string{"10.0.0.1:26379", "10.0.0.2:26379"},
-		Mode:                  redisx.ModeSentinel,
-		SentinelMaster:        "mymaster",
-		SentinelUsername:      "watcher",
-		SentinelPassword:      "sp",
-		Username:              "ratewarden",
-		Password:              "pw",
-		DB:                    2,
-		TLS:                   true,
-		TLSCaFile:             "/etc/ca.pem",
-		TLSCertFile:           "/etc/c.pem",
-		TLSKeyFile:            "/etc/k.pem",
-		TLSServerName:         "redis.internal",
-		TLSInsecureSkipVerify: true,
-		PoolSize:              50,
-		MinIdleConns:          5,
-		DialTimeout:           250 * time.Millisecond,
-		ReadTimeout:           20 * time.Millisecond,
-		WriteTimeout:          30 * time.Millisecond,
-		MaxRetries:            -1,
-	}, spec.Redis)
-	assert.NoError(t, spec.Redis.Validate())
 }

@@ -23,7 +23,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	}
 	mem := memory.New()
 	b.Cleanup(mem.Close)
-	opts := testOptions()
+	opts := DefaultOptions()
 	opts.BackendTimeout = 0
 	svc := newService(b, mem, cfg, opts)
 	for _, key := range []string{"fixed", "log", "counter", "bucket"} {

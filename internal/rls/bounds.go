@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/option"
 )
 
 // Bounds limit what one request may ask of the backend, so that no client
@@ -17,8 +18,8 @@ import (
 // its descriptors and their entries, the hits of a descriptor, and the
 // numbers and keys of the limit overrides that requests bring. A request beyond a bound is refused with
 // InvalidArgument and a message naming the bound, before anything is
-// counted. Every bound must be positive: the server sets each from its
-// setting (RLS_MAX_DESCRIPTORS, RLS_MAX_ENTRIES, ...).
+// counted. DefaultBounds are the server's; each has its setting
+// (RLS_MAX_DESCRIPTORS, RLS_MAX_ENTRIES, ...).
 type Bounds struct {
 	// MaxDescriptors is the most descriptors one request may have: each is
 	// matched, and each of its limits is a script call to the backend.
@@ -51,25 +52,51 @@ type Bounds struct {
 	MaxUnmatchedKeyBytes int
 }
 
-// validate reports a bound that is not positive: a Service needs every
-// bound set.
+// DefaultBounds returns the bounds of a server: 256 descriptors per request
+// (Envoy sends one per rate limit action that applies, a handful; Envoy
+// Gateway at most one per rule of a policy, which has at most 256), 64
+// entries per descriptor (the most a rule can match, config.MaxDepth), 10^9
+// hits per descriptor, and 100 for a sliding_window_log (a script that adds
+// 1 000 entries held Redis for 3 to 5 ms on a busy 2-core machine, and one
+// of 100 000 for a quarter to half a second); overrides of at most 1 000
+// for a sliding_window_log (about 115 KB in Redis), whose state lives at
+// most 62 days (a month's window under any algorithm); and overrides of
+// unmatched descriptors with at most 16 entries and a 1 024-byte identity.
+func DefaultBounds() Bounds {
+	return Bounds{
+		MaxDescriptors:       256,
+		MaxEntries:           config.MaxDepth,
+		MaxHits:              1_000_000_000,
+		MaxLogHits:           100,
+		MaxOverrideLogSize:   1000,
+		MaxOverrideLifetime:  62 * 24 * time.Hour,
+		MaxUnmatchedEntries:  16,
+		MaxUnmatchedKeyBytes: 1024,
+	}
+}
+
+// validate returns an error naming the first bound that a Service cannot
+// take (Bounds.MaxHits): every bound must be positive, a sliding_window_log's
+// at most algorithms.MaxLogRequests, and an override's lifetime at least a
+// second.
 func (b Bounds) validate() error {
 	for _, f := range []struct {
-		name  string
-		value any
-		ok    bool
+		name string
+		ok   bool
+		want string
+		got  any
 	}{
-		{"MaxDescriptors", b.MaxDescriptors, b.MaxDescriptors > 0},
-		{"MaxEntries", b.MaxEntries, b.MaxEntries > 0},
-		{"MaxHits", b.MaxHits, b.MaxHits > 0},
-		{"MaxLogHits", b.MaxLogHits, b.MaxLogHits > 0},
-		{"MaxOverrideLogSize", b.MaxOverrideLogSize, b.MaxOverrideLogSize > 0},
-		{"MaxOverrideLifetime", b.MaxOverrideLifetime, b.MaxOverrideLifetime > 0},
-		{"MaxUnmatchedEntries", b.MaxUnmatchedEntries, b.MaxUnmatchedEntries > 0},
-		{"MaxUnmatchedKeyBytes", b.MaxUnmatchedKeyBytes, b.MaxUnmatchedKeyBytes > 0},
+		{"MaxDescriptors", b.MaxDescriptors > 0, "at least 1", b.MaxDescriptors},
+		{"MaxEntries", b.MaxEntries > 0, "at least 1", b.MaxEntries},
+		{"MaxHits", b.MaxHits > 0, "at least 1", b.MaxHits},
+		{"MaxLogHits", b.MaxLogHits > 0 && b.MaxLogHits <= algorithms.MaxLogRequests, fmt.Sprintf("in [1, %d]", algorithms.MaxLogRequests), b.MaxLogHits},
+		{"MaxOverrideLogSize", b.MaxOverrideLogSize > 0 && b.MaxOverrideLogSize <= algorithms.MaxLogRequests, fmt.Sprintf("in [1, %d]", algorithms.MaxLogRequests), b.MaxOverrideLogSize},
+		{"MaxOverrideLifetime", b.MaxOverrideLifetime >= time.Second, "at least 1s", b.MaxOverrideLifetime},
+		{"MaxUnmatchedEntries", b.MaxUnmatchedEntries > 0, "at least 1", b.MaxUnmatchedEntries},
+		{"MaxUnmatchedKeyBytes", b.MaxUnmatchedKeyBytes > 0, "at least 1", b.MaxUnmatchedKeyBytes},
 	} {
 		if !f.ok {
-			return fmt.Errorf("rls: Bounds.%s must be positive, not %v", f.name, f.value)
+			return option.Errorf("Bounds."+f.name, "must be %s, not %v", f.want, f.got)
 		}
 	}
 	return nil

@@ -42,7 +42,7 @@ func newChargeFixture(t *testing.T, obs Observer) *fixture {
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
-	opts := testOptions()
+	opts := DefaultOptions()
 	opts.Observer = obs
 	return &fixture{svc: newService(t, mem, cfg, opts), clock: clock, mem: mem}
 }

@@ -45,7 +45,7 @@ func serveGRPC(t *testing.T, svc *Service) rlsv3.RateLimitServiceClient {
 func TestCallerDeadlineBoundsTheBackend(t *testing.T) {
 	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	require.NoError(t, err)
-	opts := testOptions()
+	opts := DefaultOptions()
 	opts.FailureMode = FailAllow
 	opts.BackendTimeout = time.Second
 	// A reserve that a loaded test machine cannot eat.
@@ -96,7 +96,7 @@ func TestRefundSharesTheTakesDeadline(t *testing.T) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	rec := &deadlineRecorder{inner: mem}
-	opts := testOptions()
+	opts := DefaultOptions()
 	opts.BackendTimeout = time.Second
 	svc := newService(t, rec, cfg, opts)
 
@@ -118,7 +118,7 @@ func TestRefundSharesTheTakesDeadline(t *testing.T) {
 // timeout; the backend timeout after arrival for a caller without one; and
 // none without a backend timeout.
 func TestCallerDeadlineLessReserve(t *testing.T) {
-	opts := testOptions()
+	opts := DefaultOptions()
 	opts.BackendTimeout = 10 * time.Millisecond
 	opts.DeadlineReserve = 3 * time.Millisecond
 	svc := newService(t, failingLimiter{}, nil, opts)
@@ -159,7 +159,7 @@ func TestCallerDeadlineLessReserve(t *testing.T) {
 // arrival, and the reserve kept of the caller's deadline for the way back
 // grows to the 4ms the way in took.
 func TestWaitBeforeTheHandlerCounts(t *testing.T) {
-	opts := testOptions()
+	opts := DefaultOptions()
 	opts.BackendTimeout = 10 * time.Millisecond
 	opts.DeadlineReserve = time.Millisecond
 	svc := newService(t, failingLimiter{}, nil, opts)
@@ -206,7 +206,7 @@ func newDelayService(t *testing.T, delay time.Duration, opts Options) (*Service,
 // not the backend timeout, is the budget, so each gets a decision, and the
 // circuit breaker, which 20 failures would open, stays closed.
 func TestLongDeadlineIsTheBudget(t *testing.T) {
-	opts := testOptions()
+	opts := DefaultOptions()
 	opts.BackendTimeout = 10 * time.Millisecond
 	cfg, err := config.Parse([]config.File{{Name: "test.yaml", Data: []byte(testLimits)}}, rlstest.Config())
 	require.NoError(t, err)
@@ -241,7 +241,7 @@ func TestLongDeadlineIsTheBudget(t *testing.T) {
 // a backend that answers in 50ms to decide, and with a short one the
 // failure mode's answer comes when it ends.
 func TestNoDeadlineGetsTheBackendTimeout(t *testing.T) {
-	opts := testOptions()
+	opts := DefaultOptions()
 	budget := opts.BackendTimeout
 	require.Equal(t, time.Second, budget)
 	svc, lim := newDelayService(t, 50*time.Millisecond, opts)
@@ -269,7 +269,7 @@ func TestNoDeadlineGetsTheBackendTimeout(t *testing.T) {
 // their arrival, and the failure mode's answer from a backend that takes
 // 50ms.
 func TestBackendTimeoutMaxCapsEveryBudget(t *testing.T) {
-	opts := testOptions()
+	opts := DefaultOptions()
 	opts.BackendTimeoutMax = 30 * time.Millisecond
 	svc, lim := newDelayService(t, 50*time.Millisecond, opts)
 	for name, timeout := range map[string]time.Duration{"2s deadline": 2 * time.Second, "no deadline": 0} {
@@ -291,7 +291,7 @@ func TestBackendTimeoutMaxCapsEveryBudget(t *testing.T) {
 		})
 	}
 
-	invalid := testOptions()
+	invalid := DefaultOptions()
 	invalid.BackendTimeoutMax = -time.Second
 	_, err := New(nil, nil, invalid)
 	assert.ErrorContains(t, err, "BackendTimeoutMax")

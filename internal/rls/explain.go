@@ -96,7 +96,7 @@ func (s *Service) Explain(req *rlsv3.RateLimitRequest) (*Explanation, error) {
 // Service.Explain does. Options that are not valid are an error naming the
 // option.
 func Explain(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*Explanation, error) {
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	return explain(cfg, req, opts)

@@ -46,7 +46,7 @@ func explainFixture(t *testing.T, limits string, mutate func(*Options)) (*Servic
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	rec := &opsRecorder{next: mem}
-	opts := testOptions()
+	opts := DefaultOptions()
 	if mutate != nil {
 		mutate(&opts)
 	}

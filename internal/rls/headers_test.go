@@ -87,7 +87,7 @@ func TestLimitHeadersReportTheMostConstrainedLimit(t *testing.T) {
 		f := newFixture(t, withLimitHeaders)
 		assert.Empty(t, f.call(t, request(desc("free", "a"), desc("unmatched", "b"))).GetResponseHeadersToAdd())
 
-		opts := testOptions()
+		opts := DefaultOptions()
 		opts.FailureMode, opts.LimitHeaders = FailAllow, f.svc.opts.LimitHeaders
 		failing := newService(t, failingLimiter{}, f.svc.Config(), opts)
 		resp, err := failing.ShouldRateLimit(context.Background(), request(desc("fixed", "a")))

@@ -94,7 +94,7 @@ func newObserved(t *testing.T, took time.Duration, mutate func(*Options)) (*Serv
 	rec := &recorder{}
 	b, err := breaker.New(slowLimiter{clock: clock, took: took, inner: mem}, breaker.Options{Observer: rec, Now: clock.Now})
 	require.NoError(t, err)
-	opts := testOptions()
+	opts := DefaultOptions()
 	opts.BackendTimeout = time.Second
 	opts.Observer = rec
 	if mutate != nil {

@@ -1,12 +1,12 @@
 package rls
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/option"
 )
 
 // FailureMode says how the service answers when its backend cannot decide in
@@ -66,8 +66,8 @@ func ParseFailureMode(s string) (FailureMode, error) {
 
 // Options configure a Service. The zero Options are not valid: a field
 // whose zero value has no meaning of its own (DefaultAlgorithm,
-// NearLimitRatio, every bound) must be set. The server sets every field from
-// its settings (internal/settings), whose tags hold the defaults.
+// NearLimitRatio, every bound) must be set, as DefaultOptions sets it; the
+// server's settings change what their variables say.
 type Options struct {
 	// DefaultAlgorithm enforces a request's limit override when no rule
 	// matched its descriptor.
@@ -141,24 +141,49 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// validate reports the first option that is not valid. Every option that
-// has no zero value of its own meaning must be set: the server sets them
-// all from its settings, whose tags hold their defaults.
-func (o Options) validate() error {
+// DefaultOptions returns the Options of a server's service: limits without
+// an algorithm counted by a sliding_window_counter, what a denied request
+// took given back, the failure mode error, a second of the backend for a
+// request whose caller sends no deadline, 2ms of a caller's deadline kept
+// for the answer to reach it, near_limit from 80% of a limit, and
+// DefaultBounds.
+func DefaultOptions() Options {
+	return Options{
+		DefaultAlgorithm: algorithms.SlidingWindowCounter,
+		RefundOnDeny:     true,
+		FailureMode:      FailError,
+		BackendTimeout:   time.Second,
+		DeadlineReserve:  2 * time.Millisecond,
+		NearLimitRatio:   0.8,
+		Bounds:           DefaultBounds(),
+	}
+}
+
+// Validate returns an error naming the first field of o that New refuses.
+func (o Options) Validate() error {
+	var err error
 	switch {
 	case o.DefaultAlgorithm == 0:
-		return errors.New("rls: DefaultAlgorithm is not set")
+		err = option.Errorf("DefaultAlgorithm", "is not set")
 	case !o.DefaultAlgorithm.Valid():
-		return fmt.Errorf("rls: DefaultAlgorithm %s is no algorithm", o.DefaultAlgorithm)
+		err = option.Errorf("DefaultAlgorithm", "%s is no algorithm", o.DefaultAlgorithm)
 	case o.FailureMode > FailDeny:
-		return fmt.Errorf("rls: FailureMode %s is no failure mode", o.FailureMode)
+		err = option.Errorf("FailureMode", "%s is no failure mode", o.FailureMode)
 	case !(o.NearLimitRatio > 0 && o.NearLimitRatio <= 1):
-		return fmt.Errorf("rls: NearLimitRatio %v is not in (0, 1]", o.NearLimitRatio)
-	case o.BackendTimeout < 0, o.BackendTimeoutMax < 0, o.DeadlineReserve < 0:
-		return fmt.Errorf("rls: negative duration in BackendTimeout %s, BackendTimeoutMax %s or DeadlineReserve %s",
-			o.BackendTimeout, o.BackendTimeoutMax, o.DeadlineReserve)
+		err = option.Errorf("NearLimitRatio", "must be in (0, 1], not %v", o.NearLimitRatio)
+	case o.BackendTimeout < 0:
+		err = option.Errorf("BackendTimeout", "must not be negative, not %s", o.BackendTimeout)
+	case o.BackendTimeoutMax < 0:
+		err = option.Errorf("BackendTimeoutMax", "must not be negative, not %s", o.BackendTimeoutMax)
+	case o.DeadlineReserve < 0:
+		err = option.Errorf("DeadlineReserve", "must not be negative, not %s", o.DeadlineReserve)
+	default:
+		err = o.Bounds.validate()
 	}
-	return o.Bounds.validate()
+	if err != nil {
+		return fmt.Errorf("rls: %w", err)
+	}
+	return nil
 }
 
 // withNops returns o with a logger, an observer and a give-back that do

@@ -34,7 +34,7 @@ func newConfigFixture(t *testing.T, mutate func(*Options), files ...config.File)
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
-	opts := testOptions()
+	opts := DefaultOptions()
 	opts.BackendTimeout = time.Second
 	if mutate != nil {
 		mutate(&opts)
@@ -200,7 +200,7 @@ func TestQuotaMode(t *testing.T) {
 		for _, global := range []bool{false, true} {
 			cfg, err := config.Parse([]config.File{file}, rlstest.Config())
 			require.NoError(t, err)
-			opts := testOptions()
+			opts := DefaultOptions()
 			opts.FailureMode = FailDeny
 			opts.QuotaMode = global
 			svc := newService(t, failingLimiter{}, cfg, opts)

@@ -42,7 +42,7 @@ type Service struct {
 // ErrNoConfig). Options that are not valid (see Options) are an error
 // naming the option.
 func New(limiter algorithms.Limiter, cfg *config.Config, opts Options) (*Service, error) {
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	opts = opts.withNops()

@@ -21,6 +21,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/option"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
@@ -84,7 +85,7 @@ func newFixture(t *testing.T, mutate func(*Options)) *fixture {
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
-	opts := testOptions()
+	opts := DefaultOptions()
 	opts.BackendTimeout = time.Second
 	if mutate != nil {
 		mutate(&opts)
@@ -491,7 +492,7 @@ func TestUnlimitedRulesReplaceAndAreReplaced(t *testing.T) {
 func TestWithoutConfigTheAnswerIsAnError(t *testing.T) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
-	svc := newService(t, mem, nil, testOptions())
+	svc := newService(t, mem, nil, DefaultOptions())
 	override := desc("fixed", "a")
 	override.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}
 	for _, req := range []*rlsv3.RateLimitRequest{request(desc("fixed", "a")), request(override), {Domain: "elsewhere", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("k", "v")}}} {
@@ -535,7 +536,7 @@ func TestFailureModes(t *testing.T) {
 			want rlsv3.RateLimitResponse_Code
 		}{{FailAllow, ok}, {FailDeny, over}, {FailError, 0}} {
 			t.Run(tc.mode.String(), func(t *testing.T) {
-				opts := testOptions()
+				opts := DefaultOptions()
 				opts.FailureMode = tc.mode
 				opts.BackendTimeout = 20 * time.Millisecond
 				svc := newService(t, failingLimiter{hang: hang}, cfg, opts)
@@ -684,12 +685,14 @@ func TestNewRefusesInvalidOptions(t *testing.T) {
 		"MaxOverrideLifetime":  func(o *Options) { o.Bounds.MaxOverrideLifetime = 0 },
 		"MaxUnmatchedKeyBytes": func(o *Options) { o.Bounds.MaxUnmatchedKeyBytes = 0 },
 	} {
-		opts := testOptions()
+		opts := DefaultOptions()
 		mutate(&opts)
 		_, err := New(memory.New(), nil, opts)
 		assert.ErrorContains(t, err, name, name)
+		require.NotNil(t, option.Of(err), name)
+		assert.True(t, strings.HasSuffix(option.Of(err).Field, name), "the error names the field: %s", option.Of(err).Field)
 	}
-	_, err := New(memory.New(), nil, testOptions())
+	_, err := New(memory.New(), nil, DefaultOptions())
 	require.NoError(t, err)
 
 	// No option without a meaning of its own for its zero value is filled
@@ -699,5 +702,5 @@ func TestNewRefusesInvalidOptions(t *testing.T) {
 	_, err = New(memory.New(), nil, Options{DefaultAlgorithm: algorithms.SlidingWindowCounter})
 	assert.ErrorContains(t, err, "NearLimitRatio")
 	_, err = New(memory.New(), nil, Options{DefaultAlgorithm: algorithms.SlidingWindowCounter, NearLimitRatio: 0.8})
-	assert.ErrorContains(t, err, "Bounds.MaxDescriptors must be positive")
+	assert.ErrorContains(t, err, "Bounds.MaxDescriptors must be at least 1")
 }

@@ -34,7 +34,7 @@ func newBackend(s settings.Settings, logger *slog.Logger) (backend, error) {
 	case settings.BackendMemory:
 		return memoryBackend{memory.New()}, nil
 	case settings.BackendRedis:
-		client, err := redisx.NewClient(s.Redis)
+		client, err := redisx.NewClient(s.RedisOptions())
 		if err != nil {
 			return nil, fmt.Errorf("server: RLS_REDIS_*: %w", err)
 		}
@@ -53,7 +53,7 @@ func newBackend(s settings.Settings, logger *slog.Logger) (backend, error) {
 // redisGrace is how long a pipeline whose callers gave up is still read: as
 // long as one reply may take, so that what it did is known (see
 // algorithms.Outcomes).
-func redisGrace(s settings.Settings) time.Duration { return s.Redis.ReplyTimeout() }
+func redisGrace(s settings.Settings) time.Duration { return s.RedisOptions().ReplyTimeout() }
 
 // memoryBackend is the in-process backend: always reachable.
 type memoryBackend struct{ *memory.Limiter }

@@ -59,7 +59,9 @@ var scriptBackends = []scriptBackend{
 		lim, err := redisx.NewLimiter(redistest.Standalone(t).Client(t), 2, redisx.WithClock(clock.Now))
 		require.NoError(t, err)
 		t.Cleanup(lim.Close)
-		return denycache.New(lim, denycache.Options{MaxEntries: 1000, Now: clock.Now})
+		cache, err := denycache.New(lim, denycache.Options{MaxEntries: 1000, Now: clock.Now})
+		require.NoError(t, err)
+		return cache
 	}},
 }
 

@@ -194,7 +194,7 @@ func TestBreakerCanBeTurnedOff(t *testing.T) {
 	t.Parallel()
 	s, err := loadSettings(map[string]string{"RLS_BREAKER_FAILURES": "0"})
 	require.NoError(t, err)
-	assert.Zero(t, breakerOptions(s).Failures)
+	assert.Zero(t, s.BreakerOptions().Failures)
 }
 
 // grpcStatus returns what grpc.health.v1 says for the server as a whole.

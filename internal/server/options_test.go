@@ -8,8 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/layers/admission"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
+	"github.com/ratewarden/ratewarden/internal/layers/denycache"
 	"github.com/ratewarden/ratewarden/internal/layers/giveback"
+	"github.com/ratewarden/ratewarden/internal/layers/lease"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
@@ -32,34 +35,32 @@ func defaultConfigOptions(t *testing.T) config.Options {
 	return s.ConfigOptions()
 }
 
-// TestLayerOptionsOfTheSettings: every setting that the circuit breaker
-// and the give-back queue take reaches their options, and the options of
-// the settings' defaults are valid for each of them. The defaults live in
-// the settings' tags alone: no package below fills in an option the server
-// leaves unset. (The service's and the loader's options are the settings'
-// own: settings.TestServiceOptions.)
-func TestLayerOptionsOfTheSettings(t *testing.T) {
+// TestLayersTakeTheSettings: the layers take the options the settings
+// compose (settings.TestLayerOptions holds each variable to its option),
+// with the backend's grace: the breaker judges a timeout once the Redis
+// client stops reading its reply.
+func TestLayersTakeTheSettings(t *testing.T) {
 	t.Parallel()
-	s, err := loadSettings(map[string]string{
-		"RLS_BACKEND":          "redis",
-		"RLS_BREAKER_FAILURES": "15", "RLS_BREAKER_PROBES": "16", "RLS_BREAKER_COOLDOWN": "17s",
-		"RLS_REDIS_READ_TIMEOUT": "18ms",
-		"RLS_GIVE_BACK_QUEUE":    "19", "RLS_GIVE_BACK_TIMEOUT": "20s",
-	})
+	s, err := loadSettings(map[string]string{"RLS_BACKEND": "redis", "RLS_REDIS_READ_TIMEOUT": "18ms"})
 	require.NoError(t, err)
-	assert.Equal(t, breaker.Options{Failures: 15, Probes: 16, Cooldown: 17 * time.Second, Grace: 18 * time.Millisecond},
-		breakerOptions(s), "the breaker judges timeouts once the Redis client stops reading")
-	assert.Equal(t, giveback.Options{Size: 19, Timeout: 20 * time.Second}, giveBackOptions(s))
-
-	// The defaults: options every package takes as they are.
+	assert.Equal(t, 18*time.Millisecond, breakerGrace(s))
 	for _, backend := range []string{"memory", "redis"} {
 		s, err := loadSettings(map[string]string{"RLS_BACKEND": backend})
 		require.NoError(t, err)
 		mem := memory.New()
 		t.Cleanup(mem.Close)
-		_, err = breaker.New(mem, breakerOptions(s))
+		b := s.BreakerOptions()
+		b.Grace = breakerGrace(s)
+		_, err = breaker.New(mem, b)
 		assert.NoError(t, err, backend)
-		_, err = giveback.New(mem, giveBackOptions(s))
+		_, err = giveback.New(mem, s.GiveBackOptions())
 		assert.NoError(t, err, backend)
+		_, err = admission.New(mem, s.AdmissionOptions())
+		assert.NoError(t, err, backend)
+		_, err = denycache.New(mem, s.DenyCacheOptions())
+		assert.NoError(t, err, backend)
+		l, err := lease.New(mem, s.LeaseOptions())
+		require.NoError(t, err, backend)
+		l.Close()
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
@@ -52,34 +53,39 @@ func newRequestPath(b algorithms.Limiter, cfg *config.Config, s settings.Setting
 		l = tracer.Limiter(l)
 	}
 	if s.Backend == settings.BackendRedis && s.DenyCache {
-		cache := denycache.New(l, denycache.Options{MaxEntries: s.DenyCacheSize})
+		cache, err := denycache.New(l, s.DenyCacheOptions())
+		if err != nil {
+			return nil, nil, fmt.Errorf("server: %w", err)
+		}
 		m.RegisterDenyCacheHits(cache.Hits)
 		l = cache
 	}
-	gbOpts := giveBackOptions(s)
+	gbOpts := s.GiveBackOptions()
 	gbOpts.Observer, gbOpts.Logger = m, logger
 	queue, err := giveback.New(l, gbOpts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("server: %w", err)
 	}
 	l = queue
-	bOpts := breakerOptions(s)
+	bOpts := s.BreakerOptions()
+	bOpts.Grace = breakerGrace(s)
 	bOpts.Observer, bOpts.Logger = m, logger.With("failure_mode", s.FailureMode.String())
 	if l, err = breaker.New(l, bOpts); err != nil {
 		return nil, nil, fmt.Errorf("server: %w", err)
 	}
 	if opts.BackendTimeout > 0 {
 		// Shedding needs a deadline to shed by.
-		if l, err = admission.New(l, admission.Options{MaxInflight: s.MaxInflight, Observer: m}); err != nil {
+		aOpts := s.AdmissionOptions()
+		aOpts.Observer = m
+		if l, err = admission.New(l, aOpts); err != nil {
 			return nil, nil, fmt.Errorf("server: %w", err)
 		}
 	}
 	release := func() {}
 	if s.Backend == settings.BackendRedis && s.Leases {
-		leases, err := lease.New(l, lease.Options{
-			Time: s.LeaseTime, MinHits: s.LeaseMinHits, Observer: m,
-			GiveBack: queue.GiveBack, KeepFailedTakes: gbOpts.KeepFailedTakes,
-		})
+		lOpts := s.LeaseOptions()
+		lOpts.Observer, lOpts.GiveBack = m, queue.GiveBack
+		leases, err := lease.New(l, lOpts)
 		if err != nil {
 			return nil, nil, fmt.Errorf("server: %w", err)
 		}
@@ -94,32 +100,13 @@ func newRequestPath(b algorithms.Limiter, cfg *config.Config, s settings.Setting
 	return svc, release, nil
 }
 
-// giveBackOptions returns the give-back queue's options that s asks for,
-// its observer and logger aside.
-func giveBackOptions(s settings.Settings) giveback.Options {
-	return giveback.Options{
-		Size:    s.GiveBackQueue,
-		Timeout: s.GiveBackTimeout,
-		// With the failure mode allow, a request whose call failed was
-		// admitted: what the backend took for it stays.
-		KeepFailedTakes: s.FailureMode == rls.FailAllow,
+// breakerGrace returns how late the breaker judges a timeout: once the
+// Redis client has stopped reading its reply (redisGrace); the memory
+// backend's timeouts, callers' deadlines that passed before it was asked,
+// as late as a Redis client's with its default read timeout.
+func breakerGrace(s settings.Settings) time.Duration {
+	if s.Backend == settings.BackendMemory {
+		return redisx.DefaultReadTimeout
 	}
-}
-
-// breakerOptions returns the circuit breaker's options that s asks for, its
-// observer and logger aside. It judges a timeout once the Redis client has
-// stopped reading its reply (redisGrace); the memory backend's timeouts,
-// callers' deadlines that passed before it was asked, as late as a Redis
-// client's with its default read timeout.
-func breakerOptions(s settings.Settings) breaker.Options {
-	o := breaker.Options{
-		Failures: s.BreakerFailures,
-		Probes:   s.BreakerProbes,
-		Cooldown: s.BreakerCooldown,
-		Grace:    redisx.DefaultReadTimeout,
-	}
-	if s.Backend != settings.BackendMemory {
-		o.Grace = redisGrace(s)
-	}
-	return o
+	return redisGrace(s)
 }

@@ -23,7 +23,7 @@ var updateDocs = flag.Bool("update-docs", false, "rewrite the table of docs/migr
 // variables, as they are read, before envoyproxy/ratelimit's variables.
 func defaultSettings(t *testing.T) Settings {
 	t.Helper()
-	var s Settings
+	s := Default()
 	require.NoError(t, read(Prefix, &s, lookupIn(nil)))
 	return s
 }

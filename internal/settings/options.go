@@ -1,11 +1,163 @@
 package settings
 
 import (
+	"fmt"
 	"log/slog"
+	"reflect"
 
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/layers/admission"
+	"github.com/ratewarden/ratewarden/internal/layers/breaker"
+	"github.com/ratewarden/ratewarden/internal/layers/denycache"
+	"github.com/ratewarden/ratewarden/internal/layers/giveback"
+	"github.com/ratewarden/ratewarden/internal/layers/lease"
+	"github.com/ratewarden/ratewarden/internal/option"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
+
+// options are the Options of the packages that the settings compose: each
+// package owns its defaults (DefaultOptions) and its rules (Validate), and a
+// variable only says which option it sets (bindings).
+type options struct {
+	service   rls.Options
+	lease     lease.Options
+	giveBack  giveback.Options
+	breaker   breaker.Options
+	admission admission.Options
+	denyCache denycache.Options
+}
+
+// defaultOptions returns every package's DefaultOptions.
+func defaultOptions() options {
+	return options{
+		service:   rls.DefaultOptions(),
+		lease:     lease.DefaultOptions(),
+		giveBack:  giveback.DefaultOptions(),
+		breaker:   breaker.DefaultOptions(),
+		admission: admission.DefaultOptions(),
+		denyCache: denycache.DefaultOptions(),
+	}
+}
+
+// binding is a variable that sets an option: the Settings field, the
+// option's field (named as its package's errors name it, option.Error),
+// and the Options it belongs to.
+type binding struct {
+	setting any // a pointer to a field of Settings
+	options any // a pointer to the Options that hold the option
+	option  string
+	// get sets the setting to the option, set the option to the setting.
+	get, set func()
+}
+
+// bind returns the binding of the setting to the option named name, a field
+// of the Options that owner points to.
+func bind[T any](owner any, name string, setting, value *T) binding {
+	return binding{setting: setting, options: owner, option: name,
+		get: func() { *setting = *value },
+		set: func() { *value = *setting }}
+}
+
+// bindings pairs each variable that sets an option of o with it. A new
+// option of a package that operators set is one line here, and its field in
+// Settings.
+func (s *Settings) bindings(o *options) []binding {
+	svc, b := &o.service, &o.service.Bounds
+	return []binding{
+		bind(svc, "DefaultAlgorithm", &s.DefaultAlgorithm, &svc.DefaultAlgorithm),
+		bind(svc, "FailureMode", &s.FailureMode, &svc.FailureMode),
+		bind(svc, "ShadowMode", &s.ShadowMode, &svc.ShadowMode),
+		bind(svc, "QuotaMode", &s.QuotaMode, &svc.QuotaMode),
+		bind(svc, "RefundOnDeny", &s.RefundOnDeny, &svc.RefundOnDeny),
+		bind(svc, "ResponseDynamicMetadata", &s.ResponseDynamicMetadata, &svc.ResponseDynamicMetadata),
+		bind(svc, "AllowNegativeHits", &s.AllowNegativeHits, &svc.AllowNegativeHits),
+		bind(svc, "BackendTimeout", &s.BackendTimeout, &svc.BackendTimeout),
+		bind(svc, "BackendTimeoutMax", &s.BackendTimeoutMax, &svc.BackendTimeoutMax),
+		bind(svc, "DeadlineReserve", &s.DeadlineReserve, &svc.DeadlineReserve),
+		bind(svc, "NearLimitRatio", &s.NearLimitRatio, &svc.NearLimitRatio),
+		bind(svc, "Bounds.MaxDescriptors", &s.MaxDescriptors, &b.MaxDescriptors),
+		bind(svc, "Bounds.MaxEntries", &s.MaxEntries, &b.MaxEntries),
+		bind(svc, "Bounds.MaxHits", &s.MaxHits, &b.MaxHits),
+		bind(svc, "Bounds.MaxLogHits", &s.MaxLogHits, &b.MaxLogHits),
+		bind(svc, "Bounds.MaxOverrideLogSize", &s.MaxOverrideLogSize, &b.MaxOverrideLogSize),
+		bind(svc, "Bounds.MaxOverrideLifetime", &s.MaxOverrideLifetime, &b.MaxOverrideLifetime),
+		bind(svc, "Bounds.MaxUnmatchedEntries", &s.MaxUnmatchedEntries, &b.MaxUnmatchedEntries),
+		bind(svc, "Bounds.MaxUnmatchedKeyBytes", &s.MaxUnmatchedKeyBytes, &b.MaxUnmatchedKeyBytes),
+
+		bind(&o.lease, "Time", &s.LeaseTime, &o.lease.Time),
+		bind(&o.lease, "MinHits", &s.LeaseMinHits, &o.lease.MinHits),
+
+		bind(&o.giveBack, "Size", &s.GiveBackQueue, &o.giveBack.Size),
+		bind(&o.giveBack, "Timeout", &s.GiveBackTimeout, &o.giveBack.Timeout),
+
+		bind(&o.breaker, "Failures", &s.BreakerFailures, &o.breaker.Failures),
+		bind(&o.breaker, "Probes", &s.BreakerProbes, &o.breaker.Probes),
+		bind(&o.breaker, "Cooldown", &s.BreakerCooldown, &o.breaker.Cooldown),
+
+		bind(&o.admission, "MaxInflight", &s.MaxInflight, &o.admission.MaxInflight),
+
+		bind(&o.denyCache, "MaxEntries", &s.DenyCacheSize, &o.denyCache.MaxEntries),
+	}
+}
+
+// options returns the packages' Options the settings ask for: their
+// defaults, with every bound variable's value, and what follows from
+// several settings.
+func (s *Settings) options() options {
+	o := defaultOptions()
+	for _, b := range s.bindings(&o) {
+		b.set()
+	}
+	o.service.LimitHeaders = s.limitHeaders()
+	// With the failure mode allow, a request whose call failed was
+	// admitted: what the backend took for it stays.
+	o.giveBack.KeepFailedTakes = s.FailureMode == rls.FailAllow
+	o.lease.KeepFailedTakes = o.giveBack.KeepFailedTakes
+	return o
+}
+
+// validateOptions checks the options the settings compose by their
+// packages' own rules, and names the variable of an option at fault.
+func (s *Settings) validateOptions() error {
+	o := s.options()
+	for _, c := range []struct {
+		owner    any
+		validate func() error
+	}{
+		{&o.service, o.service.Validate},
+		{&o.lease, o.lease.Validate},
+		{&o.giveBack, o.giveBack.Validate},
+		{&o.breaker, o.breaker.Validate},
+		{&o.admission, o.admission.Validate},
+		{&o.denyCache, o.denyCache.Validate},
+	} {
+		err := c.validate()
+		if err == nil {
+			continue
+		}
+		if bad := option.Of(err); bad != nil {
+			for _, b := range s.bindings(&o) {
+				if b.options == c.owner && b.option == bad.Field {
+					return fmt.Errorf("server: %s %s", s.variableOf(b.setting), bad.Problem)
+				}
+			}
+		}
+		return fmt.Errorf("server: %w", err)
+	}
+	return nil
+}
+
+// variableOf returns the name of the variable of the field of s that
+// setting points to.
+func (s *Settings) variableOf(setting any) string {
+	p := reflect.ValueOf(setting).Pointer()
+	for _, v := range variables(Prefix, reflect.ValueOf(s)) {
+		if v.field.Addr().Pointer() == p {
+			return v.name
+		}
+	}
+	panic(fmt.Sprintf("settings: no variable sets %T at %#x", setting, p))
+}
 
 // ConfigOptions returns the config.Options the settings ask for: how the
 // server, and the check command, read the limits files.
@@ -24,34 +176,29 @@ func (s Settings) ConfigOptions() config.Options {
 // logger: how the server's service, and the explain of the check command,
 // plan a request.
 func (s Settings) ServiceOptions(logger *slog.Logger) rls.Options {
-	return rls.Options{
-		DefaultAlgorithm: s.DefaultAlgorithm,
-		ShadowMode:       s.ShadowMode,
-		QuotaMode:        s.QuotaMode,
-		RefundOnDeny:     s.RefundOnDeny,
-
-		ResponseDynamicMetadata: s.ResponseDynamicMetadata,
-		FailureMode:             s.FailureMode,
-		BackendTimeout:          s.BackendTimeout,
-		BackendTimeoutMax:       s.BackendTimeoutMax,
-		DeadlineReserve:         s.DeadlineReserve,
-		NearLimitRatio:          s.NearLimitRatio,
-		Logger:                  logger,
-
-		AllowNegativeHits: s.AllowNegativeHits,
-		Bounds: rls.Bounds{
-			MaxDescriptors:       s.MaxDescriptors,
-			MaxEntries:           s.MaxEntries,
-			MaxHits:              s.MaxHits,
-			MaxLogHits:           s.MaxLogHits,
-			MaxOverrideLogSize:   s.MaxOverrideLogSize,
-			MaxOverrideLifetime:  s.MaxOverrideLifetime,
-			MaxUnmatchedEntries:  s.MaxUnmatchedEntries,
-			MaxUnmatchedKeyBytes: s.MaxUnmatchedKeyBytes,
-		},
-		LimitHeaders: s.limitHeaders(),
-	}
+	o := s.options().service
+	o.Logger = logger
+	return o
 }
+
+// LeaseOptions returns the lease.Options the settings ask for, without an
+// observer or a give-back queue.
+func (s Settings) LeaseOptions() lease.Options { return s.options().lease }
+
+// GiveBackOptions returns the giveback.Options the settings ask for,
+// without an observer or a logger.
+func (s Settings) GiveBackOptions() giveback.Options { return s.options().giveBack }
+
+// BreakerOptions returns the breaker.Options the settings ask for, without
+// an observer, a logger or the backend's grace.
+func (s Settings) BreakerOptions() breaker.Options { return s.options().breaker }
+
+// AdmissionOptions returns the admission.Options the settings ask for,
+// without an observer.
+func (s Settings) AdmissionOptions() admission.Options { return s.options().admission }
+
+// DenyCacheOptions returns the denycache.Options the settings ask for.
+func (s Settings) DenyCacheOptions() denycache.Options { return s.options().denyCache }
 
 // limitHeaders returns the limit headers the settings ask for, or nil.
 func (s Settings) limitHeaders() *rls.LimitHeaders {

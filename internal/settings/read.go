@@ -12,12 +12,14 @@ import (
 	"github.com/kelseyhightower/envconfig"
 )
 
-// envconfig.Process reads the process's environment and nothing else, and
-// Load reads through a lookup function: read does what envconfig.Process
-// does, through the lookup. It names the variables by envconfig's tags and
-// parses each value as envconfig.Process would (a test holds the two to the
-// same results), except that it never reads a variable without its prefix,
-// as envconfig does for a field named by an envconfig tag.
+// read is the one reader of the environment: Load reads through it, and
+// PrintUsage lists the variables it reads (variables). envconfig.Process
+// reads the process's environment and nothing else, where Load reads
+// through a lookup function; read keeps envconfig's names (split_words)
+// and its rules for parsing a value (envconfig.Decoder, then the types that
+// parse themselves, then the kind; TestReadParsesEveryKind), except that it
+// never reads a variable without its prefix, as envconfig does for a field
+// named by an envconfig tag.
 
 // variable is one variable of a specification: its name, the field it
 // sets, and the field's tags (default, desc).

@@ -1,6 +1,9 @@
 // Package settings holds every setting of the server: one typed struct,
-// Settings, read once from RLS_ variables by Load, validated once, with its
-// defaults in the struct's tags alone. A setting whose value is more than a
+// Settings, read once from RLS_ variables by Load, validated once. A
+// variable that sets an option of a package (the service's, a layer's)
+// takes its default from that package's DefaultOptions and is checked by
+// its Validate (options.go); the server's own variables have their
+// defaults in the struct's tags. A setting whose value is more than a
 // string, a number or a duration has a type that parses itself
 // (encoding.TextUnmarshaler), so no string is kept to be parsed again later.
 // envoyproxy/ratelimit's variables are a table onto the same struct
@@ -17,7 +20,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/metrics"
-	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
@@ -27,9 +29,10 @@ const Prefix = "RLS"
 // Settings is everything the server reads from its environment: each field
 // is the variable RLS_ and its name in upper-case words (GRPCAddr is
 // RLS_GRPC_ADDR). No field has an envconfig name of its own, and Load reads
-// no variable without the RLS_ prefix. The tags hold each variable's default
-// and meaning: docs/configuration.md lists them all, and PrintUsage prints
-// the same list.
+// no variable without the RLS_ prefix. The tags hold each variable's
+// meaning, and the default of those that set no package's option:
+// docs/configuration.md lists them all, and PrintUsage prints the same
+// list, with Default's values.
 //
 // The zero Settings is not valid; Load returns them with their defaults.
 type Settings struct {
@@ -72,33 +75,27 @@ type Settings struct {
 	// cannot name an algorithm.
 	XDSDefaultAlgorithm algorithms.Algorithm `split_words:"true" default:"fixed_window" desc:"algorithm of the limits that come over xDS (RateLimitConfig resources cannot name one); fixed_window counts them as envoyproxy/ratelimit does. Their hits are recorded even past the limit, as that service records them"`
 
-	// BackendTimeout's default is long enough that a caller without a
-	// deadline is answered with a decision on a host too busy to answer
-	// within Envoy's 20ms (docs/operations.md, "Overload"), and short enough
-	// that a Redis that hangs holds it for no longer than the breaker's
-	// cool-down. BreakerFailures' default of 20: a master lost from a Redis
-	// Cluster of three fails about a third of the calls, and 20 of them in a
-	// row come with a probability of (1/3)^20, a few in ten billion, so the
-	// breaker opens when nearly every call fails, not while one master of
-	// several is failed over.
+	// The service's settings and the layers' take their defaults from
+	// their packages (rls.DefaultOptions, breaker.DefaultOptions, ...):
+	// see bindings.
 	Backend          Backend              `split_words:"true" default:"memory" desc:"where limits are counted: memory (this process only) or redis"`
-	DefaultAlgorithm algorithms.Algorithm `split_words:"true" default:"sliding_window_counter" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
-	FailureMode      rls.FailureMode      `split_words:"true" default:"error" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
-	BackendTimeout   time.Duration        `split_words:"true" default:"1s" desc:"budget for the backend of a request whose caller sends no gRPC deadline, from its arrival: its take and the refund of a denied request share it; a caller's own deadline, less RLS_DEADLINE_RESERVE, is its request's budget however long or short"`
-	BreakerFailures  int                  `split_words:"true" default:"20" desc:"consecutive backend failures that open the circuit breaker: requests then get the failure mode at once, without calling the backend; 0 disables it"`
-	BreakerCooldown  time.Duration        `split_words:"true" default:"1s" desc:"how long the open circuit breaker waits before letting probe calls through; the first success closes the breaker"`
-	NearLimitRatio   float64              `split_words:"true" default:"0.8" desc:"share of a limit's capacity, in (0, 1], at or above which admitted hits count as near_limit in the metrics"`
-	ShadowMode       bool                 `split_words:"true" default:"false" desc:"count and report, but answer OK to every request; a descriptor over its limit keeps its OVER_LIMIT status"`
-	RefundOnDeny     bool                 `split_words:"true" default:"true" desc:"give back what a denied request took from its other descriptors and limits"`
-	QuotaMode        bool                 `split_words:"true" default:"false" desc:"put every descriptor in quota mode, as quota_mode puts one: a descriptor over its limit is reported OVER_LIMIT but denies the request only when every quota descriptor of it is over"`
+	DefaultAlgorithm algorithms.Algorithm `split_words:"true" desc:"algorithm of limits that name none: fixed_window, sliding_window_log, sliding_window_counter or token_bucket"`
+	FailureMode      rls.FailureMode      `split_words:"true" desc:"answer when the backend fails or times out: error (gRPC UNAVAILABLE), allow (OK) or deny (OVER_LIMIT)"`
+	BackendTimeout   time.Duration        `split_words:"true" desc:"budget for the backend of a request whose caller sends no gRPC deadline, from its arrival: its take and the refund of a denied request share it; a caller's own deadline, less RLS_DEADLINE_RESERVE, is its request's budget however long or short"`
+	BreakerFailures  int                  `split_words:"true" desc:"consecutive backend failures that open the circuit breaker: requests then get the failure mode at once, without calling the backend; 0 disables it"`
+	BreakerCooldown  time.Duration        `split_words:"true" desc:"how long the open circuit breaker waits before letting probe calls through; the first success closes the breaker"`
+	NearLimitRatio   float64              `split_words:"true" desc:"share of a limit's capacity, in (0, 1], at or above which admitted hits count as near_limit in the metrics"`
+	ShadowMode       bool                 `split_words:"true" desc:"count and report, but answer OK to every request; a descriptor over its limit keeps its OVER_LIMIT status"`
+	RefundOnDeny     bool                 `split_words:"true" desc:"give back what a denied request took from its other descriptors and limits"`
+	QuotaMode        bool                 `split_words:"true" desc:"put every descriptor in quota mode, as quota_mode puts one: a descriptor over its limit is reported OVER_LIMIT but denies the request only when every quota descriptor of it is over"`
 
-	ResponseDynamicMetadata bool `split_words:"true" default:"false" desc:"answer with dynamic metadata: the request's domain, descriptors and hits, and the metadata of the rules that admitted it"`
+	ResponseDynamicMetadata bool `split_words:"true" desc:"answer with dynamic metadata: the request's domain, descriptors and hits, and the metadata of the rules that admitted it"`
 
 	BackendHealthInterval time.Duration `split_words:"true" default:"1s" desc:"how often the backend is checked for readiness (grpc.health.v1 and /ready): that it takes writes; /healthcheck waits for its first answer"`
 	BackendHealthTimeout  time.Duration `split_words:"true" default:"250ms" desc:"longest wait for one readiness check of the backend"`
 
 	// Redis is read from RLS_REDIS_*: RLS_REDIS_ADDRS, RLS_REDIS_MODE, ….
-	Redis     redisx.Options
+	Redis     Redis
 	KeyPrefix string `split_words:"true" default:"ratewarden:" desc:"prefix of every Redis key; must not contain '{' or '}'"`
 	// RedisPipelinesPerCPU sets how many pipelines the Redis limiter keeps
 	// in flight (redisx.NewLimiter). Fewer pipelines carry more calls each,
@@ -109,14 +106,14 @@ type Settings struct {
 	RedisPipelinesPerCPU int `split_words:"true" default:"1" desc:"pipelines in flight to Redis per CPU (at least 2 in all): concurrent requests share them, so fewer cost Redis less per decision and more wait less on a CPU-starved host"`
 	// DenyCache answers repeated denials locally (redis backend only).
 	DenyCache     bool `split_words:"true" default:"true" desc:"with the redis backend, answer a take that Redis denied, until its retry time, from memory instead of asking Redis again"`
-	DenyCacheSize int  `split_words:"true" default:"100000" desc:"most denials the deny cache remembers"`
+	DenyCacheSize int  `split_words:"true" desc:"most denials the deny cache remembers"`
 	// Leases serve hot limits locally from reservations taken from Redis
 	// (internal/layers/lease). LeaseTime bounds how long hits are held
 	// away from the other replicas; LeaseMinHits is the least demand in a
 	// lease time that leases a limit at all, so that cold limits never do.
 	Leases       bool          `default:"true" desc:"with the redis backend, serve a limit this replica asks often from leases: hits reserved in Redis with one take, admitted locally, the unused given back"`
-	LeaseTime    time.Duration `split_words:"true" default:"50ms" desc:"longest a lease serves hits (and holds them from the other replicas) before what is left goes back"`
-	LeaseMinHits uint64        `split_words:"true" default:"8" desc:"least demand of this replica on a limit within a lease time for the limit to be leased; limits asked less go to Redis take by take"`
+	LeaseTime    time.Duration `split_words:"true" desc:"longest a lease serves hits (and holds them from the other replicas) before what is left goes back"`
+	LeaseMinHits uint64        `split_words:"true" desc:"least demand of this replica on a limit within a lease time for the limit to be leased; limits asked less go to Redis take by take"`
 
 	LogLevel  LogLevel  `split_words:"true" default:"info" desc:"debug, info, warn or error"`
 	LogFormat LogFormat `split_words:"true" default:"text" desc:"text or json"`
@@ -125,27 +122,17 @@ type Settings struct {
 	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"on SIGTERM, how long in-flight calls may take to finish"`
 
 	// What one request may ask, so that no client hurts the others (see
-	// rls.Bounds): beyond these a request gets InvalidArgument. Their
-	// defaults: 256 descriptors per request (Envoy sends one per rate limit
-	// action that applies, a handful; Envoy Gateway at most one per rule of
-	// a policy, which has at most 256), 64 entries per descriptor (the most
-	// a rule can match, config.MaxDepth), 10^9 hits per descriptor, and 100
-	// for a sliding_window_log (a script that adds 1 000 entries held Redis
-	// for 3 to 5 ms on a busy 2-core machine, and one of 100 000 for a
-	// quarter to half a second); overrides of at most 1 000 for a
-	// sliding_window_log (about 115 KB in Redis), whose state lives at most
-	// 62 days (a month's window under any algorithm); and overrides of
-	// unmatched descriptors with at most 16 entries and a 1 024-byte
-	// identity.
-	MaxDescriptors       int           `split_words:"true" default:"256" desc:"most descriptors one request may have; Envoy sends one per rate limit action that applies, Envoy Gateway at most one per rule of a policy (at most 256)"`
-	MaxEntries           int           `split_words:"true" default:"64" desc:"most entries one descriptor may have; no rule matches more than 64"`
-	AllowNegativeHits    bool          `split_words:"true" default:"false" desc:"let is_negative_hits give hits back where a descriptor does not set allow_negative_hits, and for overrides of descriptors that match no rule; elsewhere such hits are taken"`
-	MaxHits              uint64        `split_words:"true" default:"1000000000" desc:"most hits one descriptor may take or give back in one request"`
-	MaxLogHits           uint64        `split_words:"true" default:"100" desc:"most hits one descriptor may take from or give back to a sliding_window_log in one request (one log entry each)"`
-	MaxOverrideLogSize   uint64        `split_words:"true" default:"1000" desc:"largest requests_per_unit of a limit override enforced by a sliding_window_log"`
-	MaxOverrideLifetime  time.Duration `split_words:"true" default:"1488h" desc:"longest the state (and the Redis keys) of a limit override may live: its window, twice that for sliding_window_counter"`
-	MaxUnmatchedEntries  int           `split_words:"true" default:"16" desc:"most entries of a descriptor that matches no rule but brings a limit override"`
-	MaxUnmatchedKeyBytes int           `split_words:"true" default:"1024" desc:"longest key identity (between the braces) of a descriptor that matches no rule but brings a limit override"`
+	// rls.Bounds, and rls.DefaultBounds for why the defaults are what
+	// they are): beyond these a request gets InvalidArgument.
+	MaxDescriptors       int           `split_words:"true" desc:"most descriptors one request may have; Envoy sends one per rate limit action that applies, Envoy Gateway at most one per rule of a policy (at most 256)"`
+	MaxEntries           int           `split_words:"true" desc:"most entries one descriptor may have; no rule matches more than 64"`
+	AllowNegativeHits    bool          `split_words:"true" desc:"let is_negative_hits give hits back where a descriptor does not set allow_negative_hits, and for overrides of descriptors that match no rule; elsewhere such hits are taken"`
+	MaxHits              uint64        `split_words:"true" desc:"most hits one descriptor may take or give back in one request"`
+	MaxLogHits           uint64        `split_words:"true" desc:"most hits one descriptor may take from or give back to a sliding_window_log in one request (one log entry each)"`
+	MaxOverrideLogSize   uint64        `split_words:"true" desc:"largest requests_per_unit of a limit override enforced by a sliding_window_log"`
+	MaxOverrideLifetime  time.Duration `split_words:"true" desc:"longest the state (and the Redis keys) of a limit override may live: its window, twice that for sliding_window_counter"`
+	MaxUnmatchedEntries  int           `split_words:"true" desc:"most entries of a descriptor that matches no rule but brings a limit override"`
+	MaxUnmatchedKeyBytes int           `split_words:"true" desc:"longest key identity (between the braces) of a descriptor that matches no rule but brings a limit override"`
 
 	// The limit headers: LimitHeaders turns them on, the others name them.
 	LimitHeaders         bool   `split_words:"true" default:"false" desc:"add the most constrained limit's requests_per_unit, limit_remaining and seconds until reset to every decided answer, as headers for Envoy to add to the client's response"`
@@ -214,12 +201,12 @@ type Settings struct {
 	// while a backend that is down costs three timeouts per cool-down
 	// instead of one. DeadlineReserve's default of 2ms is time for a gRPC
 	// answer to be written, cross a local network and be read.
-	BreakerProbes     int           `split_words:"true" default:"3" desc:"probe calls the half-open circuit breaker lets through at once; the first success closes it, and as many failures open it for another RLS_BREAKER_COOLDOWN"`
-	DeadlineReserve   time.Duration `split_words:"true" default:"2ms" desc:"least time kept of a caller's gRPC deadline for the answer to reach it: backend calls end by the caller's deadline less this (or less the time the request waited in the server before its handler ran, when longer); a decision with less left gets the failure mode's answer and its hits are given back"`
-	BackendTimeoutMax time.Duration `split_words:"true" default:"0s" desc:"cap on every request's budget for the backend, from its arrival, whatever deadline its caller sent (and on RLS_BACKEND_TIMEOUT); 0s caps nothing"`
-	MaxInflight       int           `split_words:"true" default:"0" desc:"requests with backend calls under way at once; more wait, and get the failure mode's answer at once when they could not be answered before their deadline; 0 adapts the limit to what the backend answers in time"`
-	GiveBackQueue     int           `split_words:"true" default:"10000" desc:"most give-backs to Redis (the takes of a call answered with the failure mode error or deny, a failed refund) and charges that missed Redis waiting at once, one per limit whatever its hits; more are dropped"`
-	GiveBackTimeout   time.Duration `split_words:"true" default:"10s" desc:"how long a give-back or a charge that missed Redis may wait for Redis before it is dropped"`
+	BreakerProbes     int           `split_words:"true" desc:"probe calls the half-open circuit breaker lets through at once; the first success closes it, and as many failures open it for another RLS_BREAKER_COOLDOWN"`
+	DeadlineReserve   time.Duration `split_words:"true" desc:"least time kept of a caller's gRPC deadline for the answer to reach it: backend calls end by the caller's deadline less this (or less the time the request waited in the server before its handler ran, when longer); a decision with less left gets the failure mode's answer and its hits are given back"`
+	BackendTimeoutMax time.Duration `split_words:"true" desc:"cap on every request's budget for the backend, from its arrival, whatever deadline its caller sent (and on RLS_BACKEND_TIMEOUT); 0s caps nothing"`
+	MaxInflight       int           `split_words:"true" desc:"requests with backend calls under way at once; more wait, and get the failure mode's answer at once when they could not be answered before their deadline; 0 adapts the limit to what the backend answers in time"`
+	GiveBackQueue     int           `split_words:"true" desc:"most give-backs to Redis (the takes of a call answered with the failure mode error or deny, a failed refund) and charges that missed Redis waiting at once, one per limit whatever its hits; more are dropped"`
+	GiveBackTimeout   time.Duration `split_words:"true" desc:"how long a give-back or a charge that missed Redis may wait for Redis before it is dropped"`
 
 	// CompatEnv reads envoyproxy/ratelimit's variables where no RLS_ one is
 	// set (compat.go).

@@ -2,19 +2,24 @@ package settings
 
 import (
 	"bytes"
+	"fmt"
+	"go/ast"
+	goparser "go/parser"
+	"go/token"
 	"log/slog"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/metrics"
+	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/tracing"
 )
@@ -35,58 +40,64 @@ func loadErr(t *testing.T, env map[string]string) error {
 	return err
 }
 
-// TestReadIsEnvconfigs: read gives the fields the values envconfig.Process
-// gives them, for a value of every kind of field Settings has, and the
-// defaults of the others.
-func TestReadIsEnvconfigs(t *testing.T) {
-	// envconfig reads the process's environment only: this test cannot run
-	// in parallel.
-	const prefix = "RLSREADTEST"
+// TestReadParsesEveryKind: read gives the fields the values their types
+// parse, as envconfig, whose naming and rules the variables keep, parses
+// them: a value of every kind of field Settings has (numbers in any base,
+// booleans as strconv reads them, lists and maps split on commas, and the
+// types that parse themselves), and the defaults of the others. A value a
+// field refuses is an error naming its variable.
+func TestReadParsesEveryKind(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{
-		"GRPC_ADDR":                   "127.0.0.1:1",
-		"HTTP_ADDR":                   "",
-		"BACKEND":                     "redis",
-		"DEFAULT_ALGORITHM":           "token_bucket",
-		"FAILURE_MODE":                "deny",
-		"BACKEND_TIMEOUT":             "250ms",
-		"SHADOW_MODE":                 "1",
-		"MAX_DESCRIPTORS":             "010",
-		"MAX_HITS":                    "0x10",
-		"NEAR_LIMIT_RATIO":            "0.5",
-		"GRPC_MAX_CONCURRENT_STREAMS": "7",
-		"CONFIG_MAX_BYTES":            "123",
-		"XDS_HEADERS":                 "a:b,c:d",
-		"REDIS_ADDRS":                 "r1:1,r2:2",
-		"REDIS_MODE":                  "cluster",
-		"REDIS_DB":                    "3",
-		"REDIS_PIPELINES_PER_CPU":     "4",
-		"XDS_DEFAULT_ALGORITHM":       "sliding_window_log",
-		"LOG_LEVEL":                   "WARN",
-		"LOG_FORMAT":                  "json",
-		"XDS_NODE_METADATA":           "zone=a,cluster=edge=1",
-		"TRACING_PROTOCOL":            "http",
-		"TRACING_SAMPLING_RATE":       "0.25",
-		"WILDCARD_PRECEDENCE":         "most_specific",
-		"METRICS_NAMES":               "both",
-		"CONFIG_SOURCE":               "GRPC_XDS_SOTW",
-		"HTTP_JSON":                   "off",
+		"RLS_GRPC_ADDR":                   "127.0.0.1:1",
+		"RLS_HTTP_ADDR":                   "",
+		"RLS_BACKEND":                     "redis",
+		"RLS_DEFAULT_ALGORITHM":           "token_bucket",
+		"RLS_FAILURE_MODE":                "deny",
+		"RLS_BACKEND_TIMEOUT":             "250ms",
+		"RLS_SHADOW_MODE":                 "1",
+		"RLS_MAX_DESCRIPTORS":             "010",
+		"RLS_MAX_HITS":                    "0x10",
+		"RLS_NEAR_LIMIT_RATIO":            "0.5",
+		"RLS_GRPC_MAX_CONCURRENT_STREAMS": "7",
+		"RLS_CONFIG_MAX_BYTES":            "123",
+		"RLS_XDS_HEADERS":                 "a:b,c:d",
+		"RLS_REDIS_ADDRS":                 "r1:1,r2:2",
+		"RLS_REDIS_MODE":                  "cluster",
+		"RLS_REDIS_DB":                    "3",
+		"RLS_REDIS_PIPELINES_PER_CPU":     "4",
+		"RLS_XDS_DEFAULT_ALGORITHM":       "sliding_window_log",
+		"RLS_LOG_LEVEL":                   "WARN",
+		"RLS_LOG_FORMAT":                  "json",
+		"RLS_XDS_NODE_METADATA":           "zone=a,cluster=edge=1",
+		"RLS_TRACING_PROTOCOL":            "http",
+		"RLS_TRACING_SAMPLING_RATE":       "0.25",
+		"RLS_WILDCARD_PRECEDENCE":         "most_specific",
+		"RLS_METRICS_NAMES":               "both",
+		"RLS_CONFIG_SOURCE":               "GRPC_XDS_SOTW",
+		"RLS_HTTP_JSON":                   "off",
 	}
-	prefixed := map[string]string{}
-	for k, v := range env {
-		prefixed[prefix+"_"+k] = v
-		t.Setenv(prefix+"_"+k, v)
-	}
-	var want, got Settings
-	require.NoError(t, envconfig.Process(prefix, &want))
-	require.NoError(t, read(prefix, &got, lookupIn(prefixed)))
-	assert.Equal(t, want, got)
-	assert.Equal(t, uint64(16), got.MaxHits, "numbers are read in any base, as envconfig reads them")
+	s := Default()
+	require.NoError(t, read(Prefix, &s, lookupIn(env)))
+	want := Default()
+	want.GRPCAddr, want.HTTPAddr, want.Backend = "127.0.0.1:1", "", BackendRedis
+	want.DefaultAlgorithm, want.FailureMode, want.BackendTimeout = algorithms.TokenBucket, rls.FailDeny, 250*time.Millisecond
+	want.ShadowMode, want.MaxDescriptors, want.MaxHits, want.NearLimitRatio = true, 8, 16, 0.5
+	want.GRPCMaxConcurrentStreams, want.ConfigMaxBytes = 7, 123
+	want.XDSHeaders = map[string]string{"a": "b", "c": "d"}
+	want.Redis.Addrs, want.Redis.Mode, want.Redis.DB, want.RedisPipelinesPerCPU = []string{"r1:1", "r2:2"}, "cluster", 3, 4
+	want.XDSDefaultAlgorithm, want.LogLevel, want.LogFormat = algorithms.SlidingWindowLog, LogLevel(slog.LevelWarn), "json"
+	want.XDSNodeMetadata = NodeMetadata{"zone": "a", "cluster": "edge=1"}
+	want.TracingProtocol = "http/protobuf"
+	require.NoError(t, want.TracingSamplingRate.UnmarshalText([]byte("0.25")))
+	want.WildcardPrecedence, want.MetricsNames = config.MostSpecificWildcard, metrics.NamesBoth
+	want.ConfigSource, want.HTTPJson = ConfigFromXDS, JSONOff
+	assert.Equal(t, want, s)
+	assert.Equal(t, uint64(16), s.MaxHits, "numbers are read in any base")
 
-	t.Setenv(prefix+"_SHADOW_MODE", "perhaps")
-	prefixed[prefix+"_SHADOW_MODE"] = "perhaps"
-	require.Error(t, envconfig.Process(prefix, &want))
-	err := read(prefix, &got, lookupIn(prefixed))
-	assert.ErrorContains(t, err, prefix+"_SHADOW_MODE")
+	env["RLS_SHADOW_MODE"] = "perhaps"
+	err := read(Prefix, &s, lookupIn(env))
+	assert.ErrorContains(t, err, "RLS_SHADOW_MODE")
 }
 
 // TestVariablesAreThoseUsagePrints: Load reads the variables `server -h`
@@ -94,25 +105,47 @@ func TestReadIsEnvconfigs(t *testing.T) {
 func TestVariablesAreThoseUsagePrints(t *testing.T) {
 	t.Parallel()
 	var usage bytes.Buffer
-	require.NoError(t, envconfig.Usagef(Prefix, &Settings{}, &usage, "{{range .}}{{usage_key .}}\n{{end}}"))
+	require.NoError(t, PrintUsage(&usage))
 	var names []string
 	for _, v := range variables(Prefix, reflect.ValueOf(&Settings{})) {
 		names = append(names, v.name)
 		assert.True(t, strings.HasPrefix(v.name, Prefix+"_"), v.name)
 		assert.Empty(t, v.tag.Get("envconfig"), "%s: a field named by an envconfig tag is read without the prefix too by envconfig", v.name)
 	}
-	assert.Equal(t, strings.Fields(usage.String()), names)
+	var printed []string
+	for _, line := range strings.Split(strings.TrimSpace(usage.String()), "\n")[1:] {
+		printed = append(printed, strings.Fields(line)[0])
+	}
+	assert.Equal(t, printed, names)
 	assert.Greater(t, len(names), 100)
 }
 
-// TestLoadReadsOnlyThroughLookup: the process's environment is not read.
+// TestLoadReadsOnlyThroughLookup: the process's environment is not read:
+// no file of the package calls os.Getenv, os.LookupEnv or os.Environ, so
+// every variable comes through Load's lookup.
 func TestLoadReadsOnlyThroughLookup(t *testing.T) {
-	t.Setenv("RLS_GRPC_ADDR", "")
-	t.Setenv("PORT", "http")
-	s, err := Load(lookupIn(nil))
+	t.Parallel()
+	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
-	assert.Equal(t, ":8081", s.GRPCAddr)
-	assert.Equal(t, ":8080", s.HTTPAddr)
+	read := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := goparser.ParseFile(token.NewFileSet(), name, nil, 0)
+		require.NoError(t, err)
+		read++
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if ok {
+				if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "os" {
+					assert.NotContains(t, []string{"Getenv", "LookupEnv", "Environ"}, sel.Sel.Name, "%s reads the process's environment", name)
+				}
+			}
+			return true
+		})
+	}
+	assert.Greater(t, read, 5)
 }
 
 // TestMaxEntriesDefaultIsTheDeepestRule: RLS_MAX_ENTRIES's default says
@@ -367,4 +400,63 @@ func TestXDSSettingsOfEnvoyGateway(t *testing.T) {
 	assert.Equal(t, ConfigFromXDS, s.ConfigSource)
 	assert.Equal(t, NodeMetadata{"zone": "a", "cluster": "edge=1"}, s.XDSNodeMetadata)
 	assert.Equal(t, map[string]string{"authorization": "Bearer x", "X-Tenant": "t1"}, s.XDSHeaders)
+}
+
+// TestReadRedis: every RLS_REDIS_* variable reaches its field of
+// redisx.Options.
+func TestReadRedis(t *testing.T) {
+	t.Parallel()
+	s, err := Load(lookupIn(map[string]string{
+		"RLS_BACKEND":                        "redis",
+		"RLS_REDIS_ADDRS":                    "10.0.0.1:26379,10.0.0.2:26379",
+		"RLS_REDIS_MODE":                     "sentinel",
+		"RLS_REDIS_SENTINEL_MASTER":          "mymaster",
+		"RLS_REDIS_SENTINEL_USERNAME":        "watcher",
+		"RLS_REDIS_SENTINEL_PASSWORD":        "sp",
+		"RLS_REDIS_USERNAME":                 "ratewarden",
+		"RLS_REDIS_PASSWORD":                 "pw",
+		"RLS_REDIS_DB":                       "2",
+		"RLS_REDIS_TLS":                      "true",
+		"RLS_REDIS_TLS_CA_FILE":              "/etc/ca.pem",
+		"RLS_REDIS_TLS_CERT_FILE":            "/etc/c.pem",
+		"RLS_REDIS_TLS_KEY_FILE":             "/etc/k.pem",
+		"RLS_REDIS_TLS_SERVER_NAME":          "redis.internal",
+		"RLS_REDIS_TLS_INSECURE_SKIP_VERIFY": "true",
+		"RLS_REDIS_TLS_SKIP_HOSTNAME_VERIFY": "true",
+		"RLS_REDIS_POOL_SIZE":                "50",
+		"RLS_REDIS_MIN_IDLE_CONNS":           "5",
+		"RLS_REDIS_DIAL_TIMEOUT":             "250ms",
+		"RLS_REDIS_READ_TIMEOUT":             "20ms",
+		"RLS_REDIS_WRITE_TIMEOUT":            "30ms",
+		"RLS_REDIS_MAX_RETRIES":              "-1",
+	}))
+	require.NoError(t, err)
+	assert.Equal(t, redisx.Options{
+		Addrs:                 []string{"10.0.0.1:26379", "10.0.0.2:26379"},
+		Mode:                  redisx.ModeSentinel,
+		SentinelMaster:        "mymaster",
+		SentinelUsername:      "watcher",
+		SentinelPassword:      "sp",
+		Username:              "ratewarden",
+		Password:              "pw",
+		DB:                    2,
+		TLS:                   true,
+		TLSCaFile:             "/etc/ca.pem",
+		TLSCertFile:           "/etc/c.pem",
+		TLSKeyFile:            "/etc/k.pem",
+		TLSServerName:         "redis.internal",
+		TLSInsecureSkipVerify: true,
+		TLSSkipHostnameVerify: true,
+		PoolSize:              50,
+		MinIdleConns:          5,
+		DialTimeout:           250 * time.Millisecond,
+		ReadTimeout:           20 * time.Millisecond,
+		WriteTimeout:          30 * time.Millisecond,
+		MaxRetries:            -1,
+	}, s.RedisOptions())
+	assert.NotContains(t, fmt.Sprintf("%v %+v %#v %s", s, s, s, s.Redis), "pw", "no verb prints a password")
+
+	d, err := Load(lookupIn(nil))
+	require.NoError(t, err)
+	assert.Equal(t, redisx.DefaultOptions(), d.RedisOptions(), "the defaults are redisx's")
 }

@@ -8,13 +8,13 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/xds"
 )
 
 // Validate checks what the types of the settings cannot: ranges, and the
-// settings that go together. Its errors name the variables at fault. Load
-// returns only Settings that Validate accepts.
+// settings that go together; the options they set of the service and the
+// layers, by those packages' own Validate. Its errors name the variables at
+// fault. Load returns only Settings that Validate accepts.
 func (s Settings) Validate() error {
 	if s.GRPCAddr == "" {
 		return fmt.Errorf("server: RLS_GRPC_ADDR must not be empty")
@@ -23,33 +23,17 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("server: RLS_REDIS_PIPELINES_PER_CPU must be at least 1, not %d", s.RedisPipelinesPerCPU)
 	}
 	if s.Backend == BackendRedis {
-		if err := s.Redis.Validate(); err != nil {
+		if err := s.RedisOptions().Validate(); err != nil {
 			return fmt.Errorf("server: RLS_REDIS_*: %w", err)
 		}
 		if strings.ContainsAny(s.KeyPrefix, "{}") {
 			return fmt.Errorf("server: RLS_KEY_PREFIX %q must not contain '{' or '}'", s.KeyPrefix)
 		}
 	}
+	// The service takes a BackendTimeout of 0 for no deadline at all (the
+	// memory backend's); the variable asks for one.
 	if s.BackendTimeout <= 0 {
 		return fmt.Errorf("server: RLS_BACKEND_TIMEOUT must be positive, not %s", s.BackendTimeout)
-	}
-	if s.DenyCacheSize < 1 {
-		return fmt.Errorf("server: RLS_DENY_CACHE_SIZE must be at least 1, not %d", s.DenyCacheSize)
-	}
-	if s.LeaseTime <= 0 {
-		return fmt.Errorf("server: RLS_LEASE_TIME must be positive, not %s", s.LeaseTime)
-	}
-	if s.LeaseMinHits < 2 {
-		return fmt.Errorf("server: RLS_LEASE_MIN_HITS must be at least 2, not %d", s.LeaseMinHits)
-	}
-	if s.BreakerFailures < 0 {
-		return fmt.Errorf("server: RLS_BREAKER_FAILURES must not be negative, not %d", s.BreakerFailures)
-	}
-	if s.BreakerCooldown <= 0 {
-		return fmt.Errorf("server: RLS_BREAKER_COOLDOWN must be positive, not %s", s.BreakerCooldown)
-	}
-	if !(s.NearLimitRatio > 0 && s.NearLimitRatio <= 1) {
-		return fmt.Errorf("server: RLS_NEAR_LIMIT_RATIO must be in (0, 1], not %v", s.NearLimitRatio)
 	}
 	if s.BackendHealthInterval <= 0 || s.BackendHealthTimeout <= 0 {
 		return fmt.Errorf("server: RLS_BACKEND_HEALTH_INTERVAL and RLS_BACKEND_HEALTH_TIMEOUT must be positive")
@@ -78,26 +62,8 @@ func (s Settings) Validate() error {
 	if err := s.validateXDS(); err != nil {
 		return err
 	}
-	if err := s.validateBounds(); err != nil {
+	if err := s.validateOptions(); err != nil {
 		return err
-	}
-	if s.BreakerProbes < 1 {
-		return fmt.Errorf("server: RLS_BREAKER_PROBES must be at least 1, not %d", s.BreakerProbes)
-	}
-	if s.MaxInflight < 0 {
-		return fmt.Errorf("server: RLS_MAX_INFLIGHT must not be negative, not %d", s.MaxInflight)
-	}
-	if s.GiveBackQueue < 1 {
-		return fmt.Errorf("server: RLS_GIVE_BACK_QUEUE must be at least 1, not %d", s.GiveBackQueue)
-	}
-	if s.GiveBackTimeout <= 0 {
-		return fmt.Errorf("server: RLS_GIVE_BACK_TIMEOUT must be positive, not %s", s.GiveBackTimeout)
-	}
-	if s.DeadlineReserve < 0 {
-		return fmt.Errorf("server: RLS_DEADLINE_RESERVE must not be negative, not %s", s.DeadlineReserve)
-	}
-	if s.BackendTimeoutMax < 0 {
-		return fmt.Errorf("server: RLS_BACKEND_TIMEOUT_MAX must not be negative, not %s", s.BackendTimeoutMax)
 	}
 	if (s.GRPCTlsCertFile == "") != (s.GRPCTlsKeyFile == "") {
 		return fmt.Errorf("server: RLS_GRPC_TLS_CERT_FILE and RLS_GRPC_TLS_KEY_FILE go together: set both or neither")
@@ -110,29 +76,6 @@ func (s Settings) Validate() error {
 	}
 	if err := s.validateAdditions(); err != nil {
 		return err
-	}
-	return nil
-}
-
-// validateBounds checks the bounds on what one request may ask.
-func (s Settings) validateBounds() error {
-	switch {
-	case s.MaxDescriptors < 1:
-		return fmt.Errorf("server: RLS_MAX_DESCRIPTORS must be at least 1, not %d", s.MaxDescriptors)
-	case s.MaxEntries < 1:
-		return fmt.Errorf("server: RLS_MAX_ENTRIES must be at least 1, not %d", s.MaxEntries)
-	case s.MaxHits < 1:
-		return fmt.Errorf("server: RLS_MAX_HITS must be at least 1, not %d", s.MaxHits)
-	case s.MaxLogHits < 1 || s.MaxLogHits > algorithms.MaxLogRequests:
-		return fmt.Errorf("server: RLS_MAX_LOG_HITS must be in [1, %d], not %d", algorithms.MaxLogRequests, s.MaxLogHits)
-	case s.MaxOverrideLogSize < 1 || s.MaxOverrideLogSize > algorithms.MaxLogRequests:
-		return fmt.Errorf("server: RLS_MAX_OVERRIDE_LOG_SIZE must be in [1, %d], not %d", algorithms.MaxLogRequests, s.MaxOverrideLogSize)
-	case s.MaxOverrideLifetime < time.Second:
-		return fmt.Errorf("server: RLS_MAX_OVERRIDE_LIFETIME must be at least 1s, not %s", s.MaxOverrideLifetime)
-	case s.MaxUnmatchedEntries < 1:
-		return fmt.Errorf("server: RLS_MAX_UNMATCHED_ENTRIES must be at least 1, not %d", s.MaxUnmatchedEntries)
-	case s.MaxUnmatchedKeyBytes < 1:
-		return fmt.Errorf("server: RLS_MAX_UNMATCHED_KEY_BYTES must be at least 1, not %d", s.MaxUnmatchedKeyBytes)
 	}
 	return nil
 }

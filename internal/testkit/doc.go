@@ -18,8 +18,6 @@
 //   - filehold makes reads of a file hang.
 //   - rlstest builds the requests, limits and slow backends that the tests of
 //     the rate limit service and its layers share.
-//   - rlsopts gives the tests that build an rls.Service without the
-//     server's settings the options they build it with.
 //   - rlscripts holds curls of envoyproxy/ratelimit's integration scripts
 //     that several tests play.
 //   - exactness records what a server answered and holds it to the rules

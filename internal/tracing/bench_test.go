@@ -11,7 +11,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
-	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
@@ -31,7 +30,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 			}
 			mem := memory.New()
 			b.Cleanup(mem.Close)
-			opts := rlsopts.Service()
+			opts := rls.DefaultOptions()
 			opts.BackendTimeout = 0
 			svc, err := rls.New(tr.Limiter(mem), cfg, opts)
 			if err != nil {

@@ -25,7 +25,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
-	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 	"github.com/ratewarden/ratewarden/internal/testkit/tracingtest"
 )
@@ -44,7 +43,7 @@ func serve(t *testing.T, tr *Tracer, limiter algorithms.Limiter) (*grpc.ClientCo
 	t.Helper()
 	cfg, err := config.Parse([]config.File{{Name: "edge.yaml", Data: []byte(limits)}}, rlstest.Config())
 	require.NoError(t, err)
-	svc, err := rls.New(tr.Limiter(limiter), cfg, rlsopts.Service())
+	svc, err := rls.New(tr.Limiter(limiter), cfg, rls.DefaultOptions())
 	require.NoError(t, err)
 	srv := grpc.NewServer(tr.ServerOptions()...)
 	rlsv3.RegisterRateLimitServiceServer(srv, svc)

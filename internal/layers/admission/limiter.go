@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/option"
 )
 
 // Observer is told what the gate sheds and how many requests it lets have
@@ -47,11 +48,23 @@ type Limiter struct {
 	observer Observer
 }
 
-// New returns a Limiter with a gate as opts say in front of next. A negative
-// MaxInflight is an error.
+// DefaultOptions returns the Options of a server's admission gate: a limit
+// that adapts to what the backend answers in time.
+func DefaultOptions() Options { return Options{} }
+
+// Validate returns an error naming the first field of o that New refuses.
+func (o Options) Validate() error {
+	if o.MaxInflight < 0 {
+		return fmt.Errorf("admission: %w", option.Errorf("MaxInflight", "must not be negative, not %d", o.MaxInflight))
+	}
+	return nil
+}
+
+// New returns a Limiter with a gate as opts say in front of next, or the
+// error of opts.Validate.
 func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
-	if opts.MaxInflight < 0 {
-		return nil, fmt.Errorf("admission: negative MaxInflight %d", opts.MaxInflight)
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}

@@ -19,8 +19,8 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/option"
 	"github.com/ratewarden/ratewarden/internal/rls"
-	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
@@ -92,7 +92,7 @@ func TestShedRequestsNeverReachTheBackend(t *testing.T) {
 	rec := &recorder{}
 	a, err := New(lim, Options{MaxInflight: 1, Observer: rec})
 	require.NoError(t, err)
-	opts := rlsopts.Service()
+	opts := rls.DefaultOptions()
 	opts.BackendTimeout = time.Minute
 	svc := newService(t, a, opts)
 	a.gate.observe(50*time.Millisecond, false, time.Now()) // the backend's recent latency
@@ -139,7 +139,7 @@ func TestShortDeadlineBesideLongOnes(t *testing.T) {
 	rec := &recorder{}
 	a, err := New(b, Options{MaxInflight: 1, Observer: rec})
 	require.NoError(t, err)
-	opts := rlsopts.Service()
+	opts := rls.DefaultOptions()
 	// A reserve that a loaded test machine cannot eat.
 	opts.DeadlineReserve = 8 * time.Millisecond
 	svc := newService(t, a, opts)
@@ -231,7 +231,7 @@ func TestARefundKeepsItsRequestsSlot(t *testing.T) {
 	lim := &orderLimiter{inner: mem, hold: make(chan struct{})}
 	a, err := New(lim, Options{MaxInflight: 1})
 	require.NoError(t, err)
-	opts := rlsopts.Service()
+	opts := rls.DefaultOptions()
 	opts.BackendTimeout = time.Minute
 	svc := newService(t, a, opts)
 
@@ -255,4 +255,16 @@ func TestARefundKeepsItsRequestsSlot(t *testing.T) {
 	close(lim.hold)
 	wg.Wait()
 	assert.Equal(t, []string{"take a", "refund a", "take b"}, lim.order)
+}
+
+// TestNewRefusesBadOptions: a negative MaxInflight is refused, naming it;
+// DefaultOptions are valid.
+func TestNewRefusesBadOptions(t *testing.T) {
+	mem := memory.New()
+	t.Cleanup(mem.Close)
+	_, err := New(mem, Options{MaxInflight: -1})
+	require.Error(t, err)
+	assert.Equal(t, "MaxInflight", option.Of(err).Field)
+	_, err = New(mem, DefaultOptions())
+	assert.NoError(t, err)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/option"
 )
 
 // Observer is told how the backend's calls go and how the breaker changes,
@@ -33,8 +34,7 @@ type Call struct {
 
 // Options configure New. The zero value disables the breaker: calls are
 // still timed and observed. An enabled breaker (Failures above 0) needs
-// Probes and Cooldown set: the server sets them from its settings
-// (RLS_BREAKER_*), whose tags hold the defaults.
+// Probes and Cooldown set, as DefaultOptions sets them.
 type Options struct {
 	// Failures is how many consecutive failures of the backend open the
 	// breaker, which then refuses every call at once for Cooldown; after
@@ -69,18 +69,41 @@ type Options struct {
 
 // validate reports an option that is negative, or unset where an enabled
 // breaker needs it.
-func (o Options) validate() error {
+// Validate returns an error naming the first field of o that New refuses.
+func (o Options) Validate() error {
+	var err error
 	switch {
-	case o.Failures < 0, o.Probes < 0:
-		return fmt.Errorf("breaker: negative count in Failures %d or Probes %d", o.Failures, o.Probes)
-	case o.Cooldown < 0, o.Grace < 0:
-		return fmt.Errorf("breaker: negative duration in Cooldown %s or Grace %s", o.Cooldown, o.Grace)
+	case o.Failures < 0:
+		err = option.Errorf("Failures", "must not be negative, not %d", o.Failures)
+	case o.Probes < 0:
+		err = option.Errorf("Probes", "must not be negative, not %d", o.Probes)
+	case o.Cooldown < 0:
+		err = option.Errorf("Cooldown", "must not be negative, not %s", o.Cooldown)
+	case o.Grace < 0:
+		err = option.Errorf("Grace", "must not be negative, not %s", o.Grace)
 	case o.Failures > 0 && o.Probes == 0:
-		return fmt.Errorf("breaker: Probes must be at least 1 for a breaker that opens after %d failures", o.Failures)
+		err = option.Errorf("Probes", "must be at least 1 for a breaker that opens after %d failures", o.Failures)
 	case o.Failures > 0 && o.Cooldown == 0:
-		return fmt.Errorf("breaker: Cooldown must be positive for a breaker that opens after %d failures", o.Failures)
+		err = option.Errorf("Cooldown", "must be positive for a breaker that opens after %d failures", o.Failures)
+	}
+	if err != nil {
+		return fmt.Errorf("breaker: %w", err)
 	}
 	return nil
+}
+
+// DefaultOptions returns the Options of a server's breaker: it opens after
+// 20 failures in a row, for a second, and then lets 3 probes through at
+// once. 20: a master lost from a Redis Cluster of three fails about a third
+// of the calls, and 20 of them in a row come with a probability of
+// (1/3)^20, a few in ten billion, so the breaker opens when nearly every
+// call fails, not while one master of several is failed over. Three probes
+// keep the one probe that a busy host happens to hold up from costing
+// another cool-down, while a backend that is down costs three timeouts per
+// cool-down instead of one. Grace is 0: the server sets it from its
+// backend.
+func DefaultOptions() Options {
+	return Options{Failures: 20, Probes: 3, Cooldown: time.Second}
 }
 
 // Limiter is a Limiter with a circuit breaker in front of the Limiter it
@@ -97,7 +120,7 @@ type Limiter struct {
 // New returns a Limiter with a breaker as opts say in front of next.
 // Options that are not valid (see Options) are an error naming the option.
 func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	if opts.Now == nil {

@@ -21,7 +21,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
-	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
@@ -80,7 +79,7 @@ func newObserved(t *testing.T, limiter algorithms.Limiter, opts Options, mutate 
 	opts.Observer, opts.Now = rec, clock.Now
 	b, err := New(limiter, opts)
 	require.NoError(t, err)
-	svcOpts := rlsopts.Service()
+	svcOpts := rls.DefaultOptions()
 	svcOpts.BackendTimeout = time.Second
 	if mutate != nil {
 		mutate(&svcOpts)
@@ -258,7 +257,7 @@ func TestBreakerStaysClosedOnALoadedHost(t *testing.T) {
 	opts := Options{Grace: 200 * time.Millisecond, Failures: 5, Probes: 3, Cooldown: time.Second}
 	b, err := New(lim, opts)
 	require.NoError(t, err)
-	svcOpts := rlsopts.Service()
+	svcOpts := rls.DefaultOptions()
 	svcOpts.BackendTimeout = 200 * time.Millisecond
 	svc := newService(t, b, svcOpts)
 
@@ -314,6 +313,8 @@ func TestNewRefusesInvalidOptions(t *testing.T) {
 	}
 	_, err := New(memory.New(), Options{})
 	assert.NoError(t, err, "disabled")
+	_, err = New(memory.New(), DefaultOptions())
+	assert.NoError(t, err, "the defaults")
 }
 
 // TestLateAnswersCountAsAnswers has a call time out while the backend holds

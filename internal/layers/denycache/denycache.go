@@ -5,12 +5,14 @@ package denycache
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/option"
 )
 
 // Limiter is a Limiter that remembers its inner Limiter's denials. Once a
@@ -133,9 +135,24 @@ type Options struct {
 	Now func() time.Time
 }
 
+// DefaultOptions returns the Options of a server's deny cache: about
+// 100 000 denials remembered.
+func DefaultOptions() Options { return Options{MaxEntries: 100_000} }
+
+// Validate returns an error naming the first field of o that New refuses.
+func (o Options) Validate() error {
+	if o.MaxEntries < 1 {
+		return fmt.Errorf("denycache: %w", option.Errorf("MaxEntries", "must be at least 1, not %d", o.MaxEntries))
+	}
+	return nil
+}
+
 // New returns a Limiter in front of inner that remembers denials as opts
-// say.
-func New(inner algorithms.Limiter, opts Options) *Limiter {
+// say, or the error of opts.Validate.
+func New(inner algorithms.Limiter, opts Options) (*Limiter, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	now := opts.Now
 	if now == nil {
 		now = time.Now
@@ -144,7 +161,7 @@ func New(inner algorithms.Limiter, opts Options) *Limiter {
 	for i := range c.shards {
 		c.shards[i].m = make(map[string]limitState)
 	}
-	return c
+	return c, nil
 }
 
 // Hits returns how many takes the cache has answered without the backend.

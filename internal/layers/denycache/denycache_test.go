@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/option"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 )
 
@@ -32,12 +33,20 @@ func (c *countingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algori
 	return c.Limiter.Do(ctx, ops)
 }
 
+// mustNew returns New's Limiter, failing tb on an error.
+func mustNew(tb testing.TB, inner algorithms.Limiter, opts Options) *Limiter {
+	tb.Helper()
+	c, err := New(inner, opts)
+	require.NoError(tb, err)
+	return c
+}
+
 func newCached(t *testing.T) (*Limiter, *countingLimiter, *algotest.Clock) {
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
 	inner := &countingLimiter{Limiter: mem}
-	return New(inner, Options{MaxEntries: 1000, Now: clock.Now}), inner, clock
+	return mustNew(t, inner, Options{MaxEntries: 1000, Now: clock.Now}), inner, clock
 }
 
 func take(k string, l algorithms.Limit, hits uint64) algorithms.Op {
@@ -273,7 +282,7 @@ func TestDenyCacheKeepsNoDenialAGiveBackCleared(t *testing.T) {
 		mem := memory.New(memory.WithClock(clock.Now))
 		t.Cleanup(mem.Close)
 		g := &gatedLimiter{Limiter: mem}
-		cache := New(g, Options{MaxEntries: 1000, Now: clock.Now})
+		cache := mustNew(t, g, Options{MaxEntries: 1000, Now: clock.Now})
 		require.True(t, do(t, cache, take("k", l, l.Requests))[0].Allowed)
 		return cache, g, clock
 	}
@@ -350,7 +359,7 @@ func TestDenyCacheRaceOfTakesAndGiveBacks(t *testing.T) {
 		rngMu.Unlock()
 		time.Sleep(d)
 	}
-	cache := New(&gatedLimiter{Limiter: mem, before: jitter, after: jitter}, Options{MaxEntries: 1000, Now: algotest.NewClock(t0).Now})
+	cache := mustNew(t, &gatedLimiter{Limiter: mem, before: jitter, after: jitter}, Options{MaxEntries: 1000, Now: algotest.NewClock(t0).Now})
 	l := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 1, Window: time.Hour}
 
 	wrong, races := 0, 300
@@ -384,7 +393,7 @@ func TestDenyCacheRaceOfTakesAndGiveBacks(t *testing.T) {
 func BenchmarkDenyCache(b *testing.B) {
 	mem := memory.New()
 	b.Cleanup(mem.Close)
-	cache := New(mem, Options{MaxEntries: 1000})
+	cache := mustNew(b, mem, Options{MaxEntries: 1000})
 	ctx := context.Background()
 	b.Run("admitted", func(b *testing.B) {
 		ops := []algorithms.Op{take("open", algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: math.MaxUint32, Window: time.Second}, 1)}
@@ -450,7 +459,7 @@ func (l *transientLimiter) Do(_ context.Context, ops []algorithms.Op) ([]algorit
 func TestDenyCacheHoldsTransientDenialsBriefly(t *testing.T) {
 	clock := algotest.NewClock(t0)
 	inner := &transientLimiter{}
-	cache := New(inner, Options{MaxEntries: 10, Now: clock.Now})
+	cache := mustNew(t, inner, Options{MaxEntries: 10, Now: clock.Now})
 	op := take("transient", algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Minute}, 1)
 	for range 3 {
 		assert.False(t, do(t, cache, op)[0].Allowed)
@@ -460,4 +469,16 @@ func TestDenyCacheHoldsTransientDenialsBriefly(t *testing.T) {
 	assert.False(t, do(t, cache, op)[0].Allowed)
 	assert.EqualValues(t, 2, inner.calls.Load(), "the backend was asked again after transientHold")
 	assert.EqualValues(t, 2, cache.Hits())
+}
+
+// TestNewRefusesBadOptions: a cache that remembers nothing is refused,
+// naming MaxEntries; DefaultOptions are valid.
+func TestNewRefusesBadOptions(t *testing.T) {
+	mem := memory.New()
+	t.Cleanup(mem.Close)
+	_, err := New(mem, Options{})
+	require.Error(t, err)
+	assert.Equal(t, "MaxEntries", option.Of(err).Field)
+	_, err = New(mem, DefaultOptions())
+	assert.NoError(t, err)
 }

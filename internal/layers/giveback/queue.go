@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/option"
 )
 
 // Result says what became of hits owed back to the backend, or of a charge
@@ -67,8 +68,8 @@ type Observer interface {
 	ObserveDeferredCharge(result Result, n int)
 }
 
-// Options configure New. Size and Timeout must be set: the server sets
-// them from its settings (RLS_GIVE_BACK_*), whose tags hold the defaults.
+// Options configure New. Size and Timeout must be set, as DefaultOptions
+// sets them; the server's settings change what RLS_GIVE_BACK_* say.
 type Options struct {
 	// Size bounds the refunds waiting to be given back to the backend, and
 	// the charges waiting to be recorded; at least 1.
@@ -111,11 +112,28 @@ type Limiter struct {
 	sent map[string]time.Time
 }
 
-// New returns a Limiter with a give-back queue as opts say in front of next.
-// A Size or Timeout that is not positive is an error.
+// DefaultOptions returns the Options of a server's give-back queue: room
+// for 10 000 ops owed, each kept for up to 10s while the backend fails.
+func DefaultOptions() Options {
+	return Options{Size: 10_000, Timeout: 10 * time.Second}
+}
+
+// Validate returns an error naming the first field of o that New refuses.
+func (o Options) Validate() error {
+	switch {
+	case o.Size <= 0:
+		return fmt.Errorf("giveback: %w", option.Errorf("Size", "must be at least 1, not %d", o.Size))
+	case o.Timeout <= 0:
+		return fmt.Errorf("giveback: %w", option.Errorf("Timeout", "must be positive, not %s", o.Timeout))
+	}
+	return nil
+}
+
+// New returns a Limiter with a give-back queue as opts say in front of next,
+// or the error of opts.Validate.
 func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
-	if opts.Size <= 0 || opts.Timeout <= 0 {
-		return nil, fmt.Errorf("giveback: Size %d and Timeout %s must be positive", opts.Size, opts.Timeout)
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}

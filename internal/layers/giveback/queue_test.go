@@ -19,8 +19,8 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/option"
 	"github.com/ratewarden/ratewarden/internal/rls"
-	"github.com/ratewarden/ratewarden/internal/testkit/rlsopts"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
@@ -158,27 +158,27 @@ type giveBackFixture struct {
 	res  algorithms.Result
 }
 
-// testOptions returns the queue's options in these tests, which a test
-// changes where it tests them: room for 10 000 ops, each kept for 10s.
-func testOptions() Options {
-	return Options{Size: 10_000, Timeout: 10 * time.Second}
-}
-
 // TestNewRefusesInvalidOptions: New refuses a Size or a Timeout that is not
-// positive; nothing stands for a default.
+// positive, naming it; nothing stands for a default, which DefaultOptions
+// gives.
 func TestNewRefusesInvalidOptions(t *testing.T) {
-	for _, mutate := range []func(*Options){
-		func(o *Options) { o.Size = 0 },
-		func(o *Options) { o.Size = -1 },
-		func(o *Options) { o.Timeout = 0 },
-		func(o *Options) { o.Timeout = -time.Second },
+	for _, tc := range []struct {
+		field  string
+		mutate func(*Options)
+	}{
+		{"Size", func(o *Options) { o.Size = 0 }},
+		{"Size", func(o *Options) { o.Size = -1 }},
+		{"Timeout", func(o *Options) { o.Timeout = 0 }},
+		{"Timeout", func(o *Options) { o.Timeout = -time.Second }},
 	} {
-		opts := testOptions()
-		mutate(&opts)
+		opts := DefaultOptions()
+		tc.mutate(&opts)
 		_, err := New(memory.New(), opts)
-		assert.ErrorContains(t, err, "giveback: Size")
+		assert.ErrorContains(t, err, "giveback: "+tc.field)
+		require.NotNil(t, option.Of(err))
+		assert.Equal(t, tc.field, option.Of(err).Field)
 	}
-	_, err := New(memory.New(), testOptions())
+	_, err := New(memory.New(), DefaultOptions())
 	assert.NoError(t, err)
 }
 
@@ -187,7 +187,7 @@ func newGiveBackFixture(t *testing.T, alg algorithms.Algorithm, mutate func(*Opt
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	f := &giveBackFixture{lim: &givingLimiter{inner: mem}, rec: &recorder{}, mem: mem}
-	opts := testOptions()
+	opts := DefaultOptions()
 	opts.Observer = f.rec
 	if mutate != nil {
 		mutate(&opts)
@@ -340,10 +340,10 @@ func newLateFixture(t *testing.T, after time.Duration, mutate func(*rls.Options)
 	t.Helper()
 	mem := memory.New()
 	t.Cleanup(mem.Close)
-	opts := rlsopts.Service()
+	opts := rls.DefaultOptions()
 	opts.BackendTimeout = time.Second
 	mutate(&opts)
-	qOpts := testOptions()
+	qOpts := DefaultOptions()
 	qOpts.KeepFailedTakes = opts.FailureMode == rls.FailAllow
 	q, err := New(lateLimiter{inner: mem, after: after}, qOpts)
 	require.NoError(t, err)
@@ -418,13 +418,13 @@ func TestChargesThatMissTheBackendAreRecordedLater(t *testing.T) {
 	t.Cleanup(mem.Close)
 	lim := &givingLimiter{inner: mem}
 	rec := &recorder{}
-	qOpts := testOptions()
+	qOpts := DefaultOptions()
 	qOpts.Observer, qOpts.Timeout = rec, time.Minute
 	q, err := New(lim, qOpts)
 	require.NoError(t, err)
 	b, err := breaker.New(q, breaker.Options{Failures: 1, Probes: 3, Cooldown: time.Minute})
 	require.NoError(t, err)
-	opts := rlsopts.Service()
+	opts := rls.DefaultOptions()
 	opts.BackendTimeout = time.Second
 	svc := newService(t, b, q, opts)
 

@@ -57,6 +57,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/option"
 )
 
 // Event is what became of hits of a lease, for an Observer.
@@ -109,6 +110,24 @@ type Options struct {
 	manual bool
 }
 
+// DefaultOptions returns the Options of a server's leases: a lease time of
+// 50ms, and at least 8 hits of demand on this replica within it for a
+// limit to be leased, so that cold limits never are.
+func DefaultOptions() Options {
+	return Options{Time: 50 * time.Millisecond, MinHits: 8}
+}
+
+// Validate returns an error naming the first field of o that New refuses.
+func (o Options) Validate() error {
+	switch {
+	case o.Time <= 0:
+		return fmt.Errorf("lease: %w", option.Errorf("Time", "must be positive, not %s", o.Time))
+	case o.MinHits < 2:
+		return fmt.Errorf("lease: %w", option.Errorf("MinHits", "must be at least 2, not %d", o.MinHits))
+	}
+	return nil
+}
+
 // Limiter is a Limiter that serves hot limits from leases taken from the
 // Limiter it wraps (see the package documentation), and passes every other
 // op through. It is safe for concurrent use.
@@ -146,11 +165,8 @@ type shard struct {
 
 // New returns a Limiter serving leases of next as opts say. Close stops it.
 func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
-	switch {
-	case opts.Time <= 0:
-		return nil, fmt.Errorf("lease: Time must be positive, not %s", opts.Time)
-	case opts.MinHits < 2:
-		return nil, fmt.Errorf("lease: MinHits must be at least 2, not %d", opts.MinHits)
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}

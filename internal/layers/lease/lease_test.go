@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/option"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 )
 
@@ -121,13 +122,20 @@ func peek(t *testing.T, l algorithms.Limiter, op algorithms.Op) algorithms.Resul
 // leased are the algorithms the tests lease.
 var leased = algorithms.Algorithms
 
+// TestNewRefusesBadOptions: New refuses what Validate refuses, naming the
+// field; DefaultOptions are valid.
 func TestNewRefusesBadOptions(t *testing.T) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	_, err := New(mem, Options{MinHits: 8})
 	assert.ErrorContains(t, err, "Time must be positive")
+	assert.Equal(t, "Time", option.Of(err).Field)
 	_, err = New(mem, Options{Time: tau, MinHits: 1})
 	assert.ErrorContains(t, err, "MinHits must be at least 2")
+	assert.Equal(t, "MinHits", option.Of(err).Field)
+	l, err := New(mem, DefaultOptions())
+	require.NoError(t, err)
+	l.Close()
 }
 
 // TestColdLimitsDecideAsTheBackend sends a limit fewer takes than a lease

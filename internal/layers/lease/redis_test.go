@@ -40,7 +40,9 @@ func TestLeasesOnRedisAdmitExactlyTheLimit(t *testing.T) {
 		backend, err := redisx.NewLimiter(server.Client(t), 2, redisx.WithKeyPrefix(prefix))
 		require.NoError(t, err)
 		t.Cleanup(backend.Close)
-		l, err := New(denycache.New(backend, denycache.Options{MaxEntries: 1024}), Options{Time: tau, MinHits: minHits})
+		cache, err := denycache.New(backend, denycache.Options{MaxEntries: 1024})
+		require.NoError(t, err)
+		l, err := New(cache, Options{Time: tau, MinHits: minHits})
 		require.NoError(t, err)
 		t.Cleanup(l.Close)
 		replicas[i] = l
