@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/option"
 )
 
 // Options holds the settings that apply to every file, and how LoadContext finds
 // the files. DefaultAlgorithm must be set; the zero value of every other
 // field is a choice of its own, and reads files as envoyproxy/ratelimit does
-// with RUNTIME_IGNOREDOTFILES set. The server sets every field from its
-// settings (internal/settings), whose tags hold the defaults.
+// with RUNTIME_IGNOREDOTFILES set. DefaultOptions are a server's.
 type Options struct {
 	// DefaultAlgorithm enforces limits that name no algorithm.
 	DefaultAlgorithm algorithms.Algorithm
@@ -43,6 +43,38 @@ type Options struct {
 	// WarnLogSize, when positive, makes a sliding_window_log whose log may
 	// hold more entries than it a warning of the Config; zero warns of none.
 	WarnLogSize uint64
+}
+
+// DefaultOptions returns the Options of a server: limits without an
+// algorithm counted by a sliding_window_counter, the first matching
+// wildcard of a key winning, and the files bounded to 32 MiB together. A
+// file of 10 MB with 92 000 descriptors in block style took the heap to 93
+// MB at the start and 172 MB on a reload, when the limits in force and the
+// new ones are both held; a file of the same size that must be read whole
+// (flow style, or anchors used across top-level descriptors) took it to 355
+// and 401 MB.
+func DefaultOptions() Options {
+	return Options{DefaultAlgorithm: algorithms.SlidingWindowCounter, WildcardPrecedence: FirstWildcard, MaxBytes: 32 << 20}
+}
+
+// Validate returns an error naming the first field of o that a load
+// refuses (option.Error).
+func (o Options) Validate() error {
+	var err error
+	switch {
+	case o.DefaultAlgorithm == 0:
+		err = option.Errorf("DefaultAlgorithm", "is not set")
+	case !o.DefaultAlgorithm.Valid():
+		err = option.Errorf("DefaultAlgorithm", "%s is no algorithm", o.DefaultAlgorithm)
+	case o.WildcardPrecedence > MostSpecificWildcard:
+		err = option.Errorf("WildcardPrecedence", "%s is no wildcard precedence", o.WildcardPrecedence)
+	case o.MaxBytes < 0:
+		err = option.Errorf("MaxBytes", "must not be negative, not %d", o.MaxBytes)
+	}
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
 }
 
 // maxBytes returns MaxBytes, or the most an int64 holds when it sets no

@@ -45,16 +45,10 @@ var (
 //
 // Parse is safe for concurrent use: it keeps no state between calls.
 func Parse(files []File, opts Options) (*Config, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	def := opts.DefaultAlgorithm
-	if def == 0 {
-		return nil, errors.New("config: no default algorithm (Options.DefaultAlgorithm)")
-	}
-	if !def.Valid() {
-		return nil, fmt.Errorf("config: invalid default algorithm %s", def)
-	}
-	if opts.WildcardPrecedence > MostSpecificWildcard {
-		return nil, fmt.Errorf("config: invalid wildcard precedence %s", opts.WildcardPrecedence)
-	}
 	c := &Config{domains: make(map[string]*domain, len(files))}
 	var errs []*Error
 	for i, f := range files {

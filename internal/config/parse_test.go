@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/option"
 )
 
 func TestParseAccepts(t *testing.T) {
@@ -477,14 +478,23 @@ descriptors:
 	}
 }
 
+// TestParseInvalidOptions: Parse refuses what Options.Validate refuses,
+// naming the field; DefaultOptions parse.
 func TestParseInvalidOptions(t *testing.T) {
 	_, err := Parse(nil, Options{DefaultAlgorithm: algorithms.Algorithm(99)})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "config: invalid default algorithm")
+	assert.Contains(t, err.Error(), "config: DefaultAlgorithm ")
+	assert.Equal(t, "DefaultAlgorithm", option.Of(err).Field)
 
 	// No algorithm stands in for an unset one.
 	_, err = Parse(nil, Options{})
-	assert.EqualError(t, err, "config: no default algorithm (Options.DefaultAlgorithm)")
+	assert.EqualError(t, err, "config: DefaultAlgorithm is not set")
+	_, err = Parse(nil, Options{DefaultAlgorithm: algorithms.FixedWindow, WildcardPrecedence: 9})
+	assert.Equal(t, "WildcardPrecedence", option.Of(err).Field)
+	_, err = Parse(nil, Options{DefaultAlgorithm: algorithms.FixedWindow, MaxBytes: -1})
+	assert.Equal(t, "MaxBytes", option.Of(err).Field)
+	_, err = Parse(nil, DefaultOptions())
+	assert.NoError(t, err)
 }
 
 func TestString(t *testing.T) {

@@ -31,9 +31,8 @@ const maxRescans = 8
 
 // WatchOptions tunes a Watcher. A zero PollInterval never polls and a zero
 // ReadTimeout bounds a read by its context alone; a zero Debounce means
-// DefaultDebounce. Options.DefaultAlgorithm must be set. The server sets
-// every field from its settings (RLS_CONFIG_*), whose tags hold the
-// defaults.
+// DefaultDebounce. Options.DefaultAlgorithm must be set.
+// DefaultWatchOptions are a server's.
 type WatchOptions struct {
 	// Options are the options of every load.
 	Options
@@ -61,6 +60,13 @@ type WatchOptions struct {
 	// no error for Load: it returns a nil Config, and Run reports the
 	// Config once files appear.
 	WaitForFiles bool
+}
+
+// DefaultWatchOptions returns the WatchOptions of a server: DefaultOptions,
+// the files read again every 10s whatever the notifications say, and a
+// read that takes longer than 10s an error.
+func DefaultWatchOptions() WatchOptions {
+	return WatchOptions{Options: DefaultOptions(), PollInterval: 10 * time.Second, ReadTimeout: 10 * time.Second}
 }
 
 func (o WatchOptions) withDefaults() WatchOptions {

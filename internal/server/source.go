@@ -30,13 +30,9 @@ func newConfigSource(ctx context.Context, s settings.Settings, logger *slog.Logg
 		m.RegisterXDSConnected(c.Connected)
 		return c, nil
 	case s.ConfigWatch:
-		return config.NewWatcher(s.ConfigPath, config.WatchOptions{
-			Options:      opts,
-			PollInterval: s.ConfigPollInterval,
-			ReadTimeout:  s.ConfigReadTimeout,
-			Logger:       logger,
-			WaitForFiles: true,
-		}), nil
+		w := s.WatchOptions()
+		w.Logger, w.WaitForFiles = logger, true
+		return config.NewWatcher(s.ConfigPath, w), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.ConfigReadTimeout)
 	defer cancel()

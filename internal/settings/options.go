@@ -13,12 +13,16 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/lease"
 	"github.com/ratewarden/ratewarden/internal/option"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/xds"
 )
 
 // options are the Options of the packages that the settings compose: each
 // package owns its defaults (DefaultOptions) and its rules (Validate), and a
-// variable only says which option it sets (bindings).
+// variable only says which option it sets (Settings.bindings, beside the
+// variables in settings.go).
 type options struct {
+	config    config.WatchOptions
+	backoff   xds.Backoff
 	service   rls.Options
 	lease     lease.Options
 	giveBack  giveback.Options
@@ -30,6 +34,8 @@ type options struct {
 // defaultOptions returns every package's DefaultOptions.
 func defaultOptions() options {
 	return options{
+		config:    config.DefaultWatchOptions(),
+		backoff:   xds.DefaultBackoff(),
 		service:   rls.DefaultOptions(),
 		lease:     lease.DefaultOptions(),
 		giveBack:  giveback.DefaultOptions(),
@@ -58,48 +64,6 @@ func bind[T any](owner any, name string, setting, value *T) binding {
 		set: func() { *value = *setting }}
 }
 
-// bindings pairs each variable that sets an option of o with it. A new
-// option of a package that operators set is one line here, and its field in
-// Settings.
-func (s *Settings) bindings(o *options) []binding {
-	svc, b := &o.service, &o.service.Bounds
-	return []binding{
-		bind(svc, "DefaultAlgorithm", &s.DefaultAlgorithm, &svc.DefaultAlgorithm),
-		bind(svc, "FailureMode", &s.FailureMode, &svc.FailureMode),
-		bind(svc, "ShadowMode", &s.ShadowMode, &svc.ShadowMode),
-		bind(svc, "QuotaMode", &s.QuotaMode, &svc.QuotaMode),
-		bind(svc, "RefundOnDeny", &s.RefundOnDeny, &svc.RefundOnDeny),
-		bind(svc, "ResponseDynamicMetadata", &s.ResponseDynamicMetadata, &svc.ResponseDynamicMetadata),
-		bind(svc, "AllowNegativeHits", &s.AllowNegativeHits, &svc.AllowNegativeHits),
-		bind(svc, "BackendTimeout", &s.BackendTimeout, &svc.BackendTimeout),
-		bind(svc, "BackendTimeoutMax", &s.BackendTimeoutMax, &svc.BackendTimeoutMax),
-		bind(svc, "DeadlineReserve", &s.DeadlineReserve, &svc.DeadlineReserve),
-		bind(svc, "NearLimitRatio", &s.NearLimitRatio, &svc.NearLimitRatio),
-		bind(svc, "Bounds.MaxDescriptors", &s.MaxDescriptors, &b.MaxDescriptors),
-		bind(svc, "Bounds.MaxEntries", &s.MaxEntries, &b.MaxEntries),
-		bind(svc, "Bounds.MaxHits", &s.MaxHits, &b.MaxHits),
-		bind(svc, "Bounds.MaxLogHits", &s.MaxLogHits, &b.MaxLogHits),
-		bind(svc, "Bounds.MaxOverrideLogSize", &s.MaxOverrideLogSize, &b.MaxOverrideLogSize),
-		bind(svc, "Bounds.MaxOverrideLifetime", &s.MaxOverrideLifetime, &b.MaxOverrideLifetime),
-		bind(svc, "Bounds.MaxUnmatchedEntries", &s.MaxUnmatchedEntries, &b.MaxUnmatchedEntries),
-		bind(svc, "Bounds.MaxUnmatchedKeyBytes", &s.MaxUnmatchedKeyBytes, &b.MaxUnmatchedKeyBytes),
-
-		bind(&o.lease, "Time", &s.LeaseTime, &o.lease.Time),
-		bind(&o.lease, "MinHits", &s.LeaseMinHits, &o.lease.MinHits),
-
-		bind(&o.giveBack, "Size", &s.GiveBackQueue, &o.giveBack.Size),
-		bind(&o.giveBack, "Timeout", &s.GiveBackTimeout, &o.giveBack.Timeout),
-
-		bind(&o.breaker, "Failures", &s.BreakerFailures, &o.breaker.Failures),
-		bind(&o.breaker, "Probes", &s.BreakerProbes, &o.breaker.Probes),
-		bind(&o.breaker, "Cooldown", &s.BreakerCooldown, &o.breaker.Cooldown),
-
-		bind(&o.admission, "MaxInflight", &s.MaxInflight, &o.admission.MaxInflight),
-
-		bind(&o.denyCache, "MaxEntries", &s.DenyCacheSize, &o.denyCache.MaxEntries),
-	}
-}
-
 // options returns the packages' Options the settings ask for: their
 // defaults, with every bound variable's value, and what follows from
 // several settings.
@@ -124,6 +88,8 @@ func (s *Settings) validateOptions() error {
 		owner    any
 		validate func() error
 	}{
+		{&o.config.Options, o.config.Options.Validate},
+		{&o.backoff, o.backoff.Validate},
 		{&o.service, o.service.Validate},
 		{&o.lease, o.lease.Validate},
 		{&o.giveBack, o.giveBack.Validate},
@@ -161,16 +127,15 @@ func (s *Settings) variableOf(setting any) string {
 
 // ConfigOptions returns the config.Options the settings ask for: how the
 // server, and the check command, read the limits files.
-func (s Settings) ConfigOptions() config.Options {
-	return config.Options{
-		DefaultAlgorithm:   s.DefaultAlgorithm,
-		MergeDomains:       s.ConfigMergeDomains,
-		WildcardPrecedence: s.WildcardPrecedence,
-		DotFiles:           s.ConfigDotFiles,
-		AllowNegativeHits:  s.AllowNegativeHits,
-		MaxBytes:           s.ConfigMaxBytes,
-	}
-}
+func (s Settings) ConfigOptions() config.Options { return s.options().config.Options }
+
+// WatchOptions returns the config.WatchOptions the settings ask for,
+// without a logger: how the server watches the limits files.
+func (s Settings) WatchOptions() config.WatchOptions { return s.options().config }
+
+// XDSBackoff returns the waits before reconnecting to the xDS server that
+// the RLS_XDS_BACKOFF_* settings ask for.
+func (s Settings) XDSBackoff() xds.Backoff { return s.options().backoff }
 
 // ServiceOptions returns the rls.Options the settings ask for, logging to
 // logger: how the server's service, and the explain of the check command,

@@ -19,6 +19,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/lease"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/xds"
 )
 
 // TestServiceOptions: every setting that the service takes reaches its
@@ -125,6 +126,9 @@ func TestDefaultsAreThePackages(t *testing.T) {
 	s, err := Load(lookupIn(nil))
 	require.NoError(t, err)
 	assert.Equal(t, s, withoutCompat(Default()), "Load of nothing is Default")
+	assert.Equal(t, config.DefaultOptions(), s.ConfigOptions())
+	assert.Equal(t, config.DefaultWatchOptions(), s.WatchOptions())
+	assert.Equal(t, xds.DefaultBackoff(), s.XDSBackoff())
 	assert.Equal(t, rls.DefaultOptions(), s.ServiceOptions(nil))
 	assert.Equal(t, lease.DefaultOptions(), s.LeaseOptions())
 	assert.Equal(t, giveback.DefaultOptions(), s.GiveBackOptions())
@@ -153,19 +157,22 @@ func withoutCompat(s Settings) Settings {
 func TestOptionErrorsNameTheVariable(t *testing.T) {
 	t.Parallel()
 	for env, want := range map[string]string{
-		"RLS_LEASE_TIME=0s":             "server: RLS_LEASE_TIME must be positive, not 0s",
-		"RLS_LEASE_MIN_HITS=1":          "server: RLS_LEASE_MIN_HITS must be at least 2, not 1",
-		"RLS_GIVE_BACK_QUEUE=0":         "server: RLS_GIVE_BACK_QUEUE must be at least 1, not 0",
-		"RLS_GIVE_BACK_TIMEOUT=0s":      "server: RLS_GIVE_BACK_TIMEOUT must be positive, not 0s",
-		"RLS_BREAKER_FAILURES=-1":       "server: RLS_BREAKER_FAILURES must not be negative, not -1",
-		"RLS_BREAKER_PROBES=0":          "server: RLS_BREAKER_PROBES must be at least 1 for a breaker that opens after 20 failures",
-		"RLS_MAX_INFLIGHT=-1":           "server: RLS_MAX_INFLIGHT must not be negative, not -1",
-		"RLS_DENY_CACHE_SIZE=0":         "server: RLS_DENY_CACHE_SIZE must be at least 1, not 0",
-		"RLS_NEAR_LIMIT_RATIO=1.5":      "server: RLS_NEAR_LIMIT_RATIO must be in (0, 1], not 1.5",
-		"RLS_DEADLINE_RESERVE=-1ms":     "server: RLS_DEADLINE_RESERVE must not be negative, not -1ms",
-		"RLS_MAX_LOG_HITS=100001":       "server: RLS_MAX_LOG_HITS must be in [1, 100000], not 100001",
-		"RLS_MAX_OVERRIDE_LIFETIME=1ms": "server: RLS_MAX_OVERRIDE_LIFETIME must be at least 1s, not 1ms",
-		"RLS_MAX_UNMATCHED_KEY_BYTES=0": "server: RLS_MAX_UNMATCHED_KEY_BYTES must be at least 1, not 0",
+		"RLS_LEASE_TIME=0s":                   "server: RLS_LEASE_TIME must be positive, not 0s",
+		"RLS_LEASE_MIN_HITS=1":                "server: RLS_LEASE_MIN_HITS must be at least 2, not 1",
+		"RLS_GIVE_BACK_QUEUE=0":               "server: RLS_GIVE_BACK_QUEUE must be at least 1, not 0",
+		"RLS_GIVE_BACK_TIMEOUT=0s":            "server: RLS_GIVE_BACK_TIMEOUT must be positive, not 0s",
+		"RLS_BREAKER_FAILURES=-1":             "server: RLS_BREAKER_FAILURES must not be negative, not -1",
+		"RLS_BREAKER_PROBES=0":                "server: RLS_BREAKER_PROBES must be at least 1 for a breaker that opens after 20 failures",
+		"RLS_MAX_INFLIGHT=-1":                 "server: RLS_MAX_INFLIGHT must not be negative, not -1",
+		"RLS_DENY_CACHE_SIZE=0":               "server: RLS_DENY_CACHE_SIZE must be at least 1, not 0",
+		"RLS_NEAR_LIMIT_RATIO=1.5":            "server: RLS_NEAR_LIMIT_RATIO must be in (0, 1], not 1.5",
+		"RLS_DEADLINE_RESERVE=-1ms":           "server: RLS_DEADLINE_RESERVE must not be negative, not -1ms",
+		"RLS_MAX_LOG_HITS=100001":             "server: RLS_MAX_LOG_HITS must be in [1, 100000], not 100001",
+		"RLS_MAX_OVERRIDE_LIFETIME=1ms":       "server: RLS_MAX_OVERRIDE_LIFETIME must be at least 1s, not 1ms",
+		"RLS_MAX_UNMATCHED_KEY_BYTES=0":       "server: RLS_MAX_UNMATCHED_KEY_BYTES must be at least 1, not 0",
+		"RLS_XDS_BACKOFF_INITIAL_INTERVAL=0s": "server: RLS_XDS_BACKOFF_INITIAL_INTERVAL must be positive, not 0s",
+		"RLS_XDS_BACKOFF_MAX_INTERVAL=10ms":   "server: RLS_XDS_BACKOFF_MAX_INTERVAL 10ms is below the initial interval 1s",
+		"RLS_XDS_BACKOFF_RANDOM_FACTOR=2":     "server: RLS_XDS_BACKOFF_RANDOM_FACTOR must be in [0, 1], not 2",
 	} {
 		name, value, _ := strings.Cut(env, "=")
 		_, err := Load(lookupIn(map[string]string{name: value}))

@@ -45,10 +45,10 @@ type Settings struct {
 	ConfigSource ConfigSource `split_words:"true" default:"file" desc:"where the limits come from: file (RLS_CONFIG_PATH) or xds (RateLimitConfig resources from the xDS server at RLS_XDS_SERVER_URL, as Envoy Gateway serves them); envoyproxy/ratelimit's FILE and GRPC_XDS_SOTW mean the same"`
 
 	ConfigWatch        bool                      `split_words:"true" default:"true" desc:"reload RLS_CONFIG_PATH when its files change; an invalid change is logged and the limits in force stay. A path with nothing to load yet is waited for, not ready"`
-	ConfigPollInterval time.Duration             `split_words:"true" default:"10s" desc:"with RLS_CONFIG_WATCH, also re-read RLS_CONFIG_PATH this often, for volumes that send no change notifications; 0s turns it off"`
-	ConfigMergeDomains bool                      `split_words:"true" default:"false" desc:"let several files, or xDS resources, configure one domain: their descriptors join one tree; a top-level descriptor given twice stays an error"`
-	ConfigDotFiles     bool                      `split_words:"true" default:"false" desc:"also read files and directories of RLS_CONFIG_PATH whose names start with '.', which Kubernetes ConfigMap volumes use for a second copy of their files"`
-	WildcardPrecedence config.WildcardPrecedence `split_words:"true" default:"first" desc:"which of several wildcard values of one key that match a value wins: first (in the order of the files) or most_specific (the most characters besides '*')"`
+	ConfigPollInterval time.Duration             `split_words:"true" desc:"with RLS_CONFIG_WATCH, also re-read RLS_CONFIG_PATH this often, for volumes that send no change notifications; 0s turns it off"`
+	ConfigMergeDomains bool                      `split_words:"true" desc:"let several files, or xDS resources, configure one domain: their descriptors join one tree; a top-level descriptor given twice stays an error"`
+	ConfigDotFiles     bool                      `split_words:"true" desc:"also read files and directories of RLS_CONFIG_PATH whose names start with '.', which Kubernetes ConfigMap volumes use for a second copy of their files"`
+	WildcardPrecedence config.WildcardPrecedence `split_words:"true" desc:"which of several wildcard values of one key that match a value wins: first (in the order of the files) or most_specific (the most characters besides '*')"`
 
 	// The gRPC TLS fields are spelled Tls and Ca so that split_words makes
 	// their names RLS_GRPC_TLS_CERT_FILE and so on.
@@ -66,10 +66,10 @@ type Settings struct {
 	XDSTlsKeyFile             string            `split_words:"true" desc:"PEM private key of RLS_XDS_TLS_CERT_FILE"`
 	XDSTlsCaFile              string            `split_words:"true" desc:"PEM CA certificates the xDS server's certificate must chain to; empty means the system roots"`
 	XDSTlsServerName          string            `split_words:"true" desc:"name the xDS server's certificate must carry; empty means the host of RLS_XDS_SERVER_URL"`
-	XDSBackoffInitialInterval time.Duration     `split_words:"true" default:"1s" desc:"first wait before reconnecting to the xDS server; each failure in a row doubles it"`
-	XDSBackoffMaxInterval     time.Duration     `split_words:"true" default:"30s" desc:"longest wait before reconnecting to the xDS server, before the jitter"`
-	XDSBackoffRandomFactor    float64           `split_words:"true" default:"0.5" desc:"with RLS_XDS_BACKOFF_JITTER, each wait is drawn from ± this share of itself, in [0, 1]"`
-	XDSBackoffJitter          bool              `split_words:"true" default:"true" desc:"spread the waits before reconnecting at random, so that replicas do not return together"`
+	XDSBackoffInitialInterval time.Duration     `split_words:"true" desc:"first wait before reconnecting to the xDS server; each failure in a row doubles it"`
+	XDSBackoffMaxInterval     time.Duration     `split_words:"true" desc:"longest wait before reconnecting to the xDS server, before the jitter"`
+	XDSBackoffRandomFactor    float64           `split_words:"true" desc:"with RLS_XDS_BACKOFF_JITTER, each wait is drawn from ± this share of itself, in [0, 1]"`
+	XDSBackoffJitter          bool              `split_words:"true" desc:"spread the waits before reconnecting at random, so that replicas do not return together"`
 	XDSMaxMessageBytes        int               `split_words:"true" default:"4194304" desc:"largest response taken from the xDS server, in bytes"`
 	// XDSDefaultAlgorithm counts the limits that come over xDS, which
 	// cannot name an algorithm.
@@ -160,13 +160,9 @@ type Settings struct {
 	TracingServiceInstanceID string          `split_words:"true" desc:"service.instance.id of the traces, such as the pod's name; empty: none, or what OTEL_RESOURCE_ATTRIBUTES says"`
 	TracingSamplingRate      SamplingRate    `split_words:"true" desc:"share of the traces that start here to sample, in [0, 1], besides every trace the caller sampled; empty: as OTEL_TRACES_SAMPLER says (all, by default)"`
 
-	// ConfigMaxBytes' default of 32 MiB: a file of 10 MB with 92 000
-	// descriptors in block style took the heap to 93 MB at the start and 172
-	// MB on a reload, when the limits in force and the new ones are both
-	// held; a file of the same size that must be read whole (flow style, or
-	// anchors used across top-level descriptors) took it to 355 and 401 MB.
-	ConfigMaxBytes    int64         `split_words:"true" default:"33554432" desc:"most bytes the files of RLS_CONFIG_PATH may hold together (32 MiB); past that, loading or reloading them is an error naming the file, and the limits in force stay. A 10 MB file of 92 000 descriptors takes about 100 MB of heap to load, twice that to reload"`
-	ConfigReadTimeout time.Duration `split_words:"true" default:"10s" desc:"longest wait for the files of RLS_CONFIG_PATH to be read, at startup and at each reload; a read that hangs (a stuck volume) is an error naming the file, and the limits in force stay"`
+	// ConfigMaxBytes' default: see config.DefaultOptions.
+	ConfigMaxBytes    int64         `split_words:"true" desc:"most bytes the files of RLS_CONFIG_PATH may hold together (32 MiB); past that, loading or reloading them is an error naming the file, and the limits in force stay. A 10 MB file of 92 000 descriptors takes about 100 MB of heap to load, twice that to reload"`
+	ConfigReadTimeout time.Duration `split_words:"true" desc:"longest wait for the files of RLS_CONFIG_PATH to be read, at startup and at each reload; a read that hangs (a stuck volume) is an error naming the file, and the limits in force stay"`
 
 	// Bounds on what one client can hold (see docs/operations.md, "Bounds
 	// on clients").
@@ -215,4 +211,63 @@ type Settings struct {
 	// compat says what became of envoyproxy/ratelimit's variables (see
 	// Compat).
 	compat *CompatReport
+}
+
+// bindings pairs each variable that sets an option of o with it: the
+// variable takes the package's default, and the package's rules. A new
+// option of a package that operators set is its field in Settings above and
+// one line here. A variable may set options of several packages
+// (RLS_DEFAULT_ALGORITHM: the loader's and the service's), which must agree
+// on its default.
+func (s *Settings) bindings(o *options) []binding {
+	svc, b, cfg := &o.service, &o.service.Bounds, &o.config.Options
+	return []binding{
+		bind(cfg, "DefaultAlgorithm", &s.DefaultAlgorithm, &cfg.DefaultAlgorithm),
+		bind(cfg, "MergeDomains", &s.ConfigMergeDomains, &cfg.MergeDomains),
+		bind(cfg, "WildcardPrecedence", &s.WildcardPrecedence, &cfg.WildcardPrecedence),
+		bind(cfg, "DotFiles", &s.ConfigDotFiles, &cfg.DotFiles),
+		bind(cfg, "AllowNegativeHits", &s.AllowNegativeHits, &cfg.AllowNegativeHits),
+		bind(cfg, "MaxBytes", &s.ConfigMaxBytes, &cfg.MaxBytes),
+		bind(&o.config, "PollInterval", &s.ConfigPollInterval, &o.config.PollInterval),
+		bind(&o.config, "ReadTimeout", &s.ConfigReadTimeout, &o.config.ReadTimeout),
+
+		bind(&o.backoff, "Initial", &s.XDSBackoffInitialInterval, &o.backoff.Initial),
+		bind(&o.backoff, "Max", &s.XDSBackoffMaxInterval, &o.backoff.Max),
+		bind(&o.backoff, "RandomFactor", &s.XDSBackoffRandomFactor, &o.backoff.RandomFactor),
+		bind(&o.backoff, "Jitter", &s.XDSBackoffJitter, &o.backoff.Jitter),
+
+		bind(svc, "DefaultAlgorithm", &s.DefaultAlgorithm, &svc.DefaultAlgorithm),
+		bind(svc, "FailureMode", &s.FailureMode, &svc.FailureMode),
+		bind(svc, "ShadowMode", &s.ShadowMode, &svc.ShadowMode),
+		bind(svc, "QuotaMode", &s.QuotaMode, &svc.QuotaMode),
+		bind(svc, "RefundOnDeny", &s.RefundOnDeny, &svc.RefundOnDeny),
+		bind(svc, "ResponseDynamicMetadata", &s.ResponseDynamicMetadata, &svc.ResponseDynamicMetadata),
+		bind(svc, "AllowNegativeHits", &s.AllowNegativeHits, &svc.AllowNegativeHits),
+		bind(svc, "BackendTimeout", &s.BackendTimeout, &svc.BackendTimeout),
+		bind(svc, "BackendTimeoutMax", &s.BackendTimeoutMax, &svc.BackendTimeoutMax),
+		bind(svc, "DeadlineReserve", &s.DeadlineReserve, &svc.DeadlineReserve),
+		bind(svc, "NearLimitRatio", &s.NearLimitRatio, &svc.NearLimitRatio),
+		bind(svc, "Bounds.MaxDescriptors", &s.MaxDescriptors, &b.MaxDescriptors),
+		bind(svc, "Bounds.MaxEntries", &s.MaxEntries, &b.MaxEntries),
+		bind(svc, "Bounds.MaxHits", &s.MaxHits, &b.MaxHits),
+		bind(svc, "Bounds.MaxLogHits", &s.MaxLogHits, &b.MaxLogHits),
+		bind(svc, "Bounds.MaxOverrideLogSize", &s.MaxOverrideLogSize, &b.MaxOverrideLogSize),
+		bind(svc, "Bounds.MaxOverrideLifetime", &s.MaxOverrideLifetime, &b.MaxOverrideLifetime),
+		bind(svc, "Bounds.MaxUnmatchedEntries", &s.MaxUnmatchedEntries, &b.MaxUnmatchedEntries),
+		bind(svc, "Bounds.MaxUnmatchedKeyBytes", &s.MaxUnmatchedKeyBytes, &b.MaxUnmatchedKeyBytes),
+
+		bind(&o.lease, "Time", &s.LeaseTime, &o.lease.Time),
+		bind(&o.lease, "MinHits", &s.LeaseMinHits, &o.lease.MinHits),
+
+		bind(&o.giveBack, "Size", &s.GiveBackQueue, &o.giveBack.Size),
+		bind(&o.giveBack, "Timeout", &s.GiveBackTimeout, &o.giveBack.Timeout),
+
+		bind(&o.breaker, "Failures", &s.BreakerFailures, &o.breaker.Failures),
+		bind(&o.breaker, "Probes", &s.BreakerProbes, &o.breaker.Probes),
+		bind(&o.breaker, "Cooldown", &s.BreakerCooldown, &o.breaker.Cooldown),
+
+		bind(&o.admission, "MaxInflight", &s.MaxInflight, &o.admission.MaxInflight),
+
+		bind(&o.denyCache, "MaxEntries", &s.DenyCacheSize, &o.denyCache.MaxEntries),
+	}
 }

@@ -368,9 +368,9 @@ func TestXDSSettingsErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"RLS_XDS_HEADERS": "x-a:caf\u00e9"}, `RLS_XDS_HEADERS: the value of "x-a" must be printable ASCII`},
 		{map[string]string{"RLS_XDS_TLS": "true", "RLS_XDS_TLS_CERT_FILE": "/c.pem"}, "RLS_XDS_TLS_CERT_FILE and RLS_XDS_TLS_KEY_FILE go together"},
 		{map[string]string{"RLS_XDS_TLS_CA_FILE": "/ca.pem"}, "need RLS_XDS_TLS=true"},
-		{map[string]string{"RLS_XDS_BACKOFF_INITIAL_INTERVAL": "0s"}, "RLS_XDS_BACKOFF_*: xds: backoff initial interval must be positive"},
-		{map[string]string{"RLS_XDS_BACKOFF_MAX_INTERVAL": "10ms"}, "RLS_XDS_BACKOFF_*: xds: backoff max interval 10ms is below the initial interval 1s"},
-		{map[string]string{"RLS_XDS_BACKOFF_RANDOM_FACTOR": "2"}, "RLS_XDS_BACKOFF_*: xds: backoff random factor must be in [0, 1]"},
+		{map[string]string{"RLS_XDS_BACKOFF_INITIAL_INTERVAL": "0s"}, "RLS_XDS_BACKOFF_INITIAL_INTERVAL must be positive"},
+		{map[string]string{"RLS_XDS_BACKOFF_MAX_INTERVAL": "10ms"}, "RLS_XDS_BACKOFF_MAX_INTERVAL 10ms is below the initial interval 1s"},
+		{map[string]string{"RLS_XDS_BACKOFF_RANDOM_FACTOR": "2"}, "RLS_XDS_BACKOFF_RANDOM_FACTOR must be in [0, 1]"},
 		{map[string]string{"RLS_XDS_MAX_MESSAGE_BYTES": "0"}, "RLS_XDS_MAX_MESSAGE_BYTES must be positive"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
-
-	"github.com/ratewarden/ratewarden/internal/xds"
 )
 
 // Validate checks what the types of the settings cannot: ranges, and the
@@ -50,6 +48,9 @@ func (s Settings) Validate() error {
 	if s.HTTPTlsClientCaFile != "" && s.HTTPTlsCertFile == "" {
 		return fmt.Errorf("server: RLS_HTTP_TLS_CLIENT_CA_FILE needs RLS_HTTP_TLS_CERT_FILE and RLS_HTTP_TLS_KEY_FILE")
 	}
+	// The loader takes 0 for no bound on the files and on their read, and
+	// a negative poll interval for none; the variables ask for a bound, and
+	// say 0s for no polling.
 	if s.ConfigMaxBytes < 1 {
 		return fmt.Errorf("server: RLS_CONFIG_MAX_BYTES must be at least 1, not %d", s.ConfigMaxBytes)
 	}
@@ -155,24 +156,10 @@ func (s Settings) validateXDS() error {
 	if !s.XDSTls && (s.XDSTlsCertFile != "" || s.XDSTlsCaFile != "" || s.XDSTlsServerName != "") {
 		return fmt.Errorf("server: RLS_XDS_TLS_CERT_FILE, RLS_XDS_TLS_CA_FILE and RLS_XDS_TLS_SERVER_NAME need RLS_XDS_TLS=true")
 	}
-	if err := s.XDSBackoff().Validate(); err != nil {
-		return fmt.Errorf("server: RLS_XDS_BACKOFF_*: %w", err)
-	}
 	if s.XDSMaxMessageBytes <= 0 {
 		return fmt.Errorf("server: RLS_XDS_MAX_MESSAGE_BYTES must be positive, not %d", s.XDSMaxMessageBytes)
 	}
 	return nil
-}
-
-// XDSBackoff returns the waits before reconnecting to the xDS server that
-// the RLS_XDS_BACKOFF_* settings ask for.
-func (s Settings) XDSBackoff() xds.Backoff {
-	return xds.Backoff{
-		Initial:      s.XDSBackoffInitialInterval,
-		Max:          s.XDSBackoffMaxInterval,
-		RandomFactor: s.XDSBackoffRandomFactor,
-		Jitter:       s.XDSBackoffJitter,
-	}
 }
 
 // validateAdditions checks the settings of the limit headers and the

@@ -3,6 +3,8 @@ package xds
 import (
 	"fmt"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/option"
 )
 
 // Backoff spaces the attempts to reach the management server: the n-th
@@ -21,15 +23,26 @@ type Backoff struct {
 	Jitter bool
 }
 
-// Validate reports a Backoff that cannot be used.
+// DefaultBackoff returns a server's Backoff: a second, doubling up to 30s,
+// spread over ±50%.
+func DefaultBackoff() Backoff {
+	return Backoff{Initial: time.Second, Max: 30 * time.Second, RandomFactor: 0.5, Jitter: true}
+}
+
+// Validate reports a Backoff that cannot be used, naming the field
+// (option.Error).
 func (b Backoff) Validate() error {
+	var err error
 	switch {
 	case b.Initial <= 0:
-		return fmt.Errorf("xds: backoff initial interval must be positive, not %s", b.Initial)
+		err = option.Errorf("Initial", "must be positive, not %s", b.Initial)
 	case b.Max < b.Initial:
-		return fmt.Errorf("xds: backoff max interval %s is below the initial interval %s", b.Max, b.Initial)
+		err = option.Errorf("Max", "%s is below the initial interval %s", b.Max, b.Initial)
 	case !(b.RandomFactor >= 0 && b.RandomFactor <= 1):
-		return fmt.Errorf("xds: backoff random factor must be in [0, 1], not %v", b.RandomFactor)
+		err = option.Errorf("RandomFactor", "must be in [0, 1], not %v", b.RandomFactor)
+	}
+	if err != nil {
+		return fmt.Errorf("xds: backoff %w", err)
 	}
 	return nil
 }

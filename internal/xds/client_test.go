@@ -353,7 +353,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}{
 		{func(o *xds.Options) { o.ServerURL = "" }, "xds: the server URL must not be empty"},
 		{func(o *xds.Options) { o.NodeID = "" }, "xds: the node id must not be empty"},
-		{func(o *xds.Options) { o.Backoff.Initial = 0 }, "xds: backoff initial interval must be positive, not 0s"},
+		{func(o *xds.Options) { o.Backoff.Initial = 0 }, "xds: backoff Initial must be positive, not 0s"},
 		{func(o *xds.Options) { o.MaxMessageBytes = 0 }, "xds: the largest message must be positive, not 0"},
 		{func(o *xds.Options) { o.Config.DefaultAlgorithm = 0 }, "xds: the limits need a default algorithm (Config.DefaultAlgorithm)"},
 	} {
