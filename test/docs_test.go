@@ -48,13 +48,13 @@ import (
 // escapes the test. What the prose says about a block's outputs, beyond the
 // JSON shown, is checked where proseClaims lists it.
 func TestDocs(t *testing.T) {
-	putGoBinOnPath(t)
+	path := pathWithGoBin(t)
 	for program, install := range map[string]string{
 		"bash":    "apt-get install bash",
 		"curl":    "apt-get install curl",
 		"grpcurl": "go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4",
 	} {
-		redistest.NeedProgram(t, program, install)
+		redistest.NeedProgramIn(t, path, program, install)
 	}
 	dir := t.TempDir()
 	used, claims := map[int]bool{}, map[int]bool{}
@@ -70,6 +70,7 @@ func TestDocs(t *testing.T) {
 			ContinueOnError: true,
 			Setup: func(env *testscript.Env) error {
 				ran++
+				env.Setenv("PATH", path)
 				env.Values[docSessionKey{}] = &docSession{t: env.T().(docsT).T, doc: doc, blocks: blocks, coveredUsed: used, claimsChecked: claims}
 				return installStandIns(env)
 			},
@@ -88,10 +89,10 @@ func TestDocs(t *testing.T) {
 	}
 }
 
-// putGoBinOnPath puts the directory go install installs into at the end of
-// PATH, for the test and its scripts: grpcurl is there when installed as
+// pathWithGoBin returns PATH with the directory go install installs into
+// at its end: the PATH of the scripts, where grpcurl is when installed as
 // the README says.
-func putGoBinOnPath(t *testing.T) {
+func pathWithGoBin(t *testing.T) string {
 	out, err := exec.Command("go", "env", "GOBIN", "GOPATH").Output()
 	require.NoError(t, err)
 	gobin, gopath, _ := strings.Cut(string(out), "\n")
@@ -99,12 +100,12 @@ func putGoBinOnPath(t *testing.T) {
 		gopath, _, _ = strings.Cut(strings.TrimSpace(gopath), string(os.PathListSeparator))
 		gobin = filepath.Join(gopath, "bin")
 	}
-	t.Setenv("PATH", os.Getenv("PATH")+string(os.PathListSeparator)+gobin)
+	return os.Getenv("PATH") + string(os.PathListSeparator) + gobin
 }
 
 // docsT runs the documents' scripts one after the other, where
 // testscript.Run runs them in parallel: each starts servers and Redis of
-// its own, and checkYAML sets the environment of the test process.
+// its own.
 type docsT struct{ *testing.T }
 
 func (t docsT) Parallel()     {}

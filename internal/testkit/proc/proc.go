@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -136,15 +137,49 @@ func (p *Process) Kill() {
 // ErrNotInstalled reports that a program is not in PATH.
 var ErrNotInstalled = errors.New("not installed")
 
-// LookPath returns the path of the named program, or an error that wraps
-// ErrNotInstalled and says how to install it: install is the command, such
-// as "apt-get install redis-tools".
+// LookPath returns the path of the named program in PATH, or an error that
+// wraps ErrNotInstalled and says how to install it: install is the
+// command, such as "apt-get install redis-tools".
 func LookPath(name, install string) (string, error) {
-	path, err := exec.LookPath(name)
+	return LookPathIn("", name, install)
+}
+
+// LookPathIn is LookPath looking in the directories that path lists, as
+// PATH does, instead of PATH; an empty path means PATH.
+func LookPathIn(path, name, install string) (string, error) {
+	found, err := lookPath(path, name)
 	if err != nil {
 		return "", fmt.Errorf("proc: %s not found in PATH (install it: %s): %w: %w", name, install, ErrNotInstalled, err)
 	}
-	return path, nil
+	return found, nil
+}
+
+// lookPath is exec.LookPath, looking in the directories that path lists
+// instead of PATH's when path is not empty.
+func lookPath(path, name string) (string, error) {
+	if path == "" || strings.Contains(name, "/") {
+		return exec.LookPath(name)
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "." // as in a shell, an empty entry is the working directory
+		}
+		file := filepath.Join(dir, name)
+		check := file
+		if !strings.Contains(check, "/") {
+			check = "./" + check // a name with a slash is checked alone
+		}
+		if _, err := exec.LookPath(check); err != nil {
+			continue
+		}
+		if !filepath.IsAbs(file) {
+			// exec.LookPath does not run a program that the working
+			// directory happens to hold either.
+			return file, &exec.Error{Name: name, Err: exec.ErrDot}
+		}
+		return file, nil
+	}
+	return "", &exec.Error{Name: name, Err: exec.ErrNotFound}
 }
 
 // lastLines returns the last n lines of text.

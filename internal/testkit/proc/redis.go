@@ -67,6 +67,9 @@ type RedisConfig struct {
 	// Args are extra command-line options, after the configuration file
 	// ("--maxmemory-policy", "noeviction"); they must not set the port.
 	Args []string
+	// Path lists the directories to look for redis-server in, as PATH
+	// does; empty means PATH.
+	Path string
 }
 
 // TLSFiles names the PEM files a redis-server serves TLS with.
@@ -83,11 +86,11 @@ type TLSFiles struct {
 // StartRedis starts a redis-server as cfg says, in a new directory of its
 // own, on free loopback ports, and waits until it answers. When a port it
 // picked is taken before the server binds it, it tries new ones. The error
-// wraps ErrNotInstalled when redis-server is not in PATH, and ErrNoTLS when
-// cfg asks for TLS that it was built without. Close stops the server for
-// good.
+// wraps ErrNotInstalled when redis-server is not in PATH (or cfg.Path), and
+// ErrNoTLS when cfg asks for TLS that it was built without. Close stops the
+// server for good.
 func StartRedis(cfg RedisConfig) (*Redis, error) {
-	bin, err := LookPath("redis-server", "apt-get install redis-server")
+	bin, err := LookPathIn(cfg.Path, "redis-server", "apt-get install redis-server")
 	if err != nil {
 		return nil, err
 	}

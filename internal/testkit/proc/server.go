@@ -32,10 +32,13 @@ type ServerConfig struct {
 	Args []string
 	// Dir is the working directory; empty means the current one.
 	Dir string
-	// Env holds variables set on top of this process's environment, whose
-	// RLS_ variables are left out. RLS_GRPC_ADDR and RLS_HTTP_ADDR default
-	// to 127.0.0.1:0; RLS_ADDR_FILE is StartServer's own.
+	// Env holds variables set on top of BaseEnv, whose RLS_ variables are
+	// left out. RLS_GRPC_ADDR and RLS_HTTP_ADDR default to 127.0.0.1:0;
+	// RLS_ADDR_FILE is StartServer's own.
 	Env map[string]string
+	// BaseEnv is the environment the server starts from, "key=value"
+	// strings as os.Environ returns them; nil means this process's.
+	BaseEnv []string
 	// NoAddrFile is for a server built before RLS_ADDR_FILE existed (the
 	// baseline of a benchmark): StartServer then gives RLS_GRPC_ADDR and
 	// RLS_HTTP_ADDR loopback ports the kernel picked and freed, which
@@ -87,7 +90,11 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		vars[k] = v
 	}
 	vars["RLS_ADDR_FILE"] = addrPath
-	env := Environ(vars)
+	base := cfg.BaseEnv
+	if base == nil {
+		base = os.Environ()
+	}
+	env := environ(base, vars)
 	name := cfg.Name
 	if name == "" {
 		name = filepath.Base(cfg.Bin)
@@ -159,8 +166,14 @@ func (s *Server) WaitServing(ctx context.Context) error {
 // and vars on top: the environment StartServer gives a server, so that no
 // setting of the caller's shell reaches it unasked.
 func Environ(vars map[string]string) []string {
+	return environ(os.Environ(), vars)
+}
+
+// environ returns base, "key=value" strings, without its RLS_ variables,
+// and vars on top.
+func environ(base []string, vars map[string]string) []string {
 	var env []string
-	for _, kv := range os.Environ() {
+	for _, kv := range base {
 		if !strings.HasPrefix(kv, "RLS_") {
 			env = append(env, kv)
 		}

@@ -22,9 +22,10 @@ func shell(script string) ServerConfig {
 }
 
 func TestStartServerReadsTheAddrFile(t *testing.T) {
-	t.Setenv("RLS_FROM_THE_CALLER", "leaked")
-	cfg := shell(`printf '{"grpc":"%s","http":"%s","metrics":"%s"}' "$RLS_GRPC_ADDR" "${RLS_FROM_THE_CALLER:-unset}" "$RLS_METRICS_ADDR" >"$RLS_ADDR_FILE.tmp" &&
+	t.Parallel()
+	cfg := shell(`printf '{"grpc":"%s","http":"%s","metrics":"%s","debug":"%s"}' "$RLS_GRPC_ADDR" "${RLS_FROM_THE_CALLER:-unset}" "$RLS_METRICS_ADDR" "$CALLER" >"$RLS_ADDR_FILE.tmp" &&
 		mv "$RLS_ADDR_FILE.tmp" "$RLS_ADDR_FILE" && exec sleep 60`)
+	cfg.BaseEnv = append(os.Environ(), "RLS_FROM_THE_CALLER=leaked", "CALLER=kept")
 	cfg.Env = map[string]string{"RLS_METRICS_ADDR": "127.0.0.1:0"}
 	s, err := StartServer(context.Background(), cfg)
 	require.NoError(t, err)
@@ -33,6 +34,7 @@ func TestStartServerReadsTheAddrFile(t *testing.T) {
 		addrfile.GRPC:    "127.0.0.1:0", // the default the script was given
 		addrfile.HTTP:    "unset",       // the caller's RLS_ variables stay out
 		addrfile.Metrics: "127.0.0.1:0", // cfg.Env
+		addrfile.Debug:   "kept",        // the caller's other variables go in
 	}, s.Addrs)
 	assert.True(t, s.Running())
 	s.Close()

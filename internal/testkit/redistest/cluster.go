@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
 	c, err := startCluster(freshNodeTimeout)
 	if err != nil {
-		startFailed(t, "cluster", err)
+		startFailed(t, os.LookupEnv, "cluster", err)
 	}
 	t.Cleanup(c.Close)
 	t.Logf("redistest: cluster ready: %s", c.Startup())

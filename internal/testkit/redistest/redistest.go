@@ -16,7 +16,9 @@
 //
 // When redis-server is not installed, tests that need it are skipped, unless
 // the environment variable CI is "true": then they fail, because Redis tests
-// must never be skipped silently in continuous integration.
+// must never be skipped silently in continuous integration. The package
+// reads CI, and PATH, from the process's environment; its own tests pass
+// theirs to the unexported functions behind the exported ones.
 package redistest
 
 import (
@@ -103,7 +105,7 @@ func SharedStandalone(t testing.TB) *Server {
 		shared.standalone, shared.standaloneErr = &Server{r}, err
 	})
 	if shared.standaloneErr != nil {
-		startFailed(t, "shared standalone server", shared.standaloneErr)
+		startFailed(t, os.LookupEnv, "shared standalone server", shared.standaloneErr)
 	}
 	return shared.standalone
 }
@@ -123,18 +125,19 @@ func SharedCluster(t testing.TB) *Cluster {
 		}
 	})
 	if shared.clusterErr != nil {
-		startFailed(t, "shared cluster", shared.clusterErr)
+		startFailed(t, os.LookupEnv, "shared cluster", shared.clusterErr)
 	}
 	return shared.cluster
 }
 
 // startFailed ends a test whose processes did not start. When a Redis
 // program is missing (or built without TLS, for a test that needs it), it
-// skips the test, or fails it when CI is "true"; any other error fails it.
-func startFailed(t testing.TB, what string, err error) {
+// skips the test, or fails it when CI, read through lookup, is "true"; any
+// other error fails it.
+func startFailed(t testing.TB, lookup func(string) (string, bool), what string, err error) {
 	t.Helper()
 	if errors.Is(err, proc.ErrNotInstalled) || errors.Is(err, proc.ErrNoTLS) {
-		missing(t, fmt.Sprintf("redistest: %s: %v (install redis-server with TLS to run the Redis tests)", what, err))
+		missing(t, lookup, fmt.Sprintf("redistest: %s: %v (install redis-server with TLS to run the Redis tests)", what, err))
 	}
 	t.Fatalf("redistest: %s: %v", what, err)
 }
@@ -145,18 +148,33 @@ func startFailed(t testing.TB, what string, err error) {
 // that runs a program follows this one rule.
 func NeedProgram(t testing.TB, name, install string) string {
 	t.Helper()
-	path, err := proc.LookPath(name, install)
-	if err != nil {
-		missing(t, "redistest: "+err.Error())
-	}
-	return path
+	return NeedProgramIn(t, "", name, install)
 }
 
-// missing skips the test for a missing program, or fails it when CI is
-// "true": continuous integration must never skip a test silently.
-func missing(t testing.TB, msg string) {
+// NeedProgramIn is NeedProgram looking in the directories that path lists,
+// as PATH does, instead of PATH (an empty path means PATH): for a test
+// that gives the programs it runs a PATH of their own.
+func NeedProgramIn(t testing.TB, path, name, install string) string {
 	t.Helper()
-	if os.Getenv("CI") != "true" {
+	return needProgram(t, os.LookupEnv, path, name, install)
+}
+
+// needProgram is NeedProgramIn reading CI through lookup.
+func needProgram(t testing.TB, lookup func(string) (string, bool), path, name, install string) string {
+	t.Helper()
+	found, err := proc.LookPathIn(path, name, install)
+	if err != nil {
+		missing(t, lookup, "redistest: "+err.Error())
+	}
+	return found
+}
+
+// missing skips the test for a missing program, or fails it when CI, read
+// through lookup, is "true": continuous integration must never skip a test
+// silently.
+func missing(t testing.TB, lookup func(string) (string, bool), msg string) {
+	t.Helper()
+	if ci, _ := lookup("CI"); ci != "true" {
 		t.Skipf("%s", msg)
 	}
 	t.Fatalf("%s", msg)
@@ -191,9 +209,15 @@ func StandaloneTLS(t testing.TB, files TLSFiles) *Server {
 // removes its directory, when the test ends.
 func StartRedis(t testing.TB, cfg proc.RedisConfig) *Server {
 	t.Helper()
+	return startRedis(t, os.LookupEnv, cfg)
+}
+
+// startRedis is StartRedis reading CI through lookup.
+func startRedis(t testing.TB, lookup func(string) (string, bool), cfg proc.RedisConfig) *Server {
+	t.Helper()
 	r, err := proc.StartRedis(cfg)
 	if err != nil {
-		startFailed(t, "redis-server", err)
+		startFailed(t, lookup, "redis-server", err)
 	}
 	t.Cleanup(r.Close)
 	return &Server{r}

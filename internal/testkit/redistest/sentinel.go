@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func Sentinel(t testing.TB) *SentinelSetup {
 	begin := time.Now()
 	ps, err := proc.StartSentinel(waitContext(t))
 	if err != nil {
-		startFailed(t, "sentinel setup", err)
+		startFailed(t, os.LookupEnv, "sentinel setup", err)
 	}
 	t.Cleanup(ps.Close)
 	t.Logf("redistest: sentinel setup ready in %v", time.Since(begin).Round(time.Millisecond))

@@ -99,7 +99,7 @@ func TestServerPauseResume(t *testing.T) {
 func TestStartFailureShowsLog(t *testing.T) {
 	_, err := proc.StartRedis(proc.RedisConfig{Directives: []string{"no-such-directive yes"}})
 	if errors.Is(err, proc.ErrNotInstalled) {
-		startFailed(t, "standalone server", err)
+		startFailed(t, os.LookupEnv, "standalone server", err)
 	}
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no-such-directive", "the error quotes the server's complaint")
@@ -192,11 +192,16 @@ func TestMissingBinary(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run("CI="+tt.ci, func(t *testing.T) {
-			t.Setenv("CI", tt.ci)
-			t.Setenv("PATH", t.TempDir())
+			t.Parallel()
+			env := map[string]string{"CI": tt.ci}
+			lookup := func(name string) (string, bool) {
+				v, ok := env[name]
+				return v, ok
+			}
+			empty := t.TempDir() // the PATH, where no program is
 			for install, start := range map[string]func(testing.TB){
-				"apt-get install redis-server": func(t testing.TB) { Standalone(t) },
-				"apt-get install curl":         func(t testing.TB) { NeedProgram(t, "curl", "apt-get install curl") },
+				"apt-get install redis-server": func(t testing.TB) { startRedis(t, lookup, proc.RedisConfig{Path: empty}) },
+				"apt-get install curl":         func(t testing.TB) { needProgram(t, lookup, empty, "curl", "apt-get install curl") },
 			} {
 				r := &recordingTB{}
 				done := make(chan struct{})
