@@ -1,6 +1,12 @@
 package settings
 
-import "github.com/ratewarden/ratewarden/internal/redisx"
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/ratewarden/ratewarden/internal/redisx"
+	"github.com/ratewarden/ratewarden/internal/settings/compat"
+)
 
 // Default returns the Settings of an environment that sets no variable:
 // the defaults of the tags, and the packages' DefaultOptions for the
@@ -25,8 +31,8 @@ func Default() Settings {
 // its default (Default). Its errors name the variable at fault.
 //
 // Where an RLS_ variable is not set, envoyproxy/ratelimit's variable for the
-// same setting is read instead, unless RLS_COMPAT_ENV is false (compat.go);
-// Compat then says what became of them.
+// same setting is read instead, unless RLS_COMPAT_ENV is false (package
+// compat); Compat then says what became of them.
 func Load(lookup func(string) (string, bool)) (Settings, error) {
 	s := Default()
 	if err := read(Prefix, &s, lookup); err != nil {
@@ -35,13 +41,13 @@ func Load(lookup func(string) (string, bool)) (Settings, error) {
 	if !s.CompatEnv {
 		return s, s.Validate()
 	}
-	report, err := applyCompat(&s, lookup)
+	report, err := compat.Apply(lookup, varsOf(&s))
 	if err != nil {
 		return s, err
 	}
 	s.compat = report
 	if err := s.Validate(); err != nil {
-		return s, report.explain(err)
+		return s, report.Explain(err)
 	}
 	return s, nil
 }
@@ -49,4 +55,38 @@ func Load(lookup func(string) (string, bool)) (Settings, error) {
 // Compat returns what became of the envoyproxy/ratelimit variables that
 // were set, for the server to log once at start, or nil when Load did not
 // read them (RLS_COMPAT_ENV=false, or Settings that Load did not return).
-func (s Settings) Compat() *CompatReport { return s.compat }
+func (s Settings) Compat() *compat.Report { return s.compat }
+
+// settingVars are the RLS_ variables of one Settings, by name: the
+// compat.Target through which envoyproxy/ratelimit's variables give them
+// values.
+type settingVars map[string]variable
+
+// varsOf returns the variables of s by name.
+func varsOf(s *Settings) settingVars {
+	vars := settingVars{}
+	for _, v := range variables(Prefix, reflect.ValueOf(s)) {
+		vars[v.name] = v
+	}
+	return vars
+}
+
+// Set parses text into the variable name with its field's own type, as
+// Load parses the variable's value; its errors name the variable.
+func (vars settingVars) Set(name, text string) error {
+	v, ok := vars[name]
+	if !ok {
+		return fmt.Errorf("server: %s is no setting", name)
+	}
+	return v.set(text)
+}
+
+// Get returns the value of the variable name as text, as PrintUsage writes
+// a default ("xds", "true"), or "" when name is no variable.
+func (vars settingVars) Get(name string) string {
+	v, ok := vars[name]
+	if !ok {
+		return ""
+	}
+	return format(v.field)
+}

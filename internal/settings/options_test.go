@@ -19,6 +19,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/lease"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/settings/compat"
 	"github.com/ratewarden/ratewarden/internal/xds"
 )
 
@@ -148,7 +149,7 @@ func TestDefaultsAreThePackages(t *testing.T) {
 // withoutCompat returns s as Load returns it when no envoyproxy/ratelimit
 // variable is set.
 func withoutCompat(s Settings) Settings {
-	s.compat = &CompatReport{}
+	s.compat = &compat.Report{}
 	return s
 }
 

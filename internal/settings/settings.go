@@ -6,8 +6,9 @@
 // defaults in the struct's tags. A setting whose value is more than a
 // string, a number or a duration has a type that parses itself
 // (encoding.TextUnmarshaler), so no string is kept to be parsed again later.
-// envoyproxy/ratelimit's variables are a table onto the same struct
-// (compat.go).
+// envoyproxy/ratelimit's variables are a table of their own (package
+// compat), which gives the RLS_ variables that are not set their values,
+// by name.
 //
 // Every error Load and Validate return names the variable at fault and
 // begins with "server: ", as the server's own errors do: it is the name
@@ -21,6 +22,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/settings/compat"
 )
 
 // Prefix prefixes every environment variable the server reads.
@@ -205,12 +207,12 @@ type Settings struct {
 	GiveBackTimeout   time.Duration `split_words:"true" desc:"how long a give-back or a charge that missed Redis may wait for Redis before it is dropped"`
 
 	// CompatEnv reads envoyproxy/ratelimit's variables where no RLS_ one is
-	// set (compat.go).
+	// set (package compat).
 	CompatEnv bool `split_words:"true" default:"true" desc:"also read envoyproxy/ratelimit's variables (REDIS_URL, PORT, RUNTIME_ROOT, ...) for the settings whose RLS_ variable is not set; see docs/migrating.md"`
 
 	// compat says what became of envoyproxy/ratelimit's variables (see
 	// Compat).
-	compat *CompatReport
+	compat *compat.Report
 }
 
 // bindings pairs each variable that sets an option of o with it: the

@@ -121,12 +121,17 @@ func TestVariablesAreThoseUsagePrints(t *testing.T) {
 }
 
 // TestLoadReadsOnlyThroughLookup: the process's environment is not read:
-// no file of the package calls os.Getenv, os.LookupEnv or os.Environ, so
-// every variable comes through Load's lookup.
+// no file of the package, nor of package compat, which Load runs for
+// envoyproxy/ratelimit's variables, calls os.Getenv, os.LookupEnv or
+// os.Environ, so every variable comes through Load's lookup.
 func TestLoadReadsOnlyThroughLookup(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
+	compatFiles, err := filepath.Glob("compat/*.go")
+	require.NoError(t, err)
+	require.NotEmpty(t, compatFiles)
+	files = append(files, compatFiles...)
 	read := 0
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
@@ -146,6 +151,29 @@ func TestLoadReadsOnlyThroughLookup(t *testing.T) {
 		})
 	}
 	assert.Greater(t, read, 5)
+}
+
+// TestVarsAreCompatsTarget: the variables of Settings by name, through
+// which package compat gives them values, parse text with their own types
+// and give their values back as text; a name that is no variable is an
+// error.
+func TestVarsAreCompatsTarget(t *testing.T) {
+	t.Parallel()
+	s := Default()
+	vars := varsOf(&s)
+	assert.Equal(t, "file", vars.Get("RLS_CONFIG_SOURCE"))
+	assert.Equal(t, "true", vars.Get("RLS_CONFIG_WATCH"))
+	require.NoError(t, vars.Set("RLS_CONFIG_SOURCE", "GRPC_XDS_SOTW"))
+	require.NoError(t, vars.Set("RLS_CONFIG_WATCH", "false"))
+	require.NoError(t, vars.Set("RLS_REDIS_POOL_SIZE", "20"))
+	assert.Equal(t, ConfigFromXDS, s.ConfigSource)
+	assert.Equal(t, 20, s.Redis.PoolSize)
+	assert.Equal(t, "xds", vars.Get("RLS_CONFIG_SOURCE"))
+	assert.Equal(t, "false", vars.Get("RLS_CONFIG_WATCH"))
+
+	assert.EqualError(t, vars.Set("RLS_REDIS_POOL_SIZE", "ten"), `server: RLS_REDIS_POOL_SIZE: strconv.ParseInt: parsing "ten": invalid syntax`)
+	assert.EqualError(t, vars.Set("RLS_NO_SUCH", "1"), "server: RLS_NO_SUCH is no setting")
+	assert.Empty(t, vars.Get("RLS_NO_SUCH"))
 }
 
 // TestMaxEntriesDefaultIsTheDeepestRule: RLS_MAX_ENTRIES's default says

@@ -1,4 +1,4 @@
-package settings
+package compat
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 // BACKEND_TYPE, REDIS_* and MEMCACHE_*, and of its local cache, into the
 // RLS_BACKEND, RLS_REDIS_* and RLS_DENY_CACHE* settings.
 
-func applyBackendType(c *compatContext) error {
+func applyBackendType(c *conversion) error {
 	v, ok := c.get("BACKEND_TYPE")
 	if !ok {
 		return nil
@@ -29,7 +29,7 @@ func applyBackendType(c *compatContext) error {
 	return fmt.Errorf("BACKEND_TYPE %q is not redis or memcache", v)
 }
 
-func applySocketType(c *compatContext) error {
+func applySocketType(c *conversion) error {
 	v, ok := c.get("REDIS_SOCKET_TYPE")
 	if !ok {
 		return nil
@@ -132,7 +132,7 @@ func (t *redisTarget) address(p string) (string, error) {
 	return u.Host, nil
 }
 
-func applyRedisURL(c *compatContext) error {
+func applyRedisURL(c *conversion) error {
 	typ, typeSet := c.get("REDIS_TYPE")
 	raw, urlSet := c.get("REDIS_URL")
 	if !typeSet && !urlSet {
@@ -169,7 +169,7 @@ func applyRedisURL(c *compatContext) error {
 	return nil
 }
 
-func applyRedisAuth(c *compatContext) error {
+func applyRedisAuth(c *conversion) error {
 	if v, ok := c.get("REDIS_AUTH"); ok && v != "" {
 		user, pass, found := strings.Cut(v, ":")
 		if !found {
@@ -193,7 +193,7 @@ func applyRedisAuth(c *compatContext) error {
 	return nil
 }
 
-func applyRedisTLS(c *compatContext) error {
+func applyRedisTLS(c *conversion) error {
 	on, err := c.theirBool("REDIS_TLS")
 	if err != nil {
 		return err
@@ -222,7 +222,7 @@ func applyRedisTLS(c *compatContext) error {
 	return nil
 }
 
-func applyPerSecond(c *compatContext) error {
+func applyPerSecond(c *conversion) error {
 	on, err := c.theirBool("REDIS_PERSECOND")
 	if err != nil {
 		return err
@@ -232,18 +232,18 @@ func applyPerSecond(c *compatContext) error {
 	} else {
 		c.builtIn("one Redis holds every limit", "REDIS_PERSECOND")
 	}
-	c.ignore("one Redis holds every limit", compatPrefixed["REDIS_PERSECOND_"]...)
+	c.ignore("one Redis holds every limit", prefixed["REDIS_PERSECOND_"]...)
 	return nil
 }
 
-func applyMemcache(c *compatContext) error {
-	c.ignore("no memcached backend", compatPrefixed["MEMCACHE_"]...)
+func applyMemcache(c *conversion) error {
+	c.ignore("no memcached backend", prefixed["MEMCACHE_"]...)
 	return nil
 }
 
-// compatPrefixed lists, by prefix, the variables of envoyproxy/ratelimit
+// prefixed lists, by prefix, the variables of envoyproxy/ratelimit
 // that a row names as PREFIX*.
-var compatPrefixed = map[string][]string{
+var prefixed = map[string][]string{
 	"REDIS_PERSECOND_": {
 		"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_POOL_SIZE",
 		"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_PIPELINE_WINDOW",
@@ -260,7 +260,7 @@ var compatPrefixed = map[string][]string{
 // turn LOCAL_CACHE_SIZE_IN_BYTES into a number of entries.
 const denyCacheEntryBytes = 256
 
-func applyLocalCache(c *compatContext) error {
+func applyLocalCache(c *conversion) error {
 	v, ok := c.get("LOCAL_CACHE_SIZE_IN_BYTES")
 	if !ok {
 		return nil

@@ -1,4 +1,4 @@
-package settings
+package compat
 
 import (
 	"fmt"
@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// CompatNote is one line of a CompatReport.
-type CompatNote struct {
+// Note is one line of a Report.
+type Note struct {
 	// Theirs are the envoyproxy/ratelimit variables concerned.
 	Theirs []string
 	// Ours is the RLS_ variable they set, or that overrode them.
@@ -18,22 +18,23 @@ type CompatNote struct {
 	Why string
 }
 
-// CompatReport says what became of the envoyproxy/ratelimit variables that
-// are set: Load fills it, and the server logs it once, at start.
-type CompatReport struct {
+// Report says what became of the envoyproxy/ratelimit variables that are
+// set: Apply fills it, settings.Load keeps it (Settings.Compat), and the
+// server logs it once, at start. The zero Report says that none was set.
+type Report struct {
 	// Applied lists the RLS_ settings they gave values to.
-	Applied []CompatNote
+	Applied []Note
 	// Overridden lists those whose RLS_ variable is set as well, and wins.
-	Overridden []CompatNote
+	Overridden []Note
 	// BuiltIn lists those whose effect ratewarden always has.
-	BuiltIn []CompatNote
+	BuiltIn []Note
 	// Ignored lists those that are not read.
-	Ignored []CompatNote
+	Ignored []Note
 }
 
 // Log writes the report: applied and overridden variables at info,
 // built-in ones at debug, ignored ones at warn.
-func (r *CompatReport) Log(logger *slog.Logger) {
+func (r *Report) Log(logger *slog.Logger) {
 	for _, n := range r.Applied {
 		logger.Info("read envoyproxy/ratelimit variable", "from", strings.Join(n.Theirs, ","), "setting", n.Ours, "value", n.Value)
 	}
@@ -48,11 +49,11 @@ func (r *CompatReport) Log(logger *slog.Logger) {
 	}
 }
 
-// explain adds to err, an error of Settings.Validate, which of
+// Explain adds to err, an error of the settings' Validate, which of
 // envoyproxy/ratelimit's variables gave the settings it names their value,
 // so that an operator who set REDIS_URL learns that RLS_REDIS_ADDRS came
-// from it.
-func (r *CompatReport) explain(err error) error {
+// from it. It returns err itself when they gave none of them.
+func (r *Report) Explain(err error) error {
 	msg := err.Error()
 	var from []string
 	for _, n := range r.Applied {

@@ -1,4 +1,4 @@
-package settings
+package compat
 
 import (
 	"errors"
@@ -10,11 +10,11 @@ import (
 	"github.com/ratewarden/ratewarden/internal/tracing"
 )
 
-// The conversions of the rows of compatVars that take more than one
-// variable, or convert a value, other than Redis's (compat_redis.go) and
-// xDS's (compat_xds.go).
+// The conversions of the rows of table that take more than one
+// variable, or convert a value, other than Redis's (redis.go) and xDS's
+// (xds.go).
 
-func applyGRPCTLS(c *compatContext) error {
+func applyGRPCTLS(c *conversion) error {
 	on, err := c.theirBool("GRPC_SERVER_USE_TLS")
 	if err != nil {
 		return err
@@ -36,7 +36,7 @@ func applyGRPCTLS(c *compatContext) error {
 	return nil
 }
 
-func applyGRPCClientSAN(c *compatContext) error {
+func applyGRPCClientSAN(c *conversion) error {
 	san, _ := c.get("GRPC_CLIENT_TLS_SAN")
 	if san == "" {
 		return nil
@@ -53,7 +53,7 @@ func applyGRPCClientSAN(c *compatContext) error {
 	return nil
 }
 
-func applyLogLevel(c *compatContext) error {
+func applyLogLevel(c *conversion) error {
 	v, ok := c.get("LOG_LEVEL")
 	if !ok {
 		return nil
@@ -75,7 +75,7 @@ func applyLogLevel(c *compatContext) error {
 	return nil
 }
 
-func applyLogFormat(c *compatContext) error {
+func applyLogFormat(c *conversion) error {
 	v, ok := c.get("LOG_FORMAT")
 	if !ok {
 		return nil
@@ -88,7 +88,7 @@ func applyLogFormat(c *compatContext) error {
 	return nil
 }
 
-func applyRuntimePath(c *compatContext) error {
+func applyRuntimePath(c *conversion) error {
 	if !c.isSet("RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY") {
 		return nil
 	}
@@ -106,7 +106,7 @@ func applyRuntimePath(c *compatContext) error {
 	return nil
 }
 
-func applyRuntimeWatch(c *compatContext) error {
+func applyRuntimeWatch(c *conversion) error {
 	if v, ok := c.get("RUNTIME_WATCH_ROOT"); ok {
 		if _, err := parseTheirBool("RUNTIME_WATCH_ROOT", v); err != nil {
 			return err
@@ -122,7 +122,7 @@ func applyRuntimeWatch(c *compatContext) error {
 // directory besides the links to it, loads every file twice and refuses the
 // domains as duplicates (goruntime's walk enters that directory, and only
 // fails to read the ..data link to it).
-func applyDotFiles(c *compatContext) error {
+func applyDotFiles(c *conversion) error {
 	v, ok := c.get("RUNTIME_IGNOREDOTFILES")
 	if !ok {
 		return nil
@@ -139,7 +139,7 @@ func applyDotFiles(c *compatContext) error {
 	return nil
 }
 
-func applyConfigType(c *compatContext) error {
+func applyConfigType(c *conversion) error {
 	v, ok := c.get("CONFIG_TYPE")
 	if !ok {
 		return nil
@@ -162,16 +162,16 @@ func applyConfigType(c *compatContext) error {
 // ready until they are in force, which keeps traffic away as not starting
 // would: true asks for nothing more there, and false for nothing less. Only
 // files read once (RLS_CONFIG_WATCH=false) must be there at the start.
-func applyForceStart(c *compatContext) error {
+func applyForceStart(c *conversion) error {
 	const name = "FORCE_START_WITHOUT_INITIAL_CONFIG"
 	force, err := c.theirBool(name)
 	if err != nil || !c.isSet(name) {
 		return err
 	}
 	switch {
-	case c.s.ConfigSource == ConfigFromXDS:
+	case c.limitsFromXDS():
 		c.builtIn("with limits from xDS the server starts at once, not ready until the first update", name)
-	case c.s.ConfigWatch:
+	case c.target.Get("RLS_CONFIG_WATCH") == "true":
 		c.builtIn("with RLS_CONFIG_WATCH the server starts without limits and waits for them, not ready", name)
 	case force:
 		c.ignore("with RLS_CONFIG_WATCH=false the server starts only with its limits loaded", name)
@@ -181,7 +181,7 @@ func applyForceStart(c *compatContext) error {
 	return nil
 }
 
-func applyPrometheus(c *compatContext) error {
+func applyPrometheus(c *conversion) error {
 	on, err := c.theirBool("USE_PROMETHEUS")
 	if err != nil {
 		return err
@@ -204,7 +204,7 @@ func applyPrometheus(c *compatContext) error {
 	return nil
 }
 
-func applyStatsd(c *compatContext) error {
+func applyStatsd(c *conversion) error {
 	for _, name := range []string{"USE_STATSD", "USE_DOG_STATSD", "DISABLE_STATS"} {
 		v, ok := c.get(name)
 		if !ok {
@@ -227,7 +227,7 @@ func applyStatsd(c *compatContext) error {
 	return nil
 }
 
-func applyLimitHeaders(c *compatContext) error {
+func applyLimitHeaders(c *conversion) error {
 	if err := c.copyBool("LIMIT_RESPONSE_HEADERS_ENABLED", "RLS_LIMIT_HEADERS"); err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func applyLimitHeaders(c *compatContext) error {
 	return nil
 }
 
-func applyTracing(c *compatContext) error {
+func applyTracing(c *conversion) error {
 	if err := c.copyBool("TRACING_ENABLED", "RLS_TRACING"); err != nil {
 		return err
 	}

@@ -1,11 +1,9 @@
-package settings
+package compat_test
 
 import (
 	"bytes"
-	"flag"
 	"log/slog"
-	"os"
-	"slices"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,29 +13,62 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/redisx"
+	"github.com/ratewarden/ratewarden/internal/settings"
+	"github.com/ratewarden/ratewarden/internal/settings/compat"
 )
 
-var updateDocs = flag.Bool("update-docs", false, "rewrite the table of docs/migrating.md from compatVars")
+// The tests of this file load the settings of an environment as the server
+// does, with settings.Load, which applies envoyproxy/ratelimit's variables
+// through compat.Apply.
 
-// defaultSettings returns the Settings of an environment without RLS_
-// variables, as they are read, before envoyproxy/ratelimit's variables.
-func defaultSettings(t *testing.T) Settings {
+// lookupIn returns a lookup function that finds the variables of env.
+func lookupIn(env map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	}
+}
+
+// defaultSettings returns the Settings of an environment without
+// variables.
+func defaultSettings(t *testing.T) settings.Settings {
 	t.Helper()
-	s := Default()
-	require.NoError(t, read(Prefix, &s, lookupIn(nil)))
+	s, err := settings.Load(lookupIn(nil))
+	require.NoError(t, err)
 	return s
 }
 
-// convert applies envoyproxy/ratelimit's variables env to the defaults.
-func convert(t *testing.T, env map[string]string) (Settings, *CompatReport, error) {
+// convert loads the settings of env, with envoyproxy/ratelimit's variables
+// applied to the defaults, and returns what became of them.
+func convert(t *testing.T, env map[string]string) (settings.Settings, *compat.Report, error) {
 	t.Helper()
-	s := defaultSettings(t)
-	report, err := applyCompat(&s, lookupIn(env))
-	return s, report, err
+	s, err := settings.Load(lookupIn(env))
+	return s, s.Compat(), err
 }
 
-// ignored returns every variable the report says was ignored.
-func (r *CompatReport) ignoredNames() []string {
+// fields returns the fields of s that variables set, by name: all but what
+// became of envoyproxy/ratelimit's variables, which Compat returns.
+func fields(s settings.Settings) map[string]any {
+	v := reflect.ValueOf(s)
+	m := map[string]any{}
+	for i := range v.NumField() {
+		if f := v.Type().Field(i); f.IsExported() {
+			m[f.Name] = v.Field(i).Interface()
+		}
+	}
+	return m
+}
+
+// samplingRate returns the sampling rate that text sets.
+func samplingRate(t *testing.T, text string) settings.SamplingRate {
+	t.Helper()
+	var r settings.SamplingRate
+	require.NoError(t, r.UnmarshalText([]byte(text)))
+	return r
+}
+
+// ignoredNames returns every variable the report says was ignored.
+func ignoredNames(r *compat.Report) []string {
 	var names []string
 	for _, n := range r.Ignored {
 		names = append(names, n.Theirs...)
@@ -45,7 +76,7 @@ func (r *CompatReport) ignoredNames() []string {
 	return names
 }
 
-func (r *CompatReport) builtInNames() []string {
+func builtInNames(r *compat.Report) []string {
 	var names []string
 	for _, n := range r.BuiltIn {
 		names = append(names, n.Theirs...)
@@ -57,48 +88,51 @@ func TestCompatEnvNothingSetChangesNothing(t *testing.T) {
 	t.Parallel()
 	s, report, err := convert(t, nil)
 	require.NoError(t, err)
-	assert.Equal(t, defaultSettings(t), s)
-	assert.Equal(t, &CompatReport{}, report)
+	assert.Equal(t, fields(settings.Default()), fields(s))
+	assert.Equal(t, &compat.Report{}, report)
 }
 
 // TestCompatEnvVariables converts each of envoyproxy/ratelimit's variables.
 func TestCompatEnvVariables(t *testing.T) {
 	t.Parallel()
+	half := samplingRate(t, "0.5")
 	for _, c := range []struct {
 		name    string
 		env     map[string]string
-		want    func(*Settings)
+		want    func(*settings.Settings)
 		ignored []string
 		builtIn []string
 	}{
-		{name: "PORT alone", env: map[string]string{"PORT": "9000"}, want: func(s *Settings) { s.HTTPAddr = ":9000" }},
-		{name: "HOST alone takes port 8080", env: map[string]string{"HOST": "::"}, want: func(s *Settings) { s.HTTPAddr = "[::]:8080" }},
-		{name: "HOST and PORT", env: map[string]string{"HOST": "0.0.0.0", "PORT": "80"}, want: func(s *Settings) { s.HTTPAddr = "0.0.0.0:80" }},
-		{name: "GRPC_HOST alone takes port 8081", env: map[string]string{"GRPC_HOST": "::"}, want: func(s *Settings) { s.GRPCAddr = "[::]:8081" }},
-		{name: "GRPC_PORT", env: map[string]string{"GRPC_PORT": "9081"}, want: func(s *Settings) { s.GRPCAddr = ":9081" }},
-		{name: "DEBUG_PORT", env: map[string]string{"DEBUG_PORT": "6071"}, want: func(s *Settings) { s.DebugAddr = ":6071" }},
-		{name: "DEBUG_HOST alone takes port 6070", env: map[string]string{"DEBUG_HOST": "127.0.0.1"}, want: func(s *Settings) { s.DebugAddr = "127.0.0.1:6070" }},
+		{name: "PORT alone", env: map[string]string{"PORT": "9000"}, want: func(s *settings.Settings) { s.HTTPAddr = ":9000" }},
+		{name: "HOST alone takes port 8080", env: map[string]string{"HOST": "::"}, want: func(s *settings.Settings) { s.HTTPAddr = "[::]:8080" }},
+		{name: "HOST and PORT", env: map[string]string{"HOST": "0.0.0.0", "PORT": "80"}, want: func(s *settings.Settings) { s.HTTPAddr = "0.0.0.0:80" }},
+		{name: "GRPC_HOST alone takes port 8081", env: map[string]string{"GRPC_HOST": "::"}, want: func(s *settings.Settings) { s.GRPCAddr = "[::]:8081" }},
+		{name: "GRPC_PORT", env: map[string]string{"GRPC_PORT": "9081"}, want: func(s *settings.Settings) { s.GRPCAddr = ":9081" }},
+		{name: "DEBUG_PORT", env: map[string]string{"DEBUG_PORT": "6071"}, want: func(s *settings.Settings) { s.DebugAddr = ":6071" }},
+		{name: "DEBUG_HOST alone takes port 6070", env: map[string]string{"DEBUG_HOST": "127.0.0.1"}, want: func(s *settings.Settings) { s.DebugAddr = "127.0.0.1:6070" }},
 		{
 			name: "gRPC TLS",
 			env:  map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/certs/tls.crt", "GRPC_SERVER_TLS_KEY": "/certs/tls.key"},
-			want: func(s *Settings) { s.GRPCTlsCertFile, s.GRPCTlsKeyFile = "/certs/tls.crt", "/certs/tls.key" },
+			want: func(s *settings.Settings) { s.GRPCTlsCertFile, s.GRPCTlsKeyFile = "/certs/tls.crt", "/certs/tls.key" },
 		},
 		{
 			name: "gRPC mutual TLS",
 			env:  map[string]string{"GRPC_SERVER_USE_TLS": "1", "GRPC_SERVER_TLS_CERT": "c", "GRPC_SERVER_TLS_KEY": "k", "GRPC_CLIENT_TLS_CACERT": "ca"},
-			want: func(s *Settings) { s.GRPCTlsCertFile, s.GRPCTlsKeyFile, s.GRPCTlsClientCaFile = "c", "k", "ca" },
+			want: func(s *settings.Settings) {
+				s.GRPCTlsCertFile, s.GRPCTlsKeyFile, s.GRPCTlsClientCaFile = "c", "k", "ca"
+			},
 		},
 		{
 			name: "gRPC mutual TLS with a client name",
 			env:  map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "c", "GRPC_SERVER_TLS_KEY": "k", "GRPC_CLIENT_TLS_CACERT": "ca", "GRPC_CLIENT_TLS_SAN": "envoy"},
-			want: func(s *Settings) {
+			want: func(s *settings.Settings) {
 				s.GRPCTlsCertFile, s.GRPCTlsKeyFile, s.GRPCTlsClientCaFile, s.GRPCTlsClientSan = "c", "k", "ca", "envoy"
 			},
 		},
 		{
 			name:    "a client name without a client CA",
 			env:     map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "c", "GRPC_SERVER_TLS_KEY": "k", "GRPC_CLIENT_TLS_SAN": "envoy"},
-			want:    func(s *Settings) { s.GRPCTlsCertFile, s.GRPCTlsKeyFile = "c", "k" },
+			want:    func(s *settings.Settings) { s.GRPCTlsCertFile, s.GRPCTlsKeyFile = "c", "k" },
 			ignored: []string{"GRPC_CLIENT_TLS_SAN"},
 		},
 		{
@@ -112,32 +146,32 @@ func TestCompatEnvVariables(t *testing.T) {
 			ignored: []string{"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY"},
 		},
 		{name: "GRPC_MAX_CONNECTION_AGE", env: map[string]string{"GRPC_MAX_CONNECTION_AGE": "1h"}, ignored: []string{"GRPC_MAX_CONNECTION_AGE"}},
-		{name: "LOG_LEVEL WARN", env: map[string]string{"LOG_LEVEL": "WARN"}, want: func(s *Settings) { s.LogLevel = LogLevel(slog.LevelWarn) }},
-		{name: "LOG_LEVEL warning", env: map[string]string{"LOG_LEVEL": "warning"}, want: func(s *Settings) { s.LogLevel = LogLevel(slog.LevelWarn) }},
-		{name: "LOG_LEVEL trace", env: map[string]string{"LOG_LEVEL": "trace"}, want: func(s *Settings) { s.LogLevel = LogLevel(slog.LevelDebug) }},
-		{name: "LOG_LEVEL Fatal", env: map[string]string{"LOG_LEVEL": "Fatal"}, want: func(s *Settings) { s.LogLevel = LogLevel(slog.LevelError) }},
-		{name: "LOG_LEVEL info", env: map[string]string{"LOG_LEVEL": "info"}, want: func(s *Settings) { s.LogLevel = LogLevel(slog.LevelInfo) }},
-		{name: "LOG_FORMAT json", env: map[string]string{"LOG_FORMAT": "JSON"}, want: func(s *Settings) { s.LogFormat = LogJSON }},
-		{name: "LOG_FORMAT other", env: map[string]string{"LOG_FORMAT": "logfmt"}, want: func(s *Settings) { s.LogFormat = LogText }},
+		{name: "LOG_LEVEL WARN", env: map[string]string{"LOG_LEVEL": "WARN"}, want: func(s *settings.Settings) { s.LogLevel = settings.LogLevel(slog.LevelWarn) }},
+		{name: "LOG_LEVEL warning", env: map[string]string{"LOG_LEVEL": "warning"}, want: func(s *settings.Settings) { s.LogLevel = settings.LogLevel(slog.LevelWarn) }},
+		{name: "LOG_LEVEL trace", env: map[string]string{"LOG_LEVEL": "trace"}, want: func(s *settings.Settings) { s.LogLevel = settings.LogLevel(slog.LevelDebug) }},
+		{name: "LOG_LEVEL Fatal", env: map[string]string{"LOG_LEVEL": "Fatal"}, want: func(s *settings.Settings) { s.LogLevel = settings.LogLevel(slog.LevelError) }},
+		{name: "LOG_LEVEL info", env: map[string]string{"LOG_LEVEL": "info"}, want: func(s *settings.Settings) { s.LogLevel = settings.LogLevel(slog.LevelInfo) }},
+		{name: "LOG_FORMAT json", env: map[string]string{"LOG_FORMAT": "JSON"}, want: func(s *settings.Settings) { s.LogFormat = settings.LogJSON }},
+		{name: "LOG_FORMAT other", env: map[string]string{"LOG_FORMAT": "logfmt"}, want: func(s *settings.Settings) { s.LogFormat = settings.LogText }},
 		{
 			name: "Istio's runtime directories",
 			env:  map[string]string{"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_WATCH_ROOT": "false", "RUNTIME_IGNOREDOTFILES": "true"},
-			want: func(s *Settings) { s.ConfigPath, s.ConfigDotFiles = "/data/ratelimit/config", false }, builtIn: []string{"RUNTIME_WATCH_ROOT"},
+			want: func(s *settings.Settings) { s.ConfigPath, s.ConfigDotFiles = "/data/ratelimit/config", false }, builtIn: []string{"RUNTIME_WATCH_ROOT"},
 		},
 		{
 			name: "RUNTIME_SUBDIRECTORY under the default root",
 			env:  map[string]string{"RUNTIME_SUBDIRECTORY": "rl"},
-			want: func(s *Settings) { s.ConfigPath = "/srv/runtime_data/current/rl/config" },
+			want: func(s *settings.Settings) { s.ConfigPath = "/srv/runtime_data/current/rl/config" },
 		},
 		{
 			name: "RUNTIME_APPDIRECTORY",
 			env:  map[string]string{"RUNTIME_ROOT": "/etc/rl", "RUNTIME_APPDIRECTORY": "limits"},
-			want: func(s *Settings) { s.ConfigPath = "/etc/rl/limits" },
+			want: func(s *settings.Settings) { s.ConfigPath = "/etc/rl/limits" },
 		},
-		{name: "dot files skipped", env: map[string]string{"RUNTIME_IGNOREDOTFILES": "true"}, want: func(s *Settings) { s.ConfigDotFiles = false }},
+		{name: "dot files skipped", env: map[string]string{"RUNTIME_IGNOREDOTFILES": "true"}, want: func(s *settings.Settings) { s.ConfigDotFiles = false }},
 		{name: "dot files asked for stay skipped", env: map[string]string{"RUNTIME_IGNOREDOTFILES": "false"}, ignored: []string{"RUNTIME_IGNOREDOTFILES"}},
-		{name: "CONFIG_TYPE FILE", env: map[string]string{"CONFIG_TYPE": "FILE"}, want: func(s *Settings) { s.ConfigSource = ConfigFromFiles }},
-		{name: "CONFIG_TYPE GRPC_XDS_SOTW", env: map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, want: func(s *Settings) { s.ConfigSource = ConfigFromXDS }},
+		{name: "CONFIG_TYPE FILE", env: map[string]string{"CONFIG_TYPE": "FILE"}, want: func(s *settings.Settings) { s.ConfigSource = settings.ConfigFromFiles }},
+		{name: "CONFIG_TYPE GRPC_XDS_SOTW", env: map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, want: func(s *settings.Settings) { s.ConfigSource = settings.ConfigFromXDS }},
 		{
 			name: "xDS as Envoy Gateway sets it",
 			env: map[string]string{
@@ -145,37 +179,37 @@ func TestCompatEnvVariables(t *testing.T) {
 				"CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/certs/tls.crt",
 				"CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/certs/tls.key", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "/certs/ca.crt",
 			},
-			want: func(s *Settings) {
-				s.ConfigSource, s.XDSServerURL, s.XDSNodeID = ConfigFromXDS, "envoy-gateway:18001", "envoy-ratelimit"
+			want: func(s *settings.Settings) {
+				s.ConfigSource, s.XDSServerURL, s.XDSNodeID = settings.ConfigFromXDS, "envoy-gateway:18001", "envoy-ratelimit"
 				s.XDSTls, s.XDSTlsCertFile, s.XDSTlsKeyFile, s.XDSTlsCaFile = true, "/certs/tls.crt", "/certs/tls.key", "/certs/ca.crt"
 			},
 		},
 		{
 			name: "xDS server name",
 			env:  map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "1", "CONFIG_GRPC_XDS_SERVER_TLS_SAN": "envoy-gateway.envoy-gateway-system"},
-			want: func(s *Settings) {
-				s.ConfigSource, s.XDSTls, s.XDSTlsServerName = ConfigFromXDS, true, "envoy-gateway.envoy-gateway-system"
+			want: func(s *settings.Settings) {
+				s.ConfigSource, s.XDSTls, s.XDSTlsServerName = settings.ConfigFromXDS, true, "envoy-gateway.envoy-gateway-system"
 			},
 		},
 		{
 			name:    "xDS TLS files without CONFIG_GRPC_XDS_SERVER_USE_TLS",
 			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "c", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "ca"},
-			want:    func(s *Settings) { s.ConfigSource = ConfigFromXDS },
+			want:    func(s *settings.Settings) { s.ConfigSource = settings.ConfigFromXDS },
 			ignored: []string{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT"},
 		},
 		{
 			name: "xDS node metadata, parsed as envoyproxy/ratelimit parses it",
 			env:  map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_NODE_METADATA": "cluster=eg,zone:us-east,,=x,role=rate=limit"},
-			want: func(s *Settings) {
-				s.ConfigSource, s.XDSNodeMetadata = ConfigFromXDS, NodeMetadata{"cluster": "eg", "role": "rate=limit"}
+			want: func(s *settings.Settings) {
+				s.ConfigSource, s.XDSNodeMetadata = settings.ConfigFromXDS, settings.NodeMetadata{"cluster": "eg", "role": "rate=limit"}
 			},
 			ignored: []string{"CONFIG_GRPC_XDS_NODE_METADATA"},
 		},
 		{
 			name: "xDS headers",
 			env:  map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "authorization:Bearer t0k3n,x-team:edge"},
-			want: func(s *Settings) {
-				s.ConfigSource, s.XDSHeaders = ConfigFromXDS, map[string]string{"authorization": "Bearer t0k3n", "x-team": "edge"}
+			want: func(s *settings.Settings) {
+				s.ConfigSource, s.XDSHeaders = settings.ConfigFromXDS, map[string]string{"authorization": "Bearer t0k3n", "x-team": "edge"}
 			},
 		},
 		{
@@ -184,32 +218,32 @@ func TestCompatEnvVariables(t *testing.T) {
 				"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "10s", "XDS_CLIENT_BACKOFF_MAX_INTERVAL": "1m",
 				"XDS_CLIENT_BACKOFF_RANDOM_FACTOR": "0.2", "XDS_CLIENT_BACKOFF_JITTER": "false",
 			},
-			want: func(s *Settings) {
-				s.ConfigSource, s.XDSBackoffInitialInterval, s.XDSBackoffMaxInterval = ConfigFromXDS, 10*time.Second, time.Minute
+			want: func(s *settings.Settings) {
+				s.ConfigSource, s.XDSBackoffInitialInterval, s.XDSBackoffMaxInterval = settings.ConfigFromXDS, 10*time.Second, time.Minute
 				s.XDSBackoffRandomFactor, s.XDSBackoffJitter = 0.2, false
 			},
 		},
 		{
 			name:    "xDS backoff factor that multiplies",
 			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR": "2"},
-			want:    func(s *Settings) { s.ConfigSource = ConfigFromXDS },
+			want:    func(s *settings.Settings) { s.ConfigSource = settings.ConfigFromXDS },
 			ignored: []string{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR"},
 		},
 		{
 			name: "xDS largest message",
 			env:  map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "16777216"},
-			want: func(s *Settings) { s.ConfigSource, s.XDSMaxMessageBytes = ConfigFromXDS, 16<<20 },
+			want: func(s *settings.Settings) { s.ConfigSource, s.XDSMaxMessageBytes = settings.ConfigFromXDS, 16<<20 },
 		},
 		{
 			name:    "xDS largest message 0 is gRPC's default",
 			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "0"},
-			want:    func(s *Settings) { s.ConfigSource = ConfigFromXDS },
+			want:    func(s *settings.Settings) { s.ConfigSource = settings.ConfigFromXDS },
 			builtIn: []string{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"},
 		},
 		{
 			name:    "xDS connect retry interval",
 			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "3s"},
-			want:    func(s *Settings) { s.ConfigSource = ConfigFromXDS },
+			want:    func(s *settings.Settings) { s.ConfigSource = settings.ConfigFromXDS },
 			ignored: []string{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL"},
 		},
 		{
@@ -220,21 +254,21 @@ func TestCompatEnvVariables(t *testing.T) {
 		{
 			name:    "FORCE_START_WITHOUT_INITIAL_CONFIG with xDS",
 			env:     map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "FORCE_START_WITHOUT_INITIAL_CONFIG": "true"},
-			want:    func(s *Settings) { s.ConfigSource = ConfigFromXDS },
+			want:    func(s *settings.Settings) { s.ConfigSource = settings.ConfigFromXDS },
 			builtIn: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"},
 		},
 		{name: "FORCE_START_WITHOUT_INITIAL_CONFIG with files", env: map[string]string{"FORCE_START_WITHOUT_INITIAL_CONFIG": "true"}, builtIn: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}},
 		{name: "FORCE_START_WITHOUT_INITIAL_CONFIG false", env: map[string]string{"FORCE_START_WITHOUT_INITIAL_CONFIG": "false"}, builtIn: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}},
 		{name: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", env: map[string]string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "true"}, builtIn: []string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"}},
-		{name: "MERGE_DOMAIN_CONFIG", env: map[string]string{"MERGE_DOMAIN_CONFIG": "true"}, want: func(s *Settings) { s.ConfigMergeDomains = true }},
-		{name: "QUOTA_MODE", env: map[string]string{"QUOTA_MODE": "true"}, want: func(s *Settings) { s.QuotaMode = true }},
-		{name: "QUOTA_MODE false", env: map[string]string{"QUOTA_MODE": "false"}, want: func(s *Settings) { s.QuotaMode = false }},
-		{name: "RESPONSE_DYNAMIC_METADATA", env: map[string]string{"RESPONSE_DYNAMIC_METADATA": "true"}, want: func(s *Settings) { s.ResponseDynamicMetadata = true }},
+		{name: "MERGE_DOMAIN_CONFIG", env: map[string]string{"MERGE_DOMAIN_CONFIG": "true"}, want: func(s *settings.Settings) { s.ConfigMergeDomains = true }},
+		{name: "QUOTA_MODE", env: map[string]string{"QUOTA_MODE": "true"}, want: func(s *settings.Settings) { s.QuotaMode = true }},
+		{name: "QUOTA_MODE false", env: map[string]string{"QUOTA_MODE": "false"}, want: func(s *settings.Settings) { s.QuotaMode = false }},
+		{name: "RESPONSE_DYNAMIC_METADATA", env: map[string]string{"RESPONSE_DYNAMIC_METADATA": "true"}, want: func(s *settings.Settings) { s.ResponseDynamicMetadata = true }},
 		{name: "GRPC_SERVER_TLS_CA_CERT", env: map[string]string{"GRPC_SERVER_TLS_CA_CERT": "/certs/ca.crt"}, ignored: []string{"GRPC_SERVER_TLS_CA_CERT"}},
 		{
 			name: "Prometheus as Envoy Gateway sets it",
 			env:  map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": ":19001", "PROMETHEUS_MAPPER_YAML": "/etc/statsd-exporter/conf.yaml"},
-			want: func(s *Settings) {
+			want: func(s *settings.Settings) {
 				s.MetricsNames, s.MetricsAddr, s.MetricsPath = metrics.NamesBoth, ":19001", "/metrics"
 			},
 			ignored: []string{"PROMETHEUS_MAPPER_YAML"},
@@ -242,25 +276,27 @@ func TestCompatEnvVariables(t *testing.T) {
 		{
 			name: "Prometheus with its defaults",
 			env:  map[string]string{"USE_PROMETHEUS": "true"},
-			want: func(s *Settings) {
+			want: func(s *settings.Settings) {
 				s.MetricsNames, s.MetricsAddr, s.MetricsPath = metrics.NamesBoth, ":9090", "/metrics"
 			},
 		},
 		{
 			name: "Prometheus path", env: map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_PATH": "/prom"},
-			want: func(s *Settings) { s.MetricsNames, s.MetricsAddr, s.MetricsPath = metrics.NamesBoth, ":9090", "/prom" },
+			want: func(s *settings.Settings) {
+				s.MetricsNames, s.MetricsAddr, s.MetricsPath = metrics.NamesBoth, ":9090", "/prom"
+			},
 		},
 		{name: "PROMETHEUS_ADDR without USE_PROMETHEUS", env: map[string]string{"PROMETHEUS_ADDR": ":9"}, ignored: []string{"PROMETHEUS_ADDR"}},
 		{name: "USE_STATSD false", env: map[string]string{"USE_STATSD": "false"}, builtIn: []string{"USE_STATSD"}},
 		{name: "USE_STATSD true", env: map[string]string{"USE_STATSD": "true", "STATSD_HOST": "statsd"}, ignored: []string{"USE_STATSD", "STATSD_HOST"}},
 		{name: "DISABLE_STATS", env: map[string]string{"DISABLE_STATS": "true"}, ignored: []string{"DISABLE_STATS"}},
-		{name: "BACKEND_TYPE redis", env: map[string]string{"BACKEND_TYPE": "redis"}, want: func(s *Settings) { s.Backend = "redis" }},
+		{name: "BACKEND_TYPE redis", env: map[string]string{"BACKEND_TYPE": "redis"}, want: func(s *settings.Settings) { s.Backend = "redis" }},
 		{name: "REDIS_SOCKET_TYPE tcp", env: map[string]string{"REDIS_SOCKET_TYPE": "tcp"}, builtIn: []string{"REDIS_SOCKET_TYPE"}},
 		{name: "REDIS_SOCKET_TYPE unix without a URL", env: map[string]string{"REDIS_SOCKET_TYPE": "unix"}, ignored: []string{"REDIS_SOCKET_TYPE"}},
 		{
 			name: "REDIS_URL makes the backend redis",
 			env:  map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis:6379"},
-			want: func(s *Settings) {
+			want: func(s *settings.Settings) {
 				s.Backend, s.Redis.Mode, s.Redis.Addrs = "redis", redisx.ModeStandalone, []string{"redis:6379"}
 			},
 			builtIn: []string{"REDIS_SOCKET_TYPE"},
@@ -268,14 +304,14 @@ func TestCompatEnvVariables(t *testing.T) {
 		{
 			name: "cluster",
 			env:  map[string]string{"REDIS_TYPE": "CLUSTER", "REDIS_URL": "n1:7000, n2:7000,n3:7000"},
-			want: func(s *Settings) {
+			want: func(s *settings.Settings) {
 				s.Backend, s.Redis.Mode, s.Redis.Addrs = "redis", redisx.ModeCluster, []string{"n1:7000", "n2:7000", "n3:7000"}
 			},
 		},
 		{
 			name: "sentinel",
 			env:  map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": "mymaster,s1:26379,s2:26379", "REDIS_SENTINEL_AUTH": "sentinel-pw"},
-			want: func(s *Settings) {
+			want: func(s *settings.Settings) {
 				s.Backend, s.Redis.Mode, s.Redis.Addrs = "redis", redisx.ModeSentinel, []string{"s1:26379", "s2:26379"}
 				s.Redis.SentinelMaster, s.Redis.SentinelPassword = "mymaster", "sentinel-pw"
 			},
@@ -283,7 +319,7 @@ func TestCompatEnvVariables(t *testing.T) {
 		{
 			name: "a redis:// URL with user, password and database",
 			env:  map[string]string{"REDIS_URL": "redis://app:s3cret@redis.example:6380/2"},
-			want: func(s *Settings) {
+			want: func(s *settings.Settings) {
 				s.Backend, s.Redis.Mode, s.Redis.Addrs = "redis", redisx.ModeStandalone, []string{"redis.example:6380"}
 				s.Redis.Username, s.Redis.Password, s.Redis.DB = "app", "s3cret", 2
 			},
@@ -291,7 +327,7 @@ func TestCompatEnvVariables(t *testing.T) {
 		{
 			name: "a rediss:// URL with a password alone",
 			env:  map[string]string{"REDIS_URL": "rediss://:s3cret@redis.example:6380"},
-			want: func(s *Settings) {
+			want: func(s *settings.Settings) {
 				s.Backend, s.Redis.Mode, s.Redis.Addrs = "redis", redisx.ModeStandalone, []string{"redis.example:6380"}
 				s.Redis.Password, s.Redis.TLS = "s3cret", true
 			},
@@ -299,50 +335,50 @@ func TestCompatEnvVariables(t *testing.T) {
 		{
 			name: "REDIS_AUTH wins over the URL's password",
 			env:  map[string]string{"REDIS_URL": "redis://:old@r:6379", "REDIS_AUTH": "user:new"},
-			want: func(s *Settings) {
+			want: func(s *settings.Settings) {
 				s.Backend, s.Redis.Mode, s.Redis.Addrs = "redis", redisx.ModeStandalone, []string{"r:6379"}
 				s.Redis.Username, s.Redis.Password = "user", "new"
 			},
 		},
-		{name: "REDIS_AUTH password", env: map[string]string{"REDIS_AUTH": "pw"}, want: func(s *Settings) { s.Redis.Password = "pw" }},
-		{name: "REDIS_AUTH user:password", env: map[string]string{"REDIS_AUTH": "u:p:w"}, want: func(s *Settings) { s.Redis.Username, s.Redis.Password = "u", "p:w" }},
+		{name: "REDIS_AUTH password", env: map[string]string{"REDIS_AUTH": "pw"}, want: func(s *settings.Settings) { s.Redis.Password = "pw" }},
+		{name: "REDIS_AUTH user:password", env: map[string]string{"REDIS_AUTH": "u:p:w"}, want: func(s *settings.Settings) { s.Redis.Username, s.Redis.Password = "u", "p:w" }},
 		{
 			name: "REDIS_TLS with files",
 			env:  map[string]string{"REDIS_TLS": "true", "REDIS_TLS_CACERT": "ca.pem", "REDIS_TLS_CLIENT_CERT": "c.pem", "REDIS_TLS_CLIENT_KEY": "k.pem"},
-			want: func(s *Settings) {
+			want: func(s *settings.Settings) {
 				s.Redis.TLS, s.Redis.TLSCaFile, s.Redis.TLSCertFile, s.Redis.TLSKeyFile = true, "ca.pem", "c.pem", "k.pem"
 			},
 		},
 		{name: "REDIS_TLS files without REDIS_TLS", env: map[string]string{"REDIS_TLS_CACERT": "ca.pem"}, ignored: []string{"REDIS_TLS_CACERT"}},
 		{
 			name: "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", env: map[string]string{"REDIS_TLS": "true", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true"},
-			want: func(s *Settings) { s.Redis.TLS, s.Redis.TLSSkipHostnameVerify = true, true },
+			want: func(s *settings.Settings) { s.Redis.TLS, s.Redis.TLSSkipHostnameVerify = true, true },
 		},
 		{
 			name: "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION without REDIS_TLS", env: map[string]string{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true"},
 			ignored: []string{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"},
 		},
-		{name: "REDIS_POOL_SIZE", env: map[string]string{"REDIS_POOL_SIZE": "20"}, want: func(s *Settings) { s.Redis.PoolSize = 20 }},
+		{name: "REDIS_POOL_SIZE", env: map[string]string{"REDIS_POOL_SIZE": "20"}, want: func(s *settings.Settings) { s.Redis.PoolSize = 20 }},
 		{name: "pipelining", env: map[string]string{"REDIS_PIPELINE_WINDOW": "150us", "REDIS_PIPELINE_LIMIT": "8"}, builtIn: []string{"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT"}},
 		{name: "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", env: map[string]string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true"}, builtIn: []string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"}},
-		{name: "REDIS_TIMEOUT", env: map[string]string{"REDIS_TIMEOUT": "1s"}, want: func(s *Settings) { s.BackendTimeoutMax = time.Second }},
+		{name: "REDIS_TIMEOUT", env: map[string]string{"REDIS_TIMEOUT": "1s"}, want: func(s *settings.Settings) { s.BackendTimeoutMax = time.Second }},
 		{name: "REDIS_POOL_ON_EMPTY_BEHAVIOR", env: map[string]string{"REDIS_POOL_ON_EMPTY_BEHAVIOR": "WAIT"}, ignored: []string{"REDIS_POOL_ON_EMPTY_BEHAVIOR"}},
 		{name: "REDIS_PERSECOND", env: map[string]string{"REDIS_PERSECOND": "true", "REDIS_PERSECOND_URL": "r2:6379"}, ignored: []string{"REDIS_PERSECOND", "REDIS_PERSECOND_URL"}},
-		{name: "CACHE_KEY_PREFIX", env: map[string]string{"CACHE_KEY_PREFIX": "rl_"}, want: func(s *Settings) { s.KeyPrefix = "rl_" }},
+		{name: "CACHE_KEY_PREFIX", env: map[string]string{"CACHE_KEY_PREFIX": "rl_"}, want: func(s *settings.Settings) { s.KeyPrefix = "rl_" }},
 		{name: "EXPIRATION_JITTER_MAX_SECONDS", env: map[string]string{"EXPIRATION_JITTER_MAX_SECONDS": "300"}, ignored: []string{"EXPIRATION_JITTER_MAX_SECONDS"}},
-		{name: "no local cache", env: map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "0"}, want: func(s *Settings) { s.DenyCache = false }},
+		{name: "no local cache", env: map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "0"}, want: func(s *settings.Settings) { s.DenyCache = false }},
 		{
 			name: "a local cache of 1 MiB", env: map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "1048576"},
-			want: func(s *Settings) { s.DenyCache, s.DenyCacheSize = true, 4096 },
+			want: func(s *settings.Settings) { s.DenyCache, s.DenyCacheSize = true, 4096 },
 		},
-		{name: "a tiny local cache", env: map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "10"}, want: func(s *Settings) { s.DenyCache, s.DenyCacheSize = true, 1 }},
-		{name: "NEAR_LIMIT_RATIO", env: map[string]string{"NEAR_LIMIT_RATIO": "0.9"}, want: func(s *Settings) { s.NearLimitRatio = 0.9 }},
+		{name: "a tiny local cache", env: map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "10"}, want: func(s *settings.Settings) { s.DenyCache, s.DenyCacheSize = true, 1 }},
+		{name: "NEAR_LIMIT_RATIO", env: map[string]string{"NEAR_LIMIT_RATIO": "0.9"}, want: func(s *settings.Settings) { s.NearLimitRatio = 0.9 }},
 		{name: "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", env: map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"}, builtIn: []string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"}},
-		{name: "SHADOW_MODE", env: map[string]string{"SHADOW_MODE": "true"}, want: func(s *Settings) { s.ShadowMode = true }},
+		{name: "SHADOW_MODE", env: map[string]string{"SHADOW_MODE": "true"}, want: func(s *settings.Settings) { s.ShadowMode = true }},
 		{
 			name: "limit headers",
 			env:  map[string]string{"LIMIT_RESPONSE_HEADERS_ENABLED": "true", "LIMIT_REMAINING_HEADER": "X-Left"},
-			want: func(s *Settings) { s.LimitHeaders, s.LimitHeaderRemaining = true, "X-Left" },
+			want: func(s *settings.Settings) { s.LimitHeaders, s.LimitHeaderRemaining = true, "X-Left" },
 		},
 		{
 			name: "tracing as Envoy Gateway sets it",
@@ -350,13 +386,13 @@ func TestCompatEnvVariables(t *testing.T) {
 				"TRACING_ENABLED": "true", "TRACING_SERVICE_NAME": "envoy-ratelimit", "TRACING_SERVICE_NAMESPACE": "envoy-gateway-system",
 				"TRACING_SERVICE_INSTANCE_ID": "envoy-ratelimit-5d9c7b-x2x4q", "TRACING_SAMPLING_RATE": "0.5", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4318",
 			},
-			want: func(s *Settings) {
+			want: func(s *settings.Settings) {
 				s.Tracing, s.TracingServiceName, s.TracingServiceNamespace = true, "envoy-ratelimit", "envoy-gateway-system"
-				s.TracingServiceInstanceID, s.TracingSamplingRate = "envoy-ratelimit-5d9c7b-x2x4q", SamplingRate{share: 0.5, set: true}
+				s.TracingServiceInstanceID, s.TracingSamplingRate = "envoy-ratelimit-5d9c7b-x2x4q", half
 			},
 		},
-		{name: "tracing over gRPC", env: map[string]string{"TRACING_EXPORTER_PROTOCOL": "grpc"}, want: func(s *Settings) { s.TracingProtocol = "grpc" }},
-		{name: "tracing over HTTP", env: map[string]string{"TRACING_EXPORTER_PROTOCOL": "http"}, want: func(s *Settings) { s.TracingProtocol = "http/protobuf" }},
+		{name: "tracing over gRPC", env: map[string]string{"TRACING_EXPORTER_PROTOCOL": "grpc"}, want: func(s *settings.Settings) { s.TracingProtocol = "grpc" }},
+		{name: "tracing over HTTP", env: map[string]string{"TRACING_EXPORTER_PROTOCOL": "http"}, want: func(s *settings.Settings) { s.TracingProtocol = "http/protobuf" }},
 		{name: "memcache settings", env: map[string]string{"MEMCACHE_HOST_PORT": "m:11211"}, ignored: []string{"MEMCACHE_HOST_PORT"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -367,9 +403,9 @@ func TestCompatEnvVariables(t *testing.T) {
 			if c.want != nil {
 				c.want(&want)
 			}
-			assert.Equal(t, want, got)
-			assert.ElementsMatch(t, c.ignored, report.ignoredNames(), "ignored")
-			assert.ElementsMatch(t, c.builtIn, report.builtInNames(), "built in")
+			assert.Equal(t, fields(want), fields(got))
+			assert.ElementsMatch(t, c.ignored, ignoredNames(report), "ignored")
+			assert.ElementsMatch(t, c.builtIn, builtInNames(report), "built in")
 			for _, n := range report.Applied {
 				for _, theirs := range n.Theirs {
 					assert.Contains(t, c.env, theirs)
@@ -422,20 +458,20 @@ func TestCompatEnvRefusesWhatItCannotHonour(t *testing.T) {
 
 func TestCompatEnvExplicitRLSWins(t *testing.T) {
 	t.Parallel()
-	s, err := Load(lookupIn(map[string]string{
+	s, err := settings.Load(lookupIn(map[string]string{
 		"RLS_HTTP_ADDR":      "127.0.0.1:7000",
 		"RLS_REDIS_PASSWORD": "mine",
 		"PORT":               "9000",
 		"REDIS_URL":          "redis://:theirs@r:6379",
-		"RLS_CONFIG_PATH":    "../../config",
+		"RLS_CONFIG_PATH":    "../../../config",
 	}))
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1:7000", s.HTTPAddr)
 	assert.Equal(t, "mine", s.Redis.Password)
 	assert.Equal(t, []string{"r:6379"}, s.Redis.Addrs, "what RLS_ does not set still comes from theirs")
-	assert.Equal(t, BackendRedis, s.Backend)
+	assert.Equal(t, settings.BackendRedis, s.Backend)
 	var overridden []string
-	for _, n := range s.compat.Overridden {
+	for _, n := range s.Compat().Overridden {
 		overridden = append(overridden, n.Ours)
 	}
 	assert.ElementsMatch(t, []string{"RLS_HTTP_ADDR", "RLS_REDIS_PASSWORD"}, overridden)
@@ -443,42 +479,42 @@ func TestCompatEnvExplicitRLSWins(t *testing.T) {
 
 func TestCompatEnvErrorsNameTheirVariables(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"RLS_CONFIG_PATH": "../../config", "REDIS_URL": "redis:http"}
-	_, err := Load(lookupIn(env))
+	env := map[string]string{"RLS_CONFIG_PATH": "../../../config", "REDIS_URL": "redis:http"}
+	_, err := settings.Load(lookupIn(env))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "RLS_REDIS_*")
 	assert.Contains(t, err.Error(), "RLS_REDIS_ADDRS from REDIS_URL")
 
 	env["REDIS_URL"] = "redis:6379"
 	env["CACHE_KEY_PREFIX"] = "{rl}"
-	_, err = Load(lookupIn(env))
+	_, err = settings.Load(lookupIn(env))
 	assert.ErrorContains(t, err, "RLS_KEY_PREFIX from CACHE_KEY_PREFIX")
 
 	env["CACHE_KEY_PREFIX"] = "rl_"
 	env["CONFIG_TYPE"] = "GRPC_XDS_SOTW"
 	env["CONFIG_GRPC_XDS_SERVER_USE_TLS"] = "true"
 	env["CONFIG_GRPC_XDS_CLIENT_TLS_CERT"] = "/certs/tls.crt"
-	_, err = Load(lookupIn(env))
+	_, err = settings.Load(lookupIn(env))
 	assert.ErrorContains(t, err, "RLS_XDS_TLS_CERT_FILE and RLS_XDS_TLS_KEY_FILE go together")
 	assert.ErrorContains(t, err, "RLS_XDS_TLS_CERT_FILE from CONFIG_GRPC_XDS_CLIENT_TLS_CERT")
 
 	env["CONFIG_GRPC_XDS_CLIENT_TLS_KEY"] = "/certs/tls.key"
 	env["CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"] = "Grpc-Timeout:1s"
-	_, err = Load(lookupIn(env))
+	_, err = settings.Load(lookupIn(env))
 	assert.ErrorContains(t, err, "RLS_XDS_HEADERS from CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS")
 
 	env["CONFIG_TYPE"] = "FILE"
 	env["REDIS_TIMEOUT"] = "soon"
-	_, err = Load(lookupIn(env))
+	_, err = settings.Load(lookupIn(env))
 	assert.ErrorContains(t, err, `REDIS_TIMEOUT "soon" is not a duration`)
 }
 
 func TestCompatEnvCanBeTurnedOff(t *testing.T) {
 	t.Parallel()
-	s, err := Load(lookupIn(map[string]string{"RLS_COMPAT_ENV": "false", "PORT": "9000", "GRPC_UDS": "/tmp/refused.sock"}))
+	s, err := settings.Load(lookupIn(map[string]string{"RLS_COMPAT_ENV": "false", "PORT": "9000", "GRPC_UDS": "/tmp/refused.sock"}))
 	require.NoError(t, err)
 	assert.Equal(t, ":8080", s.HTTPAddr)
-	assert.Nil(t, s.compat)
+	assert.Nil(t, s.Compat())
 }
 
 // TestCompatEnvIstioSample converts the environment of Istio's sample
@@ -492,14 +528,13 @@ func TestCompatEnvIstioSample(t *testing.T) {
 		"RUNTIME_IGNOREDOTFILES": "true", "HOST": "::", "GRPC_HOST": "::",
 	}
 	s, report, err := convert(t, env)
-	require.NoError(t, err)
-	require.NoError(t, s.Validate())
-	assert.Equal(t, BackendRedis, s.Backend)
+	require.NoError(t, err, "Load validates what it converted")
+	assert.Equal(t, settings.BackendRedis, s.Backend)
 	assert.Equal(t, []string{"redis:6379"}, s.Redis.Addrs)
 	assert.Equal(t, "/data/ratelimit/config", s.ConfigPath)
 	assert.Equal(t, "[::]:8080", s.HTTPAddr)
 	assert.Equal(t, "[::]:8081", s.GRPCAddr)
-	assert.Equal(t, LogLevel(slog.LevelDebug), s.LogLevel)
+	assert.Equal(t, settings.LogLevel(slog.LevelDebug), s.LogLevel)
 	assert.Empty(t, report.Ignored)
 
 	var buf bytes.Buffer
@@ -511,10 +546,13 @@ func TestCompatEnvIstioSample(t *testing.T) {
 	assert.NotContains(t, out, "level=WARN")
 }
 
+// TestCompatEnvKeepsPasswordsOutOfTheLog: no password of theirs, in a
+// REDIS_URL, REDIS_SENTINEL_AUTH or an xDS header, reaches the log. With
+// REDIS_SENTINEL_AUTH, Redis is a Sentinel's, as Load accepts only then.
 func TestCompatEnvKeepsPasswordsOutOfTheLog(t *testing.T) {
 	t.Parallel()
 	_, report, err := convert(t, map[string]string{
-		"REDIS_URL": "redis://app:url-secret@r:6379", "REDIS_SENTINEL_AUTH": "sentinel-secret", "REDIS_TYPE": "single",
+		"REDIS_URL": "mymaster,redis://app:url-secret@r:6379", "REDIS_SENTINEL_AUTH": "sentinel-secret", "REDIS_TYPE": "sentinel",
 		"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "authorization:Bearer secret-token",
 	})
 	require.NoError(t, err)
@@ -548,9 +586,8 @@ func TestCompatEnvEnvoyGateway(t *testing.T) {
 		"USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": ":19001", "PROMETHEUS_MAPPER_YAML": "/etc/statsd-exporter/conf.yaml",
 	}
 	s, report, err := convert(t, env)
-	require.NoError(t, err)
-	require.NoError(t, s.Validate())
-	assert.Equal(t, ConfigFromXDS, s.ConfigSource)
+	require.NoError(t, err, "Load validates what it converted")
+	assert.Equal(t, settings.ConfigFromXDS, s.ConfigSource)
 	assert.Equal(t, "envoy-gateway:18001", s.XDSServerURL)
 	assert.Equal(t, "envoy-ratelimit", s.XDSNodeID)
 	assert.True(t, s.XDSTls)
@@ -562,8 +599,8 @@ func TestCompatEnvEnvoyGateway(t *testing.T) {
 	assert.Equal(t, []string{"redis.redis.svc:6379"}, s.Redis.Addrs)
 	assert.Equal(t, ":19001", s.MetricsAddr)
 	assert.Equal(t, metrics.NamesBoth, s.MetricsNames)
-	assert.ElementsMatch(t, []string{"PROMETHEUS_MAPPER_YAML", "GRPC_SERVER_TLS_CA_CERT"}, report.ignoredNames())
-	assert.Subset(t, report.builtInNames(), []string{"FORCE_START_WITHOUT_INITIAL_CONFIG", "RUNTIME_WATCH_ROOT", "USE_STATSD", "REDIS_SOCKET_TYPE"})
+	assert.ElementsMatch(t, []string{"PROMETHEUS_MAPPER_YAML", "GRPC_SERVER_TLS_CA_CERT"}, ignoredNames(report))
+	assert.Subset(t, builtInNames(report), []string{"FORCE_START_WITHOUT_INITIAL_CONFIG", "RUNTIME_WATCH_ROOT", "USE_STATSD", "REDIS_SOCKET_TYPE"})
 }
 
 // TestCompatEnvForceStartWithoutWatch: with files read once, the server
@@ -578,120 +615,22 @@ func TestCompatEnvForceStartWithoutWatch(t *testing.T) {
 		{"true", []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}, nil},
 		{"false", nil, []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}},
 	} {
-		s := defaultSettings(t)
-		s.ConfigWatch = false
-		report, err := applyCompat(&s, func(name string) (string, bool) {
-			if name == "FORCE_START_WITHOUT_INITIAL_CONFIG" {
-				return c.value, true
-			}
-			return "", false
-		})
+		_, report, err := convert(t, map[string]string{"RLS_CONFIG_WATCH": "false", "FORCE_START_WITHOUT_INITIAL_CONFIG": c.value})
 		require.NoError(t, err)
-		assert.ElementsMatch(t, c.ignored, report.ignoredNames(), c.value)
-		assert.ElementsMatch(t, c.builtIn, report.builtInNames(), c.value)
+		assert.ElementsMatch(t, c.ignored, ignoredNames(report), c.value)
+		assert.ElementsMatch(t, c.builtIn, builtInNames(report), c.value)
 	}
 }
 
-// ratelimitSettings are the variables of envoyproxy/ratelimit's
-// src/settings/settings.go and README.md.
-var ratelimitSettings = []string{
-	"HOST", "PORT", "DEBUG_HOST", "DEBUG_PORT", "GRPC_UDS", "GRPC_HOST", "GRPC_PORT",
-	"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE", "GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_CERT",
-	"GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN", "LOG_LEVEL", "LOG_FORMAT",
-	"CONFIG_TYPE", "FORCE_START_WITHOUT_INITIAL_CONFIG", "CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA",
-	"CONFIG_GRPC_XDS_SERVER_URL", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
-	"CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
-	"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
-	"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "XDS_CLIENT_BACKOFF_JITTER",
-	"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "USE_STATSD", "STATSD_HOST",
-	"STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL", "DISABLE_STATS", "USE_PROMETHEUS", "PROMETHEUS_ADDR",
-	"PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "RUNTIME_ROOT",
-	"RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY", "RUNTIME_IGNOREDOTFILES", "RUNTIME_WATCH_ROOT",
-	"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES", "NEAR_LIMIT_RATIO", "CACHE_KEY_PREFIX",
-	"BACKEND_TYPE", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "LIMIT_RESPONSE_HEADERS_ENABLED", "LIMIT_LIMIT_HEADER",
-	"LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "REDIS_SOCKET_TYPE",
-	"REDIS_TYPE", "REDIS_URL", "REDIS_POOL_SIZE", "REDIS_AUTH", "REDIS_TLS", "REDIS_TLS_CLIENT_CERT",
-	"REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "REDIS_PIPELINE_WINDOW",
-	"REDIS_PIPELINE_LIMIT", "REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_PERSECOND", "REDIS_PERSECOND_SOCKET_TYPE",
-	"REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_AUTH",
-	"REDIS_PERSECOND_TLS", "REDIS_SENTINEL_AUTH", "REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_PIPELINE_WINDOW",
-	"REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
-	"REDIS_TIMEOUT", "REDIS_PERSECOND_TIMEOUT", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR",
-	"REDIS_POOL_ON_EMPTY_WAIT_DURATION", "REDIS_PERSECOND_POOL_ON_EMPTY_WAIT_DURATION", "REDIS_STARTUP_INITIAL_INTERVAL",
-	"REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME", "MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS",
-	"MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH", "MEMCACHE_TLS", "MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY",
-	"MEMCACHE_TLS_CACERT", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", "SHADOW_MODE", "QUOTA_MODE",
-	"RESPONSE_DYNAMIC_METADATA", "MERGE_DOMAIN_CONFIG", "TRACING_ENABLED", "TRACING_SERVICE_NAME",
-	"TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE",
-}
-
-// TestCompatTableCoversEveryVariable checks that every one of their
-// variables has a row, that every row is reported when its variables are
-// set, and that every RLS_ variable a row names exists.
-func TestCompatTableCoversEveryVariable(t *testing.T) {
+// TestCompatTableNamesOnlySettings checks that every RLS_ variable a row of
+// the table names is a setting.
+func TestCompatTableNamesOnlySettings(t *testing.T) {
 	t.Parallel()
-	rows := map[string]bool{}
-	for _, v := range compatVars {
-		for _, n := range v.theirs {
-			if prefix, ok := strings.CutSuffix(n, "*"); ok {
-				for _, m := range compatPrefixed[prefix] {
-					rows[m] = true
-				}
-				continue
-			}
-			rows[n] = true
-		}
-	}
-	for _, n := range ratelimitSettings {
-		assert.True(t, rows[n], "%s has a row in compatVars", n)
-	}
-
 	var usage bytes.Buffer
-	require.NoError(t, PrintUsage(&usage))
-	for _, v := range compatVars {
-		for _, ours := range v.ours {
-			assert.Contains(t, usage.String(), "\n"+ours+" ", "%s is a setting", ours)
-		}
+	require.NoError(t, settings.PrintUsage(&usage))
+	for _, ours := range compat.Ours() {
+		assert.Contains(t, usage.String(), "\n"+ours+" ", "%s is a setting", ours)
 	}
-
-	// Each variable alone, set to a value of its kind, is reported somehow:
-	// applied, built in, ignored, or refused.
-	for _, n := range ratelimitSettings {
-		for _, value := range []string{"true", "1"} {
-			_, report, err := convert(t, map[string]string{n: value})
-			if err != nil {
-				continue
-			}
-			var all []string
-			for _, notes := range [][]CompatNote{report.Applied, report.BuiltIn, report.Ignored} {
-				for _, note := range notes {
-					all = append(all, note.Theirs...)
-				}
-			}
-			if !slices.Contains(all, n) {
-				t.Errorf("%s=%s is neither applied, built in, ignored nor refused", n, value)
-			}
-		}
-	}
-}
-
-// TestCompatTableInDocs keeps the table of docs/migrating.md as compatTable
-// writes it; -update-docs rewrites it.
-func TestCompatTableInDocs(t *testing.T) {
-	t.Parallel()
-	const path = "../../docs/migrating.md"
-	const begin, end = "<!-- envoyproxy/ratelimit variables: begin -->\n", "<!-- envoyproxy/ratelimit variables: end -->\n"
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	doc := string(data)
-	i, j := strings.Index(doc, begin), strings.Index(doc, end)
-	require.True(t, i >= 0 && j > i, "docs/migrating.md holds the table between %q and %q", begin, end)
-	if *updateDocs {
-		want := doc[:i+len(begin)] + compatTable() + doc[j:]
-		require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
-		return
-	}
-	assert.Equal(t, compatTable(), doc[i+len(begin):j], "docs/migrating.md's table differs from compatVars; run go test ./internal/settings -run CompatTableInDocs -update-docs")
 }
 
 // TestCompatEnvValuesParsedByTheSettings: a value of theirs that reaches an

@@ -1,308 +1,322 @@
-package settings
+// Package compat reads envoyproxy/ratelimit's environment variables, so
+// that a deployment made for it (Istio's sample, Envoy Gateway's generated
+// Deployment, plain manifests, Compose files) runs ratewarden by a change of
+// image alone. table is the table of them: for each, the RLS_ variables it
+// stands in for and a conversion. Apply runs the conversions after the
+// RLS_ variables are read, and gives the RLS_ variables that are not set a
+// value, as text that the setting's own type parses, as it parses the RLS_
+// variable: an explicit RLS_ value always wins, and theirs only replaces
+// ratewarden's defaults. docs/migrating.md holds the table as docTable
+// writes it; a test keeps the two in step.
+//
+// The package knows ratewarden's settings by their variables' names alone,
+// through a Target, which the settings implement.
+package compat
 
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 )
 
-// envoyproxy/ratelimit's environment variables are read too, so that a
-// deployment made for it (Istio's sample, Envoy Gateway's generated
-// Deployment, plain manifests, Compose files) runs ratewarden by a change of
-// image alone. compatVars is the table of them: for each, the RLS_
-// variables it stands in for and a conversion. The conversions run after
-// the RLS_ variables are read, and give the RLS_ variables that are not set
-// a value, as text that the setting's own type parses, as it parses the
-// RLS_ variable: an explicit RLS_ value always wins, and theirs only
-// replaces ratewarden's defaults. docs/migrating.md holds the table as
-// compatTable writes it; a test keeps the two in step.
+// Target is what Apply gives values to: ratewarden's RLS_ variables, by
+// name. The settings implement it over the Settings being loaded.
+type Target interface {
+	// Set parses text into the RLS_ variable name, with that variable's
+	// own type, as it would parse the variable's value. An unknown name is
+	// an error; every error names the variable.
+	Set(name, text string) error
+	// Get returns the current value of the RLS_ variable name, as text:
+	// "xds" for RLS_CONFIG_SOURCE=xds, "true" or "false" for a boolean; ""
+	// for a name that is no variable.
+	Get(name string) string
+}
 
-// compatHow says what becomes of one of envoyproxy/ratelimit's variables.
-type compatHow string
+// treatment says what becomes of one of envoyproxy/ratelimit's variables.
+type treatment string
 
 // The ways their variables are taken.
 const (
-	// compatSame: read into an RLS_ variable with the same meaning.
-	compatSame compatHow = "same"
-	// compatDiffers: read into an RLS_ variable, with the difference its
+	// same: read into an RLS_ variable with the same meaning.
+	same treatment = "same"
+	// differs: read into an RLS_ variable, with the difference its
 	// note says.
-	compatDiffers compatHow = "differs"
-	// compatBuiltIn: ratewarden always behaves as the variable asks (or
+	differs treatment = "differs"
+	// builtIn: ratewarden always behaves as the variable asks (or
 	// better), without a setting.
-	compatBuiltIn compatHow = "built in"
-	// compatIgnored: not read; a value that asks for something ratewarden
+	builtIn treatment = "built in"
+	// ignored: not read; a value that asks for something ratewarden
 	// does not do is logged at warn with the reason.
-	compatIgnored compatHow = "ignored"
-	// compatRefused: a value that ratewarden cannot honour stops the
+	ignored treatment = "ignored"
+	// refused: a value that ratewarden cannot honour stops the
 	// server, because serving without it would go wrong in silence.
-	compatRefused compatHow = "refused"
+	refused treatment = "refused"
 )
 
-// compatVar is how a group of envoyproxy/ratelimit's variables, read
+// row is how a group of envoyproxy/ratelimit's variables, read
 // together, is taken.
-type compatVar struct {
+type row struct {
 	// theirs are their variables, with their default in envoyproxy/ratelimit
 	// where it matters.
 	theirs []string
 	// ours are the RLS_ variables that take their place.
 	ours []string
-	how  compatHow
+	how  treatment
 	// note says how they differ, or why they are ignored or refused.
 	note string
 	// apply converts: it reads their values from c, and gives RLS_
 	// variables values through c.set, or reports through c.ignore,
 	// c.builtIn or an error.
-	apply func(c *compatContext) error
+	apply func(c *conversion) error
 }
 
-// compatVars is the table of envoyproxy/ratelimit's variables (its
+// table is the table of envoyproxy/ratelimit's variables (its
 // src/settings/settings.go), and of GRPC_SERVER_TLS_CA_CERT, which Envoy
 // Gateway sets for it although it reads no such name. Names that are set
 // but in none of these rows are none of theirs, and stay unread. A row may
 // read what the rows before it assigned (the xDS rows, CONFIG_TYPE's).
-var compatVars = []compatVar{
+var table = []row{
 	{
-		theirs: []string{"HOST", "PORT"}, ours: []string{"RLS_HTTP_ADDR"}, how: compatDiffers,
+		theirs: []string{"HOST", "PORT"}, ours: []string{"RLS_HTTP_ADDR"}, how: differs,
 		note:  "host:port, with PORT 8080 when only HOST is set; without HOST the server listens on every address, IPv6 too, where envoyproxy/ratelimit takes 0.0.0.0",
 		apply: hostPort("HOST", "PORT", "8080", "RLS_HTTP_ADDR"),
 	},
 	{
-		theirs: []string{"GRPC_HOST", "GRPC_PORT"}, ours: []string{"RLS_GRPC_ADDR"}, how: compatDiffers,
+		theirs: []string{"GRPC_HOST", "GRPC_PORT"}, ours: []string{"RLS_GRPC_ADDR"}, how: differs,
 		note:  "host:port, with GRPC_PORT 8081 when only GRPC_HOST is set; without GRPC_HOST, every address",
 		apply: hostPort("GRPC_HOST", "GRPC_PORT", "8081", "RLS_GRPC_ADDR"),
 	},
 	{
-		theirs: []string{"GRPC_UDS"}, how: compatRefused,
+		theirs: []string{"GRPC_UDS"}, how: refused,
 		note:  "gRPC is served over TCP only: a unix socket would leave Envoy without a service",
 		apply: refuseIfSet,
 	},
 	{
-		theirs: []string{"DEBUG_HOST", "DEBUG_PORT"}, ours: []string{"RLS_DEBUG_ADDR"}, how: compatDiffers,
+		theirs: []string{"DEBUG_HOST", "DEBUG_PORT"}, ours: []string{"RLS_DEBUG_ADDR"}, how: differs,
 		note:  "host:port, with DEBUG_PORT 6070 when only DEBUG_HOST is set: /rlconfig, /metrics and /debug/pprof/, no /stats. Unset, there is no debug listener, where envoyproxy/ratelimit always listens on 6070",
 		apply: hostPort("DEBUG_HOST", "DEBUG_PORT", "6070", "RLS_DEBUG_ADDR"),
 	},
 	{
 		theirs: []string{"GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT"},
-		ours:   []string{"RLS_GRPC_TLS_CERT_FILE", "RLS_GRPC_TLS_KEY_FILE", "RLS_GRPC_TLS_CLIENT_CA_FILE"}, how: compatSame,
+		ours:   []string{"RLS_GRPC_TLS_CERT_FILE", "RLS_GRPC_TLS_KEY_FILE", "RLS_GRPC_TLS_CLIENT_CA_FILE"}, how: same,
 		note:  "the files are read only when GRPC_SERVER_USE_TLS is true, as there; a client CA makes TLS mutual",
 		apply: applyGRPCTLS,
 	},
 	{
-		theirs: []string{"GRPC_CLIENT_TLS_SAN"}, ours: []string{"RLS_GRPC_TLS_CLIENT_SAN"}, how: compatSame,
+		theirs: []string{"GRPC_CLIENT_TLS_SAN"}, ours: []string{"RLS_GRPC_TLS_CLIENT_SAN"}, how: same,
 		note:  "read only with GRPC_SERVER_USE_TLS true and a GRPC_CLIENT_TLS_CACERT, as there: a client certificate must also be valid for the name",
 		apply: applyGRPCClientSAN,
 	},
 	{
 		// Not one of theirs: Envoy Gateway sets it, and its row tells the
 		// operator what it does not do.
-		theirs: []string{"GRPC_SERVER_TLS_CA_CERT"}, how: compatIgnored,
+		theirs: []string{"GRPC_SERVER_TLS_CA_CERT"}, how: ignored,
 		note:  "not envoyproxy/ratelimit's: Envoy Gateway sets it, and neither server reads it (the client CA is GRPC_CLIENT_TLS_CACERT), so gRPC is TLS without client certificates, as there",
 		apply: ignoreIfSet,
 	},
 	{
-		theirs: []string{"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"}, how: compatIgnored,
+		theirs: []string{"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"}, how: ignored,
 		note:  "no setting for a maximum connection age",
 		apply: ignoreIfSet,
 	},
 	{
-		theirs: []string{"LOG_LEVEL"}, ours: []string{"RLS_LOG_LEVEL"}, how: compatDiffers,
+		theirs: []string{"LOG_LEVEL"}, ours: []string{"RLS_LOG_LEVEL"}, how: differs,
 		note:  "any case; trace is debug, warning is warn, fatal and panic are error; unset, the level stays info (envoyproxy/ratelimit's default is warn)",
 		apply: applyLogLevel,
 	},
 	{
-		theirs: []string{"LOG_FORMAT"}, ours: []string{"RLS_LOG_FORMAT"}, how: compatDiffers,
+		theirs: []string{"LOG_FORMAT"}, ours: []string{"RLS_LOG_FORMAT"}, how: differs,
 		note:  "json is json, anything else text; the fields are ratewarden's own",
 		apply: applyLogFormat,
 	},
 	{
-		theirs: []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"}, ours: []string{"RLS_CONFIG_PATH"}, how: compatSame,
+		theirs: []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"}, ours: []string{"RLS_CONFIG_PATH"}, how: same,
 		note:  "the three joined, with envoyproxy/ratelimit's defaults /srv/runtime_data/current and config for those unset: /data, ratelimit and config make /data/ratelimit/config. Every regular file under it is read, whatever its name ends with, in subdirectories too, as there",
 		apply: applyRuntimePath,
 	},
 	{
-		theirs: []string{"RUNTIME_WATCH_ROOT"}, how: compatBuiltIn,
+		theirs: []string{"RUNTIME_WATCH_ROOT"}, how: builtIn,
 		note:  "the directory is watched for changes and for symbolic links swapped (ConfigMap updates) either way",
 		apply: applyRuntimeWatch,
 	},
 	{
-		theirs: []string{"RUNTIME_IGNOREDOTFILES"}, ours: []string{"RLS_CONFIG_DOT_FILES"}, how: compatDiffers,
+		theirs: []string{"RUNTIME_IGNOREDOTFILES"}, ours: []string{"RLS_CONFIG_DOT_FILES"}, how: differs,
 		note: "true is RLS_CONFIG_DOT_FILES=false, ratewarden's default: names starting with . are skipped. false, envoyproxy/ratelimit's default, is ignored with a warning, and they stay skipped: " +
 			"a Kubernetes ConfigMap volume holds a second copy of its files in a directory named ..<timestamp>, which envoyproxy/ratelimit then reads too, refusing every domain as a duplicate. " +
 			"RLS_CONFIG_DOT_FILES=true reads such names",
 		apply: applyDotFiles,
 	},
 	{
-		theirs: []string{"CONFIG_TYPE"}, ours: []string{"RLS_CONFIG_SOURCE"}, how: compatSame,
+		theirs: []string{"CONFIG_TYPE"}, ours: []string{"RLS_CONFIG_SOURCE"}, how: same,
 		note:  "FILE is file, the files of RLS_CONFIG_PATH; GRPC_XDS_SOTW is xds, RateLimitConfig resources from an xDS server, as Envoy Gateway serves them",
 		apply: applyConfigType,
 	},
 	{
 		theirs: []string{"CONFIG_GRPC_XDS_SERVER_URL", "CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"},
-		ours:   []string{"RLS_XDS_SERVER_URL", "RLS_XDS_NODE_ID", "RLS_XDS_NODE_METADATA", "RLS_XDS_HEADERS"}, how: compatSame,
+		ours:   []string{"RLS_XDS_SERVER_URL", "RLS_XDS_NODE_ID", "RLS_XDS_NODE_METADATA", "RLS_XDS_HEADERS"}, how: same,
 		note: "read with limits from xDS, and ignored otherwise, as there. NODE_METADATA is key=value pairs separated by commas; an entry without = is dropped, as there, with a warning. " +
 			"The headers are key:value pairs, and the log shows their names only",
 		apply: applyXDSServer,
 	},
 	{
 		theirs: []string{"CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN"},
-		ours:   []string{"RLS_XDS_TLS", "RLS_XDS_TLS_CERT_FILE", "RLS_XDS_TLS_KEY_FILE", "RLS_XDS_TLS_CA_FILE", "RLS_XDS_TLS_SERVER_NAME"}, how: compatDiffers,
+		ours:   []string{"RLS_XDS_TLS", "RLS_XDS_TLS_CERT_FILE", "RLS_XDS_TLS_KEY_FILE", "RLS_XDS_TLS_CA_FILE", "RLS_XDS_TLS_SERVER_NAME"}, how: differs,
 		note: "the files are read only with CONFIG_GRPC_XDS_SERVER_USE_TLS true, as there. A CA file replaces the system's roots rather than adding to them, " +
 			"and a certificate without its key (or the reverse) stops the server, where envoyproxy/ratelimit connects without a client certificate",
 		apply: applyXDSTLS,
 	},
 	{
 		theirs: []string{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "XDS_CLIENT_BACKOFF_JITTER"},
-		ours:   []string{"RLS_XDS_BACKOFF_INITIAL_INTERVAL", "RLS_XDS_BACKOFF_MAX_INTERVAL", "RLS_XDS_BACKOFF_RANDOM_FACTOR", "RLS_XDS_BACKOFF_JITTER"}, how: compatDiffers,
+		ours:   []string{"RLS_XDS_BACKOFF_INITIAL_INTERVAL", "RLS_XDS_BACKOFF_MAX_INTERVAL", "RLS_XDS_BACKOFF_RANDOM_FACTOR", "RLS_XDS_BACKOFF_JITTER"}, how: differs,
 		note: "the wait before reconnecting doubles after each failure, from the initial interval up to the max, spread by ± the random factor with jitter on. " +
 			"envoyproxy/ratelimit multiplies it by the random factor instead, so that with its default 0.5 every wait is the initial interval; a factor above 1 is ignored. " +
 			"Unset, the intervals are ratewarden's 1s and 30s (there: 10s and 60s)",
 		apply: applyXDSBackoff,
 	},
 	{
-		theirs: []string{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"}, ours: []string{"RLS_XDS_MAX_MESSAGE_BYTES"}, how: compatSame,
+		theirs: []string{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"}, ours: []string{"RLS_XDS_MAX_MESSAGE_BYTES"}, how: same,
 		note:  "0 or empty is gRPC's default, 4 MiB, as there",
 		apply: applyXDSMaxMessage,
 	},
 	{
-		theirs: []string{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL"}, how: compatIgnored,
+		theirs: []string{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL"}, how: ignored,
 		note:  "a broken stream is opened again after the waits of the backoff",
 		apply: ignoreIfSet,
 	},
 	{
-		theirs: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}, how: compatBuiltIn,
+		theirs: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}, how: builtIn,
 		note: "with RLS_CONFIG_WATCH (on by default) the server starts without limits and waits for them, not ready; with limits from xDS it always starts, not ready until the first update. " +
 			"Until then every request gets envoyproxy/ratelimit's answer before its first configuration, gRPC Unknown \"no rate limit configuration loaded\", so that Envoy's failure mode decides, as there with true. " +
 			"With RLS_CONFIG_WATCH=false it starts only with its limits loaded, and true is ignored",
 		apply: applyForceStart,
 	},
 	{
-		theirs: []string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"}, how: compatBuiltIn,
+		theirs: []string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"}, how: builtIn,
 		note:  "readiness (/ready and grpc.health.v1) is never good without limits loaded. /healthcheck is liveness and answers OK without them (once Redis has answered), so a readiness probe that relied on it belongs on /ready",
 		apply: builtInIfSet,
 	},
 	{
-		theirs: []string{"MERGE_DOMAIN_CONFIG"}, ours: []string{"RLS_CONFIG_MERGE_DOMAINS"}, how: compatSame,
+		theirs: []string{"MERGE_DOMAIN_CONFIG"}, ours: []string{"RLS_CONFIG_MERGE_DOMAINS"}, how: same,
 		note:  "several files, or xDS resources, may configure one domain; a descriptor given twice stays an error",
 		apply: sameBool,
 	},
 	{
-		theirs: []string{"QUOTA_MODE"}, ours: []string{"RLS_QUOTA_MODE"}, how: compatSame,
+		theirs: []string{"QUOTA_MODE"}, ours: []string{"RLS_QUOTA_MODE"}, how: same,
 		note:  "every descriptor in quota mode, as quota_mode puts one",
 		apply: sameBool,
 	},
 	{
-		theirs: []string{"RESPONSE_DYNAMIC_METADATA"}, ours: []string{"RLS_RESPONSE_DYNAMIC_METADATA"}, how: compatSame,
+		theirs: []string{"RESPONSE_DYNAMIC_METADATA"}, ours: []string{"RLS_RESPONSE_DYNAMIC_METADATA"}, how: same,
 		apply: sameBool,
 	},
 	{
 		theirs: []string{"USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH"},
-		ours:   []string{"RLS_METRICS_NAMES", "RLS_METRICS_ADDR", "RLS_METRICS_PATH"}, how: compatDiffers,
+		ours:   []string{"RLS_METRICS_NAMES", "RLS_METRICS_ADDR", "RLS_METRICS_PATH"}, how: differs,
 		note:  "with USE_PROMETHEUS true: envoyproxy/ratelimit's metric names and ratewarden's (both), on PROMETHEUS_ADDR (:9090) at PROMETHEUS_PATH (/metrics); /metrics on the HTTP port stays",
 		apply: applyPrometheus,
 	},
 	{
-		theirs: []string{"PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS"}, how: compatIgnored,
+		theirs: []string{"PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS"}, how: ignored,
 		note:  "the names are those of envoyproxy/ratelimit's default mapping, and times are in seconds; the mapping file is not read",
 		apply: ignoreIfSet,
 	},
 	{
 		theirs: []string{"USE_STATSD", "STATSD_HOST", "STATSD_PORT", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL", "DISABLE_STATS"},
-		how:    compatIgnored, note: "no statsd: the metrics are Prometheus's, always on",
+		how:    ignored, note: "no statsd: the metrics are Prometheus's, always on",
 		apply: applyStatsd,
 	},
 	{
-		theirs: []string{"BACKEND_TYPE"}, ours: []string{"RLS_BACKEND"}, how: compatRefused,
+		theirs: []string{"BACKEND_TYPE"}, ours: []string{"RLS_BACKEND"}, how: refused,
 		note:  "redis is redis; memcache is refused: ratewarden has no memcached backend",
 		apply: applyBackendType,
 	},
 	{
-		theirs: []string{"REDIS_SOCKET_TYPE"}, how: compatRefused,
+		theirs: []string{"REDIS_SOCKET_TYPE"}, how: refused,
 		note:  "tcp is what ratewarden does; unix is refused: Redis is reached over TCP only",
 		apply: applySocketType,
 	},
 	{
 		theirs: []string{"REDIS_TYPE", "REDIS_URL"},
 		ours:   []string{"RLS_BACKEND", "RLS_REDIS_MODE", "RLS_REDIS_ADDRS", "RLS_REDIS_SENTINEL_MASTER", "RLS_REDIS_USERNAME", "RLS_REDIS_PASSWORD", "RLS_REDIS_DB", "RLS_REDIS_TLS"},
-		how:    compatSame,
+		how:    same,
 		note:   "SINGLE, CLUSTER and SENTINEL in any case are standalone, cluster and sentinel; a REDIS_URL makes the backend redis. REDIS_URL is host:port or redis://[user:password@]host:port[/db] (rediss:// for TLS), a comma list for a cluster, and for Sentinel the master's name then the Sentinels",
 		apply:  applyRedisURL,
 	},
 	{
 		theirs: []string{"REDIS_AUTH", "REDIS_SENTINEL_AUTH"},
-		ours:   []string{"RLS_REDIS_USERNAME", "RLS_REDIS_PASSWORD", "RLS_REDIS_SENTINEL_USERNAME", "RLS_REDIS_SENTINEL_PASSWORD"}, how: compatSame,
+		ours:   []string{"RLS_REDIS_USERNAME", "RLS_REDIS_PASSWORD", "RLS_REDIS_SENTINEL_USERNAME", "RLS_REDIS_SENTINEL_PASSWORD"}, how: same,
 		note:  "password, or user:password",
 		apply: applyRedisAuth,
 	},
 	{
 		theirs: []string{"REDIS_TLS", "REDIS_TLS_CACERT", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"},
-		ours:   []string{"RLS_REDIS_TLS", "RLS_REDIS_TLS_CA_FILE", "RLS_REDIS_TLS_CERT_FILE", "RLS_REDIS_TLS_KEY_FILE", "RLS_REDIS_TLS_SKIP_HOSTNAME_VERIFY"}, how: compatDiffers,
+		ours:   []string{"RLS_REDIS_TLS", "RLS_REDIS_TLS_CA_FILE", "RLS_REDIS_TLS_CERT_FILE", "RLS_REDIS_TLS_KEY_FILE", "RLS_REDIS_TLS_SKIP_HOSTNAME_VERIFY"}, how: differs,
 		note:  "read only with REDIS_TLS true, as there; a CA file replaces the system's roots rather than adding to them. Skipping the hostname still verifies the chain",
 		apply: applyRedisTLS,
 	},
 	{
-		theirs: []string{"REDIS_POOL_SIZE"}, ours: []string{"RLS_REDIS_POOL_SIZE"}, how: compatSame,
+		theirs: []string{"REDIS_POOL_SIZE"}, ours: []string{"RLS_REDIS_POOL_SIZE"}, how: same,
 		note:  "connections per Redis server",
 		apply: sameInt,
 	},
 	{
-		theirs: []string{"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_CLUSTER_PIPELINE_PARALLELISM"}, how: compatBuiltIn,
+		theirs: []string{"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_CLUSTER_PIPELINE_PARALLELISM"}, how: builtIn,
 		note:  "concurrent requests always share pipelined round trips, on every cluster node at once",
 		apply: builtInIfSet,
 	},
 	{
 		theirs: []string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME"},
-		how:    compatBuiltIn,
+		how:    builtIn,
 		note: "the server starts without Redis and checks it every RLS_BACKEND_HEALTH_INTERVAL for as long as it takes; /healthcheck fails until Redis first answers, as there, where the HTTP port opens only then (with REDIS_STARTUP_MAX_ELAPSED_TIME 0, its default). " +
 			"After that readiness follows Redis and /healthcheck does not",
 		apply: builtInIfSet,
 	},
 	{
-		theirs: []string{"REDIS_TIMEOUT"}, ours: []string{"RLS_BACKEND_TIMEOUT_MAX"}, how: compatDiffers,
+		theirs: []string{"REDIS_TIMEOUT"}, ours: []string{"RLS_BACKEND_TIMEOUT_MAX"}, how: differs,
 		note:  "theirs bounds each Redis connection and command; here it caps each request's whole budget for Redis, which is otherwise its caller's gRPC deadline less RLS_DEADLINE_RESERVE",
 		apply: sameDuration,
 	},
 	{
-		theirs: []string{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_POOL_ON_EMPTY_WAIT_DURATION"}, how: compatIgnored,
+		theirs: []string{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_POOL_ON_EMPTY_WAIT_DURATION"}, how: ignored,
 		note:  "a request waits for a connection within its own budget, as for Redis",
 		apply: ignoreIfSet,
 	},
 	{
-		theirs: []string{"REDIS_PERSECOND", "REDIS_PERSECOND_*"}, how: compatIgnored,
+		theirs: []string{"REDIS_PERSECOND", "REDIS_PERSECOND_*"}, how: ignored,
 		note:  "one Redis holds every limit, per-second ones too",
 		apply: applyPerSecond,
 	},
 	{
-		theirs: []string{"CACHE_KEY_PREFIX"}, ours: []string{"RLS_KEY_PREFIX"}, how: compatDiffers,
+		theirs: []string{"CACHE_KEY_PREFIX"}, ours: []string{"RLS_KEY_PREFIX"}, how: differs,
 		note:  "the keys after it are ratewarden's own, so envoyproxy/ratelimit's counters are not read; no braces",
 		apply: sameString,
 	},
 	{
-		theirs: []string{"EXPIRATION_JITTER_MAX_SECONDS"}, how: compatIgnored,
+		theirs: []string{"EXPIRATION_JITTER_MAX_SECONDS"}, how: ignored,
 		note:  "each key expires when its state would be as good as new",
 		apply: ignoreIfSet,
 	},
 	{
-		theirs: []string{"LOCAL_CACHE_SIZE_IN_BYTES"}, ours: []string{"RLS_DENY_CACHE", "RLS_DENY_CACHE_SIZE"}, how: compatDiffers,
+		theirs: []string{"LOCAL_CACHE_SIZE_IN_BYTES"}, ours: []string{"RLS_DENY_CACHE", "RLS_DENY_CACHE_SIZE"}, how: differs,
 		note:  "0 turns the deny cache off; more keeps one denial per 256 bytes. Unset, the deny cache stays on (envoyproxy/ratelimit's local cache is off by default)",
 		apply: applyLocalCache,
 	},
 	{
-		theirs: []string{"NEAR_LIMIT_RATIO"}, ours: []string{"RLS_NEAR_LIMIT_RATIO"}, how: compatSame,
+		theirs: []string{"NEAR_LIMIT_RATIO"}, ours: []string{"RLS_NEAR_LIMIT_RATIO"}, how: same,
 		apply: sameFloat,
 	},
 	{
-		theirs: []string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"}, how: compatBuiltIn,
+		theirs: []string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"}, how: builtIn,
 		note:  "denied hits are never counted, and with RLS_REFUND_ON_DENY (on) neither is anything else a denied request took",
 		apply: builtInIfSet,
 	},
 	{
-		theirs: []string{"SHADOW_MODE"}, ours: []string{"RLS_SHADOW_MODE"}, how: compatSame,
+		theirs: []string{"SHADOW_MODE"}, ours: []string{"RLS_SHADOW_MODE"}, how: same,
 		apply: sameBool,
 	},
 	{
 		theirs: []string{"LIMIT_RESPONSE_HEADERS_ENABLED", "LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER"},
-		ours:   []string{"RLS_LIMIT_HEADERS", "RLS_LIMIT_HEADER_LIMIT", "RLS_LIMIT_HEADER_REMAINING", "RLS_LIMIT_HEADER_RESET"}, how: compatDiffers,
+		ours:   []string{"RLS_LIMIT_HEADERS", "RLS_LIMIT_HEADER_LIMIT", "RLS_LIMIT_HEADER_REMAINING", "RLS_LIMIT_HEADER_RESET"}, how: differs,
 		note:  "the same headers for the same descriptor; the reset is the answer's duration_until_reset, which for a fixed window is the end of the window as there",
 		apply: applyLimitHeaders,
 	},
@@ -310,29 +324,28 @@ var compatVars = []compatVar{
 		theirs: []string{"TRACING_ENABLED", "TRACING_EXPORTER_PROTOCOL", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_SAMPLING_RATE"},
 		ours: []string{"RLS_TRACING", "RLS_TRACING_PROTOCOL", "RLS_TRACING_SERVICE_NAME", "RLS_TRACING_SERVICE_NAMESPACE",
 			"RLS_TRACING_SERVICE_INSTANCE_ID", "RLS_TRACING_SAMPLING_RATE"},
-		how:   compatDiffers,
+		how:   differs,
 		note:  "http and grpc are http/protobuf and grpc; the OTEL_* variables are read by both. Unset, the service name is ratewarden (envoyproxy/ratelimit's: RateLimit) and the instance id none (there: a random UUID)",
 		apply: applyTracing,
 	},
 	{
-		theirs: []string{"MEMCACHE_*"}, how: compatIgnored,
+		theirs: []string{"MEMCACHE_*"}, how: ignored,
 		note:  "no memcached backend",
 		apply: applyMemcache,
 	},
 }
 
-// applyCompat converts the envoyproxy/ratelimit variables that lookup finds
-// into s, row by row of compatVars, and reports what it did. Its errors
-// name their variable.
-func applyCompat(s *Settings, lookup func(string) (string, bool)) (*CompatReport, error) {
-	report := &CompatReport{}
-	vars := map[string]variable{}
-	for _, v := range variables(Prefix, reflect.ValueOf(s)) {
-		vars[v.name] = v
-	}
+// Apply converts the envoyproxy/ratelimit variables that lookup finds
+// into target's RLS_ variables, row by row of table, and reports what it
+// did. lookup returns the value of a variable and whether it is set, theirs
+// and ours alike: an RLS_ variable that lookup finds set keeps its value,
+// and the report says so. Its errors name their variable. Apply keeps no
+// state of its own: calls with targets of their own may run at once.
+func Apply(lookup func(string) (string, bool), target Target) (*Report, error) {
+	report := &Report{}
 	var errs []error
-	for i := range compatVars {
-		c := &compatContext{lookup: lookup, s: s, vars: vars, v: &compatVars[i], report: report}
+	for i := range table {
+		c := &conversion{lookup: lookup, target: target, v: &table[i], report: report}
 		if err := c.v.apply(c); err != nil {
 			errs = append(errs, fmt.Errorf("server: %w", err))
 		}
@@ -343,8 +356,8 @@ func applyCompat(s *Settings, lookup func(string) (string, bool)) (*CompatReport
 	return report, errors.Join(errs...)
 }
 
-// compatTable writes compatVars as the Markdown table of docs/migrating.md.
-func compatTable() string {
+// docTable writes table as the Markdown table of docs/migrating.md.
+func docTable() string {
 	var b strings.Builder
 	b.WriteString("| envoyproxy/ratelimit | ratewarden | how | notes |\n|---|---|---|---|\n")
 	code := func(names []string) string {
@@ -357,7 +370,7 @@ func compatTable() string {
 		}
 		return strings.Join(quoted, ", ")
 	}
-	for _, v := range compatVars {
+	for _, v := range table {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", code(v.theirs), code(v.ours), v.how, v.note)
 	}
 	return b.String()

@@ -1,4 +1,4 @@
-package settings
+package compat
 
 import (
 	"fmt"
@@ -8,24 +8,23 @@ import (
 	"time"
 )
 
-// compatContext is what a conversion sees: their variables, the Settings
-// so far, and the RLS_ variables it may give values to.
-type compatContext struct {
+// conversion is what the conversion of one row sees: the variables that
+// lookup finds, theirs and ours, and the target, whose RLS_ variables it
+// may give values to, and whose values so far it may read.
+type conversion struct {
 	lookup func(string) (string, bool)
-	s      *Settings
-	// vars are the RLS_ variables of s, by name.
-	vars   map[string]variable
-	v      *compatVar
-	report *CompatReport
+	target Target
+	v      *row
+	report *Report
 	// err is the first value a setting refused (see assign).
 	err error
 }
 
 // get returns the value of their variable name, and whether it is set.
-func (c *compatContext) get(name string) (string, bool) { return c.lookup(name) }
+func (c *conversion) get(name string) (string, bool) { return c.lookup(name) }
 
 // isSet reports whether any of their variables is set.
-func (c *compatContext) isSet(names ...string) bool {
+func (c *conversion) isSet(names ...string) bool {
 	for _, n := range names {
 		if _, ok := c.lookup(n); ok {
 			return true
@@ -38,58 +37,52 @@ func (c *compatContext) isSet(names ...string) bool {
 // type parses, unless ours is set in the environment: then the explicit
 // value wins, and the report says so. The report names the row's variables
 // that are set as the source.
-func (c *compatContext) set(ours, text string) {
+func (c *conversion) set(ours, text string) {
 	c.setFrom(c.setNames(), ours, text)
 }
 
 // setFrom is set for a value that comes from the variables from alone.
-func (c *compatContext) setFrom(from []string, ours, text string) {
+func (c *conversion) setFrom(from []string, ours, text string) {
 	c.assign(from, ours, text, text)
 }
 
 // assign is setFrom with shown, the value as the report shows it (the
 // headers without their values); a password is shown redacted. A value the
 // setting refuses is kept in c.err, with the variables it came from.
-func (c *compatContext) assign(from []string, ours, text, shown string) {
+func (c *conversion) assign(from []string, ours, text, shown string) {
 	if _, explicit := c.lookup(ours); explicit {
-		c.report.Overridden = append(c.report.Overridden, CompatNote{Theirs: from, Ours: ours})
+		c.report.Overridden = append(c.report.Overridden, Note{Theirs: from, Ours: ours})
 		return
 	}
-	var err error
-	if v, ok := c.vars[ours]; !ok {
-		err = fmt.Errorf("server: compatVars names %s, which is no setting", ours)
-	} else if err = v.set(text); err != nil {
-		err = fmt.Errorf("%w (envoyproxy/ratelimit's variables set %s from %s)", err, ours, strings.Join(from, ","))
-	}
-	if err != nil {
+	if err := c.target.Set(ours, text); err != nil {
 		if c.err == nil {
-			c.err = err
+			c.err = fmt.Errorf("%w (envoyproxy/ratelimit's variables set %s from %s)", err, ours, strings.Join(from, ","))
 		}
 		return
 	}
 	if strings.HasSuffix(ours, "_PASSWORD") {
 		shown = "[redacted]"
 	}
-	c.report.Applied = append(c.report.Applied, CompatNote{Theirs: from, Ours: ours, Value: shown})
+	c.report.Applied = append(c.report.Applied, Note{Theirs: from, Ours: ours, Value: shown})
 }
 
 // ignore reports their variables that are set as not read, with why.
-func (c *compatContext) ignore(why string, names ...string) {
+func (c *conversion) ignore(why string, names ...string) {
 	if set := c.setNames(names...); len(set) > 0 {
-		c.report.Ignored = append(c.report.Ignored, CompatNote{Theirs: set, Why: why})
+		c.report.Ignored = append(c.report.Ignored, Note{Theirs: set, Why: why})
 	}
 }
 
 // builtIn reports their variables that are set as needing no setting.
-func (c *compatContext) builtIn(why string, names ...string) {
+func (c *conversion) builtIn(why string, names ...string) {
 	if set := c.setNames(names...); len(set) > 0 {
-		c.report.BuiltIn = append(c.report.BuiltIn, CompatNote{Theirs: set, Why: why})
+		c.report.BuiltIn = append(c.report.BuiltIn, Note{Theirs: set, Why: why})
 	}
 }
 
 // setNames returns those of names (by default the row's variables) that
 // are set.
-func (c *compatContext) setNames(names ...string) []string {
+func (c *conversion) setNames(names ...string) []string {
 	if len(names) == 0 {
 		names = c.v.theirs
 	}
@@ -113,7 +106,7 @@ func parseTheirBool(name, v string) (bool, error) {
 }
 
 // theirBool returns their boolean variable name, false when unset.
-func (c *compatContext) theirBool(name string) (bool, error) {
+func (c *conversion) theirBool(name string) (bool, error) {
 	v, ok := c.get(name)
 	if !ok {
 		return false, nil
@@ -126,7 +119,7 @@ func (c *compatContext) theirBool(name string) (bool, error) {
 // same*, its one variable gives its one RLS_ variable its value, checked as
 // envoyproxy/ratelimit reads it.
 
-func refuseIfSet(c *compatContext) error {
+func refuseIfSet(c *conversion) error {
 	for _, name := range c.v.theirs {
 		if v, ok := c.get(name); ok && v != "" {
 			return fmt.Errorf("%s is set, and %s; unset it", name, c.v.note)
@@ -135,24 +128,24 @@ func refuseIfSet(c *compatContext) error {
 	return nil
 }
 
-func ignoreIfSet(c *compatContext) error {
+func ignoreIfSet(c *conversion) error {
 	c.ignore(c.v.note)
 	return nil
 }
 
-func builtInIfSet(c *compatContext) error {
+func builtInIfSet(c *conversion) error {
 	c.builtIn(c.v.note)
 	return nil
 }
 
-func sameString(c *compatContext) error {
+func sameString(c *conversion) error {
 	c.copyString(c.v.theirs[0], c.v.ours[0])
 	return nil
 }
 
-func sameBool(c *compatContext) error { return c.copyBool(c.v.theirs[0], c.v.ours[0]) }
+func sameBool(c *conversion) error { return c.copyBool(c.v.theirs[0], c.v.ours[0]) }
 
-func sameInt(c *compatContext) error {
+func sameInt(c *conversion) error {
 	theirs, ours := c.v.theirs[0], c.v.ours[0]
 	v, ok := c.get(theirs)
 	if !ok {
@@ -166,7 +159,7 @@ func sameInt(c *compatContext) error {
 	return nil
 }
 
-func sameDuration(c *compatContext) error {
+func sameDuration(c *conversion) error {
 	theirs, ours := c.v.theirs[0], c.v.ours[0]
 	v, ok := c.get(theirs)
 	if !ok {
@@ -179,7 +172,7 @@ func sameDuration(c *compatContext) error {
 	return nil
 }
 
-func sameFloat(c *compatContext) error {
+func sameFloat(c *conversion) error {
 	theirs, ours := c.v.theirs[0], c.v.ours[0]
 	v, ok := c.get(theirs)
 	if !ok {
@@ -193,14 +186,14 @@ func sameFloat(c *compatContext) error {
 }
 
 // copyString gives ours the value of theirs, when it is set.
-func (c *compatContext) copyString(theirs, ours string) {
+func (c *conversion) copyString(theirs, ours string) {
 	if v, ok := c.get(theirs); ok {
 		c.setFrom([]string{theirs}, ours, v)
 	}
 }
 
 // copyBool gives ours the boolean theirs, when it is set.
-func (c *compatContext) copyBool(theirs, ours string) error {
+func (c *conversion) copyBool(theirs, ours string) error {
 	v, ok := c.get(theirs)
 	if !ok {
 		return nil
@@ -215,8 +208,8 @@ func (c *compatContext) copyBool(theirs, ours string) error {
 
 // hostPort returns the conversion of a host variable and a port variable
 // into the address ours, with defaultPort when only the host is set.
-func hostPort(hostVar, portVar, defaultPort, ours string) func(*compatContext) error {
-	return func(c *compatContext) error {
+func hostPort(hostVar, portVar, defaultPort, ours string) func(*conversion) error {
+	return func(c *conversion) error {
 		host, hostSet := c.get(hostVar)
 		port, portSet := c.get(portVar)
 		if !hostSet && !portSet {

@@ -1,4 +1,4 @@
-package settings
+package compat
 
 import (
 	"fmt"
@@ -13,17 +13,22 @@ import (
 // server, CONFIG_TYPE=GRPC_XDS_SOTW (or RLS_CONFIG_SOURCE=xds), and reported
 // as ignored otherwise.
 
+// limitsFromXDS reports whether the limits come from an xDS server, as
+// RLS_CONFIG_SOURCE says so far: CONFIG_TYPE's row, before the xDS rows,
+// gives it its value.
+func (c *conversion) limitsFromXDS() bool { return c.target.Get("RLS_CONFIG_SOURCE") == "xds" }
+
 // fromXDS reports whether the limits come from an xDS server. When they do
 // not, it reports the row's variables that are set as ignored.
-func (c *compatContext) fromXDS() bool {
-	if c.s.ConfigSource == ConfigFromXDS {
+func (c *conversion) fromXDS() bool {
+	if c.limitsFromXDS() {
 		return true
 	}
 	c.ignore("the limits come from files: CONFIG_TYPE is not GRPC_XDS_SOTW")
 	return false
 }
 
-func applyXDSServer(c *compatContext) error {
+func applyXDSServer(c *conversion) error {
 	if !c.fromXDS() {
 		return nil
 	}
@@ -92,7 +97,7 @@ func theirHeaders(v string) (string, error) {
 	return strings.Join(shown, ","), nil
 }
 
-func applyXDSTLS(c *compatContext) error {
+func applyXDSTLS(c *conversion) error {
 	if !c.fromXDS() {
 		return nil
 	}
@@ -119,7 +124,7 @@ func applyXDSTLS(c *compatContext) error {
 	return nil
 }
 
-func applyXDSBackoff(c *compatContext) error {
+func applyXDSBackoff(c *conversion) error {
 	if !c.fromXDS() {
 		return nil
 	}
@@ -150,7 +155,7 @@ func applyXDSBackoff(c *compatContext) error {
 	return c.copyBool("XDS_CLIENT_BACKOFF_JITTER", "RLS_XDS_BACKOFF_JITTER")
 }
 
-func applyXDSMaxMessage(c *compatContext) error {
+func applyXDSMaxMessage(c *conversion) error {
 	if !c.fromXDS() {
 		return nil
 	}
