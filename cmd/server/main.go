@@ -31,10 +31,9 @@ func main() {
 	}
 }
 
-// run starts the server with the settings, and tracing's OTEL_* variables,
-// that lookup finds (the environment's, from main) and serves until ctx
-// ends; or, with the arguments "check …", runs the check command, whose
-// stdin is stdin.
+// run starts the server with the settings that lookup finds (the
+// environment's, from main) and serves until ctx ends; or, with the
+// arguments "check …", runs the check command, whose stdin is stdin.
 func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "check" {
 		return check.Run(ctx, args[1:], lookup, stdin, stdout, stderr)
@@ -55,7 +54,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(ctx, s, lookup, s.NewLogger(stderr))
+	srv, err := server.New(ctx, s, s.NewLogger(stderr))
 	if err != nil {
 		return err
 	}

@@ -138,7 +138,7 @@ func TestHTTPTLSSettings(t *testing.T) {
 			tc.env["RLS_CONFIG_PATH"] = "../../config"
 			s, err := loadSettings(tc.env)
 			if err == nil {
-				_, err = New(t.Context(), s, lookupIn(tc.env), slog.New(slog.NewTextHandler(io.Discard, nil)))
+				_, err = New(t.Context(), s, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			}
 			require.Error(t, err, "%v", tc.env)
 			assert.Contains(t, err.Error(), tc.want)

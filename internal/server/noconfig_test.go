@@ -135,7 +135,7 @@ func startError(t *testing.T, env map[string]string) error {
 	maps.Copy(vars, env)
 	set, err := loadSettings(vars)
 	require.NoError(t, err)
-	srv, err := New(context.Background(), set, lookupIn(vars), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := New(context.Background(), set, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if srv != nil {
 		srv.releases.run(context.Background())
 	}

@@ -5,11 +5,9 @@ import (
 	"github.com/ratewarden/ratewarden/internal/tracing"
 )
 
-// tracingOptions returns the tracing options the settings ask for, with
-// the OTEL_* variables read through lookup.
-func tracingOptions(s settings.Settings, lookup func(string) (string, bool)) tracing.Options {
+// tracingOptions returns the tracing options the settings ask for.
+func tracingOptions(s settings.Settings) tracing.Options {
 	opts := tracing.Options{
-		Lookup:            lookup,
 		Protocol:          string(s.TracingProtocol),
 		ServiceName:       s.TracingServiceName,
 		ServiceNamespace:  s.TracingServiceNamespace,

@@ -47,7 +47,7 @@ func TestFailedNewReleasesWhatItBound(t *testing.T) {
 	maps.Copy(env, addrs)
 	s, err := loadSettings(env)
 	require.NoError(t, err)
-	_, err = New(t.Context(), s, lookupIn(env), slog.New(slog.DiscardHandler))
+	_, err = New(t.Context(), s, slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "server: RLS_DEBUG_ADDR: ")
 	for name, addr := range addrs {
 		l, err := net.Listen("tcp", addr)

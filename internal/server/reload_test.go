@@ -359,10 +359,9 @@ func TestConfigMaxBytes(t *testing.T) {
 	require.NoError(t, writeFile(filepath.Join(dir, "a.yaml"), reloadYAML(3)))
 	limit := fmt.Sprint(len(reloadYAML(3)) + 10)
 
-	vars := map[string]string{"RLS_CONFIG_PATH": dir, "RLS_CONFIG_MAX_BYTES": fmt.Sprint(len(reloadYAML(3)) - 1)}
-	set, err := loadSettings(vars)
+	set, err := loadSettings(map[string]string{"RLS_CONFIG_PATH": dir, "RLS_CONFIG_MAX_BYTES": fmt.Sprint(len(reloadYAML(3)) - 1)})
 	require.NoError(t, err)
-	_, err = New(context.Background(), set, lookupIn(vars), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	_, err = New(context.Background(), set, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.ErrorContains(t, err, "a.yaml: cannot read: the limits files hold 117 bytes up to this one, more than the 116 they may hold (RLS_CONFIG_MAX_BYTES)")
 
 	s := start(t, map[string]string{"RLS_CONFIG_PATH": dir, "RLS_CONFIG_MAX_BYTES": limit})

@@ -67,12 +67,9 @@ type Server struct {
 
 // New loads the configuration, builds the backend and binds the listeners,
 // as the settings s ask: Settings that settings.Load returned, which it has
-// validated. lookup is the lookup function s was loaded through (main's is
-// os.LookupEnv; nil means os.LookupEnv too): New reads through it the
-// variables that are not settings, tracing's OTEL_* variables. A
-// configuration error is returned with its file, line and field. On any
-// error, New has released whatever it acquired.
-func New(ctx context.Context, s settings.Settings, lookup func(string) (string, bool), logger *slog.Logger) (_ *Server, err error) {
+// validated. A configuration error is returned with its file, line and
+// field. On any error, New has released whatever it acquired.
+func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (_ *Server, err error) {
 	if report := s.Compat(); report != nil {
 		report.Log(logger)
 	}
@@ -116,7 +113,7 @@ func New(ctx context.Context, s settings.Settings, lookup func(string) (string, 
 	if s.Tracing {
 		// The tracer comes first, so that it goes last: its last export
 		// holds the spans of what closes before it.
-		if srv.tracer, err = tracing.New(ctx, tracingOptions(s, lookup)); err != nil {
+		if srv.tracer, err = tracing.New(ctx, tracingOptions(s)); err != nil {
 			return nil, fmt.Errorf("server: RLS_TRACING: %w", err)
 		}
 		srv.releases.push(func(ctx context.Context) {

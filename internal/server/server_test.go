@@ -34,24 +34,17 @@ type started struct {
 	stop   func() error
 }
 
-// lookupIn returns a lookup function that finds the variables of env, and
-// no other: the environment of a server under test.
-func lookupIn(env map[string]string) func(string) (string, bool) {
-	return func(name string) (string, bool) {
-		v, ok := env[name]
-		return v, ok
-	}
-}
-
 // loadSettings returns the settings of the variables env, read as the
 // server reads its environment, and of no other variable.
 func loadSettings(env map[string]string) (settings.Settings, error) {
-	return settings.Load(lookupIn(env))
+	return settings.Load(func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	})
 }
 
 // start serves the example configuration with the memory backend on free
-// loopback ports; env adds or overrides RLS_* variables, and holds any
-// other variable the server reads (OTEL_*).
+// loopback ports; env adds or overrides RLS_* variables.
 func start(t testing.TB, env map[string]string) *started {
 	t.Helper()
 	vars := map[string]string{"RLS_GRPC_ADDR": "127.0.0.1:0", "RLS_HTTP_ADDR": "127.0.0.1:0", "RLS_CONFIG_PATH": "../../config"}
@@ -59,7 +52,7 @@ func start(t testing.TB, env map[string]string) *started {
 	set, err := loadSettings(vars)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := New(ctx, set, lookupIn(vars), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := New(ctx, set, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
@@ -214,10 +207,9 @@ func TestGracefulShutdownTurnsHealthNotServing(t *testing.T) {
 func TestConfigErrorStopsStartup(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, writeFile(dir+"/bad.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"))
-	vars := map[string]string{"RLS_CONFIG_PATH": dir, "RLS_GRPC_ADDR": "127.0.0.1:0", "RLS_HTTP_ADDR": ""}
-	set, err := loadSettings(vars)
+	set, err := loadSettings(map[string]string{"RLS_CONFIG_PATH": dir, "RLS_GRPC_ADDR": "127.0.0.1:0", "RLS_HTTP_ADDR": ""})
 	require.NoError(t, err)
-	_, err = New(context.Background(), set, lookupIn(vars), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	_, err = New(context.Background(), set, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "bad.yaml:4")
 	assert.Contains(t, err.Error(), "unit")

@@ -189,7 +189,7 @@ func TestTLSStartupErrorsNameTheVariable(t *testing.T) {
 			maps.Copy(vars, tc.env)
 			set, err := loadSettings(vars)
 			if err == nil {
-				_, err = New(context.Background(), set, lookupIn(vars), slog.New(slog.DiscardHandler))
+				_, err = New(context.Background(), set, slog.New(slog.DiscardHandler))
 			}
 			require.Error(t, err)
 			for _, w := range tc.want {

@@ -16,15 +16,14 @@ import (
 // receives the spans of a call in an OTLP/gRPC collector when the server
 // stops.
 func TestTracingThroughEnvoyproxyRatelimitsVariables(t *testing.T) {
-	t.Parallel()
 	col := &tracingtest.Collector{}
-	// The OTEL_* variables come through the lookup the settings come
-	// through.
+	// The OTel SDK reads its OTEL_* variables from the process's
+	// environment; the server's settings come through start's lookup.
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.ServeGRPC(t))
 	s := start(t, map[string]string{
-		"TRACING_ENABLED":             "true",
-		"TRACING_EXPORTER_PROTOCOL":   "grpc",
-		"TRACING_SERVICE_NAME":        "envoy-ratelimit",
-		"OTEL_EXPORTER_OTLP_ENDPOINT": col.ServeGRPC(t),
+		"TRACING_ENABLED":           "true",
+		"TRACING_EXPORTER_PROTOCOL": "grpc",
+		"TRACING_SERVICE_NAME":      "envoy-ratelimit",
 	})
 	ctx := metadata.NewOutgoingContext(context.Background(),
 		metadata.Pairs("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))

@@ -209,13 +209,12 @@ func TestXDSMutualTLS(t *testing.T) {
 // server that cannot be read stops the server with its variable's name.
 func TestXDSClientCertificateIsReadAtStart(t *testing.T) {
 	t.Parallel()
-	vars := map[string]string{
+	set, err := loadSettings(map[string]string{
 		"RLS_CONFIG_SOURCE": "xds", "RLS_XDS_TLS": "true", "RLS_GRPC_ADDR": "127.0.0.1:0", "RLS_HTTP_ADDR": "",
 		"RLS_XDS_TLS_CERT_FILE": "/nonexistent/tls.crt", "RLS_XDS_TLS_KEY_FILE": "/nonexistent/tls.key",
-	}
-	set, err := loadSettings(vars)
+	})
 	require.NoError(t, err)
-	_, err = New(context.Background(), set, lookupIn(vars), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	_, err = New(context.Background(), set, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "RLS_XDS_TLS_CERT_FILE")
 }

@@ -7,11 +7,10 @@
 // each backend call. Without tracing none of them is installed, so the
 // service runs exactly as it does untraced.
 //
-// The exporter, the resource and the sampler follow the standard OTEL_*
-// variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS,
+// The exporter and the resource follow the standard OTEL_* variables
+// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS,
 // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, ...),
-// read through Options.Lookup, the process's environment by default, as
-// the OpenTelemetry SDK reads them (env.go); Options override some of them.
+// which the OpenTelemetry SDK reads itself; Options override some of them.
 package tracing
 
 import (
@@ -50,23 +49,9 @@ const (
 const DefaultServiceName = "ratewarden"
 
 // Options configure New. The zero value exports over the protocol the OTEL_*
-// variables of the process's environment name (http/protobuf by default)
-// as DefaultServiceName, sampled as OTEL_TRACES_SAMPLER says (parent-based,
-// always on, by default).
+// variables name (http/protobuf by default) as DefaultServiceName, sampled
+// as OTEL_TRACES_SAMPLER says (parent-based, always on, by default).
 type Options struct {
-	// Lookup reads the OTEL_* variables: it returns a variable's value and
-	// whether it is set. nil means os.LookupEnv, the process's
-	// environment; a test passes a map's. What the variables it finds say,
-	// and the SDK's defaults for those it does not find, go to the
-	// exporter, the resource and the sampler as options, over what the SDK
-	// reads from the process's environment itself. The process's
-	// environment still has its say, whatever Lookup finds, on OTEL_BSP_*
-	// (batching), the span limits (OTEL_SPAN_*_LIMIT, ...) and
-	// OTEL_GO_X_*; on gzip over gRPC (OTEL_EXPORTER_OTLP_COMPRESSION),
-	// which no option of the gRPC exporter turns off; and on the
-	// resource's attributes that nothing else sets, for the SDK merges
-	// the process's OTEL_RESOURCE_ATTRIBUTES under the resource.
-	Lookup func(string) (string, bool)
 	// Protocol is ProtocolGRPC or ProtocolHTTP ("http" is taken for it); ""
 	// means OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, then
 	// OTEL_EXPORTER_OTLP_PROTOCOL, then ProtocolHTTP.
@@ -78,8 +63,7 @@ type Options struct {
 	ServiceName, ServiceNamespace, ServiceInstanceID string
 	// SamplingRate, when not nil, samples that share of the traces that
 	// start here, in [0, 1], and every trace whose caller sampled it;
-	// nil leaves the sampler to OTEL_TRACES_SAMPLER and
-	// OTEL_TRACES_SAMPLER_ARG.
+	// nil leaves the sampler to OTEL_TRACES_SAMPLER.
 	SamplingRate *float64
 	// Exporter, when not nil, receives the spans instead of an OTLP
 	// exporter, synchronously; for tests.
@@ -99,23 +83,18 @@ const scope = "github.com/ratewarden/ratewarden/internal/tracing"
 // New returns a Tracer exporting as opts say. It does not touch
 // OpenTelemetry's global providers.
 func New(ctx context.Context, opts Options) (*Tracer, error) {
-	env := lookupEnv(opts.Lookup)
-	if env == nil {
-		env = os.LookupEnv
-	}
-	res, err := newResource(ctx, env, opts)
+	res, err := newResource(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	sample := sampler(env)
+	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	if opts.SamplingRate != nil {
-		sample = sdktrace.ParentBased(sdktrace.TraceIDRatioBased(*opts.SamplingRate))
+		tpOpts = append(tpOpts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(*opts.SamplingRate))))
 	}
-	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSampler(sample)}
 	if opts.Exporter != nil {
 		tpOpts = append(tpOpts, sdktrace.WithSyncer(opts.Exporter))
 	} else {
-		exp, err := newExporter(ctx, env, opts.Protocol)
+		exp, err := newExporter(ctx, opts.Protocol)
 		if err != nil {
 			return nil, err
 		}
@@ -129,9 +108,15 @@ func New(ctx context.Context, opts Options) (*Tracer, error) {
 	}, nil
 }
 
-// Protocol returns the OTLP protocol p names: ProtocolGRPC for "grpc", and
-// ProtocolHTTP for "http", "http/protobuf" and "" (the default).
+// Protocol returns the OTLP protocol that opts' Protocol, or else the OTEL_*
+// variables, name.
 func Protocol(p string) (string, error) {
+	if p == "" {
+		p = os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	}
+	if p == "" {
+		p = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
 	switch p {
 	case "", "http", ProtocolHTTP:
 		return ProtocolHTTP, nil
@@ -141,29 +126,16 @@ func Protocol(p string) (string, error) {
 	return "", fmt.Errorf("tracing: unknown OTLP protocol %q (want grpc or http/protobuf)", p)
 }
 
-// exportProtocol returns the OTLP protocol that p, or else the OTEL_*
-// variables, name.
-func exportProtocol(env lookupEnv, p string) (string, error) {
-	if p == "" {
-		p, _ = env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-	}
-	if p == "" {
-		p, _ = env("OTEL_EXPORTER_OTLP_PROTOCOL")
-	}
-	return Protocol(p)
-}
-
-func newExporter(ctx context.Context, env lookupEnv, protocol string) (sdktrace.SpanExporter, error) {
-	p, err := exportProtocol(env, protocol)
+func newExporter(ctx context.Context, protocol string) (sdktrace.SpanExporter, error) {
+	p, err := Protocol(protocol)
 	if err != nil {
 		return nil, err
 	}
-	cfg := readExporterEnv(env, p)
 	var exp sdktrace.SpanExporter
 	if p == ProtocolGRPC {
-		exp, err = otlptracegrpc.New(ctx, cfg.grpcOptions()...)
+		exp, err = otlptracegrpc.New(ctx)
 	} else {
-		exp, err = otlptracehttp.New(ctx, cfg.httpOptions()...)
+		exp, err = otlptracehttp.New(ctx)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
@@ -171,11 +143,7 @@ func newExporter(ctx context.Context, env lookupEnv, protocol string) (sdktrace.
 	return exp, nil
 }
 
-func newResource(ctx context.Context, env lookupEnv, opts Options) (*resource.Resource, error) {
-	fromEnv, err := resourceAttributes(env)
-	if err != nil {
-		return nil, fmt.Errorf("tracing: resource: %w", err)
-	}
+func newResource(ctx context.Context, opts Options) (*resource.Resource, error) {
 	var explicit []attribute.KeyValue
 	if opts.ServiceName != "" {
 		explicit = append(explicit, semconv.ServiceName(opts.ServiceName))
@@ -191,7 +159,7 @@ func newResource(ctx context.Context, env lookupEnv, opts Options) (*resource.Re
 	res, err := resource.New(ctx,
 		resource.WithAttributes(semconv.ServiceName(DefaultServiceName)),
 		resource.WithTelemetrySDK(),
-		resource.WithAttributes(fromEnv...),
+		resource.WithFromEnv(),
 		resource.WithAttributes(explicit...),
 	)
 	if err != nil {

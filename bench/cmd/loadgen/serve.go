@@ -27,7 +27,7 @@ func serveProfiled(ctx context.Context, cpuPath, allocsPath string, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(ctx, s, os.LookupEnv, s.NewLogger(stderr))
+	srv, err := server.New(ctx, s, s.NewLogger(stderr))
 	if err != nil {
 		return err
 	}

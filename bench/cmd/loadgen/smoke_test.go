@@ -52,14 +52,13 @@ func startServerAt(t *testing.T, env map[string]string) (grpcAddr, httpAddr stri
 	for k, v := range env {
 		vars[k] = v
 	}
-	lookup := func(name string) (string, bool) {
+	set, err := settings.Load(func(name string) (string, bool) {
 		v, ok := vars[name]
 		return v, ok
-	}
-	set, err := settings.Load(lookup)
+	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, set, lookup, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := server.New(ctx, set, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
