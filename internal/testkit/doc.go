@@ -12,7 +12,8 @@
 //     clock.
 //   - xdstest is an xDS management server, and what Envoy Gateway's
 //     translator builds.
-//   - tracingtest is an OTLP trace collector.
+//   - tracingtest is an OTLP trace collector, and runs a test again in a
+//     child process with the OTEL_* variables the SDK reads.
 //   - tlstest makes a certificate authority for one test, and the
 //     certificates and files of the servers and clients it signs.
 //   - filehold makes reads of a file hang.

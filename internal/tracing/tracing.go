@@ -110,12 +110,15 @@ func New(ctx context.Context, opts Options) (*Tracer, error) {
 
 // Protocol returns the OTLP protocol that opts' Protocol, or else the OTEL_*
 // variables, name.
-func Protocol(p string) (string, error) {
+func Protocol(p string) (string, error) { return protocol(p, os.Getenv) }
+
+// protocol is Protocol with the OTEL_ variables read through getenv.
+func protocol(p string, getenv func(string) string) (string, error) {
 	if p == "" {
-		p = os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+		p = getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
 	}
 	if p == "" {
-		p = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+		p = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
 	}
 	switch p {
 	case "", "http", ProtocolHTTP:

@@ -223,47 +223,51 @@ func TestSamplingRate(t *testing.T) {
 }
 
 // TestOTLPExporters sends a call's spans through the real OTLP exporters, as
-// OTEL_EXPORTER_OTLP_ENDPOINT and the protocol say, to a collector.
+// OTEL_EXPORTER_OTLP_ENDPOINT and the protocol say, to a collector. The
+// SDK reads the variables from the process's environment: the call is made
+// in a child process that has them.
 func TestOTLPExporters(t *testing.T) {
 	for _, protocol := range []string{ProtocolGRPC, ProtocolHTTP} {
 		t.Run(protocol, func(t *testing.T) {
-			col := &tracingtest.Collector{}
-			var endpoint string
-			if protocol == ProtocolGRPC {
-				endpoint = col.ServeGRPC(t)
-			} else {
-				endpoint = col.ServeHTTP(t)
+			if tracingtest.IsChild(t) {
+				tr, err := New(context.Background(), Options{Protocol: protocol})
+				require.NoError(t, err)
+				conn, stop := serve(t, tr, memory.New())
+				_, err = rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), userRequest("otlp"))
+				require.NoError(t, err)
+				stop() // the call's spans ended
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				require.NoError(t, tr.Shutdown(ctx), "the buffered spans are exported on shutdown")
+				return
 			}
-			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-			t.Setenv("OTEL_SERVICE_NAME", "from-otel-env")
-
-			tr, err := New(context.Background(), Options{Protocol: protocol})
-			require.NoError(t, err)
-			conn, stop := serve(t, tr, memory.New())
-			_, err = rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), userRequest("otlp"))
-			require.NoError(t, err)
-			stop() // the call's spans ended
-
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			require.NoError(t, tr.Shutdown(ctx), "the buffered spans are exported on shutdown")
+			col := &tracingtest.Collector{}
+			endpoint := col.ServeHTTP
+			if protocol == ProtocolGRPC {
+				endpoint = col.ServeGRPC
+			}
+			tracingtest.RunChild(t, "OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint(t), "OTEL_SERVICE_NAME=from-otel-env")
 			assert.ElementsMatch(t, []string{"from-otel-env: " + serverSpan, "from-otel-env: ratewarden.backend"}, col.Spans())
 		})
 	}
 }
 
 func TestProtocol(t *testing.T) {
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "")
-	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "")
+	t.Parallel()
+	env := func(vars map[string]string) func(string) string {
+		return func(name string) string { return vars[name] }
+	}
 	for in, want := range map[string]string{"": ProtocolHTTP, "http": ProtocolHTTP, ProtocolHTTP: ProtocolHTTP, "grpc": ProtocolGRPC} {
-		got, err := Protocol(in)
+		got, err := protocol(in, env(nil))
 		require.NoError(t, err)
 		assert.Equal(t, want, got, in)
 	}
-	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-	got, err := Protocol("")
+	got, err := protocol("", env(map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}))
 	require.NoError(t, err)
 	assert.Equal(t, ProtocolGRPC, got, "the OTEL_ variable decides when none is given")
+	got, err = protocol("", env(map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}))
+	require.NoError(t, err)
+	assert.Equal(t, ProtocolHTTP, got, "the traces' own variable wins")
 	_, err = Protocol("http/json")
 	assert.ErrorContains(t, err, "tracing: ")
 }
