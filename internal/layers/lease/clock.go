@@ -13,18 +13,26 @@ import (
 // over the calls of the last clockWindow bound the backend's time of any
 // instant of this replica's: a lease records the times it serves at the
 // upper bound (never earlier than the backend's clock read then), and
-// answers from the lower one (never a state later than the backend's). It
-// is safe for concurrent use; the zero value knows no offset.
+// counts a hit as recent from the lower one. Its answers are given at the
+// best estimate, which is off by no more than half the quickest recent
+// call's round trip: the middle of that call, decided − (sent + received)/2,
+// kept within the bounds. On a busy host no call of a second may be quick
+// on both legs, and either bound may then be milliseconds from the
+// backend's clock, where the quickest round trip is still short. It is safe
+// for concurrent use; the zero value knows no offset.
 type backendClock struct {
-	mu sync.Mutex
-	hi bound // the least decided − sent
-	lo bound // the greatest decided − received
+	mu  sync.Mutex
+	hi  bound // the least decided − sent
+	lo  bound // the greatest decided − received
+	mid bound // decided − (sent + received)/2 of the quickest call
 }
 
-// bound is a bound on the offset (µs), and when it was seen.
+// bound is a bound on the offset (µs), or an estimate of it, and when it
+// was seen; for an estimate, the round trip (µs) of the call it came from.
 type bound struct {
 	known bool
 	off   int64
+	rtt   int64
 	at    time.Time
 }
 
@@ -46,6 +54,10 @@ func (c *backendClock) note(sent, received time.Time, decided int64) {
 	c.mu.Lock()
 	c.hi.tighten(decided-sent.UnixMicro(), received, true)
 	c.lo.tighten(decided-received.UnixMicro(), received, false)
+	rtt := received.Sub(sent).Microseconds()
+	if m := &c.mid; !m.known || rtt <= m.rtt || received.Sub(m.at) > clockWindow {
+		*m = bound{known: true, off: decided - (sent.UnixMicro()+received.UnixMicro())/2, rtt: rtt, at: received}
+	}
 	c.mu.Unlock()
 }
 
@@ -56,4 +68,13 @@ func (c *backendClock) read(t time.Time) (hi, lo int64) {
 	defer c.mu.Unlock()
 	us := t.UnixMicro()
 	return us + c.hi.off, min(us+c.lo.off, us+c.hi.off)
+}
+
+// estimate returns the best estimate of the backend's time (µs) of t,
+// within read's bounds.
+func (c *backendClock) estimate(t time.Time) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lo := min(c.lo.off, c.hi.off)
+	return t.UnixMicro() + min(max(c.mid.off, lo), c.hi.off)
 }

@@ -12,7 +12,8 @@ import (
 // theta ahead, each decided somewhere between its send and its answer; the
 // clock's bounds of the backend's time always hold it, the upper no
 // earlier and the lower no later, and neither is further from it than a
-// round trip.
+// round trip; the estimate answers are given at is within the bounds, and
+// off by no more than half the round trip of the quickest call it kept.
 func TestBackendClockBoundsTheBackendsTime(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 1))
 	for _, theta := range []time.Duration{0, 3 * time.Millisecond, -40 * time.Millisecond} {
@@ -34,6 +35,13 @@ func TestBackendClockBoundsTheBackendsTime(t *testing.T) {
 			require.GreaterOrEqual(t, hi, truth, "the upper bound is never earlier")
 			require.LessOrEqual(t, lo, truth, "the lower bound is never later")
 			require.LessOrEqual(t, hi-lo, 2*slowest.Microseconds(), "theta %s", theta)
+			est := c.estimate(at)
+			require.GreaterOrEqual(t, est, lo, "the estimate is within the bounds")
+			require.LessOrEqual(t, est, hi, "the estimate is within the bounds")
+			require.LessOrEqual(t, abs(est-truth), c.mid.rtt/2+1, "the estimate is off by at most half the round trip of the call it came from")
+			require.LessOrEqual(t, c.mid.rtt, slowest.Microseconds())
 		}
 	}
 }
+
+func abs(n int64) int64 { return max(n, -n) }

@@ -106,14 +106,9 @@ func (h *held) backend(t time.Time) int64 {
 	return hi
 }
 
-// answering returns the time (µs) a lease's answer at t is given at: no
-// later than the backend's clock read at t (backendClock), so that no
-// answer shows a limit further on, refilled or emptied more, than the
-// backend would.
-func (h *held) answering(t time.Time) int64 {
-	_, lo := h.clock.read(t)
-	return lo
-}
+// answering returns the time (µs) a lease's answer at t is given at: the
+// best estimate of the backend's clock read at t (backendClock.estimate).
+func (h *held) answering(t time.Time) int64 { return h.clock.estimate(t) }
 
 // slotOf returns the slots in which a lease of limit l and lease time tau
 // records the times it serves its hits (algorithms.ServedSlot).
@@ -206,12 +201,21 @@ func (h *held) settlement(l algorithms.Limit, end bool, now time.Time) algorithm
 }
 
 // pendingEnd returns what a settlement that ends every lease of e would
-// say now, without noting anything: how the limit is without them.
-func (e *entry) pendingEnd() []algorithms.Lease {
+// say now, without noting anything: how the limit is without them, at
+// until (µs, the backend's). The hits served are taken as served by then:
+// a mirror made at a decision counts the hits of the take that asked for
+// the lease, and every hit served before that take was sent, at no later
+// time than the decision, where their recorded times, the clock's upper
+// bound, may be later.
+func (e *entry) pendingEnd(until int64) []algorithms.Lease {
 	out := make([]algorithms.Lease, 0, len(e.leases))
 	for _, h := range e.leases {
+		served := append([]algorithms.Served(nil), h.pending...)
+		for i := range served {
+			served[i].At = min(served[i].At, until)
+		}
 		out = append(out, algorithms.Lease{Receipt: h.receipt, Hold: h.hold, Size: h.size, Reported: h.reported,
-			Served: append([]algorithms.Served(nil), h.pending...), Close: true})
+			Served: served, Close: true})
 	}
 	return out
 }
@@ -404,7 +408,7 @@ func (e *entry) grant(op *algorithms.Op, n uint64, r algorithms.Result, sent, no
 	if st := r.State; st != nil {
 		// The answer is the backend's at its decision, as without leases.
 		at := time.UnixMicro(decided)
-		st.Settle(op.Limit, at, e.pendingEnd())
+		st.Settle(op.Limit, at, e.pendingEnd(decided))
 		e.mirror, e.mirrorAt = st, decided
 		m := st.Take(op.Limit, at, 0)
 		res.Remaining, res.ResetAfter = m.Remaining, m.ResetAfter
