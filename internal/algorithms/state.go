@@ -67,24 +67,25 @@ func NewState(a Algorithm) State {
 	return specs[a].newState()
 }
 
-// Apply applies op to st at now, as its flags ask: a settlement of leases
-// (Op.Refund with Op.Leases, whose Result says only that it was applied), a
-// refund, a charge that owes (Op.Charge with
-// Op.Debt), a record (Op.Charge alone), or a take (a lease's with
-// Op.Hold).
+// Apply applies op to st at now, as its Kind asks: a settlement of leases
+// (whose Result says only that it was applied), a refund, a charge (one
+// that owes with Op.Debt, a record without), or a take (a lease's with a
+// hold, Op.Leasing).
 func Apply(st State, op *Op, now time.Time) Result {
-	switch {
-	case op.Refund && len(op.Leases) > 0:
+	switch op.Kind {
+	case Settle:
 		st.Settle(op.Limit, now, op.Leases)
 		return Result{Allowed: true}
-	case op.Refund:
+	case Refund:
 		return st.Refund(op.Limit, now, op.Hits, op.Receipt)
-	case op.Charge && op.Debt:
-		return st.Charge(op.Limit, now, op.Hits)
-	case op.Charge:
+	case Charge:
+		if op.Debt {
+			return st.Charge(op.Limit, now, op.Hits)
+		}
 		return st.Record(op.Limit, now, op.Hits)
-	case op.HoldMicros() > 0:
-		return st.Lease(op.Limit, now, op.Hits, time.Duration(op.HoldMicros())*time.Microsecond)
+	}
+	if hold := op.HoldMicros(); hold > 0 {
+		return st.Lease(op.Limit, now, op.Hits, time.Duration(hold)*time.Microsecond)
 	}
 	return st.Take(op.Limit, now, op.Hits)
 }

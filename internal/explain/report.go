@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
@@ -243,17 +244,13 @@ func (e *Explainer) limit(l rls.LimitExplanation, d rls.DescriptorExplanation, n
 	if lim.Algorithm.Spec().Burst {
 		el.Burst = lim.Capacity()
 	}
-	switch {
-	case l.Op.Refund:
-		el.Op = "refund"
-	case l.Op.Charge && l.Op.Debt:
-		el.Op = "charge"
-	case l.Op.Charge:
+	switch k := l.Op.Kind; {
+	case k == algorithms.Charge && !l.Op.Debt:
 		el.Op = "record"
-	case l.Op.Hits == 0:
+	case k == algorithms.Take && l.Op.Hits == 0:
 		el.Op = "check"
 	default:
-		el.Op = "take"
+		el.Op = k.String()
 	}
 	switch {
 	case l.RuleShadow:
@@ -295,13 +292,13 @@ func (e *Explainer) limitEffects(l rls.LimitExplanation, d rls.DescriptorExplana
 		out = append(out, "replaced by "+l.ReplacedBy+": not counted")
 	}
 	switch {
-	case op.Charge && op.Debt:
+	case op.Kind == algorithms.Charge && op.Debt:
 		out = append(out, "charge: the hits are usage already spent, recorded even past the limit and never given back; what passes the limit is owed to later windows")
-	case op.Charge:
+	case op.Kind == algorithms.Charge:
 		out = append(out, "charge: the hits are usage already spent, recorded even past the limit and never given back; what passes the limit counts until its window ends")
-	case !op.Refund && op.Hits == 0:
+	case op.Kind == algorithms.Take && op.Hits == 0:
 		out = append(out, "0 hits: a check that takes nothing")
-	case !op.Refund && op.Hits < d.Hits:
+	case op.Kind == algorithms.Take && op.Hits < d.Hits:
 		out = append(out, fmt.Sprintf("asks %d hits, more than the limit can ever hold: denied, taking nothing", d.Hits))
 	}
 	switch {

@@ -113,14 +113,14 @@ func New(opts ...Option) *Limiter {
 // at one reading of the clock, and returns their results in the same order.
 // Op.Shards is ignored: one exact state serves the whole limit. A refund of a
 // state that does not exist creates none. Do fails, applying nothing, when
-// ctx is already done or an op's limit is invalid (the error wraps
-// algorithms.ErrInvalidLimit).
+// ctx is already done or an op is invalid (algorithms.Op.Validate; for its
+// limit, the error wraps algorithms.ErrInvalidLimit).
 func (m *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
 	for i := range ops {
-		if err := ops[i].Limit.Validate(); err != nil {
+		if err := ops[i].Validate(); err != nil {
 			return nil, fmt.Errorf("memory: op %d: %w", i, err)
 		}
 	}
@@ -149,7 +149,7 @@ func (m *Limiter) apply(op *algorithms.Op, now time.Time, t int64) algorithms.Re
 	if e == nil {
 		st := algorithms.NewState(op.Limit.Algorithm)
 		res := algorithms.Apply(st, op, now)
-		if op.Refund {
+		if op.Loosens() {
 			return res
 		}
 		if exp := st.Expiry(op.Limit).UnixMicro(); exp > t {
@@ -167,7 +167,7 @@ func (m *Limiter) apply(op *algorithms.Op, now time.Time, t int64) algorithms.Re
 // tell returns res with, for an admitted lease's take of at least one hit,
 // a copy of the state st it left (Result.State).
 func tell(op *algorithms.Op, st algorithms.State, res algorithms.Result) algorithms.Result {
-	if res.Allowed && !op.Refund && !op.Charge && op.HoldMicros() > 0 && op.Hits > 0 {
+	if res.Allowed && op.Leasing() && op.Hits > 0 {
 		res.State = st.Clone()
 	}
 	return res

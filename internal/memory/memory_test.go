@@ -151,7 +151,7 @@ func TestMemoryKeepsOnlyWhatMatters(t *testing.T) {
 		k := algorithms.Key{Domain: "keep", Entries: []algorithms.Entry{{Key: "alg", Value: a.String()}}}
 		l := algorithms.Limit{Algorithm: a, Requests: 3, Window: time.Second}
 		res, err := m.Do(context.Background(), []algorithms.Op{
-			{Key: k, Limit: l, Hits: 2, Refund: true},
+			{Key: k, Limit: l, Hits: 2, Kind: algorithms.Refund},
 			{Key: k, Limit: l, Hits: 0},
 			{Key: k, Limit: l, Hits: 4},
 		})
@@ -165,7 +165,7 @@ func TestMemoryKeepsOnlyWhatMatters(t *testing.T) {
 
 		res, err = m.Do(context.Background(), []algorithms.Op{
 			{Key: k, Limit: l, Hits: 2},
-			{Key: k, Limit: l, Hits: 2, Refund: true},
+			{Key: k, Limit: l, Hits: 2, Kind: algorithms.Refund},
 		})
 		require.NoError(t, err)
 		require.True(t, res[0].Allowed)

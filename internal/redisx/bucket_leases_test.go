@@ -121,10 +121,10 @@ func runBucketLeases(t *testing.T, client redis.UniversalClient, seed uint64, st
 					settled.Served = append(settled.Served, algorithms.Served{At: at, N: n})
 					left -= n
 				}
-				op.Refund, op.Leases, op.Hits = true, []algorithms.Lease{settled}, 0
+				op.Kind, op.Leases, op.Hits = algorithms.Settle, []algorithms.Lease{settled}, 0
 			case p < 19:
 			default:
-				op.Refund = true
+				op.Kind = algorithms.Refund
 			}
 			ops[i] = op
 		}
@@ -135,7 +135,7 @@ func runBucketLeases(t *testing.T, client redis.UniversalClient, seed uint64, st
 		for i, op := range ops {
 			require.Equal(t, alike(want[i]), alike(got[i]), "step %d at %s, op %d of %d: %s", step, clock.Now().Format(time.RFC3339Nano), i, len(ops), describeOp(op))
 			require.Equal(t, want[i].Receipt.Epoch, got[i].Receipt.Epoch, "step %d op %d: epoch", step, i)
-			if j := owners[i]; op.Hold > 0 && !op.Refund && want[i].Allowed {
+			if j := owners[i]; op.Hold > 0 && !op.Loosens() && want[i].Allowed {
 				sameState(t, op, want[i], got[i], clock.Now(), fmt.Sprintf("step %d op %d: %s", step, i, describeOp(op)))
 				leases[j] = append(leases[j], leaseTaken{receipt: want[i].Receipt, hits: op.Hits, hold: op.Hold, at: clock.Now()})
 				if len(leases[j]) > 32 {

@@ -2,6 +2,7 @@ package redisx
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -74,14 +75,14 @@ func (e *Encoder) counterCall(op *algorithms.Op, shard int, now int64) *counterC
 	i := lim.WindowIndex(t)
 	c := &counterCall{lim: lim, at: now, end: lim.WindowStart(i + 1).UnixMicro()}
 	capacity := lim.Capacity()
-	switch {
-	case op.Refund:
+	switch op.Kind {
+	case algorithms.Refund:
 		c.n = min(op.Hits, 2*algorithms.MaxRequests+1)
 		// With a receipt, only a take of this window is given back.
 		if noReceipt(op.Receipt) || lim.WindowIndex(time.UnixMicro(op.Receipt.At)) == i {
 			c.delta = -int64(c.n)
 		}
-	case op.Charge:
+	case algorithms.Charge:
 		c.n = min(op.Hits, capacity+lim.MaxDebt()+1)
 		c.delta = int64(c.n)
 	default:
@@ -89,7 +90,7 @@ func (e *Encoder) counterCall(op *algorithms.Op, shard int, now int64) *counterC
 		if c.n <= capacity {
 			c.delta = int64(c.n)
 		}
-		c.lease = op.HoldMicros() > 0 && c.delta > 0
+		c.lease = op.Leasing() && c.delta > 0
 	}
 	c.key = e.counterKey(op, shard, i)
 	return c
@@ -105,15 +106,19 @@ func (e *Encoder) counterKey(op *algorithms.Op, shard int, i int64) string {
 
 // CounterCommands returns the commands that apply op at now to the given
 // shard of its limit, for an algorithm counted without a script
-// (algorithms.Spec.Counter) and an op that owes nothing: SET NX PX and INCRBY
+// (algorithms.Spec.Counter) and an op that owes nothing and is no settlement
+// (settlements are script calls, Command): SET NX PX and INCRBY
 // of the window's count, or GET when the op only reads it. The load
 // generator sends them as the Limiter does.
 func (e *Encoder) CounterCommands(op *algorithms.Op, shard int, now time.Time) ([][]any, error) {
-	if err := op.Limit.Validate(); err != nil {
+	if err := op.Validate(); err != nil {
 		return nil, fmt.Errorf("redisx: %w", err)
 	}
 	if !op.Limit.Algorithm.Spec().Counter || op.Debt {
 		return nil, fmt.Errorf("redisx: %s is not counted without a script", op.Limit.Algorithm)
+	}
+	if op.Kind == algorithms.Settle {
+		return nil, errors.New("redisx: a settlement is a script call (Encoder.Command)")
 	}
 	c := e.counterCall(op, shard, now.UnixMicro())
 	pipe := recorder{}
@@ -218,11 +223,11 @@ func settleCounters(calls []*scriptCall) {
 func (c *counterCall) correction(op *algorithms.Op, v int64) int64 {
 	L, most := int64(c.lim.Requests), int64(c.lim.Requests+c.lim.MaxDebt())
 	switch {
-	case op.Refund:
+	case op.Kind == algorithms.Refund:
 		if v < 0 {
 			c.give = max(v, c.delta)
 		}
-	case op.Charge:
+	case op.Kind == algorithms.Charge:
 		if v > most {
 			c.give = min(c.delta, v-most)
 		}
@@ -251,9 +256,9 @@ func (c *counterCall) result(op *algorithms.Op, v int64) algorithms.Result {
 		return res
 	}
 	switch {
-	case op.Refund:
+	case op.Kind == algorithms.Refund:
 		return admitted(max(v, 0), algorithms.Receipt{})
-	case op.Charge:
+	case op.Kind == algorithms.Charge:
 		before := v - c.delta
 		within := op.Hits <= L && before >= 0 && uint64(before)+op.Hits <= L
 		// Up to L + D, the most a count holds; one already above it (under

@@ -76,7 +76,7 @@ func (l *Limiter) doDebt(ctx context.Context, op *algorithms.Op, shard int) (alg
 		case err != nil:
 			return algorithms.Result{}, runError(op.Limit.Algorithm.String(), err)
 		}
-		if res.Allowed && !op.Refund && !op.Charge && shard != Unsharded {
+		if res.Allowed && op.Kind == algorithms.Take && shard != Unsharded {
 			res.Receipt.Shard = uint32(shard)
 		}
 		return res, nil

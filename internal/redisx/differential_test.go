@@ -153,12 +153,12 @@ func runDifferential(t *testing.T, client redis.UniversalClient, alg algorithms.
 			}
 			require.Equal(t, w, g, "step %d at %s, op %d of %d: %s",
 				step, clock.Now().Format(time.RFC3339Nano), i, len(ops), describeOp(ops[i]))
-			if ops[i].HoldMicros() > 0 && want[i].Allowed && !ops[i].Refund && !ops[i].Charge && !ops[i].Debt {
+			if ops[i].Leasing() && want[i].Allowed && !ops[i].Debt {
 				// (The lease layer never leases a limit that owes: the
 				// whole state of one, kept in a transaction, tells none.)
 				sameState(t, ops[i], want[i], got[i], clock.Now(), fmt.Sprintf("step %d op %d: %s", step, i, describeOp(ops[i])))
 			}
-			if !ops[i].Refund && !ops[i].Charge && want[i].Allowed {
+			if ops[i].Kind == algorithms.Take && want[i].Allowed {
 				s := owners[i]
 				s.receipts = append(s.receipts, takeReceipt{receipt: want[i].Receipt, redis: got[i].Receipt,
 					hits: ops[i].Hits, hold: ops[i].Hold, at: clock.Now()})
@@ -286,13 +286,13 @@ func randomOp(rng *rand.Rand, s *subject, now time.Time, bigLogTakes *int) (algo
 	op := randomOpOf(rng, s, now, bigLogTakes)
 	// Each backend's receipts go back to it.
 	redisOp := op
-	if op.Refund {
+	if op.Loosens() {
 		for _, r := range s.receipts {
 			if r.receipt == op.Receipt {
 				redisOp.Receipt = r.redis
 			}
 		}
-		if len(op.Leases) > 0 {
+		if op.Kind == algorithms.Settle {
 			redisOp.Leases = slices.Clone(op.Leases)
 			for i := range redisOp.Leases {
 				for _, r := range s.receipts {
@@ -345,7 +345,7 @@ func randomOpOf(rng *rand.Rand, s *subject, now time.Time, bigLogTakes *int) alg
 		}
 	case p < 65:
 		// Half of them charges that owe past the window, half records.
-		op.Charge, op.Debt = true, rng.IntN(2) == 0
+		op.Kind, op.Debt = algorithms.Charge, rng.IntN(2) == 0
 		if s.limit.Algorithm.Spec().Counter {
 			op.Debt = s.debt
 		}
@@ -382,15 +382,15 @@ func randomOpOf(rng *rand.Rand, s *subject, now time.Time, bigLogTakes *int) alg
 				ls.Served = append(ls.Served, algorithms.Served{At: from, Seq: seq, N: n})
 				seq += n
 			}
-			op.Refund, op.Leases = true, []algorithms.Lease{ls}
+			op.Kind, op.Leases = algorithms.Settle, []algorithms.Lease{ls}
 			return op
 		}
-		op.Refund, op.Receipt, op.Hits = true, r.receipt, r.hits
+		op.Kind, op.Receipt, op.Hits = algorithms.Refund, r.receipt, r.hits
 		if rng.IntN(4) == 0 {
 			op.Hits = hits()
 		}
 	default:
-		op.Refund, op.Hits = true, hits()
+		op.Kind, op.Hits = algorithms.Refund, hits()
 	}
 	return op
 }
@@ -411,16 +411,15 @@ func randomHold(rng *rand.Rand, w time.Duration) time.Duration {
 
 func describeOp(op algorithms.Op) string {
 	var b strings.Builder
-	if len(op.Leases) > 0 {
+	switch {
+	case op.Kind == algorithms.Settle:
 		fmt.Fprintf(&b, "settle %+v", op.Leases)
-	} else if op.Refund {
+	case op.Kind == algorithms.Refund:
 		fmt.Fprintf(&b, "refund %d (receipt %+v)", op.Hits, op.Receipt)
-	} else if op.Charge && op.Debt {
-		fmt.Fprintf(&b, "charge %d", op.Hits)
-	} else if op.Charge {
+	case op.Kind == algorithms.Charge && !op.Debt:
 		fmt.Fprintf(&b, "record %d", op.Hits)
-	} else {
-		fmt.Fprintf(&b, "take %d", op.Hits)
+	default:
+		fmt.Fprintf(&b, "%s %d", op.Kind, op.Hits)
 	}
 	if op.Hold > 0 {
 		fmt.Fprintf(&b, " held %s", op.Hold)
@@ -456,7 +455,7 @@ func TestCalendarWindowsMatchMemory(t *testing.T) {
 		key := algorithms.Key{Domain: "calendar", Entries: []algorithms.Entry{{Key: "n", Value: strconv.Itoa(i)}}}
 		for _, step := range []time.Time{at, at, nextBoundary(at, l).Add(-time.Microsecond), nextBoundary(at, l)} {
 			clock.Set(step)
-			ops := []algorithms.Op{{Key: key, Limit: l, Hits: 1}, {Key: key, Limit: l, Hits: 2, Charge: true}, {Key: key, Limit: l}}
+			ops := []algorithms.Op{{Key: key, Limit: l, Hits: 1}, {Key: key, Limit: l, Hits: 2, Kind: algorithms.Charge}, {Key: key, Limit: l}}
 			want, err := mem.Do(ctx, ops)
 			require.NoError(t, err)
 			got, err := lim.Do(ctx, ops)

@@ -58,12 +58,13 @@ func NewEncoder(prefix string, slack time.Duration) (*Encoder, error) {
 // microseconds since the Unix epoch or "" for the Redis server's TIME, to
 // the given shard of its limit (Unsharded for a limit that is not split):
 // "evalsha", the script's digest, the number of keys, the KEYS and the
-// ARGV. It fails when op's limit is invalid (algorithms.ErrInvalidLimit).
+// ARGV. It fails when op is invalid (algorithms.Op.Validate; for its limit,
+// the error wraps algorithms.ErrInvalidLimit).
 func (e *Encoder) Command(op *algorithms.Op, shard int, now string) ([]any, error) {
-	if err := op.Limit.Validate(); err != nil {
+	if err := op.Validate(); err != nil {
 		return nil, fmt.Errorf("redisx: %w", err)
 	}
-	if op.Limit.Algorithm.Spec().Counter && !settles(op) {
+	if op.Limit.Algorithm.Spec().Counter && op.Kind != algorithms.Settle {
 		return nil, fmt.Errorf("redisx: %s is counted without a script", op.Limit.Algorithm)
 	}
 	return e.appendCommand(make([]any, 0, maxArgv), op, shard, now), nil
@@ -100,24 +101,31 @@ func (e *Encoder) LoadScripts(ctx context.Context, client redis.UniversalClient)
 // script returns the script of algorithm a, which must be valid.
 func (e *Encoder) script(a algorithms.Algorithm) *script { return e.scripts[a] }
 
-// appendCommand is Command, appended to dst, for an op whose limit is
-// valid, with now boxed once by the caller for all the calls of a Do. It
-// boxes what it must once per limit (argCache), and builds the keys in one
-// string.
+// appendCommand is Command, appended to dst, for an op that is valid, with
+// now boxed once by the caller for all the calls of a Do. It boxes what it
+// must once per limit (argCache), and builds the keys in one string.
 func (e *Encoder) appendCommand(dst []any, op *algorithms.Op, shard int, now any) []any {
 	lim := shardLimit(op.Limit, shardCount(op), shard)
 	capacity := lim.Capacity()
 	hits := op.Hits
-	var mode any = "take" // constants: boxed without allocating
-	switch {
-	case op.Refund:
-		mode = "refund"
-		// No state holds more than 4·MaxRequests hits (a sliding window
-		// counter's two windows of up to L + D recorded hits each, a count
-		// or a bucket in debt holding less), so giving back more gives back
-		// everything; the bound keeps the number exact in Lua.
-		hits = min(hits, 4*algorithms.MaxRequests+1)
-	case op.Charge:
+	// The op's kind decides the mode (ARGV[1]), the bound of the hits
+	// (ARGV[5]), the receipt (ARGV[6], ARGV[7]) and what follows ARGV[10]:
+	// tail, or a settlement's leases. The modes are constants, boxed
+	// without allocating.
+	var mode, at, seq, tail any = "take", "", "", nil
+	switch op.Kind {
+	case algorithms.Refund:
+		mode, hits = "refund", min(hits, maxGivenBack)
+		at, seq = receiptArgs(op.Receipt)
+		if op.Receipt.Epoch != 0 {
+			// A refund by a lease's receipt: ARGV[11], its epoch.
+			tail = strconv.FormatInt(op.Receipt.Epoch, 10)
+		}
+	case algorithms.Settle:
+		// Its hits and receipt go as a refund's; its leases follow.
+		mode, hits = "settle", min(hits, maxGivenBack)
+		at, seq = receiptArgs(op.Receipt)
+	case algorithms.Charge:
 		mode = "record"
 		if op.Debt {
 			mode = "charge"
@@ -128,14 +136,10 @@ func (e *Encoder) appendCommand(dst []any, op *algorithms.Op, shard int, now any
 	default:
 		// Asking for more than the capacity is denied whatever the excess.
 		hits = min(hits, capacity+1)
-	}
-	var at, seq any = "", ""
-	if op.Refund && (op.Receipt.At != 0 || op.Receipt.Seq != 0) {
-		at = strconv.FormatInt(op.Receipt.At, 10)
-		seq = strconv.FormatUint(op.Receipt.Seq, 10)
-	}
-	if settles(op) {
-		mode = "settle"
+		if hold := op.HoldMicros(); hold > 0 {
+			// A lease's take: ARGV[11], only then.
+			tail = strconv.FormatInt(hold, 10)
+		}
 	}
 	la := e.args.get(lim)
 	s := e.script(lim.Algorithm)
@@ -150,25 +154,30 @@ func (e *Encoder) appendCommand(dst []any, op *algorithms.Op, shard int, now any
 		dst = e.keys.appendKeys(dst, op.Identity(), shard, s.keys)
 	}
 	dst = append(dst, mode, now, la.requests, la.window, hitsArg(hits), at, seq, la.capacity, e.slack, la.debt)
-	switch {
-	case mode == "settle":
-		dst = appendLeases(dst, op.Leases)
-	case op.Refund:
-		if op.Receipt.Epoch != 0 {
-			dst = append(dst, strconv.FormatInt(op.Receipt.Epoch, 10))
-		}
-	case op.Charge:
-	default:
-		if hold := op.HoldMicros(); hold > 0 {
-			// A lease's take: ARGV[11], only then.
-			dst = append(dst, strconv.FormatInt(hold, 10))
-		}
+	if mode == "settle" {
+		return appendLeases(dst, op.Leases)
+	}
+	if tail != nil {
+		dst = append(dst, tail)
 	}
 	return dst
 }
 
-// settles reports whether op is a settlement of leases.
-func settles(op *algorithms.Op) bool { return op.Refund && len(op.Leases) > 0 }
+// maxGivenBack bounds the hits of a refund (ARGV[5]). No state holds more
+// than 4·MaxRequests hits (a sliding window counter's two windows of up to
+// L + D recorded hits each, a count or a bucket in debt holding less), so
+// giving back more gives back everything; the bound keeps the number exact
+// in Lua.
+const maxGivenBack = 4*algorithms.MaxRequests + 1
+
+// receiptArgs returns ARGV[6] and ARGV[7] of a refund by receipt r: its time
+// and sequence number, or "" and "" for the zero receipt.
+func receiptArgs(r algorithms.Receipt) (at, seq any) {
+	if r.At == 0 && r.Seq == 0 {
+		return "", ""
+	}
+	return strconv.FormatInt(r.At, 10), strconv.FormatUint(r.Seq, 10)
+}
 
 // appendLeases appends the leases of a settlement as ARGV[11] on (see
 // lua.go): their number, then each lease's eight numbers and its runs.

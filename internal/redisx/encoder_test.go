@@ -56,7 +56,7 @@ func TestEncoderCommand(t *testing.T) {
 		{
 			name: "refund by receipt to a shard of a log",
 			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Window: time.Hour}, Hits: 1, Shards: 4,
-				Refund: true, Receipt: algorithms.Receipt{At: 1789999999000000, Seq: 7, Shard: 3}},
+				Kind: algorithms.Refund, Receipt: algorithms.Receipt{At: 1789999999000000, Seq: 7, Shard: 3}},
 			// Shard 3 of 4 holds ⌊10/4⌋ = 2; the log's D is its L.
 			shard: 3,
 			want: []any{"evalsha", digest(t, algorithms.SlidingWindowLog), 2,
@@ -75,7 +75,7 @@ func TestEncoderCommand(t *testing.T) {
 		},
 		{
 			name: "a settlement of a bucket's leases",
-			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}, Refund: true,
+			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}, Kind: algorithms.Settle,
 				Leases: []algorithms.Lease{{Receipt: algorithms.Receipt{At: 1789999999000000, Epoch: 1789999998000000}, Hold: math.MaxInt64, Size: 8, Reported: 1,
 					Served: []algorithms.Served{{At: 1789999999000100, N: 2}}, Close: true}}},
 			// ARGV[11] on: the leases, each hold beyond MaxHold cut to it.
@@ -87,7 +87,7 @@ func TestEncoderCommand(t *testing.T) {
 		{
 			name: "a refund by a lease's receipt",
 			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}, Hits: 3,
-				Refund: true, Receipt: algorithms.Receipt{At: 1789999999000000, Epoch: 1789999998000000}},
+				Kind: algorithms.Refund, Receipt: algorithms.Receipt{At: 1789999999000000, Epoch: 1789999998000000}},
 			// ARGV[11]: the receipt's epoch.
 			shard: Unsharded,
 			want: []any{"evalsha", digest(t, algorithms.TokenBucket), 1, "rl:{edge|api_key=a|token_bucket:1}",
@@ -103,7 +103,7 @@ func TestEncoderCommand(t *testing.T) {
 		},
 		{
 			name: "charge with a debt",
-			op:   algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Burst: 20, Window: time.Second}, Hits: 1000, Charge: true, Debt: true},
+			op:   algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Burst: 20, Window: time.Second}, Hits: 1000, Kind: algorithms.Charge, Debt: true},
 			// D = 10 · ⌊3650 days / 1 second⌋.
 			shard: Unsharded,
 			want: []any{"evalsha", digest(t, algorithms.TokenBucket), 1, "rl:{edge|api_key=a|token_bucket:1}",
@@ -135,7 +135,7 @@ func TestEncoderSlackAndServerTime(t *testing.T) {
 }
 
 // TestEncoderRejects: a prefix that would break the hash tag, a negative
-// slack, and an op whose limit is invalid.
+// slack, an op whose limit is invalid, and a settlement of no leases.
 func TestEncoderRejects(t *testing.T) {
 	_, err := NewEncoder("a{b", 0)
 	assert.ErrorContains(t, err, "must not contain")
@@ -152,8 +152,12 @@ func TestEncoderRejects(t *testing.T) {
 		assert.ErrorIs(t, err, algorithms.ErrInvalidLimit, "%+v", l)
 	}
 	// The fixed window is counted with plain commands, not a script.
-	_, err = enc.Command(&algorithms.Op{Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}, Hits: 1}, Unsharded, "")
+	fw := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}
+	_, err = enc.Command(&algorithms.Op{Limit: fw, Hits: 1}, Unsharded, "")
 	assert.ErrorContains(t, err, "fixed_window is counted without a script")
+	// A settlement names the window of its leases' count: it has leases.
+	_, err = enc.Command(&algorithms.Op{Limit: fw, Kind: algorithms.Settle}, Unsharded, "")
+	assert.ErrorContains(t, err, "a settlement of no leases")
 }
 
 // TestEncoderHasEveryScript: the encoder holds the script of every

@@ -108,7 +108,7 @@ func TestFootprint(t *testing.T) {
 		// same, so its script writes.
 		require.NoError(t, client.ConfigResetStat(ctx).Err())
 		charge := op
-		charge.Charge = true
+		charge.Kind = algorithms.Charge
 		res, err := lim.Do(ctx, []algorithms.Op{charge})
 		require.NoError(t, err)
 		require.False(t, res[0].Allowed, "%s: a charge past the limit is over it", alg)

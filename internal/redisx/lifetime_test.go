@@ -36,7 +36,10 @@ func TestKeysLiveNoLongerThanTheLifetime(t *testing.T) {
 				}
 				key := algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: fmt.Sprint(seq)}}}
 				for step := range 20 {
-					op := algorithms.Op{Key: key, Limit: l, Hits: rng.Uint64N(l.Capacity() + 1), Refund: rng.IntN(5) == 0}
+					op := algorithms.Op{Key: key, Limit: l, Hits: rng.Uint64N(l.Capacity() + 1)}
+					if rng.IntN(5) == 0 {
+						op.Kind = algorithms.Refund
+					}
 					_, err := lim.Do(ctx, []algorithms.Op{op})
 					require.NoError(t, err)
 					for _, k := range limitKeys(t, client, lim.enc.keys, key, l) {
@@ -102,9 +105,9 @@ func TestKeysOutliveTheirState(t *testing.T) {
 				op := algorithms.Op{Key: key, Limit: l, Hits: rng.Uint64N(4), Debt: a.Spec().Counter}
 				switch rng.IntN(6) {
 				case 0:
-					op.Refund = true
+					op.Kind = algorithms.Refund
 				case 1:
-					op.Charge, op.Debt, op.Hits = true, op.Debt || rng.IntN(2) == 0, rng.Uint64N(12)
+					op.Kind, op.Debt, op.Hits = algorithms.Charge, op.Debt || rng.IntN(2) == 0, rng.Uint64N(12)
 				}
 				ttlBefore, err := client.PTTL(ctx, k).Result()
 				require.NoError(t, err)

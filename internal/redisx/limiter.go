@@ -186,7 +186,8 @@ func (l *Limiter) runBatch(ctx context.Context, calls []*scriptCall, b *batch, o
 // random shard and is recorded there, over that shard's limit or not.
 //
 // Do returns an error wrapping algorithms.ErrInvalidLimit when an Op's limit
-// is invalid, and an error wrapping the Redis or context error when Redis
+// is invalid, an error when an Op is otherwise invalid (algorithms.Op.Validate),
+// and an error wrapping the Redis or context error when Redis
 // could not decide. Such an error carries what became of each op
 // (algorithms.OutcomesOf): reported at once for the ops that certainly did
 // not run and those whose answers are in, and for the ops of a call whose
@@ -267,7 +268,7 @@ func (l *Limiter) answer(ops []algorithms.Op, d doing) ([]int, error) {
 		d.results[i] = r
 		// A charge is recorded wherever it lands, so it tries no other
 		// shard.
-		if n := shardCount(&ops[i]); !ops[i].Refund && !ops[i].Charge && !r.Allowed && n > 1 {
+		if n := shardCount(&ops[i]); ops[i].Kind == algorithms.Take && !r.Allowed && n > 1 {
 			again = append(again, i)
 		}
 	}
@@ -321,7 +322,7 @@ func (l *Limiter) retry(ctx context.Context, ops []algorithms.Op, d doing, again
 func validate(ops []algorithms.Op) (int, error) {
 	debts := 0
 	for i := range ops {
-		if err := ops[i].Limit.Validate(); err != nil {
+		if err := ops[i].Validate(); err != nil {
 			return 0, fmt.Errorf("redisx: op %d: %w", i, err)
 		}
 		if owes(&ops[i]) {
@@ -394,7 +395,7 @@ func (l *Limiter) pickShard(op *algorithms.Op) int {
 	if n <= 1 {
 		return Unsharded
 	}
-	if op.Refund && op.Receipt != (algorithms.Receipt{}) && int(op.Receipt.Shard) < n {
+	if op.Loosens() && op.Receipt != (algorithms.Receipt{}) && int(op.Receipt.Shard) < n {
 		return int(op.Receipt.Shard)
 	}
 	return l.intN(n)
@@ -449,7 +450,7 @@ type oneOp struct {
 // scriptCall is built on the stack.
 func (l *Limiter) call(c *scriptCall, op *algorithms.Op, shard int, now any, micros int64) *scriptCall {
 	c.op, c.shard = *op, shard
-	if op.Limit.Algorithm.Spec().Counter && !settles(op) {
+	if op.Limit.Algorithm.Spec().Counter && op.Kind != algorithms.Settle {
 		c.counter = l.enc.counterCall(op, shard, micros)
 		return c
 	}
@@ -487,7 +488,7 @@ const maxResetMicros = math.MaxInt64 / int64(time.Microsecond)
 // take has a receipt; an admitted lease's take has the state too; a
 // settlement's says only that it ran.
 func (r reply) result(op *algorithms.Op, shard int) (algorithms.Result, error) {
-	if settles(op) {
+	if op.Kind == algorithms.Settle {
 		// A settlement's answer says only that it ran.
 		return algorithms.Result{Allowed: r.allowed}, nil
 	}
@@ -496,12 +497,12 @@ func (r reply) result(op *algorithms.Op, shard int) (algorithms.Result, error) {
 		Remaining:  r.remaining,
 		ResetAfter: time.Duration(min(r.reset, maxResetMicros)) * time.Microsecond,
 	}
-	if r.allowed && !op.Refund && !op.Charge {
+	if r.allowed && op.Kind == algorithms.Take {
 		res.Receipt = algorithms.Receipt{At: r.at, Seq: r.seq, Epoch: r.epoch}
 		if shard != Unsharded {
 			res.Receipt.Shard = uint32(shard)
 		}
-		if op.HoldMicros() > 0 && len(r.state) > 0 {
+		if op.Leasing() && len(r.state) > 0 {
 			st, until, err := algorithms.StateOf(op.Limit.Algorithm, r.state)
 			if err != nil {
 				return algorithms.Result{}, err

@@ -128,8 +128,8 @@ func TestLimiterKeysExpire(t *testing.T) {
 					l := algorithms.Limit{Algorithm: alg, Requests: 10, Window: time.Minute}
 					for _, shards := range []uint32{0, 3} {
 						k := algorithms.Key{Domain: "ttl", Entries: []algorithms.Entry{{Key: "shards", Value: string(rune('0' + shards))}}}
-						op := func(hits uint64, refund bool, r algorithms.Receipt) (algorithms.Op, algorithms.Result) {
-							o := algorithms.Op{Key: k, Limit: l, Hits: hits, Refund: refund, Receipt: r, Shards: shards}
+						op := func(hits uint64, kind algorithms.Kind, r algorithms.Receipt) (algorithms.Op, algorithms.Result) {
+							o := algorithms.Op{Key: k, Limit: l, Hits: hits, Kind: kind, Receipt: r, Shards: shards}
 							res, err := lim.Do(ctx, []algorithms.Op{o})
 							require.NoError(t, err)
 							return o, res[0]
@@ -167,23 +167,23 @@ func TestLimiterKeysExpire(t *testing.T) {
 							return found
 						}
 
-						_, r := op(0, false, algorithms.Receipt{})
+						_, r := op(0, algorithms.Take, algorithms.Receipt{})
 						require.True(t, r.Allowed)
 						checkTTL("check", false)
-						_, r1 := op(3, false, algorithms.Receipt{})
+						_, r1 := op(3, algorithms.Take, algorithms.Receipt{})
 						require.True(t, r1.Allowed)
 						checkTTL("take", true)
-						_, r2 := op(2, false, algorithms.Receipt{})
+						_, r2 := op(2, algorithms.Take, algorithms.Receipt{})
 						require.True(t, r2.Allowed)
 						checkTTL("second take", true)
-						_, r = op(11, false, algorithms.Receipt{})
+						_, r = op(11, algorithms.Take, algorithms.Receipt{})
 						require.False(t, r.Allowed)
 						checkTTL("denied take", true)
-						op(3, true, r1.Receipt)
+						op(3, algorithms.Refund, r1.Receipt)
 						checkTTL("refund with receipt", true)
-						op(1, true, algorithms.Receipt{})
+						op(1, algorithms.Refund, algorithms.Receipt{})
 						checkTTL("refund without receipt", true)
-						op(5, true, algorithms.Receipt{})
+						op(5, algorithms.Refund, algorithms.Receipt{})
 						kept := checkTTL("refund of everything", false)
 						// A window's count stays, at 0, until its window ends.
 						if shards <= 1 && !alg.Spec().Counter {
@@ -249,12 +249,12 @@ func TestLimiterShards(t *testing.T) {
 			r = do(algorithms.Op{Hits: 3})
 			assert.Equal(t, algorithms.Result{Allowed: false, Remaining: 2, ResetAfter: time.Hour}, r, "shard 2 holds only 2")
 
-			r = do(algorithms.Op{Hits: 1, Refund: true, Receipt: fromShard1})
+			r = do(algorithms.Op{Hits: 1, Kind: algorithms.Refund, Receipt: fromShard1})
 			assert.Equal(t, algorithms.Result{Allowed: true, Remaining: 3}, r, "the refund goes back to shard 1")
 			r = do(algorithms.Op{Hits: 0})
 			assert.Equal(t, algorithms.Result{Allowed: true, Remaining: 3, Receipt: algorithms.Receipt{At: now, Shard: 1}}, r)
 
-			r = do(algorithms.Op{Hits: 1, Refund: true})
+			r = do(algorithms.Op{Hits: 1, Kind: algorithms.Refund})
 			assert.Equal(t, algorithms.Result{Allowed: true, Remaining: 2}, r, "shard 3 is untouched and full")
 
 			// Only shard 0 counts anything now: its 3 of the hour (the

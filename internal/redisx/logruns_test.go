@@ -77,12 +77,12 @@ func TestLogKeepsRuns(t *testing.T) {
 	// Hits 11 to 60 of the lease go back: its run splits in two.
 	r := lease.Receipt
 	r.Seq += 10
-	do(algorithms.Op{Hits: 50, Refund: true, Receipt: r})
+	do(algorithms.Op{Hits: 50, Kind: algorithms.Refund, Receipt: r})
 	assert.EqualValues(t, 5, members())
 	assert.Equal(t, runs(453), stored())
 	// 30 go back without a receipt: the newest logged by now, the three
 	// single hits, are all it finds; the lease's, logged at its end, stay.
-	do(algorithms.Op{Hits: 30, Refund: true})
+	do(algorithms.Op{Hits: 30, Kind: algorithms.Refund})
 	assert.EqualValues(t, 2, members())
 	assert.Equal(t, runs(450), stored())
 	assert.True(t, do(algorithms.Op{Hits: 550}).Allowed, "the limit filled")
@@ -161,7 +161,7 @@ func TestLogSettlementCostsFewCommands(t *testing.T) {
 		return out
 	}
 	before := calls()
-	res, err = lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit, Refund: true, Leases: []algorithms.Lease{ls}}})
+	res, err = lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit, Kind: algorithms.Settle, Leases: []algorithms.Lease{ls}}})
 	require.NoError(t, err)
 	require.True(t, res[0].Allowed)
 	after := calls()

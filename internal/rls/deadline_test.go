@@ -80,7 +80,7 @@ func (r *deadlineRecorder) Do(ctx context.Context, ops []algorithms.Op) ([]algor
 	d, _ := ctx.Deadline()
 	r.mu.Lock()
 	r.deadlines = append(r.deadlines, d)
-	r.refunds = append(r.refunds, ops[0].Refund)
+	r.refunds = append(r.refunds, ops[0].Kind == algorithms.Refund)
 	r.mu.Unlock()
 	// Each call takes a while, as a round trip to Redis does.
 	time.Sleep(5 * time.Millisecond)

@@ -146,7 +146,7 @@ func explain(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*Ex
 			if name := l.limit.Name; name != "" && replaced[name] {
 				lx.ReplacedBy = p.replacer(name)
 			}
-			dx.Refund = dx.Refund || lx.Op.Refund
+			dx.Refund = dx.Refund || lx.Op.Kind == algorithms.Refund
 			dx.Limits = append(dx.Limits, lx)
 		}
 	}

@@ -167,15 +167,16 @@ func TestExplainChargeAndQuota(t *testing.T) {
 	require.NoError(t, err)
 	tokens := x.Descriptors[0]
 	assert.Equal(t, uint64(30), tokens.Hits)
-	assert.True(t, tokens.Limits[0].Op.Charge)
+	assert.Equal(t, algorithms.Charge, tokens.Limits[0].Op.Kind)
 	assert.True(t, tokens.Limits[0].Op.Debt, "charge: true owes what it records past the limit")
 	assert.Equal(t, uint64(30), tokens.Limits[0].Op.Hits)
 	assert.False(t, tokens.Quota)
 	debt := x.Descriptors[1]
 	assert.True(t, debt.Quota)
-	assert.True(t, debt.Limits[0].Op.Charge && debt.Limits[0].Op.Debt)
+	assert.Equal(t, algorithms.Charge, debt.Limits[0].Op.Kind)
+	assert.True(t, debt.Limits[0].Op.Debt)
 	assert.Equal(t, algorithms.FixedWindow, debt.Limits[0].Op.Limit.Algorithm, "quota_mode counts in fixed windows")
-	assert.False(t, x.Descriptors[2].Limits[0].Op.Charge)
+	assert.Equal(t, algorithms.Take, x.Descriptors[2].Limits[0].Op.Kind)
 
 	// is_negative_hits, where allowed, gives back instead.
 	back := hits(desc("tokens", "t"), 5)
@@ -183,8 +184,7 @@ func TestExplainChargeAndQuota(t *testing.T) {
 	x, err = svc.Explain(request(back))
 	require.NoError(t, err)
 	assert.True(t, x.Descriptors[0].Refund)
-	assert.True(t, x.Descriptors[0].Limits[0].Op.Refund)
-	assert.False(t, x.Descriptors[0].Limits[0].Op.Charge)
+	assert.Equal(t, algorithms.Refund, x.Descriptors[0].Limits[0].Op.Kind)
 }
 
 func TestExplainReplaces(t *testing.T) {

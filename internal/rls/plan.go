@@ -154,16 +154,21 @@ func matchPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*
 		if h := d.GetHitsAddend(); h != nil {
 			hits = h.GetValue()
 		}
-		// is_negative_hits gives back only where allowed; elsewhere the hits
-		// are taken, as envoyproxy/ratelimit, which ignores the flag, takes
-		// them.
-		refund := d.GetIsNegativeHits() && giveBack
+		kind := algorithms.Take
+		switch {
+		case d.GetIsNegativeHits() && giveBack:
+			// is_negative_hits gives back only where allowed; elsewhere
+			// the hits are taken, as envoyproxy/ratelimit, which ignores
+			// the flag, takes them.
+			kind = algorithms.Refund
+		case matched && m.Rule.Charge:
+			// A rule's charges are usage already spent: recorded even past
+			// the limit (owed to later windows with the rule's Debt), never
+			// refunded, unless the descriptor gives hits back.
+			kind = algorithms.Charge
+		}
 		ruleShadow := matched && m.Rule.ShadowMode
 		shadow := opts.ShadowMode || ruleShadow
-		// A rule's charges are usage already spent: recorded even past the
-		// limit (owed to later windows with the rule's Debt), never
-		// refunded, unless the descriptor gives hits back.
-		charge := matched && m.Rule.Charge && !refund
 
 		p.descs[i].first = len(p.ops)
 		p.descs[i].metricKey = metricKey
@@ -180,11 +185,10 @@ func matchPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*
 			p.ops = append(p.ops, algorithms.Op{
 				Key:    key,
 				Limit:  rl.Limit,
-				Hits:   opHits(hits, refund || charge, rl.Limit),
+				Kind:   kind,
+				Hits:   opHits(hits, kind != algorithms.Take, rl.Limit),
 				Shards: rl.Shards,
-				Charge: charge,
 				Debt:   matched && m.Rule.Debt,
-				Refund: refund,
 				Tag:    metricKey,
 			})
 			p.limits = append(p.limits, planLimit{desc: i, limit: rl, rule: rule, shadow: shadow, ruleShadow: ruleShadow, override: d.GetLimit() != nil})

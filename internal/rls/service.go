@@ -241,7 +241,7 @@ func (s *Service) observeDecisions(p *plan, results []algorithms.Result) {
 	}
 	for i, r := range results {
 		op := &p.ops[i]
-		if op.Refund {
+		if op.Loosens() {
 			continue
 		}
 		l := p.limits[i]
@@ -253,7 +253,7 @@ func (s *Service) observeDecisions(p *plan, results []algorithms.Result) {
 			Window:     op.Limit.Window,
 			Override:   l.override,
 			Hits:       op.Hits,
-			Charge:     op.Charge,
+			Charge:     op.Kind == algorithms.Charge,
 		}
 		if r.Allowed {
 			d.NearLimit = s.nearLimit(op.Limit.Capacity(), r.Remaining)
@@ -290,10 +290,10 @@ func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Resu
 	var index []int
 	for i, op := range p.ops {
 		r := results[i]
-		if op.Refund || op.Charge || !r.Allowed || op.Hits == 0 {
+		if op.Kind != algorithms.Take || !r.Allowed || op.Hits == 0 {
 			continue
 		}
-		op.Refund = true
+		op.Kind = algorithms.Refund
 		op.Receipt = r.Receipt
 		refunds = append(refunds, op)
 		index = append(index, i)
@@ -317,10 +317,10 @@ func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Resu
 func (s *Service) giveBackAdmitted(p *plan, results []algorithms.Result) {
 	var refunds []algorithms.Op
 	for i, op := range p.ops {
-		if op.Refund || op.Charge || op.Hits == 0 || !results[i].Allowed {
+		if op.Kind != algorithms.Take || op.Hits == 0 || !results[i].Allowed {
 			continue
 		}
-		op.Refund, op.Receipt = true, results[i].Receipt
+		op.Kind, op.Receipt = algorithms.Refund, results[i].Receipt
 		refunds = append(refunds, op)
 	}
 	if len(refunds) > 0 {
@@ -336,7 +336,7 @@ func (s *Service) giveBackAdmitted(p *plan, results []algorithms.Result) {
 func (s *Service) deferCharges(ops []algorithms.Op) {
 	var charges []algorithms.Op
 	for _, op := range ops {
-		if op.Charge && op.Hits > 0 {
+		if op.Kind == algorithms.Charge && op.Hits > 0 {
 			charges = append(charges, op)
 		}
 	}

@@ -252,7 +252,7 @@ func (l *tracedLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorith
 	}
 	refunds := 0
 	for i := range ops {
-		if ops[i].Refund {
+		if ops[i].Loosens() {
 			refunds++
 		}
 	}

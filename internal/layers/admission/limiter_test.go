@@ -196,8 +196,8 @@ func TestShortDeadlineBesideLongOnes(t *testing.T) {
 }
 
 // orderLimiter passes ops to inner, holding the first call until hold is
-// closed, and records the calls in the order they reached it: "take" or
-// "refund", and the value of the first op's entry.
+// closed, and records the calls in the order they reached it: the first
+// op's kind ("take" or "refund") and the value of its entry.
 type orderLimiter struct {
 	inner algorithms.Limiter
 	hold  chan struct{}
@@ -208,12 +208,8 @@ type orderLimiter struct {
 }
 
 func (l *orderLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	kind := "take"
-	if ops[0].Refund {
-		kind = "refund"
-	}
 	l.mu.Lock()
-	l.order = append(l.order, kind+" "+ops[0].Key.Entries[0].Value)
+	l.order = append(l.order, ops[0].Kind.String()+" "+ops[0].Key.Entries[0].Value)
 	l.mu.Unlock()
 	if l.calls.Add(1) == 1 {
 		<-l.hold

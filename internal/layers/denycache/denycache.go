@@ -243,7 +243,7 @@ func (c *Limiter) settleAll(ops []algorithms.Op, tickets []ticket, now time.Time
 // take (not a charge) of at least one hit and no more than the limit can
 // ever hold.
 func cacheable(op *algorithms.Op) bool {
-	return !op.Refund && !op.Charge && op.Hits > 0 && op.Hits <= op.Limit.Capacity()
+	return op.Kind == algorithms.Take && op.Hits > 0 && op.Hits <= op.Limit.Capacity()
 }
 
 func (c *Limiter) shard(id string) *denyShard {
@@ -271,12 +271,12 @@ func (c *Limiter) send(id string, op *algorithms.Op, now time.Time, t *ticket) (
 		st.limit = op.Limit
 	}
 	*t = ticket{id: id}
-	if op.Refund || st.limit != op.Limit {
+	if op.Loosens() || st.limit != op.Limit {
 		t.loosening = true
 		st.loosening++
 		st.gen++
 		s.drop(&st)
-		if !op.Refund {
+		if !op.Loosens() {
 			st.limit = op.Limit
 		}
 	}
@@ -300,7 +300,7 @@ func (c *Limiter) settle(t *ticket, op *algorithms.Op, r *algorithms.Result, now
 		st.loosening--
 		st.gen++
 		s.drop(&st)
-	case r == nil || (r.Allowed || op.Charge) && op.Hits > 0 && !op.Refund:
+	case r == nil || op.Hits > 0 && (op.Kind == algorithms.Charge || op.Kind == algorithms.Take && r.Allowed):
 		// Hits taken, or perhaps taken (a charge records its hits even
 		// when it takes the limit past L): a remembered wait is too short
 		// now, and so may be the wait of a denial decided before them.

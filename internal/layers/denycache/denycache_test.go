@@ -85,10 +85,10 @@ func TestDenyCacheDecidesAsTheBackend(t *testing.T) {
 				op := take(key, l, uint64(rng.IntN(int(l.Requests)+2)))
 				switch rng.IntN(8) {
 				case 0:
-					op.Refund = true
+					op.Kind = algorithms.Refund
 					op.Hits = uint64(rng.IntN(3))
 				case 1:
-					op.Charge = true
+					op.Kind = algorithms.Charge
 				}
 				got, want := do(t, cache, op)[0], do(t, bare, op)[0]
 				what := fmt.Sprintf("step %d: %+v", step, op)
@@ -147,7 +147,7 @@ func TestDenyCacheForgets(t *testing.T) {
 		cache, _, _ := newCached(t)
 		exhaust(t, cache, "r")
 		back := take("r", l, 1)
-		back.Refund = true
+		back.Kind = algorithms.Refund
 		do(t, cache, back)
 		assert.True(t, do(t, cache, take("r", l, 1))[0].Allowed)
 	})
@@ -164,7 +164,7 @@ func TestDenyCacheForgets(t *testing.T) {
 		exhaust(t, cache, "u")
 		before := inner.ops.Load()
 		charge := take("u", l, 1)
-		charge.Charge = true
+		charge.Kind = algorithms.Charge
 		res := do(t, cache, charge)[0]
 		assert.Equal(t, before+1, inner.ops.Load(), "a charge reaches the backend, denial remembered or not")
 		assert.False(t, res.Allowed, "the charge took the limit past it")
@@ -261,8 +261,8 @@ func (g *hold) hook(ops []algorithms.Op) {
 	}
 }
 
-func isRefund(op algorithms.Op) bool { return op.Refund }
-func isTake(op algorithms.Op) bool   { return !op.Refund }
+func isRefund(op algorithms.Op) bool { return op.Loosens() }
+func isTake(op algorithms.Op) bool   { return !op.Loosens() }
 
 // TestDenyCacheKeepsNoDenialAGiveBackCleared races a take that the backend
 // denies against a give-back on the same limit, in the two orders in which
@@ -274,7 +274,7 @@ func isTake(op algorithms.Op) bool   { return !op.Refund }
 func TestDenyCacheKeepsNoDenialAGiveBackCleared(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Hour}
 	back := take("k", l, 1)
-	back.Refund = true
+	back.Kind = algorithms.Refund
 	// newGated returns a cache over a gated memory limiter, sharing one
 	// clock, with the limit l of key k used up.
 	newGated := func(t *testing.T, l algorithms.Limit) (*Limiter, *gatedLimiter, *algotest.Clock) {
@@ -367,7 +367,7 @@ func TestDenyCacheRaceOfTakesAndGiveBacks(t *testing.T) {
 		key := fmt.Sprint(round)
 		require.True(t, do(t, cache, take(key, l, 1))[0].Allowed)
 		back := take(key, l, 1)
-		back.Refund = true
+		back.Kind = algorithms.Refund
 		var wg sync.WaitGroup
 		wg.Go(func() { do(t, cache, take(key, l, 1)) })
 		wg.Go(func() { do(t, cache, back) })
@@ -430,7 +430,7 @@ func TestDenyCacheAsksAgainAfterAGiveBack(t *testing.T) {
 	}
 	require.False(t, do(t, cache, take("k", l, 1))[0].Allowed)
 	refund := take("k", l, 1)
-	refund.Refund, refund.Receipt = true, receipts[1]
+	refund.Kind, refund.Receipt = algorithms.Refund, receipts[1]
 	do(t, inner, refund) // not through this cache
 
 	clock.Advance(maxDenyHold - time.Millisecond)

@@ -197,7 +197,7 @@ func (l *Limiter) settle(outcomes []algorithms.Outcome) {
 		op := o.Op
 		switch {
 		case op.Hits == 0:
-		case op.Charge:
+		case op.Kind == algorithms.Charge:
 			switch o.Fate {
 			case algorithms.Applied:
 				l.ran(op)
@@ -207,13 +207,13 @@ func (l *Limiter) settle(outcomes []algorithms.Outcome) {
 				l.forget(op)
 				uncertainCharges++
 			}
-		case !op.Refund:
+		case op.Kind == algorithms.Take:
 			if l.keepTakes {
 				continue
 			}
 			switch {
 			case o.Fate == algorithms.Applied && o.Result.Allowed:
-				op.Refund, op.Receipt = true, o.Result.Receipt
+				op.Kind, op.Receipt = algorithms.Refund, o.Result.Receipt
 				l.add(op, now)
 			case o.Fate == algorithms.Unknown:
 				uncertain++
@@ -259,7 +259,7 @@ type giveBack struct {
 // its limit and hits. Two equal charges under way at once share a key: the
 // second to come back gets a time limit of its own.
 func giveBackKey(op algorithms.Op) string {
-	if op.Charge {
+	if op.Kind == algorithms.Charge {
 		return op.Identity() + "|charge|" + strconv.FormatUint(op.Hits, 10)
 	}
 	r := op.Receipt
@@ -284,7 +284,7 @@ func (l *Limiter) observe(charge bool, r Result, n int) {
 func (l *Limiter) observeOps(ops []algorithms.Op, r Result) {
 	charges := 0
 	for _, op := range ops {
-		if op.Charge {
+		if op.Kind == algorithms.Charge {
 			charges++
 		}
 	}
@@ -304,7 +304,7 @@ func (l *Limiter) add(op algorithms.Op, now time.Time) {
 	}
 	if !now.Before(expires) || len(l.queue) >= l.limit {
 		l.mu.Unlock()
-		l.observe(op.Charge, Dropped, 1)
+		l.observe(op.Kind == algorithms.Charge, Dropped, 1)
 		return
 	}
 	l.queue = append(l.queue, giveBack{op: op, expires: expires})
@@ -325,7 +325,7 @@ func (l *Limiter) ran(op algorithms.Op) {
 	delete(l.sent, key)
 	l.mu.Unlock()
 	if ours {
-		l.observe(op.Charge, GivenBack, 1)
+		l.observe(op.Kind == algorithms.Charge, GivenBack, 1)
 	}
 }
 

@@ -132,7 +132,7 @@ func (l *givingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorith
 	if err == nil {
 		l.mu.Lock()
 		for _, op := range ops {
-			if op.Refund {
+			if op.Loosens() {
 				l.refunds = append(l.refunds, op)
 			}
 		}
@@ -219,7 +219,7 @@ func (f *giveBackFixture) held(t *testing.T) uint64 {
 
 func (f *giveBackFixture) refund() algorithms.Op {
 	op := f.take
-	op.Refund, op.Receipt = true, f.res.Receipt
+	op.Kind, op.Receipt = algorithms.Refund, f.res.Receipt
 	return op
 }
 
@@ -439,9 +439,9 @@ func TestChargesThatMissTheBackendAreRecordedLater(t *testing.T) {
 		"both charges recorded once the backend answers")
 	lim.fail.Store(true) // The check below must not reach the backend through the service.
 	peek := algorithms.Op{
-		Key:    algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "tokens", Value: "alice"}}},
-		Limit:  algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 100, Window: time.Minute},
-		Charge: true,
+		Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "tokens", Value: "alice"}}},
+		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 100, Window: time.Minute},
+		Kind:  algorithms.Charge,
 	}
 	res, err := mem.Do(context.Background(), []algorithms.Op{peek})
 	require.NoError(t, err)

@@ -46,7 +46,7 @@ func TestTokenBudgetChargesAndChecks(t *testing.T) {
 			}
 			charge := func(n uint64) algorithms.Op {
 				op := take("budget", budget, n)
-				op.Charge = true
+				op.Kind = algorithms.Charge
 				return op
 			}
 			// The budget alone: checks, and charges of 56, 66 and 800.
@@ -66,7 +66,7 @@ func TestTokenBudgetChargesAndChecks(t *testing.T) {
 			hot := algorithms.Limit{Algorithm: alg, Requests: 100_000, Window: time.Hour}
 			hotCharge := func(n uint64) algorithms.Op {
 				op := take("hot", hot, n)
-				op.Charge = true
+				op.Kind = algorithms.Charge
 				return op
 			}
 			for i := range 3000 {
@@ -83,7 +83,7 @@ func TestTokenBudgetChargesAndChecks(t *testing.T) {
 			n, _ = r.obs.get(Taken)
 			assert.Positive(t, n, "the hot limit was leased")
 			for _, op := range rec.ops {
-				if op.Charge || op.Hits == 0 && !op.Refund {
+				if op.Kind == algorithms.Charge || op.Kind == algorithms.Take && op.Hits == 0 {
 					assert.Zero(t, op.Hold, "a charge or check sent as a lease")
 				}
 			}

@@ -242,7 +242,7 @@ func (e *entry) settle(all bool, now time.Time) *algorithms.Op {
 		return nil
 	}
 	op := e.op
-	op.Refund, op.Charge, op.Hits, op.Hold, op.Receipt, op.Leases = true, false, 0, 0, algorithms.Receipt{}, leases
+	op.Kind, op.Hits, op.Hold, op.Receipt, op.Leases = algorithms.Settle, 0, 0, algorithms.Receipt{}, leases
 	return &op
 }
 

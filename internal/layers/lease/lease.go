@@ -228,7 +228,7 @@ func (l *Limiter) close() {
 // not split and owes nothing. Charges, records and checks are not: they
 // never take or hold a lease.
 func leasable(op *algorithms.Op) bool {
-	return !op.Refund && !op.Charge && !op.Debt && op.Shards <= 1 && op.Hits > 0 &&
+	return op.Kind == algorithms.Take && !op.Debt && op.Shards <= 1 && op.Hits > 0 &&
 		op.Hits <= op.Limit.Capacity() && op.Limit.Algorithm.Valid()
 }
 
@@ -312,7 +312,7 @@ func (l *Limiter) plan(ctx context.Context, ops []algorithms.Op, results []algor
 		s.mu.Lock()
 		e := s.m[id]
 		if !leasable(op) {
-			if e != nil && op.Refund && (op.Receipt.At != 0 || op.Receipt.Seq != 0) {
+			if e != nil && op.Loosens() && (op.Receipt.At != 0 || op.Receipt.Seq != 0) {
 				// A refund of a take a lease served takes it back from the
 				// lease, if the lease has not reported it yet.
 				if r, ok := e.unserve(op, now); ok {
@@ -482,7 +482,7 @@ func (l *Limiter) finish(ctx context.Context, ops []algorithms.Op, results []alg
 // them.
 func (l *Limiter) follow(ops []algorithms.Op, results []algorithms.Result, sent, received time.Time) {
 	for i := range ops {
-		if op, r := &ops[i], &results[i]; r.Allowed && !op.Refund && !op.Charge && r.Receipt.At != 0 {
+		if op, r := &ops[i], &results[i]; r.Allowed && op.Kind == algorithms.Take && r.Receipt.At != 0 {
 			l.clock.note(sent, received, decidedAt(op, *r))
 		}
 	}
@@ -580,11 +580,11 @@ func (l *Limiter) failed(ops []algorithms.Op, results []algorithms.Result, steps
 		var back []algorithms.Op
 		now := l.now()
 		for i := range ops {
-			if steps[i].kind != served || !results[i].Allowed || ops[i].Refund {
+			if steps[i].kind != served || !results[i].Allowed || ops[i].Loosens() {
 				continue
 			}
 			op := ops[i]
-			op.Refund, op.Receipt, op.Hold = true, results[i].Receipt, 0
+			op.Kind, op.Receipt, op.Hold = algorithms.Refund, results[i].Receipt, 0
 			id := op.Identity()
 			s := l.shard(id)
 			s.mu.Lock()
@@ -605,13 +605,13 @@ func (l *Limiter) failed(ops []algorithms.Op, results []algorithms.Result, steps
 		for _, o := range outs {
 			op := o.Op
 			switch {
-			case op.Refund && len(op.Leases) > 0:
+			case op.Kind == algorithms.Settle:
 				if o.Fate == algorithms.NotApplied || o.Fate == algorithms.Unknown && op.IdempotentRefund() {
 					again = append(again, op)
 				}
-			case !op.Refund && op.HoldMicros() > 0 && o.Fate == algorithms.Applied && o.Result.Allowed:
+			case op.Leasing() && o.Fate == algorithms.Applied && o.Result.Allowed:
 				// A lease granted to no one: it ends unused.
-				again = append(again, algorithms.Op{Key: op.Key, Limit: op.Limit, ID: op.ID, Tag: op.Tag, Refund: true,
+				again = append(again, algorithms.Op{Key: op.Key, Limit: op.Limit, Kind: algorithms.Settle, ID: op.ID, Tag: op.Tag,
 					Leases: []algorithms.Lease{{Receipt: o.Result.Receipt, Hold: op.Hold, Size: op.Hits, Close: true}}})
 			}
 		}

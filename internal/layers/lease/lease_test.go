@@ -165,7 +165,7 @@ func TestColdLimitsDecideAsTheBackend(t *testing.T) {
 				r.tick(clock.Now())
 			}
 			for _, op := range rec.ops {
-				require.False(t, op.Refund)
+				require.False(t, op.Loosens())
 				require.Zero(t, op.Hold)
 			}
 			calls, ops := rec.counts()
@@ -290,7 +290,7 @@ func TestLeasesShrinkAsTheLimitFills(t *testing.T) {
 			var leases []lease
 			var singles []uint64 // the room before each take sent alone
 			spy := &spyLimiter{Limiter: mem, f: func(op algorithms.Op) {
-				if op.Refund {
+				if op.Loosens() {
 					return
 				}
 				room := peek(t, mem, op).Remaining
@@ -406,7 +406,7 @@ func TestRefundsOfServedTakes(t *testing.T) {
 				}
 				if i%5 == 4 && got[0].Allowed && want[0].Allowed {
 					back := op
-					back.Refund, back.Receipt = true, got[0].Receipt
+					back.Kind, back.Receipt = algorithms.Refund, got[0].Receipt
 					r.do(t, back)
 					back.Receipt = want[0].Receipt
 					_, err := twin.Do(context.Background(), []algorithms.Op{back})
@@ -568,7 +568,7 @@ func exactAcrossReplicas(t *testing.T, alg algorithms.Algorithm, record bool) {
 	op := take("exact", lim, 1)
 	if record {
 		op.Key.Entries[0].Value = "record"
-		op.Charge = true
+		op.Kind = algorithms.Charge
 	}
 	race, later := raceThenDrain(t, replicas[:], op, 3000, 3*tau)
 	n, hits := obs.get(Taken)
@@ -649,9 +649,9 @@ func TestOpsNotLeasedPassThrough(t *testing.T) {
 	lim := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1_000_000, Window: time.Hour}
 	for i := range 1000 {
 		ops := []algorithms.Op{take("c", lim, 1), take("s", lim, 1), take("p", lim, 0), take("r", lim, 1)}
-		ops[0].Charge, ops[0].Debt = true, true
+		ops[0].Kind, ops[0].Debt = algorithms.Charge, true
 		ops[1].Shards = 4
-		ops[3].Refund = true
+		ops[3].Kind = algorithms.Refund
 		r.do(t, ops...)
 		_ = i
 		clock.Advance(50 * time.Microsecond)
@@ -879,7 +879,7 @@ type gate struct {
 func (g *gate) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
 	for _, op := range ops {
 		switch {
-		case op.Hits == 1 && !op.Refund:
+		case op.Hits == 1 && !op.Loosens():
 			g.singles.Add(1)
 		case op.Hits > 1 && g.closed.Load():
 			<-g.open

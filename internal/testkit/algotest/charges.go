@@ -33,7 +33,7 @@ func chargeBehaviours() []behaviour {
 // that it carries no receipt.
 func (s *suite) charge(k algorithms.Key, l algorithms.Limit, n uint64) algorithms.Result {
 	s.t.Helper()
-	res := s.do(algorithms.Op{Key: k, Limit: l, Hits: n, Charge: true, Debt: true})[0]
+	res := s.do(algorithms.Op{Key: k, Limit: l, Hits: n, Kind: algorithms.Charge, Debt: true})[0]
 	require.Zero(s.t, res.Receipt, "a charge has no receipt %s", s.at())
 	return res
 }
@@ -42,7 +42,7 @@ func (s *suite) charge(k algorithms.Key, l algorithms.Limit, n uint64) algorithm
 // checks that it carries no receipt.
 func (s *suite) record(k algorithms.Key, l algorithms.Limit, n uint64) algorithms.Result {
 	s.t.Helper()
-	res := s.do(algorithms.Op{Key: k, Limit: l, Hits: n, Charge: true})[0]
+	res := s.do(algorithms.Op{Key: k, Limit: l, Hits: n, Kind: algorithms.Charge})[0]
 	require.Zero(s.t, res.Receipt, "a record has no receipt %s", s.at())
 	return res
 }

@@ -92,7 +92,7 @@ func (s *suite) do(ops ...algorithms.Op) []algorithms.Result {
 	s.t.Helper()
 	for i := range ops {
 		id := ops[i].Identity()
-		if ops[i].Charge && ops[i].Debt {
+		if ops[i].Kind == algorithms.Charge && ops[i].Debt {
 			if s.owing == nil {
 				s.owing = make(map[string]bool)
 			}
@@ -141,7 +141,7 @@ func (s *suite) lease(k algorithms.Key, l algorithms.Limit, n uint64, hold time.
 // settlement's answer says only that it was applied.
 func (s *suite) settle(k algorithms.Key, l algorithms.Limit, r algorithms.Receipt, hold time.Duration, size uint64, served []algorithms.Served, close bool) {
 	s.t.Helper()
-	res := s.do(algorithms.Op{Key: k, Limit: l, Refund: true,
+	res := s.do(algorithms.Op{Key: k, Limit: l, Kind: algorithms.Settle,
 		Leases: []algorithms.Lease{{Receipt: r, Hold: hold, Size: size, Served: served, Close: close}}})[0]
 	require.True(s.t, res.Allowed, "a settlement %s", s.at())
 }
@@ -153,7 +153,7 @@ func (s *suite) peek(k algorithms.Key, l algorithms.Limit) algorithms.Result {
 
 func (s *suite) refund(k algorithms.Key, l algorithms.Limit, n uint64, r algorithms.Receipt) algorithms.Result {
 	s.t.Helper()
-	return s.do(algorithms.Op{Key: k, Limit: l, Hits: n, Refund: true, Receipt: r})[0]
+	return s.do(algorithms.Op{Key: k, Limit: l, Hits: n, Kind: algorithms.Refund, Receipt: r})[0]
 }
 
 // at describes the clock for failure messages.
