@@ -1,24 +1,33 @@
 -- fixed_window_settle: settles leases of a fixed window, whose counts are
 -- kept without a script (see internal/redisx/counter.go): each lease that
 -- closes gives back the hits it did not serve to the count of its window, as
--- algorithms.FixedWindowState.Settle does, while that window lasts and the
--- count is the one the lease was taken from.
+-- algorithms.FixedWindowState.Settle does, when the count is the one the lease
+-- was taken from.
+--
+-- It gives them back even when Redis's TIME has passed the window's end: each
+-- window has a count of its own, which no op counts in once the window has
+-- ended by the clock that names it, so a late give-back changes nothing for
+-- them. But the ops of a count are decided without a script, in the window of
+-- Redis's clock as the Limiter follows it (serverclock.go), which may lag TIME
+-- by up to a millisecond or so: a check sent beside the settlement that ends
+-- a replica's leases, in the window's last moments, still reads this count,
+-- and must not find the leases' unused hits in it.
 --
 -- KEYS[1]  the count of the leases' window: a string holding an integer,
 --          made with an expiry whose end, in milliseconds, differs from one
 --          count of the window to the next (it is drawn when the count is
 --          made), and which a lease's receipt names as its epoch
--- ARGV     "settle", now, L, W, n, the end of the leases' window in µs, "",
+-- ARGV     "settle", now, L, W, n, the end of the leases' window in µs (not
+--          read: see above), "",
 --          B, slack, D, and the leases (see lua.go)
 -- reply    {1, 0, 0, now, 0, 0}: a settlement's answer says only that it ran
 
 -- fdiv, cdiv, int, clock and expire come from prelude.lua.
 local key = KEYS[1]
 local now = clock(ARGV[2])
-local finish = tonumber(ARGV[6])
 
 local count = tonumber(redis.call('GET', key)) or 0
-if now < finish and count > 0 then
+if count > 0 then
   local epoch = redis.call('PEXPIRETIME', key)
   local i = 12
   for _ = 1, tonumber(ARGV[11]) do

@@ -1,0 +1,58 @@
+package redisx
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+)
+
+// TestFixedWindowSettleAfterRedisWindowEnds: the ops of a fixed window
+// count in the window of Redis's clock as the Limiter follows it, and a
+// settlement's script reads Redis's own TIME. Near a window's end the two
+// may disagree: the settlement that ends a lease may run when TIME has
+// passed the window's end while a check (in the same pipeline, as the
+// lease layer sends it, or after it) still reads that window's count. The lease's unused hits must be given
+// back then too, or the check (and every take of the window after it)
+// finds them counted though no one was admitted for them.
+func TestFixedWindowSettleAfterRedisWindowEnds(t *testing.T) {
+	client := backends()[0].client(t)
+	lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(testPrefix(t)))
+	require.NoError(t, err)
+	t.Cleanup(func() { lim.Close() })
+	require.NotNil(t, lim.server)
+	ctx := context.Background()
+
+	limit := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 100, Window: time.Second}
+	key := algorithms.Key{Domain: "fw-settle-late", Entries: []algorithms.Entry{{Key: "k", Value: "v"}}}
+	// The Limiter's estimate of Redis's clock lags it: it is 400ms before
+	// the end of the window before Redis's current one, so that Redis's
+	// TIME is past the end of the window the ops count in.
+	now, err := client.Time(ctx).Result()
+	require.NoError(t, err)
+	into := time.Duration(now.UnixNano() % int64(time.Second))
+	lim.server.close()
+	lim.server = &serverClock{stop: make(chan struct{}), done: make(chan struct{})}
+	close(lim.server.done)
+	lim.server.offset.Store(int64(-into - 400*time.Millisecond))
+
+	lease := algorithms.Op{Key: key, Limit: limit, Hits: 20, Hold: time.Second}
+	got, err := lim.Do(ctx, []algorithms.Op{lease})
+	require.NoError(t, err)
+	require.True(t, got[0].Allowed)
+	require.NotZero(t, got[0].Receipt.Epoch)
+	require.Equal(t, uint64(80), got[0].Remaining)
+
+	settle := algorithms.Op{Key: key, Limit: limit, Kind: algorithms.Settle, Leases: []algorithms.Lease{
+		{Receipt: got[0].Receipt, Hold: lease.Hold, Size: 20, Reported: 0, Close: true},
+	}}
+	_, err = lim.Do(ctx, []algorithms.Op{settle})
+	require.NoError(t, err)
+	got, err = lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit}})
+	require.NoError(t, err)
+	require.True(t, got[0].Allowed)
+	require.Equal(t, uint64(100), got[0].Remaining, "the lease's unused hits are still counted in the window the check reads")
+}
