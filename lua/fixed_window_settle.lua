@@ -13,37 +13,47 @@
 -- a replica's leases, in the window's last moments, still reads this count,
 -- and must not find the leases' unused hits in it.
 --
--- KEYS[1]  the count of the leases' window: a string holding an integer,
---          made with an expiry whose end, in milliseconds, differs from one
---          count of the window to the next (it is drawn when the count is
---          made), and which a lease's receipt names as its epoch
--- ARGV     "settle", now, L, W, n, the end of the leases' window in µs (not
+-- KEYS     the counts of the windows the leases were taken in (two when a
+--          lease taken ahead near a window's end is of the next one): each a
+--          string holding an integer, made with an expiry whose end, in
+--          milliseconds, differs from one count of a window to the next (it
+--          is drawn when the count is made), and which a lease's receipt
+--          names as its epoch. A lease gives back to the count its epoch
+--          names, and to no other.
+-- ARGV     "settle", now, L, W, n, the end of the first lease's window in µs (not
 --          read: see above), "",
 --          B, slack, D, and the leases (see lua.go)
 -- reply    {1, 0, 0, now, 0, 0}: a settlement's answer says only that it ran
 
 -- fdiv, cdiv, int, clock and expire come from prelude.lua.
-local key = KEYS[1]
 local now = clock(ARGV[2])
 
-local count = tonumber(redis.call('GET', key)) or 0
-if count > 0 then
-  local epoch = redis.call('PEXPIRETIME', key)
-  local i = 12
-  for _ = 1, tonumber(ARGV[11]) do
-    local e, size, reported = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
-    local close, runs = ARGV[i + 6] == '1', tonumber(ARGV[i + 7])
-    i = i + 8
-    local sum = 0
-    for _ = 1, runs do
-      sum = sum + tonumber(ARGV[i + 2])
-      i = i + 3
-    end
-    if close and e == epoch then
-      local left = size - math.min(reported, size)
-      local back = math.min(left - math.min(sum, left), count)
-      if back > 0 then
-        count = redis.call('DECRBY', key, back)
+local counts, epochs = {}, {}
+for k = 1, #KEYS do
+  counts[k] = tonumber(redis.call('GET', KEYS[k])) or 0
+  if counts[k] > 0 then
+    epochs[k] = redis.call('PEXPIRETIME', KEYS[k])
+  end
+end
+local i = 12
+for _ = 1, tonumber(ARGV[11]) do
+  local e, size, reported = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  local close, runs = ARGV[i + 6] == '1', tonumber(ARGV[i + 7])
+  i = i + 8
+  local sum = 0
+  for _ = 1, runs do
+    sum = sum + tonumber(ARGV[i + 2])
+    i = i + 3
+  end
+  if close then
+    for k = 1, #KEYS do
+      if epochs[k] == e then
+        local left = size - math.min(reported, size)
+        local back = math.min(left - math.min(sum, left), counts[k])
+        if back > 0 then
+          counts[k] = redis.call('DECRBY', KEYS[k], back)
+        end
+        break
       end
     end
   end

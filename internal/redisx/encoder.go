@@ -3,6 +3,7 @@ package redisx
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -145,11 +146,23 @@ func (e *Encoder) appendCommand(dst []any, op *algorithms.Op, shard int, now any
 	s := e.script(lim.Algorithm)
 	dst = append(dst, "evalsha", s.shaArg)
 	if s.window {
-		// A settlement of leases of a counted limit: the count of their
-		// window, and its end in place of a receipt's time.
-		i := lim.WindowIndex(time.UnixMicro(op.Leases[0].Receipt.At))
-		dst = append(dst, 1, e.counterKey(op, shard, i))
-		at = strconv.FormatInt(lim.WindowStart(i+1).UnixMicro(), 10)
+		// A settlement of leases of a counted limit: the count of each
+		// window a lease was taken in (a lease taken ahead near a window's
+		// end may be of the next one), and the first's end in place of a
+		// receipt's time.
+		n := len(dst)
+		dst = append(dst, 0)
+		var seen [2]int64
+		windows := seen[:0]
+		for _, ls := range op.Leases {
+			i := lim.WindowIndex(time.UnixMicro(ls.Receipt.At))
+			if !slices.Contains(windows, i) {
+				windows = append(windows, i)
+				dst = append(dst, e.counterKey(op, shard, i))
+			}
+		}
+		dst[n] = len(windows)
+		at = strconv.FormatInt(lim.WindowStart(windows[0]+1).UnixMicro(), 10)
 	} else {
 		dst = e.keys.appendKeys(dst, op.Identity(), shard, s.keys)
 	}

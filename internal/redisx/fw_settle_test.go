@@ -56,3 +56,56 @@ func TestFixedWindowSettleAfterRedisWindowEnds(t *testing.T) {
 	require.True(t, got[0].Allowed)
 	require.Equal(t, uint64(100), got[0].Remaining, "the lease's unused hits are still counted in the window the check reads")
 }
+
+// TestFixedWindowSettleAcrossWindows: a lease taken ahead near a window's
+// end may be of the next window while the last lease of the window before
+// is still unsettled, and one settlement then ends both. Each lease's
+// unused hits go back to the count of the window it was taken in.
+func TestFixedWindowSettleAcrossWindows(t *testing.T) {
+	client := backends()[0].client(t)
+	lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(testPrefix(t)))
+	require.NoError(t, err)
+	t.Cleanup(func() { lim.Close() })
+	require.NotNil(t, lim.server)
+	ctx := context.Background()
+	lim.server.close()
+	lim.server = &serverClock{stop: make(chan struct{}), done: make(chan struct{})}
+	close(lim.server.done)
+
+	limit := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 100, Window: time.Second}
+	key := algorithms.Key{Domain: "fw-settle-across", Entries: []algorithms.Entry{{Key: "k", Value: "v"}}}
+	// The windows are seconds ahead of Redis's clock, so that the counts
+	// live through the test whatever second it starts in.
+	at := func(window int) {
+		now, err := client.Time(ctx).Result()
+		require.NoError(t, err)
+		start := now.Truncate(time.Second).Add(time.Duration(5+window) * time.Second)
+		lim.server.offset.Store(int64(start.Add(100*time.Millisecond).Sub(now)))
+	}
+	take := func(n uint64) algorithms.Result {
+		got, err := lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit, Hits: n, Hold: time.Second}})
+		require.NoError(t, err)
+		require.True(t, got[0].Allowed)
+		require.NotZero(t, got[0].Receipt.Epoch)
+		return got[0]
+	}
+	check := func() uint64 {
+		got, err := lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit}})
+		require.NoError(t, err)
+		return got[0].Remaining
+	}
+
+	at(0)
+	a := take(30)
+	at(1)
+	b := take(20)
+	settle := algorithms.Op{Key: key, Limit: limit, Kind: algorithms.Settle, Leases: []algorithms.Lease{
+		{Receipt: a.Receipt, Hold: time.Second, Size: 30, Reported: 10, Close: true},
+		{Receipt: b.Receipt, Hold: time.Second, Size: 20, Served: []algorithms.Served{{At: b.Receipt.At, Seq: 1, N: 5}}, Close: true},
+	}}
+	_, err = lim.Do(ctx, []algorithms.Op{settle})
+	require.NoError(t, err)
+	require.Equal(t, uint64(95), check(), "the second lease's 15 unused hits go back to its own window")
+	at(0)
+	require.Equal(t, uint64(90), check(), "the first lease's 20 unused hits go back to its own window")
+}
