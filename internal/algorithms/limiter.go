@@ -16,6 +16,11 @@ import (
 // within it. Do returns an error only when the backend could not decide (it is unreachable, slow past ctx's deadline, or
 // answered nonsense); then no Result is meaningful.
 //
+// When err is nil, results has exactly one Result per Op: the layers of the
+// request path index it by op, and only the service checks it
+// (CheckResults), once per call, where a broken backend would otherwise
+// crash a request.
+//
 // Implementations MUST be safe for concurrent use.
 type Limiter interface {
 	Do(ctx context.Context, ops []Op) ([]Result, error)

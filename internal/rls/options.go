@@ -101,10 +101,9 @@ type Options struct {
 	// BackendTimeout is the budget of a request whose caller sent no
 	// deadline: its backend calls (its take and the refund of a denied
 	// request) share one deadline, BackendTimeout after the request
-	// arrived, and one algorithms.Scope. A caller that sends a deadline
-	// gets that deadline less the reserve (see DeadlineReserve), longer or
-	// shorter than BackendTimeout. 0 sets no deadline of the service's own
-	// (for a backend that never waits): no budget, no cap, no scope.
+	// arrived. A caller that sends a deadline gets that deadline less the
+	// reserve (see DeadlineReserve), longer or shorter than BackendTimeout. 0 sets no deadline of the service's own
+	// (for a backend that never waits): no budget, no cap.
 	BackendTimeout time.Duration
 	// BackendTimeoutMax, when positive, caps the budget of every request,
 	// whatever deadline its caller sent: its backend calls end at the

@@ -115,15 +115,6 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	caller := ctx
 	ctx, cancel, reserve := s.withDeadline(ctx, arrived, handled)
 	defer cancel()
-	if s.opts.BackendTimeout > 0 {
-		// The take and the refund of a denied request are the calls of
-		// one request, within one budget: what a layer of the limiter
-		// holds for the request (a slot of the admission gate) it holds
-		// for both.
-		var scope *algorithms.Scope
-		ctx, scope = algorithms.WithScope(ctx)
-		defer scope.End()
-	}
 	results, err := s.limiter.Do(ctx, p.ops)
 	return s.answer(ctx, caller, reserve, p, results, err)
 }

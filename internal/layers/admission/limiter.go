@@ -34,14 +34,18 @@ type Options struct {
 	Observer Observer
 }
 
-// Limiter is a Limiter that admits the calls of a request to the Limiter it
-// wraps through an admission gate: a request takes a slot at its first call
-// and keeps it until its algorithms.Scope ends (a call without a scope is a
-// request of its own), waits for one while the backend carries as much as
-// it should, and is shed, with an error matching ErrShed, when it could no
-// longer be answered before its context's deadline. The gate learns the
-// backend's latency from the calls it lets through. Deadlines are on the
-// wall clock, as contexts' are. It is safe for concurrent use.
+// Limiter is a Limiter that admits calls to the Limiter it wraps through an
+// admission gate: a call takes a slot for as long as it is under way, waits
+// for one while the backend carries as much as it should, and is shed, with
+// an error matching ErrShed, when it could no longer be answered before its
+// context's deadline. A call that only gives room back (refunds and
+// settlements: every op Loosens) goes through at once, without a slot: it
+// follows a take the gate let through (the refund of what a denied request
+// took, the settlement of a lease), so there are never more of them than
+// calls it admitted, and shedding it would leave hits counted that no
+// request holds. The gate learns the backend's latency from the calls it
+// lets through. Deadlines are on the wall clock, as contexts' are. It is
+// safe for concurrent use.
 type Limiter struct {
 	next     algorithms.Limiter
 	gate     *gate
@@ -72,20 +76,21 @@ func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
 	return &Limiter{next: next, gate: newGate(opts.MaxInflight, opts.Observer.ObserveInflightLimit), observer: opts.Observer}, nil
 }
 
-// Do passes ops to the wrapped Limiter once the request of ctx holds a slot.
-// A request that is shed, or whose caller goes away while it waits, gets an
-// error matching algorithms.ErrNotSent: none of its ops reached the backend.
+// Do passes ops to the wrapped Limiter once the call holds a slot, or at
+// once when every op gives room back. A call that is shed, or whose caller
+// goes away while it waits, gets an error matching algorithms.ErrNotSent:
+// none of its ops reached the backend.
 //
 // Its frame stays on the stack while the backend decides: the work before
 // the call and after it is done in functions of their own (enter,
 // observe), whose locals are not part of it.
 func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	release, err := l.enter(ctx)
+	held, err := l.enter(ctx, ops)
 	if err != nil {
 		return nil, err
 	}
-	if release {
-		defer slot{l.gate}.Release()
+	if held {
+		defer l.gate.release(time.Now())
 	}
 	began := time.Now()
 	results, err := l.next.Do(ctx, ops)
@@ -93,17 +98,13 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	return results, err
 }
 
-// enter makes sure that the request of ctx holds a slot: it takes one
-// unless the request's scope holds one already, and reports whether the
-// call must release it at its end (the request has no scope to hold it).
-// It returns the error of a request that is shed or whose caller goes away
-// while it waits.
+// enter takes a slot for a call of ops, unless every op gives room back,
+// and reports whether it took one. It returns the error of a call that is
+// shed or whose caller goes away while it waits.
 //
 //go:noinline
-func (l *Limiter) enter(ctx context.Context) (release bool, err error) {
-	scope := algorithms.ScopeOf(ctx)
-	s := slot{l.gate}
-	if scope.Holds(s) {
+func (l *Limiter) enter(ctx context.Context, ops []algorithms.Op) (held bool, err error) {
+	if givesBack(ops) {
 		return false, nil
 	}
 	reason, err := l.gate.acquire(ctx, time.Now())
@@ -113,7 +114,17 @@ func (l *Limiter) enter(ctx context.Context) (release bool, err error) {
 		}
 		return false, algorithms.NotSent(err)
 	}
-	return !scope.Hold(s), nil
+	return true, nil
+}
+
+// givesBack reports whether every op of a call gives room back.
+func givesBack(ops []algorithms.Op) bool {
+	for i := range ops {
+		if !ops[i].Loosens() {
+			return false
+		}
+	}
+	return len(ops) > 0
 }
 
 // observe tells the gate how long a call that began at began took to end
@@ -128,12 +139,6 @@ func (l *Limiter) observe(ctx context.Context, began time.Time, err error) {
 		l.gate.observe(now.Sub(began), kind == algorithms.FailureTimeout, now)
 	}
 }
-
-// slot is a request's slot of a gate, held for its scope.
-type slot struct{ g *gate }
-
-// Release returns the slot and hands it on.
-func (s slot) Release() { s.g.release(time.Now()) }
 
 // nopObserver observes nothing.
 type nopObserver struct{}

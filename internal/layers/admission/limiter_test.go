@@ -217,11 +217,11 @@ func (l *orderLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithm
 	return l.inner.Do(ctx, ops)
 }
 
-// TestARefundKeepsItsRequestsSlot: the take of a denied request and the
-// refund of what it took are one request's calls, which hold one slot from
-// the take to the refund: the refund goes to the backend ahead of a request
-// that waits for the slot.
-func TestARefundKeepsItsRequestsSlot(t *testing.T) {
+// TestARefundNeverWaitsForASlot: the refund of what a denied request took
+// gives room back, and goes to the backend at once, ahead of a request
+// that waits for the only slot, which the take held; the waiting request
+// then gets it.
+func TestARefundNeverWaitsForASlot(t *testing.T) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	lim := &orderLimiter{inner: mem, hold: make(chan struct{})}

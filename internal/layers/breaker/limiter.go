@@ -152,7 +152,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		return nil, l.refused()
 	}
 	results, err := l.next.Do(ctx, ops)
-	return l.done(ctx, &ticket, len(ops), results, err)
+	return l.done(ctx, &ticket, results, err)
 }
 
 // refused tells the observer of a call the open breaker refused, and
@@ -164,12 +164,11 @@ func (l *Limiter) refused() error {
 	return algorithms.NotSent(algorithms.ErrCircuitOpen)
 }
 
-// done tells the breaker and the observer how the call of n ops that
-// ticket let through went, and returns its answer.
+// done tells the breaker and the observer how the call that ticket let
+// through went, and returns its answer.
 //
 //go:noinline
-func (l *Limiter) done(ctx context.Context, ticket *breakerTicket, n int, results []algorithms.Result, err error) ([]algorithms.Result, error) {
-	err = algorithms.CheckResults(results, n, err)
+func (l *Limiter) done(ctx context.Context, ticket *breakerTicket, results []algorithms.Result, err error) ([]algorithms.Result, error) {
 	if err != nil {
 		algorithms.OutcomesOf(err).Follow(l.answered)
 	}

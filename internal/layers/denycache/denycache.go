@@ -182,7 +182,6 @@ func (c *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 		return results, nil
 	}
 	got, err := c.inner.Do(ctx, pass)
-	err = algorithms.CheckResults(got, len(pass), err)
 	c.settleAll(ops, tickets, now, results, got, err)
 	if err != nil {
 		return nil, err
