@@ -80,7 +80,7 @@ func TestFixedWindowSettleAcrossWindows(t *testing.T) {
 		now, err := client.Time(ctx).Result()
 		require.NoError(t, err)
 		start := now.Truncate(time.Second).Add(time.Duration(5+window) * time.Second)
-		lim.server.offset.Store(int64(start.Add(100*time.Millisecond).Sub(now)))
+		lim.server.offset.Store(int64(start.Add(100 * time.Millisecond).Sub(now)))
 	}
 	take := func(n uint64) algorithms.Result {
 		got, err := lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit, Hits: n, Hold: time.Second}})
