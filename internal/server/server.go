@@ -88,11 +88,11 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (_ *Serv
 	} else {
 		logger.Warn("no rate limit configuration yet: every request is answered with an error, so that Envoy's failure mode decides, and the server is not ready until the first arrives", "path", source.Origin().Name)
 	}
-	grpcTLS, err := tlsx.GRPC(s, logger, time.Now())
+	grpcTLS, err := tlsx.GRPC(s.GRPCTLS(), logger, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	httpTLS, err := tlsx.HTTP(s, logger, time.Now())
+	httpTLS, err := tlsx.HTTP(s.HTTPTLS(), logger, time.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ func newXDSClient(s settings.Settings, logger *slog.Logger, now time.Time) (*xds
 	if s.ConfigSource != settings.ConfigFromXDS {
 		return nil, nil
 	}
-	tlsConfig, err := tlsx.XDSClient(s, logger, now)
+	tlsConfig, err := tlsx.XDSClient(s.XDSTLS(), logger, now)
 	if err != nil {
 		return nil, err
 	}

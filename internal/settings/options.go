@@ -13,6 +13,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/lease"
 	"github.com/ratewarden/ratewarden/internal/option"
 	"github.com/ratewarden/ratewarden/internal/rls"
+	"github.com/ratewarden/ratewarden/internal/tlsx"
 	"github.com/ratewarden/ratewarden/internal/xds"
 )
 
@@ -164,6 +165,34 @@ func (s Settings) AdmissionOptions() admission.Options { return s.options().admi
 
 // DenyCacheOptions returns the denycache.Options the settings ask for.
 func (s Settings) DenyCacheOptions() denycache.Options { return s.options().denyCache }
+
+// GRPCTLS returns the files of the gRPC server's TLS the settings name.
+func (s Settings) GRPCTLS() tlsx.ServerFiles {
+	return tlsx.ServerFiles{Cert: s.file(&s.GRPCTlsCertFile), Key: s.file(&s.GRPCTlsKeyFile),
+		ClientCA: s.file(&s.GRPCTlsClientCaFile)}
+}
+
+// HTTPTLS returns the files of the HTTP server's TLS the settings name.
+func (s Settings) HTTPTLS() tlsx.ServerFiles {
+	return tlsx.ServerFiles{Cert: s.file(&s.HTTPTlsCertFile), Key: s.file(&s.HTTPTlsKeyFile),
+		ClientCA: s.file(&s.HTTPTlsClientCaFile)}
+}
+
+// XDSTLS returns the files of the xDS client's TLS the settings name, or
+// nil without RLS_XDS_TLS.
+func (s Settings) XDSTLS() *tlsx.ClientFiles {
+	if !s.XDSTls {
+		return nil
+	}
+	return &tlsx.ClientFiles{Cert: s.file(&s.XDSTlsCertFile), Key: s.file(&s.XDSTlsKeyFile),
+		CA: s.file(&s.XDSTlsCaFile), ServerName: s.XDSTlsServerName}
+}
+
+// file returns the file that the field of s path points to names, with
+// its variable.
+func (s *Settings) file(path *string) tlsx.File {
+	return tlsx.File{Var: s.variableOf(path), Path: *path}
+}
 
 // limitHeaders returns the limit headers the settings ask for, or nil.
 func (s Settings) limitHeaders() *rls.LimitHeaders {

@@ -15,8 +15,9 @@ import (
 // per interval, when a handshake needs them.
 const recheckEvery = time.Second
 
-// envFile is a file named by an environment variable.
-type envFile struct{ env, path string }
+// File is a file TLS is read from, and the environment variable that
+// names it, which its errors name.
+type File struct{ Var, Path string }
 
 // reloading is a value parsed from files, parsed again when what they hold
 // changes. It reads them at most once per recheckEvery, when its value is
@@ -27,7 +28,7 @@ type envFile struct{ env, path string }
 // value are ever logged. It is safe for concurrent use.
 type reloading[T any] struct {
 	what     string
-	files    []envFile
+	files    []File
 	parse    func(data [][]byte) (T, error)
 	describe func(T) []any // what to log about a new value; nil for nothing
 	log      *slog.Logger
@@ -41,7 +42,7 @@ type reloading[T any] struct {
 
 // newReloading reads and parses the files at now. Its errors name the
 // variable of the file at fault, or of every file when parsing fails.
-func newReloading[T any](what string, files []envFile, parse func([][]byte) (T, error), describe func(T) []any, logger *slog.Logger, now time.Time) (*reloading[T], error) {
+func newReloading[T any](what string, files []File, parse func([][]byte) (T, error), describe func(T) []any, logger *slog.Logger, now time.Time) (*reloading[T], error) {
 	r := &reloading[T]{what: what, files: files, parse: parse, describe: describe, log: logger, checked: now}
 	data, err := r.read()
 	if err == nil {
@@ -94,9 +95,9 @@ func (r *reloading[T]) get(now time.Time) T {
 func (r *reloading[T]) read() ([][]byte, error) {
 	data := make([][]byte, len(r.files))
 	for i, f := range r.files {
-		b, err := os.ReadFile(f.path)
+		b, err := os.ReadFile(f.Path)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.env, err)
+			return nil, fmt.Errorf("%s: %w", f.Var, err)
 		}
 		data[i] = b
 	}
@@ -109,7 +110,7 @@ func (r *reloading[T]) parseAll(data [][]byte) (T, error) {
 	if err != nil {
 		envs := make([]string, len(r.files))
 		for i, f := range r.files {
-			envs[i] = f.env
+			envs[i] = f.Var
 		}
 		return v, fmt.Errorf("%s: %s: %w", strings.Join(envs, " and "), strings.Join(r.paths(), ", "), err)
 	}
@@ -119,7 +120,7 @@ func (r *reloading[T]) parseAll(data [][]byte) (T, error) {
 func (r *reloading[T]) paths() []string {
 	p := make([]string, len(r.files))
 	for i, f := range r.files {
-		p[i] = f.path
+		p[i] = f.Path
 	}
 	return p
 }

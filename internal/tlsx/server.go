@@ -1,5 +1,6 @@
 // Package tlsx is the TLS of ratewarden's servers and of its xDS client:
-// certificates and CAs read from the files the settings name
+// certificates and CAs read from the files the settings name (ServerFiles,
+// ClientFiles)
 // (RLS_GRPC_TLS_*, RLS_HTTP_TLS_*, RLS_XDS_TLS_*) and read again when the
 // files change, so that a rotated certificate is used from the next
 // handshake on without a restart; and the checks of client certificates
@@ -16,8 +17,6 @@ import (
 	"errors"
 	"log/slog"
 	"time"
-
-	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // Server is the TLS of a server, gRPC's or HTTP's: its certificate and,
@@ -34,63 +33,57 @@ type Server struct {
 	clientAuth tls.ClientAuthType
 }
 
-// tlsSettings names the files of one server's TLS, each with its variable.
+// ServerFiles names the files of a server's TLS: its certificate and key,
+// and for mutual TLS the CAs client certificates must chain to. No
+// certificate is no TLS.
+type ServerFiles struct{ Cert, Key, ClientCA File }
+
+// tlsSettings names the files of one server's TLS and how it is served.
 type tlsSettings struct {
-	what                string // "gRPC" or "HTTP"
-	cert, key, clientCA envFile
-	nextProtos          []string
-	clientAuth          tls.ClientAuthType
+	what       string // "gRPC" or "HTTP"
+	files      ServerFiles
+	nextProtos []string
+	clientAuth tls.ClientAuthType
 }
 
-// GRPC reads the gRPC TLS files the settings name at now, or returns nil
-// when they name none. With mutual TLS every client must present a
+// GRPC reads the gRPC server's TLS files at now, or returns nil when they
+// name no certificate. With mutual TLS every client must present a
 // certificate. Its errors name the variable at fault.
-func GRPC(s settings.Settings, logger *slog.Logger, now time.Time) (*Server, error) {
-	return newServer(tlsSettings{
-		what:       "gRPC",
-		cert:       envFile{"RLS_GRPC_TLS_CERT_FILE", s.GRPCTlsCertFile},
-		key:        envFile{"RLS_GRPC_TLS_KEY_FILE", s.GRPCTlsKeyFile},
-		clientCA:   envFile{"RLS_GRPC_TLS_CLIENT_CA_FILE", s.GRPCTlsClientCaFile},
-		nextProtos: []string{"h2"},
-		clientAuth: tls.RequireAndVerifyClientCert,
-	}, logger, now)
+func GRPC(files ServerFiles, logger *slog.Logger, now time.Time) (*Server, error) {
+	return newServer(tlsSettings{what: "gRPC", files: files, nextProtos: []string{"h2"},
+		clientAuth: tls.RequireAndVerifyClientCert}, logger, now)
 }
 
-// HTTP reads the HTTP TLS files the settings name at now, or returns nil
-// when they name none. With mutual TLS a client certificate is verified
+// HTTP reads the HTTP server's TLS files at now, or returns nil when they
+// name no certificate. With mutual TLS a client certificate is verified
 // when one is presented, and the handler decides which paths need one
 // (RequireClientCert): the probes cannot present any.
-func HTTP(s settings.Settings, logger *slog.Logger, now time.Time) (*Server, error) {
-	return newServer(tlsSettings{
-		what:       "HTTP",
-		cert:       envFile{"RLS_HTTP_TLS_CERT_FILE", s.HTTPTlsCertFile},
-		key:        envFile{"RLS_HTTP_TLS_KEY_FILE", s.HTTPTlsKeyFile},
-		clientCA:   envFile{"RLS_HTTP_TLS_CLIENT_CA_FILE", s.HTTPTlsClientCaFile},
-		nextProtos: []string{"h2", "http/1.1"},
-		clientAuth: tls.VerifyClientCertIfGiven,
-	}, logger, now)
+func HTTP(files ServerFiles, logger *slog.Logger, now time.Time) (*Server, error) {
+	return newServer(tlsSettings{what: "HTTP", files: files, nextProtos: []string{"h2", "http/1.1"},
+		clientAuth: tls.VerifyClientCertIfGiven}, logger, now)
 }
 
 // newServer reads the files ts names, or returns nil when it names no
 // certificate.
 func newServer(ts tlsSettings, logger *slog.Logger, now time.Time) (*Server, error) {
-	if ts.cert.path == "" {
+	f := ts.files
+	if f.Cert.Path == "" {
 		return nil, nil
 	}
 	t := Server{nextProtos: ts.nextProtos, clientAuth: ts.clientAuth}
 	var err error
-	t.cert, err = newReloading(ts.what+" TLS certificate", []envFile{ts.cert, ts.key}, parseKeyPair, describeCert, logger, now)
+	t.cert, err = newReloading(ts.what+" TLS certificate", []File{f.Cert, f.Key}, parseKeyPair, describeCert, logger, now)
 	if err != nil {
 		return nil, err
 	}
-	if ts.clientCA.path != "" {
-		t.clientCAs, err = newReloading(ts.what+" TLS client CA", []envFile{ts.clientCA}, parseCAs, nil, logger, now)
+	if f.ClientCA.Path != "" {
+		t.clientCAs, err = newReloading(ts.what+" TLS client CA", []File{f.ClientCA}, parseCAs, nil, logger, now)
 		if err != nil {
 			return nil, err
 		}
 	}
 	leaf := t.cert.get(now).Leaf
-	logger.Info(ts.what+" serves TLS", "cert_file", ts.cert.path, "client_ca_file", ts.clientCA.path,
+	logger.Info(ts.what+" serves TLS", "cert_file", f.Cert.Path, "client_ca_file", f.ClientCA.Path,
 		"subject", leaf.Subject.String(), "serial", leaf.SerialNumber.String(), "not_after", leaf.NotAfter)
 	return &t, nil
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/testkit/tlstest"
 )
 
@@ -26,7 +25,7 @@ func TestReloadingCertificate(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	g, err := GRPC(settings.Settings{GRPCTlsCertFile: cert, GRPCTlsKeyFile: key}, logger, t0)
+	g, err := GRPC(ServerFiles{Cert: File{"RLS_GRPC_TLS_CERT_FILE", cert}, Key: File{"RLS_GRPC_TLS_KEY_FILE", key}}, logger, t0)
 	require.NoError(t, err)
 	require.NotNil(t, g)
 	assert.Nil(t, g.clientCAs)
@@ -78,7 +77,8 @@ func TestTLSLogsNoKeyMaterial(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t0 := time.Now()
-	g, err := GRPC(settings.Settings{GRPCTlsCertFile: cert, GRPCTlsKeyFile: key, GRPCTlsClientCaFile: caFile}, logger, t0)
+	g, err := GRPC(ServerFiles{Cert: File{"RLS_GRPC_TLS_CERT_FILE", cert}, Key: File{"RLS_GRPC_TLS_KEY_FILE", key},
+		ClientCA: File{"RLS_GRPC_TLS_CLIENT_CA_FILE", caFile}}, logger, t0)
 	require.NoError(t, err)
 	tlstest.ServerFiles(t, dir, ca, 200)
 	g.cert.get(t0.Add(time.Second))
