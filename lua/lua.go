@@ -24,7 +24,7 @@
 //	ARGV[9]  milliseconds to keep every key past the time its state needs
 //	ARGV[10] D, the most hits a charge may leave recorded beyond L
 //	         (algorithms.Limit.MaxDebt)
-//	ARGV[11] take: a lease's hold h in µs (algorithms.Op.Hold), up to
+//	ARGV[11] take: a lease's hold h in µs (rate.Op.Hold), up to
 //	         algorithms.MaxHold, absent for an ordinary take: the lease
 //	         serves its hits until now + h; sliding_window_log logs them at
 //	         now + h, token_bucket holds its tokens until then (rounded up

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -107,7 +108,7 @@ func TestDenyCacheRacesGiveBacksOnRedis(t *testing.T) {
 		if call(request(value, false)) == rlsv3.RateLimitResponse_OVER_LIMIT {
 			denied++
 			// The count of the window, in the key of the hour.
-			key := set.KeyPrefix + "{" + algorithms.Identity(algorithms.Key{Domain: "race", Entries: []algorithms.Entry{{Key: "k", Value: value}}}, limit) + "}:w" +
+			key := set.KeyPrefix + "{" + rate.Identity(rate.Key{Domain: "race", Entries: []rate.Entry{{Key: "k", Value: value}}}, limit) + "}:w" +
 				strconv.FormatInt(limit.WindowIndex(time.Now()), 10)
 			if count, _ := client.Get(ctx, key).Int(); count < 1 {
 				wrong++

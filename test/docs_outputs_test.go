@@ -26,6 +26,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -484,19 +485,19 @@ func checkMatches(s *docSession, lines []string) error {
 	return errors.Join(errorsOf(problems)...)
 }
 
-func parseEntries(s string) ([]algorithms.Entry, error) {
-	var entries []algorithms.Entry
+func parseEntries(s string) ([]rate.Entry, error) {
+	var entries []rate.Entry
 	for _, part := range strings.Split(s, ", ") {
 		k, v, ok := strings.Cut(part, "=")
 		if !ok {
 			return nil, fmt.Errorf("entry %q: want key=value", part)
 		}
-		entries = append(entries, algorithms.Entry{Key: k, Value: v})
+		entries = append(entries, rate.Entry{Key: k, Value: v})
 	}
 	return entries, nil
 }
 
-func formatEntries(entries []algorithms.Entry) string {
+func formatEntries(entries []rate.Entry) string {
 	parts := make([]string, len(entries))
 	for i, e := range entries {
 		parts[i] = e.Key + "=" + e.Value

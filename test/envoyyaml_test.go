@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
 )
 
@@ -204,9 +204,9 @@ func TestEnvoyYAMLDescriptors(t *testing.T) {
 			assert.Equal(t, "edge", req.GetDomain())
 			require.Equal(t, tc.want, envoymodel.Describe(req.GetDescriptors()))
 			for i, d := range req.GetDescriptors() {
-				var entries []algorithms.Entry
+				var entries []rate.Entry
 				for _, e := range d.GetEntries() {
-					entries = append(entries, algorithms.Entry{Key: e.GetKey(), Value: e.GetValue()})
+					entries = append(entries, rate.Entry{Key: e.GetKey(), Value: e.GetValue()})
 				}
 				m, ok := limits.Match("edge", entries)
 				require.True(t, ok, "descriptor %s matches a rule", tc.want[i])

@@ -30,13 +30,13 @@ type Spec struct {
 	// or "" for an algorithm counted on Redis with plain commands (Counter).
 	Script string
 	// SettleScript is, for an algorithm counted without a script (Counter),
-	// the file under lua/ that settles its leases (Op.Leases) on the count
+	// the file under lua/ that settles its leases (rate.Op.Leases) on the count
 	// of their window.
 	SettleScript string
 	// Counter reports that the algorithm is counted on Redis as
 	// envoyproxy/ratelimit counts: a key per window holding its count,
 	// added to with INCRBY, without a script; only the states of limits that
-	// owe debts (Op.Debt) are kept whole under the state key, and changed
+	// owe debts (rate.Op.Debt) are kept whole under the state key, and changed
 	// in transactions.
 	Counter bool
 	// Keys are the Redis keys the script takes, in the order of its KEYS,
@@ -61,7 +61,7 @@ type Spec struct {
 	// ExactRefund reports how a refund with a receipt applies: it gives back
 	// exactly the entries the receipt's take added, and nothing once they
 	// are gone, so that sending it twice gives back no more than sending it
-	// once (Op.IdempotentRefund). Otherwise a refund adds its hits back to
+	// once (rate.Op.IdempotentRefund). Otherwise a refund adds its hits back to
 	// what the state holds, whoever took them.
 	ExactRefund bool
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // TestTable: every algorithm has a whole row in the table of algorithms,
@@ -86,7 +87,7 @@ func TestTableExactRefund(t *testing.T) {
 			assert.Equal(t, uint64(5), once.Remaining)
 			assert.Equal(t, a.Spec().ExactRefund, twice.Remaining == once.Remaining,
 				"remaining %d after one refund, %d after two", once.Remaining, twice.Remaining)
-			op := algorithms.Op{Limit: l, Hits: 3, Kind: algorithms.Refund, Receipt: taken.Receipt}
+			op := rate.Op{Limit: l, Hits: 3, Kind: rate.Refund, Receipt: taken.Receipt}
 			assert.Equal(t, a.Spec().ExactRefund, op.IdempotentRefund())
 			op.Receipt = algorithms.Receipt{}
 			assert.False(t, op.IdempotentRefund(), "a refund without a receipt gives back the newest hits, whoever took them")

@@ -1,7 +1,8 @@
 // Package algorithms holds ratewarden's four rate limit algorithms as pure Go
-// over explicit state and an explicit clock, and the Limiter interface that
-// the backends (internal/memory, internal/redisx) implement with them. The
-// table of algorithms (Spec, in algorithm.go) says, per algorithm, its name,
+// over explicit state and an explicit clock: the maths, and what it answers
+// (Result, Receipt) and settles (Lease). The request path's vocabulary, the
+// operations the backends (internal/memory, internal/redisx) apply with it
+// and their Limiter interface, is package rate's. The table of algorithms (Spec, in algorithm.go) says, per algorithm, its name,
 // state, script and keys, and how refunds and charges apply: the rest of
 // ratewarden asks the table, never which algorithm a limit has.
 //
@@ -110,7 +111,7 @@
 // lasts until its entries leave the window, W after the charge); while
 // c > L a check waits for the (c − L)-th oldest entry to leave.
 //
-// A lease's take, with a hold h > 0 (Op.Hold: the lease serves its hits
+// A lease's take, with a hold h > 0 (rate.Op.Hold: the lease serves its hits
 // until its holder settles it, before now + h), is decided at now as any
 // take: the entries in (now − W, ∞) count, those other leases logged in the
 // future too, and it is admitted iff c + n ≤ L. Its n entries are logged at
@@ -190,7 +191,7 @@
 // of that change.
 //
 // Leases. Tokens a lease takes at t0 are served until its holder settles
-// it, before t0 + h (its hold, Op.Hold); were the bucket to refill to full
+// it, before t0 + h (its hold, rate.Op.Hold); were the bucket to refill to full
 // meanwhile, others could take a whole burst while the lease still serves
 // its tokens. So the bucket holds them, grouped by when they stop being
 // held: the state also keeps up to G = 9 groups (h_i, u_i), h_i tokens (in
@@ -215,7 +216,7 @@
 // change is a new one, whose epoch (the time of its first lease, named by
 // its leases' receipts) is 0.
 //
-// A settlement of leases (Op.Leases) applies to the leases whose receipts
+// A settlement of leases (rate.Op.Leases) applies to the leases whose receipts
 // name the bucket's epoch and that still last (now < a + h): each holds
 // the tokens it served since its last settlement no more, nor, when it
 // closes, the tokens it did not serve, which go back, all taken from the

@@ -21,7 +21,7 @@ const (
 	// SlicesPerWindow is the number of equal slices a window is cut into by
 	// the sliding window counter and the token bucket.
 	SlicesPerWindow = 1_000_000
-	// MaxHold is the longest hold of a lease (Op.Hold): a longer one is
+	// MaxHold is the longest hold of a lease (rate.Op.Hold): a longer one is
 	// cut to it, so that now + hold + W stays below 2^53 µs as every time
 	// of the windows' maths does.
 	MaxHold = MaxWindow
@@ -63,7 +63,7 @@ func (l Limit) Capacity() uint64 {
 // calendar one) and a sliding window log, 2W for a sliding
 // window counter (its previous window still weighs), and for a token bucket
 // the time it takes to refill from empty, W·⌈B/L⌉ at most. A lease's take
-// (Op.Hold) makes a log last longer by its hold, and a bucket by its hold
+// (rate.Op.Hold) makes a log last longer by its hold, and a bucket by its hold
 // and the slot its end is rounded up to, ⌈hold/8⌉ at most. It assumes a
 // clock that does not go back; l must satisfy Validate. Each algorithm's row of
 // the table of algorithms says how; it is 0 for an invalid algorithm.

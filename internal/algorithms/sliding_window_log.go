@@ -44,7 +44,7 @@ func (s *SlidingWindowLogState) Take(l Limit, now time.Time, n uint64) Result {
 // receipt's time is now + hold, so that a refund by it removes exactly
 // these entries.
 func (s *SlidingWindowLogState) Lease(l Limit, now time.Time, n uint64, hold time.Duration) Result {
-	return s.take(l, now.UnixMicro(), n, holdMicros(hold))
+	return s.take(l, now.UnixMicro(), n, HoldMicros(hold))
 }
 
 // take asks for n hits at t, to be logged at t + hold.

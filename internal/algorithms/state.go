@@ -24,7 +24,7 @@ import "time"
 // does.
 //
 // Lease is Take for a lease that serves the hits it takes until now + hold
-// (Op.Hold, cut to [0, MaxHold] in whole microseconds), whose holder
+// (rate.Op.Hold, cut to [0, MaxHold] in whole microseconds), whose holder
 // settles it before then: it is decided as a take, a sliding_window_log
 // logs its hits at now + hold and a token_bucket holds them until then; a
 // window counts them as a take does. Its receipt names the state's Epoch. A
@@ -65,27 +65,4 @@ func NewState(a Algorithm) State {
 		return nil
 	}
 	return specs[a].newState()
-}
-
-// Apply applies op to st at now, as its Kind asks: a settlement of leases
-// (whose Result says only that it was applied), a refund, a charge (one
-// that owes with Op.Debt, a record without), or a take (a lease's with a
-// hold, Op.Leasing).
-func Apply(st State, op *Op, now time.Time) Result {
-	switch op.Kind {
-	case Settle:
-		st.Settle(op.Limit, now, op.Leases)
-		return Result{Allowed: true}
-	case Refund:
-		return st.Refund(op.Limit, now, op.Hits, op.Receipt)
-	case Charge:
-		if op.Debt {
-			return st.Charge(op.Limit, now, op.Hits)
-		}
-		return st.Record(op.Limit, now, op.Hits)
-	}
-	if hold := op.HoldMicros(); hold > 0 {
-		return st.Lease(op.Limit, now, op.Hits, time.Duration(hold)*time.Microsecond)
-	}
-	return st.Take(op.Limit, now, op.Hits)
 }

@@ -150,7 +150,7 @@ func (s *TokenBucketState) Take(l Limit, now time.Time, n uint64) Result {
 // burst never comes on top of them. Its receipt names the bucket's epoch,
 // the time of its first lease.
 func (s *TokenBucketState) Lease(l Limit, now time.Time, n uint64, hold time.Duration) Result {
-	return s.take(l, now.UnixMicro(), n, holdMicros(hold))
+	return s.take(l, now.UnixMicro(), n, HoldMicros(hold))
 }
 
 // take asks for n tokens at t, held until t + hold when hold > 0.
@@ -288,7 +288,7 @@ func (s *TokenBucketState) Settle(l Limit, now time.Time, leases []Lease) {
 	settled := false
 	for i := range leases {
 		ls := &leases[i]
-		end := ls.Receipt.At + holdMicros(ls.Hold)
+		end := ls.Receipt.At + HoldMicros(ls.Hold)
 		if s.epoch == 0 || ls.Receipt.Epoch != s.epoch || t >= end {
 			continue
 		}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // FuzzParse feeds arbitrary bytes to Parse: it must not panic, every error
@@ -51,7 +51,7 @@ func FuzzParse(f *testing.F) {
 // node; a wildcard or key-only node by a value made up for it (each '*' of a
 // wildcard's pattern filled in), where no node that takes precedence claims
 // that value.
-func checkBranches(t *testing.T, c *Config, domain string, lvl *level, path []algorithms.Entry) {
+func checkBranches(t *testing.T, c *Config, domain string, lvl *level, path []rate.Entry) {
 	if lvl == nil || len(path) > 8 {
 		return
 	}
@@ -71,7 +71,7 @@ func checkBranches(t *testing.T, c *Config, domain string, lvl *level, path []al
 			case keyNode:
 				value = "\x00fuzz"
 			}
-			e := algorithms.Entry{Key: key, Value: value}
+			e := rate.Entry{Key: key, Value: value}
 			if got := lvl.lookup(e); got != n {
 				if n.kind == exactNode {
 					t.Fatalf("lookup(%v) found the node of line %d, not the exact one of line %d", e, got.line, n.line)

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 const matchConfig = `
@@ -78,11 +78,11 @@ descriptors:
 `
 
 // entries builds a request descriptor from "key=value" pairs.
-func entries(pairs ...string) []algorithms.Entry {
-	var es []algorithms.Entry
+func entries(pairs ...string) []rate.Entry {
+	var es []rate.Entry
 	for _, p := range pairs {
 		k, v, _ := strings.Cut(p, "=")
-		es = append(es, algorithms.Entry{Key: k, Value: v})
+		es = append(es, rate.Entry{Key: k, Value: v})
 	}
 	return es
 }
@@ -92,11 +92,11 @@ func TestMatch(t *testing.T) {
 	tests := []struct {
 		name    string
 		domain  string
-		request []algorithms.Entry
+		request []rate.Entry
 		// path is the matched rule's Path; "" means no match.
 		path string
 		// key is Match.Key's entries; nil means the request's.
-		key []algorithms.Entry
+		key []rate.Entry
 		// metric is Match.MetricKey; "" means the rule's Path.
 		metric string
 	}{
@@ -155,7 +155,7 @@ func TestMatch(t *testing.T) {
 			if wantKey == nil {
 				wantKey = tt.request
 			}
-			assert.Equal(t, algorithms.Key{Domain: tt.domain, Entries: wantKey}, m.Key)
+			assert.Equal(t, rate.Key{Domain: tt.domain, Entries: wantKey}, m.Key)
 			wantMetric := tt.metric
 			if wantMetric == "" {
 				wantMetric = tt.path
@@ -186,7 +186,7 @@ func TestMatchKeySharing(t *testing.T) {
 	other, ok := c.Match("edge", entries("remote_address=10.1.0.1"))
 	require.True(t, ok)
 	l := m.Rule.Limits[0].Limit
-	assert.Equal(t, algorithms.Identity(m.Key, l), algorithms.Identity(other.Key, l))
+	assert.Equal(t, rate.Identity(m.Key, l), rate.Identity(other.Key, l))
 }
 
 func TestMatchUnlimitedAndShadow(t *testing.T) {
@@ -259,7 +259,7 @@ func BenchmarkMatch(b *testing.B) {
 	c := benchConfig(b)
 	for _, bc := range []struct {
 		name    string
-		request []algorithms.Entry
+		request []rate.Entry
 	}{
 		{"exact", entries("tenant=t4242")},
 		{"key-only", entries("tenant=unknown")},

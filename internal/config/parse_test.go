@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/option"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 func TestParseAccepts(t *testing.T) {
@@ -443,7 +444,7 @@ func TestParseNoFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, c.Domains())
 	assert.Empty(t, c.Rules())
-	_, ok := c.Match("any", []algorithms.Entry{{Key: "k", Value: "v"}})
+	_, ok := c.Match("any", []rate.Entry{{Key: "k", Value: "v"}})
 	assert.False(t, ok)
 }
 

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // Unit is the unit of a rate limit's window, as named in configuration files
@@ -123,7 +124,7 @@ type Match struct {
 	// Key identifies the matched state: the domain and the request's entries,
 	// with a value replaced by its wildcard pattern at levels whose node sets
 	// share_threshold.
-	Key algorithms.Key
+	Key rate.Key
 	// MetricKey names the match as envoyproxy/ratelimit names its stats:
 	// the rule's Path, with the request's values at every level when the
 	// rule sets detailed_metric, else at the levels that set

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // Trace is how one request descriptor went down a domain's tree, as Match
@@ -24,7 +24,7 @@ type Trace struct {
 
 // TraceStep is the descriptor of the tree that one request entry matched.
 type TraceStep struct {
-	Entry algorithms.Entry
+	Entry rate.Entry
 	// By says how it matched: "value" (the configured value is the
 	// entry's), "wildcard" (Pattern matches it) or "key" (a descriptor of
 	// the key alone, which matches any value).
@@ -43,7 +43,7 @@ const maxListed = 8
 // Trace returns how the request descriptor of domain whose entries are
 // entries goes down the tree: the same way as Match, with the reason
 // when it matches nothing. It is safe for concurrent use.
-func (c *Config) Trace(domain string, entries []algorithms.Entry) Trace {
+func (c *Config) Trace(domain string, entries []rate.Entry) Trace {
 	d := c.domains[domain]
 	switch {
 	case d == nil:
@@ -70,7 +70,7 @@ func (c *Config) Trace(domain string, entries []algorithms.Entry) Trace {
 }
 
 // step describes the match of e by n.
-func (n *node) step(e algorithms.Entry) TraceStep {
+func (n *node) step(e rate.Entry) TraceStep {
 	s := TraceStep{Entry: e, Pattern: n.value, File: n.file, Line: n.line}
 	switch n.kind {
 	case exactNode:
@@ -84,7 +84,7 @@ func (n *node) step(e algorithms.Entry) TraceStep {
 }
 
 // miss says why e matches no node of l, the top level when top.
-func (l *level) miss(e algorithms.Entry, top bool) string {
+func (l *level) miss(e rate.Entry, top bool) string {
 	where := "nested in the descriptor the entry before matched"
 	if top {
 		where = "at the top of the domain"
@@ -124,7 +124,7 @@ func listed(what string, things []string) string {
 }
 
 // entryString renders e as key=value, quoting each part that needs it.
-func entryString(e algorithms.Entry) string {
+func entryString(e rate.Entry) string {
 	return quoteIfNeeded(e.Key) + "=" + quoteIfNeeded(e.Value)
 }
 

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 const traceYAML = `
@@ -30,28 +30,28 @@ descriptors:
 func TestTrace(t *testing.T) {
 	c, err := Parse([]File{{Name: "edge.yaml", Data: yml(traceYAML)}, {Name: "other.yaml", Data: yml("domain: internal\n")}}, testOptions())
 	require.NoError(t, err)
-	e := func(kv ...string) []algorithms.Entry {
-		var out []algorithms.Entry
+	e := func(kv ...string) []rate.Entry {
+		var out []rate.Entry
 		for i := 0; i < len(kv); i += 2 {
-			out = append(out, algorithms.Entry{Key: kv[i], Value: kv[i+1]})
+			out = append(out, rate.Entry{Key: kv[i], Value: kv[i+1]})
 		}
 		return out
 	}
 	for _, tc := range []struct {
 		name    string
 		domain  string
-		entries []algorithms.Entry
+		entries []rate.Entry
 		steps   []TraceStep
 		line    int // of the rule, 0 for none
 		why     string
 	}{
 		{"a wildcard", "edge", e("remote_address", "10.1.2.3"),
-			[]TraceStep{{Entry: algorithms.Entry{Key: "remote_address", Value: "10.1.2.3"}, By: "wildcard", Pattern: "10.1.*", File: "edge.yaml", Line: 5}}, 5, ""},
+			[]TraceStep{{Entry: rate.Entry{Key: "remote_address", Value: "10.1.2.3"}, By: "wildcard", Pattern: "10.1.*", File: "edge.yaml", Line: 5}}, 5, ""},
 		{"the key alone", "edge", e("remote_address", "192.0.2.1"),
-			[]TraceStep{{Entry: algorithms.Entry{Key: "remote_address", Value: "192.0.2.1"}, By: "key", File: "edge.yaml", Line: 3}}, 3, ""},
+			[]TraceStep{{Entry: rate.Entry{Key: "remote_address", Value: "192.0.2.1"}, By: "key", File: "edge.yaml", Line: 3}}, 3, ""},
 		{"nested", "edge", e("path", "/login", "remote_address", "192.0.2.1"), []TraceStep{
-			{Entry: algorithms.Entry{Key: "path", Value: "/login"}, By: "value", Pattern: "/login", File: "edge.yaml", Line: 8},
-			{Entry: algorithms.Entry{Key: "remote_address", Value: "192.0.2.1"}, By: "key", File: "edge.yaml", Line: 11},
+			{Entry: rate.Entry{Key: "path", Value: "/login"}, By: "value", Pattern: "/login", File: "edge.yaml", Line: 8},
+			{Entry: rate.Entry{Key: "remote_address", Value: "192.0.2.1"}, By: "key", File: "edge.yaml", Line: 11},
 		}, 11, ""},
 		{"an unknown domain", "nope", e("k", "v"), nil, 0,
 			`domain "nope" is not configured (domains "edge", "internal")`},
@@ -60,13 +60,13 @@ func TestTrace(t *testing.T) {
 		{"an unknown value", "edge", e("path", "/search"), nil, 0,
 			`no descriptor of key "path" at the top of the domain matches the value "/search" (values "/login"), and there is none of the key alone`},
 		{"an unknown nested key", "edge", e("path", "/login", "user", "u1"),
-			[]TraceStep{{Entry: algorithms.Entry{Key: "path", Value: "/login"}, By: "value", Pattern: "/login", File: "edge.yaml", Line: 8}}, 0,
+			[]TraceStep{{Entry: rate.Entry{Key: "path", Value: "/login"}, By: "value", Pattern: "/login", File: "edge.yaml", Line: 8}}, 0,
 			`no descriptor of key "user" nested in the descriptor the entry before matched (keys "remote_address")`},
 		{"more entries than the branch", "edge", e("generic_key", "upstream", "x", "y"),
-			[]TraceStep{{Entry: algorithms.Entry{Key: "generic_key", Value: "upstream"}, By: "value", Pattern: "upstream", File: "edge.yaml", Line: 13}}, 0,
+			[]TraceStep{{Entry: rate.Entry{Key: "generic_key", Value: "upstream"}, By: "value", Pattern: "upstream", File: "edge.yaml", Line: 13}}, 0,
 			`the request has more entries than the branch it matched: the descriptor at edge.yaml:13 has no nested descriptors, so x=y and what follows match nothing; a rule applies to a request whose entries end where the rule is`},
 		{"no rate limit where it ends", "edge", e("path", "/login"),
-			[]TraceStep{{Entry: algorithms.Entry{Key: "path", Value: "/login"}, By: "value", Pattern: "/login", File: "edge.yaml", Line: 8}}, 0,
+			[]TraceStep{{Entry: rate.Entry{Key: "path", Value: "/login"}, By: "value", Pattern: "/login", File: "edge.yaml", Line: 8}}, 0,
 			`the descriptor at edge.yaml:8 that the last entry matched has no rate limit of its own (only descriptors nested in it have): a rule applies to a request whose entries end where the rule is`},
 		{"a domain without descriptors", "internal", e("k", "v"), nil, 0,
 			`no descriptor of key "k" at the top of the domain (no keys)`},
@@ -94,5 +94,5 @@ domain: d
 descriptors: [{key: a}, {key: b}, {key: c}, {key: d}, {key: e}, {key: f}, {key: g}, {key: h}, {key: i}, {key: j}]
 `, testOptions())
 	assert.Equal(t, `no descriptor of key "z" at the top of the domain (keys "a", "b", "c", "d", "e", "f", "g", "h" and 2 more)`,
-		c.Trace("d", []algorithms.Entry{{Key: "z", Value: "1"}}).Why)
+		c.Trace("d", []rate.Entry{{Key: "z", Value: "1"}}).Why)
 }

@@ -3,7 +3,7 @@ package config
 import (
 	"strings"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // nodeKind says how a descriptor node matches a request's entry.
@@ -145,7 +145,7 @@ func (l *level) add(n *node, mostSpecific bool) (existing *node) {
 // lookup returns the node of l that matches e: the node with e's value, else
 // the first wildcard that matches it, else the key-only node; nil when none
 // matches.
-func (l *level) lookup(e algorithms.Entry) *node {
+func (l *level) lookup(e rate.Entry) *node {
 	kn := l.keys[e.Key]
 	if kn == nil {
 		return nil
@@ -181,7 +181,7 @@ func (l *level) lookup(e algorithms.Entry) *node {
 // it is a copy in which that entry's value is the node's pattern (such as
 // "value*"), so that every value the wildcard matches counts against one
 // state. Callers must not modify entries while they use the Key.
-func (c *Config) Match(domain string, entries []algorithms.Entry) (Match, bool) {
+func (c *Config) Match(domain string, entries []rate.Entry) (Match, bool) {
 	d := c.domains[domain]
 	if d == nil || len(entries) == 0 {
 		return Match{}, false
@@ -198,7 +198,7 @@ func (c *Config) Match(domain string, entries []algorithms.Entry) (Match, bool) 
 // many entries found a node (matched), the node the last of them found (nil
 // when none did), and, when an entry found none, the level it was looked
 // up in (nil when the node before it has no nested descriptors).
-func (l *level) walk(entries []algorithms.Entry, visit func(*node)) (n *node, matched int, at *level) {
+func (l *level) walk(entries []rate.Entry, visit func(*node)) (n *node, matched int, at *level) {
 	at = l
 	for i := range entries {
 		if at == nil {
@@ -218,14 +218,14 @@ func (l *level) walk(entries []algorithms.Entry, visit func(*node)) (n *node, ma
 }
 
 // match returns the Match of n, which entries reached.
-func (n *node) match(domain string, entries []algorithms.Entry) Match {
+func (n *node) match(domain string, entries []rate.Entry) Match {
 	m := Match{
 		Rule:      n.rule,
-		Key:       algorithms.Key{Domain: domain, Entries: entries},
+		Key:       rate.Key{Domain: domain, Entries: entries},
 		MetricKey: n.rule.Path,
 	}
 	if n.shareKey {
-		shared := make([]algorithms.Entry, len(entries))
+		shared := make([]rate.Entry, len(entries))
 		copy(shared, entries)
 		i := len(shared) - 1
 		for p := n; p != nil; p = p.parent {
@@ -257,7 +257,7 @@ func (n *node) match(domain string, entries []algorithms.Entry) Match {
 // request's value; without, only key-only and wildcard levels with
 // value_to_metric do, the others their configured value. A wildcard with
 // share_threshold always shows its pattern, and an empty value is left out.
-func (n *node) writeMetricKey(b *strings.Builder, entries []algorithms.Entry, i int, detailed bool) {
+func (n *node) writeMetricKey(b *strings.Builder, entries []rate.Entry, i int, detailed bool) {
 	if n.parent != nil {
 		n.parent.writeMetricKey(b, entries, i-1, detailed)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // envoyFile reads one of envoyproxy/ratelimit's files under
@@ -26,11 +26,11 @@ func envoyFile(t testing.TB, name string) File {
 
 // matchCase is a request descriptor and what it must match.
 type matchCase struct {
-	request []algorithms.Entry
+	request []rate.Entry
 	// path is the matched rule's Path; "" means no match.
 	path string
 	// key is Match.Key's entries; nil means the request's.
-	key []algorithms.Entry
+	key []rate.Entry
 	// metric is Match.MetricKey; "" means the rule's Path.
 	metric string
 	// rpu is the first limit's requests_per_unit, when not 0.
@@ -56,7 +56,7 @@ func checkMatches(t *testing.T, c *Config, domain string, cases []matchCase) {
 			if wantKey == nil {
 				wantKey = tc.request
 			}
-			assert.Equal(t, algorithms.Key{Domain: domain, Entries: wantKey}, m.Key)
+			assert.Equal(t, rate.Key{Domain: domain, Entries: wantKey}, m.Key)
 			wantMetric := tc.metric
 			if wantMetric == "" {
 				wantMetric = tc.path
@@ -348,7 +348,7 @@ func TestMatchAllocations(t *testing.T) {
 	c, err := Parse([]File{envoyFile(t, "wildcard.yaml"), envoyFile(t, "share_threshold.yaml")}, Options{DefaultAlgorithm: testAlgorithm, MergeDomains: true})
 	require.NoError(t, err)
 	for _, tc := range []struct {
-		request []algorithms.Entry
+		request []rate.Entry
 		allocs  float64
 	}{
 		{entries("noWild=foo"), 0},

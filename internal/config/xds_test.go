@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // policy returns a RateLimitPolicy of n per unit.
@@ -119,8 +120,8 @@ descriptors:
 		"the same rules, shown without lines")
 	assert.NotContains(t, got.String(), label+":", "no line is shown for a resource")
 
-	route := algorithms.Entry{Key: "httproute/default/backend/rule/0/match/0/*", Value: "httproute/default/backend/rule/0/match/0/*"}
-	for _, entries := range [][]algorithms.Entry{
+	route := rate.Entry{Key: "httproute/default/backend/rule/0/match/0/*", Value: "httproute/default/backend/rule/0/match/0/*"}
+	for _, entries := range [][]rate.Entry{
 		{route, {Key: "rule-0-match-0", Value: "rule-0-match-0"}, {Key: "rule-0-match-1", Value: "x"}},
 		{route, {Key: "masked_remote_address", Value: "192.0.2.0/24"}, {Key: "remote_address", Value: "192.0.2.7"}},
 		{route, {Key: "rule-2-match--1", Value: "rule-2-match--1"}},
@@ -156,7 +157,7 @@ func TestFromRateLimitConfigsKeepsEveryString(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"d: ~"}, c.Domains())
 	for _, v := range values {
-		m, ok := c.Match("d: ~", []algorithms.Entry{{Key: "k " + v, Value: v}})
+		m, ok := c.Match("d: ~", []rate.Entry{{Key: "k " + v, Value: v}})
 		require.True(t, ok, "%q", v)
 		assert.Equal(t, "d: ~.k "+v+"_"+v, m.Rule.Path, "%q", v)
 	}
@@ -254,7 +255,7 @@ func TestFromRateLimitConfigsEmpty(t *testing.T) {
 		c, err := FromRateLimitConfigs(resources, testOptions())
 		require.NoError(t, err)
 		assert.Empty(t, c.Domains())
-		_, ok := c.Match("any", []algorithms.Entry{{Key: "k", Value: "v"}})
+		_, ok := c.Match("any", []rate.Entry{{Key: "k", Value: "v"}})
 		assert.False(t, ok)
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/settings"
@@ -245,9 +245,9 @@ func (e *Explainer) limit(l rls.LimitExplanation, d rls.DescriptorExplanation, n
 		el.Burst = lim.Capacity()
 	}
 	switch k := l.Op.Kind; {
-	case k == algorithms.Charge && !l.Op.Debt:
+	case k == rate.Charge && !l.Op.Debt:
 		el.Op = "record"
-	case k == algorithms.Take && l.Op.Hits == 0:
+	case k == rate.Take && l.Op.Hits == 0:
 		el.Op = "check"
 	default:
 		el.Op = k.String()
@@ -292,13 +292,13 @@ func (e *Explainer) limitEffects(l rls.LimitExplanation, d rls.DescriptorExplana
 		out = append(out, "replaced by "+l.ReplacedBy+": not counted")
 	}
 	switch {
-	case op.Kind == algorithms.Charge && op.Debt:
+	case op.Kind == rate.Charge && op.Debt:
 		out = append(out, "charge: the hits are usage already spent, recorded even past the limit and never given back; what passes the limit is owed to later windows")
-	case op.Kind == algorithms.Charge:
+	case op.Kind == rate.Charge:
 		out = append(out, "charge: the hits are usage already spent, recorded even past the limit and never given back; what passes the limit counts until its window ends")
-	case op.Kind == algorithms.Take && op.Hits == 0:
+	case op.Kind == rate.Take && op.Hits == 0:
 		out = append(out, "0 hits: a check that takes nothing")
-	case op.Kind == algorithms.Take && op.Hits < d.Hits:
+	case op.Kind == rate.Take && op.Hits < d.Hits:
 		out = append(out, fmt.Sprintf("asks %d hits, more than the limit can ever hold: denied, taking nothing", d.Hits))
 	}
 	switch {

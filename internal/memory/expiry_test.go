@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // fakeNow is a clock a test moves by hand.
@@ -34,8 +36,8 @@ func fill(t *testing.T, m *Limiter, keys int, window time.Duration) {
 	t.Helper()
 	for _, a := range algorithms.Algorithms {
 		for i := range keys {
-			res, err := m.Do(context.Background(), []algorithms.Op{{
-				Key:   algorithms.Key{Domain: "expiry", Entries: []algorithms.Entry{{Key: "k", Value: fmt.Sprint(i)}}},
+			res, err := m.Do(context.Background(), []rate.Op{{
+				Key:   rate.Key{Domain: "expiry", Entries: []rate.Entry{{Key: "k", Value: fmt.Sprint(i)}}},
 				Limit: algorithms.Limit{Algorithm: a, Requests: 10, Window: window},
 				Hits:  1,
 			}})
@@ -86,8 +88,8 @@ func TestMemoryAccessDropsExpired(t *testing.T) {
 	clock.add(2 * time.Second)
 	for _, a := range algorithms.Algorithms {
 		for i := range 3 {
-			res, err := m.Do(context.Background(), []algorithms.Op{{
-				Key:   algorithms.Key{Domain: "expiry", Entries: []algorithms.Entry{{Key: "k", Value: fmt.Sprint(i)}}},
+			res, err := m.Do(context.Background(), []rate.Op{{
+				Key:   rate.Key{Domain: "expiry", Entries: []rate.Entry{{Key: "k", Value: fmt.Sprint(i)}}},
 				Limit: algorithms.Limit{Algorithm: a, Requests: 10, Window: time.Second},
 			}})
 			require.NoError(t, err)
@@ -118,14 +120,14 @@ func TestMemoryExpiredStateIsNew(t *testing.T) {
 	clock := &fakeNow{t: expiryStart}
 	m := New(WithClock(clock.now), WithSweepInterval(0))
 	defer m.Close()
-	k := algorithms.Key{Domain: "bucket"}
+	k := rate.Key{Domain: "bucket"}
 	small := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}
-	res, err := m.Do(context.Background(), []algorithms.Op{{Key: k, Limit: small, Hits: 5}})
+	res, err := m.Do(context.Background(), []rate.Op{{Key: k, Limit: small, Hits: 5}})
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), res[0].Remaining)
 	clock.add(time.Second)
 	large := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second, Burst: 100}
-	res, err = m.Do(context.Background(), []algorithms.Op{{Key: k, Limit: large}})
+	res, err = m.Do(context.Background(), []rate.Op{{Key: k, Limit: large}})
 	require.NoError(t, err)
 	require.Equal(t, uint64(100), res[0].Remaining, "a bucket full under its old limit is a new, full bucket")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // Defaults of a Limiter, overridden by Options.
@@ -23,10 +24,10 @@ const (
 	sweepRounds = 16
 )
 
-// Package memory is the in-memory backend: an algorithms.Limiter that keeps
+// Package memory is the in-memory backend: an rate.Limiter that keeps
 // every limit's state in this process.
 //
-// Limiter is the in-memory algorithms.Limiter: it keeps every limit's state in
+// Limiter is the in-memory rate.Limiter: it keeps every limit's state in
 // process, in maps sharded by a hash of the state's identity, each behind its
 // own mutex. A state is dropped once its Expiry has passed, when it is next
 // touched or by a background sweep, so memory follows the active keys.
@@ -113,9 +114,9 @@ func New(opts ...Option) *Limiter {
 // at one reading of the clock, and returns their results in the same order.
 // Op.Shards is ignored: one exact state serves the whole limit. A refund of a
 // state that does not exist creates none. Do fails, applying nothing, when
-// ctx is already done or an op is invalid (algorithms.Op.Validate; for its
+// ctx is already done or an op is invalid (rate.Op.Validate; for its
 // limit, the error wraps algorithms.ErrInvalidLimit).
-func (m *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (m *Limiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
@@ -134,7 +135,7 @@ func (m *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 }
 
 // apply runs one op under its shard's lock.
-func (m *Limiter) apply(op *algorithms.Op, now time.Time, t int64) algorithms.Result {
+func (m *Limiter) apply(op *rate.Op, now time.Time, t int64) algorithms.Result {
 	id := op.Identity()
 	sh := &m.shards[maphash.String(m.seed, id)&m.mask]
 	sh.mu.Lock()
@@ -148,7 +149,7 @@ func (m *Limiter) apply(op *algorithms.Op, now time.Time, t int64) algorithms.Re
 	}
 	if e == nil {
 		st := algorithms.NewState(op.Limit.Algorithm)
-		res := algorithms.Apply(st, op, now)
+		res := rate.Apply(st, op, now)
 		if op.Loosens() {
 			return res
 		}
@@ -157,7 +158,7 @@ func (m *Limiter) apply(op *algorithms.Op, now time.Time, t int64) algorithms.Re
 		}
 		return tell(op, st, res)
 	}
-	res := algorithms.Apply(e.state, op, now)
+	res := rate.Apply(e.state, op, now)
 	if e.expires = e.state.Expiry(op.Limit).UnixMicro(); e.expires <= t {
 		delete(sh.entries, id)
 	}
@@ -166,7 +167,7 @@ func (m *Limiter) apply(op *algorithms.Op, now time.Time, t int64) algorithms.Re
 
 // tell returns res with, for an admitted lease's take of at least one hit,
 // a copy of the state st it left (Result.State).
-func tell(op *algorithms.Op, st algorithms.State, res algorithms.Result) algorithms.Result {
+func tell(op *rate.Op, st algorithms.State, res algorithms.Result) algorithms.Result {
 	if res.Allowed && op.Leasing() && op.Hits > 0 {
 		res.State = st.Clone()
 	}

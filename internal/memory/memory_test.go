@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 )
 
@@ -19,7 +20,7 @@ import (
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 123456000, time.UTC)
 
 func TestMemory(t *testing.T) {
-	algotest.Run(t, func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
+	algotest.Run(t, func(t *testing.T, clock *algotest.Clock) rate.Limiter {
 		m := memory.New(memory.WithClock(clock.Now))
 		t.Cleanup(m.Close)
 		return m
@@ -27,7 +28,7 @@ func TestMemory(t *testing.T) {
 }
 
 func TestMemoryOneShard(t *testing.T) {
-	algotest.Run(t, func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
+	algotest.Run(t, func(t *testing.T, clock *algotest.Clock) rate.Limiter {
 		m := memory.New(memory.WithClock(clock.Now), memory.WithShards(1), memory.WithSweepInterval(0))
 		t.Cleanup(m.Close)
 		return m
@@ -42,8 +43,8 @@ func TestMemoryConcurrentTakes(t *testing.T) {
 		t.Run(a.String(), func(t *testing.T) {
 			m := memory.New(memory.WithClock(func() time.Time { return t0 }))
 			defer m.Close()
-			op := algorithms.Op{
-				Key:   algorithms.Key{Domain: "race", Entries: []algorithms.Entry{{Key: "k", Value: "v"}}},
+			op := rate.Op{
+				Key:   rate.Key{Domain: "race", Entries: []rate.Entry{{Key: "k", Value: "v"}}},
 				Limit: algorithms.Limit{Algorithm: a, Requests: L, Window: time.Minute},
 				Hits:  1,
 			}
@@ -52,7 +53,7 @@ func TestMemoryConcurrentTakes(t *testing.T) {
 			for range goroutines {
 				wg.Go(func() {
 					for range takes {
-						res, err := m.Do(context.Background(), []algorithms.Op{op, {Key: op.Key, Limit: op.Limit}})
+						res, err := m.Do(context.Background(), []rate.Op{op, {Key: op.Key, Limit: op.Limit}})
 						if err != nil {
 							t.Error(err)
 							return
@@ -85,12 +86,12 @@ func TestMemoryConcurrentKeys(t *testing.T) {
 		wg.Go(func() {
 			for i := range keys {
 				k := (i + g*7) % keys
-				op := algorithms.Op{
-					Key:   algorithms.Key{Domain: "keys", Entries: []algorithms.Entry{{Key: "k", Value: fmt.Sprint(k)}}},
+				op := rate.Op{
+					Key:   rate.Key{Domain: "keys", Entries: []rate.Entry{{Key: "k", Value: fmt.Sprint(k)}}},
 					Limit: algorithms.Limit{Algorithm: algorithms.Algorithms[k%4], Requests: L, Window: time.Second},
 					Hits:  1,
 				}
-				res, err := m.Do(context.Background(), []algorithms.Op{op})
+				res, err := m.Do(context.Background(), []rate.Op{op})
 				if err != nil {
 					t.Error(err)
 					return
@@ -111,7 +112,7 @@ func TestMemoryConcurrentKeys(t *testing.T) {
 func TestMemoryDoErrors(t *testing.T) {
 	m := memory.New(memory.WithClock(func() time.Time { return t0 }))
 	defer m.Close()
-	good := algorithms.Op{Key: algorithms.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}, Hits: 1}
+	good := rate.Op{Key: rate.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}, Hits: 1}
 	for name, bad := range map[string]algorithms.Limit{
 		"no algorithm":         {Requests: 1, Window: time.Second},
 		"no window":            {Algorithm: algorithms.FixedWindow, Requests: 1},
@@ -122,7 +123,7 @@ func TestMemoryDoErrors(t *testing.T) {
 		"requests over 2^32-1": {Algorithm: algorithms.SlidingWindowCounter, Requests: 1 << 32, Window: time.Second},
 	} {
 		t.Run(name, func(t *testing.T) {
-			res, err := m.Do(context.Background(), []algorithms.Op{good, {Key: good.Key, Limit: bad, Hits: 1}})
+			res, err := m.Do(context.Background(), []rate.Op{good, {Key: good.Key, Limit: bad, Hits: 1}})
 			require.ErrorIs(t, err, algorithms.ErrInvalidLimit)
 			require.ErrorContains(t, err, "memory: op 1: ")
 			require.Nil(t, res)
@@ -132,7 +133,7 @@ func TestMemoryDoErrors(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := m.Do(ctx, []algorithms.Op{good})
+	_, err := m.Do(ctx, []rate.Op{good})
 	require.ErrorIs(t, err, context.Canceled)
 	require.Zero(t, m.Len(), "nothing is applied")
 
@@ -148,10 +149,10 @@ func TestMemoryKeepsOnlyWhatMatters(t *testing.T) {
 	m := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
 	defer m.Close()
 	for _, a := range algorithms.Algorithms {
-		k := algorithms.Key{Domain: "keep", Entries: []algorithms.Entry{{Key: "alg", Value: a.String()}}}
+		k := rate.Key{Domain: "keep", Entries: []rate.Entry{{Key: "alg", Value: a.String()}}}
 		l := algorithms.Limit{Algorithm: a, Requests: 3, Window: time.Second}
-		res, err := m.Do(context.Background(), []algorithms.Op{
-			{Key: k, Limit: l, Hits: 2, Kind: algorithms.Refund},
+		res, err := m.Do(context.Background(), []rate.Op{
+			{Key: k, Limit: l, Hits: 2, Kind: rate.Refund},
 			{Key: k, Limit: l, Hits: 0},
 			{Key: k, Limit: l, Hits: 4},
 		})
@@ -163,9 +164,9 @@ func TestMemoryKeepsOnlyWhatMatters(t *testing.T) {
 		}, res, a.String())
 		require.Zero(t, m.Len(), a.String())
 
-		res, err = m.Do(context.Background(), []algorithms.Op{
+		res, err = m.Do(context.Background(), []rate.Op{
 			{Key: k, Limit: l, Hits: 2},
-			{Key: k, Limit: l, Hits: 2, Kind: algorithms.Refund},
+			{Key: k, Limit: l, Hits: 2, Kind: rate.Refund},
 		})
 		require.NoError(t, err)
 		require.True(t, res[0].Allowed)
@@ -178,8 +179,8 @@ func TestMemoryShardsOption(t *testing.T) {
 	for _, n := range []int{-1, 0, 1, 3, 64, 1000} {
 		m := memory.New(memory.WithShards(n), memory.WithSweepInterval(0))
 		for i := range 50 {
-			_, err := m.Do(context.Background(), []algorithms.Op{{
-				Key:   algorithms.Key{Domain: "shards", Entries: []algorithms.Entry{{Key: "k", Value: fmt.Sprint(i)}}},
+			_, err := m.Do(context.Background(), []rate.Op{{
+				Key:   rate.Key{Domain: "shards", Entries: []rate.Entry{{Key: "k", Value: fmt.Sprint(i)}}},
 				Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Hour},
 				Hits:  1,
 			}})
@@ -196,10 +197,10 @@ func TestMemoryShardsOption(t *testing.T) {
 // an hour, so no state runs out or is dropped as replenished.
 func BenchmarkMemoryDo(b *testing.B) {
 	for _, a := range algorithms.Algorithms {
-		ops := make([][]algorithms.Op, 1024)
+		ops := make([][]rate.Op, 1024)
 		for i := range ops {
-			ops[i] = []algorithms.Op{{
-				Key:   algorithms.Key{Domain: "bench", Entries: []algorithms.Entry{{Key: "api_key", Value: fmt.Sprintf("tenant-%04d", i)}, {Key: "path", Value: "/v1/items"}}},
+			ops[i] = []rate.Op{{
+				Key:   rate.Key{Domain: "bench", Entries: []rate.Entry{{Key: "api_key", Value: fmt.Sprintf("tenant-%04d", i)}, {Key: "path", Value: "/v1/items"}}},
 				Limit: algorithms.Limit{Algorithm: a, Requests: algorithms.MaxLogRequests, Window: time.Hour},
 				Hits:  1,
 			}}

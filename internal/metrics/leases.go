@@ -3,8 +3,8 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/layers/lease"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // leaseLabels are the labels of the lease counters: the rule's domain and
@@ -36,7 +36,7 @@ var _ lease.Observer = (*Metrics)(nil)
 var leaseResults = [...]string{lease.Taken: "leased", lease.Served: "served", lease.GivenBack: "given_back"}
 
 // ObserveLease counts what a lease of op's limit did with hits.
-func (m *Metrics) ObserveLease(op *algorithms.Op, e lease.Event, hits uint64) {
+func (m *Metrics) ObserveLease(op *rate.Op, e lease.Event, hits uint64) {
 	if !m.names.ratewarden() {
 		return
 	}

@@ -17,10 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/layers/admission"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/layers/giveback"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
@@ -157,7 +157,7 @@ func New(opts ...Option) *Metrics {
 	)
 
 	// Series whose absence would read as "no data" rather than zero.
-	for _, kind := range algorithms.Failures {
+	for _, kind := range rate.Failures {
 		m.backendErrors.WithLabelValues(kind.String())
 	}
 	m.ObserveBreaker(breaker.Closed)
@@ -252,11 +252,11 @@ func (m *Metrics) ObserveLimit(d rls.LimitDecision) {
 // ObserveBackend records a backend call's latency and, when it failed, its
 // kind of error. A call abandoned by its caller is no backend error.
 func (m *Metrics) ObserveBackend(c breaker.Call) {
-	if c.Failure != algorithms.FailureCircuitOpen {
+	if c.Failure != rate.FailureCircuitOpen {
 		m.backendDuration.Observe(c.Duration.Seconds())
 	}
 	switch c.Failure {
-	case algorithms.FailureNone, algorithms.FailureCanceled:
+	case rate.FailureNone, rate.FailureCanceled:
 	default:
 		m.backendErrors.WithLabelValues(c.Failure.String()).Inc()
 	}

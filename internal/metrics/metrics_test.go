@@ -17,6 +17,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/layers/lease"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/testkit/promtext"
 )
@@ -118,11 +119,11 @@ func TestRequestAndBackendMetrics(t *testing.T) {
 	m.ObserveRequest(rls.RequestOutcome{Duration: 4 * time.Millisecond, Code: rlsv3.RateLimitResponse_OVER_LIMIT, GRPCCode: codes.OK})
 	m.ObserveRequest(rls.RequestOutcome{Duration: 12 * time.Millisecond, Code: rlsv3.RateLimitResponse_UNKNOWN, GRPCCode: codes.Unavailable})
 	m.ObserveBackend(breaker.Call{Duration: 200 * time.Microsecond})
-	m.ObserveBackend(breaker.Call{Duration: 10 * time.Millisecond, Failure: algorithms.FailureTimeout})
-	m.ObserveBackend(breaker.Call{Duration: time.Millisecond, Failure: algorithms.FailureUnavailable})
-	m.ObserveBackend(breaker.Call{Failure: algorithms.FailureCircuitOpen})
-	m.ObserveBackend(breaker.Call{Failure: algorithms.FailureCircuitOpen})
-	m.ObserveBackend(breaker.Call{Duration: time.Millisecond, Failure: algorithms.FailureCanceled})
+	m.ObserveBackend(breaker.Call{Duration: 10 * time.Millisecond, Failure: rate.FailureTimeout})
+	m.ObserveBackend(breaker.Call{Duration: time.Millisecond, Failure: rate.FailureUnavailable})
+	m.ObserveBackend(breaker.Call{Failure: rate.FailureCircuitOpen})
+	m.ObserveBackend(breaker.Call{Failure: rate.FailureCircuitOpen})
+	m.ObserveBackend(breaker.Call{Duration: time.Millisecond, Failure: rate.FailureCanceled})
 	m.ObserveBreaker(breaker.Open)
 	m.ObserveBreaker(breaker.HalfOpen)
 	m.ObserveBreaker(breaker.Open)
@@ -237,7 +238,7 @@ func TestWindowLabel(t *testing.T) {
 // hits, 60 of them served, 40 given back.
 func TestLeaseCounters(t *testing.T) {
 	m := New()
-	op := &algorithms.Op{Key: algorithms.Key{Domain: "edge"}, Tag: "edge.api_key", Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog}}
+	op := &rate.Op{Key: rate.Key{Domain: "edge"}, Tag: "edge.api_key", Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog}}
 	m.ObserveLease(op, lease.Taken, 100)
 	for range 60 {
 		m.ObserveLease(op, lease.Served, 1)

@@ -24,6 +24,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/layers/lease"
 	"github.com/ratewarden/ratewarden/internal/metrics"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )
 
@@ -90,7 +91,7 @@ func exported(t *testing.T) map[string]string {
 	}
 	m.ObserveRequest(rls.RequestOutcome{Duration: time.Millisecond})
 	m.ObserveConfigLoaded()
-	m.ObserveLease(&algorithms.Op{Key: algorithms.Key{Domain: "d"}, Tag: "d.user", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket}}, lease.Taken, 8)
+	m.ObserveLease(&rate.Op{Key: rate.Key{Domain: "d"}, Tag: "d.user", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket}}, lease.Taken, 8)
 
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

@@ -14,15 +14,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // bigCall returns n takes of a fixed window, each on a key of its own.
-func bigCall(name string, n int) []algorithms.Op {
+func bigCall(name string, n int) []rate.Op {
 	limit := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Window: time.Hour}
-	ops := make([]algorithms.Op, n)
+	ops := make([]rate.Op, n)
 	for i := range ops {
-		ops[i] = algorithms.Op{Key: algorithms.Key{Domain: name, Entries: []algorithms.Entry{{Key: "k", Value: strconv.Itoa(i)}}}, Limit: limit, Hits: 1}
+		ops[i] = rate.Op{Key: rate.Key{Domain: name, Entries: []rate.Entry{{Key: "k", Value: strconv.Itoa(i)}}}, Limit: limit, Hits: 1}
 	}
 	return ops
 }
@@ -143,9 +144,9 @@ func TestBigCallFailsWithinBounds(t *testing.T) {
 	client.AddHook(&cancelAfter{n: batches, cancel: cancel})
 	_, err = lim.Do(ctx, bigCall("big", n))
 	require.ErrorIs(t, err, context.Canceled)
-	algorithms.OutcomesOf(err).Follow(log.report)
+	rate.OutcomesOf(err).Follow(log.report)
 
-	fates := map[algorithms.Fate]int{}
+	fates := map[rate.Fate]int{}
 	require.Eventually(t, func() bool {
 		clear(fates)
 		for _, outs := range log.byValue() {
@@ -153,9 +154,9 @@ func TestBigCallFailsWithinBounds(t *testing.T) {
 				fates[o.Fate]++
 			}
 		}
-		return fates[algorithms.Applied]+fates[algorithms.NotApplied]+fates[algorithms.Unknown] == n
+		return fates[rate.Applied]+fates[rate.NotApplied]+fates[rate.Unknown] == n
 	}, 5*time.Second, 10*time.Millisecond, "every op's outcome is reported: %v", fates)
-	assert.Equal(t, map[algorithms.Fate]int{algorithms.Applied: batches * maxBatch, algorithms.NotApplied: n - batches*maxBatch}, fates)
+	assert.Equal(t, map[rate.Fate]int{rate.Applied: batches * maxBatch, rate.NotApplied: n - batches*maxBatch}, fates)
 	keys, err := client.Keys(context.Background(), "*big*").Result()
 	require.NoError(t, err)
 	assert.Len(t, keys, batches*maxBatch, "what Redis holds is what was reported applied")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -28,9 +29,9 @@ func BenchmarkLimiterDo(b *testing.B) {
 			}
 			defer lim.Close()
 			limit := algorithms.Limit{Algorithm: alg, Requests: algorithms.MaxLogRequests, Window: 24 * time.Hour}
-			keys := make([]algorithms.Key, 1000)
+			keys := make([]rate.Key, 1000)
 			for i := range keys {
-				keys[i] = algorithms.Key{Domain: "bench", Entries: []algorithms.Entry{{Key: "user", Value: strconv.Itoa(i)}}}
+				keys[i] = rate.Key{Domain: "bench", Entries: []rate.Entry{{Key: "user", Value: strconv.Itoa(i)}}}
 			}
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -38,11 +39,11 @@ func BenchmarkLimiterDo(b *testing.B) {
 			cpu := processCPU()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
-				ops := make([]algorithms.Op, 1)
+				ops := make([]rate.Op, 1)
 				i := 0
 				for pb.Next() {
 					i++
-					ops[0] = algorithms.Op{Key: keys[i%len(keys)], Limit: limit, Hits: 1}
+					ops[0] = rate.Op{Key: keys[i%len(keys)], Limit: limit, Hits: 1}
 					res, err := lim.Do(ctx, ops)
 					if err != nil {
 						b.Error(err)
@@ -93,7 +94,7 @@ func BenchmarkLogEncoding(b *testing.B) {
 			}
 			defer lim.Close()
 			limit := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 2000, Window: time.Second}
-			op := []algorithms.Op{{Key: algorithms.Key{Domain: "bench", Entries: []algorithms.Entry{{Key: "user", Value: strconv.FormatInt(time.Now().UnixNano(), 10)}}}, Limit: limit, Hits: 1}}
+			op := []rate.Op{{Key: rate.Key{Domain: "bench", Entries: []rate.Entry{{Key: "user", Value: strconv.FormatInt(time.Now().UnixNano(), 10)}}}, Limit: limit, Hits: 1}}
 			for range 1000 { // one window: 1 000 entries
 				if _, err := lim.Do(ctx, op); err != nil {
 					b.Fatal(err)

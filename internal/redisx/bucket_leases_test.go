@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 )
 
@@ -75,10 +76,10 @@ func runBucketLeases(t *testing.T, client redis.UniversalClient, seed uint64, st
 		{Algorithm: algorithms.TokenBucket, Requests: 1_000, Window: time.Second, Burst: 100},
 		{Algorithm: algorithms.TokenBucket, Requests: 3_600, Window: time.Hour, Burst: 200},
 	}
-	keys := make([]algorithms.Key, len(limits))
+	keys := make([]rate.Key, len(limits))
 	leases := make([][]leaseTaken, len(limits))
 	for i := range keys {
-		keys[i] = algorithms.Key{Domain: "leases", Entries: []algorithms.Entry{{Key: "bucket", Value: strconv.Itoa(i)}}}
+		keys[i] = rate.Key{Domain: "leases", Entries: []rate.Entry{{Key: "bucket", Value: strconv.Itoa(i)}}}
 	}
 	holds := []time.Duration{50 * time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond}
 
@@ -94,13 +95,13 @@ func runBucketLeases(t *testing.T, client redis.UniversalClient, seed uint64, st
 		default:
 			clock.Advance(time.Duration(rng.Int64N(300_000)) * time.Microsecond)
 		}
-		ops := make([]algorithms.Op, 1+rng.IntN(3))
+		ops := make([]rate.Op, 1+rng.IntN(3))
 		owners := make([]int, len(ops))
 		for i := range ops {
 			j := rng.IntN(len(limits))
 			owners[i] = j
 			l := limits[j]
-			op := algorithms.Op{Key: keys[j], Limit: l, Hits: 1 + rng.Uint64N(l.Capacity()/50)}
+			op := rate.Op{Key: keys[j], Limit: l, Hits: 1 + rng.Uint64N(l.Capacity()/50)}
 			switch p := rng.IntN(20); {
 			case p < 12:
 				op.Hold = holds[rng.IntN(len(holds))]
@@ -121,10 +122,10 @@ func runBucketLeases(t *testing.T, client redis.UniversalClient, seed uint64, st
 					settled.Served = append(settled.Served, algorithms.Served{At: at, N: n})
 					left -= n
 				}
-				op.Kind, op.Leases, op.Hits = algorithms.Settle, []algorithms.Lease{settled}, 0
+				op.Kind, op.Leases, op.Hits = rate.Settle, []algorithms.Lease{settled}, 0
 			case p < 19:
 			default:
-				op.Kind = algorithms.Refund
+				op.Kind = rate.Refund
 			}
 			ops[i] = op
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // coalescer runs the script calls of concurrent Do calls together: a fixed
@@ -45,7 +45,7 @@ type batch struct {
 	ctx   context.Context
 	calls []*scriptCall
 	// outcomes receives what became of the calls when they fail.
-	outcomes *algorithms.Outcomes
+	outcomes *rate.Outcomes
 	err      chan error
 	// state is batchWaiting until the worker delivers the outcome
 	// (batchDelivered) or the caller stops waiting (batchAbandoned),
@@ -98,7 +98,7 @@ var errChans = sync.Pool{New: func() any { return make(chan error, 1) }}
 // became of them is reported to out once known. When it returns an error,
 // what became of each call is reported to out, but after the coalescer was
 // closed: nothing is sent then.
-func (c *coalescer) run(ctx context.Context, calls []*scriptCall, b *batch, out *algorithms.Outcomes) error {
+func (c *coalescer) run(ctx context.Context, calls []*scriptCall, b *batch, out *rate.Outcomes) error {
 	b.ctx, b.calls, b.outcomes = ctx, calls, out
 	b.err = errChans.Get().(chan error)
 	// Whichever way run returns, b.err is empty and no worker will send on

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -47,9 +48,9 @@ func TestCoalescingSharesPipelines(t *testing.T) {
 	for g := range 64 {
 		wg.Go(func() {
 			for i := range 20 {
-				op := algorithms.Op{Key: algorithms.Key{Domain: "co", Entries: []algorithms.Entry{{Key: "k", Value: "hot"}}}, Limit: limit, Hits: 1}
-				other := algorithms.Op{Key: algorithms.Key{Domain: "co", Entries: []algorithms.Entry{{Key: "k", Value: strconv.Itoa(g*100 + i)}}}, Limit: limit, Hits: 1}
-				res, err := lim.Do(context.Background(), []algorithms.Op{op, other})
+				op := rate.Op{Key: rate.Key{Domain: "co", Entries: []rate.Entry{{Key: "k", Value: "hot"}}}, Limit: limit, Hits: 1}
+				other := rate.Op{Key: rate.Key{Domain: "co", Entries: []rate.Entry{{Key: "k", Value: strconv.Itoa(g*100 + i)}}}, Limit: limit, Hits: 1}
+				res, err := lim.Do(context.Background(), []rate.Op{op, other})
 				require.NoError(t, err)
 				calls.Add(1)
 				if res[0].Allowed {
@@ -71,8 +72,8 @@ func TestCoalescingCallerLeavesAtItsDeadline(t *testing.T) {
 	lim, err := NewLimiter(srv.Client(t), 1)
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
-	op := algorithms.Op{Key: algorithms.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}, Hits: 1}
-	_, err = lim.Do(context.Background(), []algorithms.Op{op})
+	op := rate.Op{Key: rate.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}, Hits: 1}
+	_, err = lim.Do(context.Background(), []rate.Op{op})
 	require.NoError(t, err)
 
 	srv.Pause()
@@ -80,7 +81,7 @@ func TestCoalescingCallerLeavesAtItsDeadline(t *testing.T) {
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		start := time.Now()
-		_, err := lim.Do(ctx, []algorithms.Op{op})
+		_, err := lim.Do(ctx, []rate.Op{op})
 		cancel()
 		// The caller's deadline, or the pipeline's read timing out at it.
 		var netErr net.Error
@@ -93,7 +94,7 @@ func TestClosedLimiterRefuses(t *testing.T) {
 	lim, err := NewLimiter(redistest.SharedStandalone(t).Client(t), testPipelines)
 	require.NoError(t, err)
 	lim.Close()
-	op := algorithms.Op{Key: algorithms.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}, Hits: 1}
-	_, err = lim.Do(context.Background(), []algorithms.Op{op})
+	op := rate.Op{Key: rate.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}, Hits: 1}
+	_, err = lim.Do(context.Background(), []rate.Op{op})
 	require.ErrorIs(t, err, errClosed)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // A limit of an algorithm counted with plain commands (algorithms.Spec.Counter,
@@ -69,20 +70,20 @@ type counterCall struct {
 const counterKeySuffix = ":w"
 
 // counterCall builds the commands of op, on shard, at now (µs).
-func (e *Encoder) counterCall(op *algorithms.Op, shard int, now int64) *counterCall {
+func (e *Encoder) counterCall(op *rate.Op, shard int, now int64) *counterCall {
 	lim := shardLimit(op.Limit, shardCount(op), shard)
 	t := time.UnixMicro(now)
 	i := lim.WindowIndex(t)
 	c := &counterCall{lim: lim, at: now, end: lim.WindowStart(i + 1).UnixMicro()}
 	capacity := lim.Capacity()
 	switch op.Kind {
-	case algorithms.Refund:
+	case rate.Refund:
 		c.n = min(op.Hits, 2*algorithms.MaxRequests+1)
 		// With a receipt, only a take of this window is given back.
 		if noReceipt(op.Receipt) || lim.WindowIndex(time.UnixMicro(op.Receipt.At)) == i {
 			c.delta = -int64(c.n)
 		}
-	case algorithms.Charge:
+	case rate.Charge:
 		c.n = min(op.Hits, capacity+lim.MaxDebt()+1)
 		c.delta = int64(c.n)
 	default:
@@ -98,7 +99,7 @@ func (e *Encoder) counterCall(op *algorithms.Op, shard int, now int64) *counterC
 
 // counterKey returns the key of the count of window i of op's limit, on
 // shard.
-func (e *Encoder) counterKey(op *algorithms.Op, shard int, i int64) string {
+func (e *Encoder) counterKey(op *rate.Op, shard int, i int64) string {
 	var digits [20]byte
 	suffix := string(strconv.AppendInt(append(digits[:0], counterKeySuffix...), i, 10))
 	return e.keys.appendKeys(nil, op.Identity(), shard, []string{suffix})[1].(string)
@@ -110,14 +111,14 @@ func (e *Encoder) counterKey(op *algorithms.Op, shard int, i int64) string {
 // (settlements are script calls, Command): SET NX PX and INCRBY
 // of the window's count, or GET when the op only reads it. The load
 // generator sends them as the Limiter does.
-func (e *Encoder) CounterCommands(op *algorithms.Op, shard int, now time.Time) ([][]any, error) {
+func (e *Encoder) CounterCommands(op *rate.Op, shard int, now time.Time) ([][]any, error) {
 	if err := op.Validate(); err != nil {
 		return nil, fmt.Errorf("redisx: %w", err)
 	}
 	if !op.Limit.Algorithm.Spec().Counter || op.Debt {
 		return nil, fmt.Errorf("redisx: %s is not counted without a script", op.Limit.Algorithm)
 	}
-	if op.Kind == algorithms.Settle {
+	if op.Kind == rate.Settle {
 		return nil, errors.New("redisx: a settlement is a script call (Encoder.Command)")
 	}
 	c := e.counterCall(op, shard, now.UnixMicro())
@@ -220,14 +221,14 @@ func settleCounters(calls []*scriptCall) {
 // INCRBY returned, and returns it: a denied take what it added; a charge
 // what it added beyond L + D, the most a count holds; a refund what it took
 // below zero (as a negative give-back).
-func (c *counterCall) correction(op *algorithms.Op, v int64) int64 {
+func (c *counterCall) correction(op *rate.Op, v int64) int64 {
 	L, most := int64(c.lim.Requests), int64(c.lim.Requests+c.lim.MaxDebt())
 	switch {
-	case op.Kind == algorithms.Refund:
+	case op.Kind == rate.Refund:
 		if v < 0 {
 			c.give = max(v, c.delta)
 		}
-	case op.Kind == algorithms.Charge:
+	case op.Kind == rate.Charge:
 		if v > most {
 			c.give = min(c.delta, v-most)
 		}
@@ -239,7 +240,7 @@ func (c *counterCall) correction(op *algorithms.Op, v int64) int64 {
 
 // result returns what op decided, given the count v its INCRBY returned, as
 // algorithms.FixedWindowState decides it with no debt.
-func (c *counterCall) result(op *algorithms.Op, v int64) algorithms.Result {
+func (c *counterCall) result(op *rate.Op, v int64) algorithms.Result {
 	L := c.lim.Requests
 	untilEnd := time.Duration(c.end-c.at) * time.Microsecond
 	remaining := func(count int64) uint64 {
@@ -256,9 +257,9 @@ func (c *counterCall) result(op *algorithms.Op, v int64) algorithms.Result {
 		return res
 	}
 	switch {
-	case op.Kind == algorithms.Refund:
+	case op.Kind == rate.Refund:
 		return admitted(max(v, 0), algorithms.Receipt{})
-	case op.Kind == algorithms.Charge:
+	case op.Kind == rate.Charge:
 		before := v - c.delta
 		within := op.Hits <= L && before >= 0 && uint64(before)+op.Hits <= L
 		// Up to L + D, the most a count holds; one already above it (under

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -38,7 +39,7 @@ func TestCounterTransientDenials(t *testing.T) {
 	for range callers {
 		wg.Go(func() {
 			for seq.Add(1) <= attempts {
-				res, err := lim.Do(ctx, []algorithms.Op{op})
+				res, err := lim.Do(ctx, []rate.Op{op})
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -91,7 +92,7 @@ func TestCounterMarksTransientDenials(t *testing.T) {
 		t.Helper()
 		o := op
 		o.Hits = hits
-		res, err := lim.Do(ctx, []algorithms.Op{o})
+		res, err := lim.Do(ctx, []rate.Op{o})
 		require.NoError(t, err)
 		return res[0]
 	}
@@ -124,14 +125,14 @@ func TestCounterMarksTransientDenials(t *testing.T) {
 // fixedWindowOn returns a client of the shared standalone server, a Limiter
 // on it, and a take of one hit of a fixed window of limit over MaxWindow,
 // of a key named by value.
-func fixedWindowOn(t *testing.T, value string, limit uint64) (*redis.Client, *Limiter, algorithms.Op) {
+func fixedWindowOn(t *testing.T, value string, limit uint64) (*redis.Client, *Limiter, rate.Op) {
 	t.Helper()
 	client := redistest.SharedStandalone(t).Client(t)
 	lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(testPrefix(t)))
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
-	return client, lim, algorithms.Op{
-		Key:   algorithms.Key{Domain: "transient", Entries: []algorithms.Entry{{Key: "k", Value: value}}},
+	return client, lim, rate.Op{
+		Key:   rate.Key{Domain: "transient", Entries: []rate.Entry{{Key: "k", Value: value}}},
 		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: limit, Window: algorithms.MaxWindow},
 		Hits:  1,
 	}

@@ -10,11 +10,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // owes reports whether op goes to the state key of a counted limit whose
 // state may owe a debt (see counter.go), rather than to its window's count.
-func owes(op *algorithms.Op) bool { return op.Debt && op.Limit.Algorithm.Spec().Counter }
+func owes(op *rate.Op) bool { return op.Debt && op.Limit.Algorithm.Spec().Counter }
 
 // maxTxAttempts bounds how often a transaction on a state in debt is tried
 // again after another op changed the state under it.
@@ -29,7 +30,7 @@ var errContended = errors.New("redisx: the state kept changing under its transac
 // now, and writes what changed in a transaction that fails, to be tried
 // again, when another op changed the key meanwhile. An op that changes
 // nothing writes nothing.
-func (l *Limiter) doDebt(ctx context.Context, op *algorithms.Op, shard int) (algorithms.Result, error) {
+func (l *Limiter) doDebt(ctx context.Context, op *rate.Op, shard int) (algorithms.Result, error) {
 	lim := shardLimit(op.Limit, shardCount(op), shard)
 	one := *op
 	one.Limit = lim
@@ -50,7 +51,7 @@ func (l *Limiter) doDebt(ctx context.Context, op *algorithms.Op, shard int) (alg
 				st = algorithms.FixedWindowState{} // new again, as the memory backend drops it
 			}
 			before := st
-			res = algorithms.Apply(&st, &one, now)
+			res = rate.Apply(&st, &one, now)
 			if st == before {
 				return nil
 			}
@@ -76,7 +77,7 @@ func (l *Limiter) doDebt(ctx context.Context, op *algorithms.Op, shard int) (alg
 		case err != nil:
 			return algorithms.Result{}, runError(op.Limit.Algorithm.String(), err)
 		}
-		if res.Allowed && op.Kind == algorithms.Take && shard != Unsharded {
+		if res.Allowed && op.Kind == rate.Take && shard != Unsharded {
 			res.Receipt.Shard = uint32(shard)
 		}
 		return res, nil

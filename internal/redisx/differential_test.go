@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 )
 
@@ -47,7 +48,7 @@ func TestLimiterMatchesMemory(t *testing.T) {
 // subject is one limit of a differential sequence and the receipts of its
 // admitted takes.
 type subject struct {
-	key   algorithms.Key
+	key   rate.Key
 	limit algorithms.Limit
 	// debt, for an algorithm counted without a script, is the subject's
 	// every Op.Debt: its rule charges with debt, and its state is kept
@@ -104,7 +105,7 @@ func runDifferential(t *testing.T, client redis.UniversalClient, alg algorithms.
 	subjects := make([]*subject, 6)
 	for i := range subjects {
 		subjects[i] = &subject{
-			key:   algorithms.Key{Domain: "differential", Entries: []algorithms.Entry{{Key: "subject", Value: strconv.Itoa(i)}}},
+			key:   rate.Key{Domain: "differential", Entries: []rate.Entry{{Key: "subject", Value: strconv.Itoa(i)}}},
 			limit: randomLimit(rng, alg, i, diffWindows[rng.IntN(len(diffWindows))]),
 		}
 		if alg == algorithms.FixedWindow && rng.IntN(2) == 0 {
@@ -130,8 +131,8 @@ func runDifferential(t *testing.T, client redis.UniversalClient, alg algorithms.
 			s.limit.Requests, s.limit.Burst = l.Requests, l.Burst
 			require.NoError(t, s.limit.Validate())
 		}
-		ops := make([]algorithms.Op, 1+rng.IntN(8))
-		redisOps := make([]algorithms.Op, len(ops))
+		ops := make([]rate.Op, 1+rng.IntN(8))
+		redisOps := make([]rate.Op, len(ops))
 		owners := make([]*subject, len(ops))
 		for i := range ops {
 			s := subjects[rng.IntN(len(subjects))]
@@ -158,7 +159,7 @@ func runDifferential(t *testing.T, client redis.UniversalClient, alg algorithms.
 				// whole state of one, kept in a transaction, tells none.)
 				sameState(t, ops[i], want[i], got[i], clock.Now(), fmt.Sprintf("step %d op %d: %s", step, i, describeOp(ops[i])))
 			}
-			if ops[i].Kind == algorithms.Take && want[i].Allowed {
+			if ops[i].Kind == rate.Take && want[i].Allowed {
 				s := owners[i]
 				s.receipts = append(s.receipts, takeReceipt{receipt: want[i].Receipt, redis: got[i].Receipt,
 					hits: ops[i].Hits, hold: ops[i].Hold, at: clock.Now()})
@@ -180,7 +181,7 @@ func alike(r algorithms.Result) algorithms.Result {
 // sameState checks that the states two backends told with a lease's
 // answer answer alike: a check now, and as the lease goes on, while both
 // tell it.
-func sameState(t *testing.T, op algorithms.Op, want, got algorithms.Result, now time.Time, what string) {
+func sameState(t *testing.T, op rate.Op, want, got algorithms.Result, now time.Time, what string) {
 	t.Helper()
 	if want.State == nil || got.State == nil {
 		require.Equal(t, want.State == nil, got.State == nil, "%s: a lease's state", what)
@@ -282,7 +283,7 @@ func randomStep(rng *rand.Rand, now time.Time, l algorithms.Limit) time.Duration
 // settlements, as the lease layer sends them. Taking a whole large sliding
 // window log costs a script a hundred thousand entries, so bigLogTakes
 // bounds how often that happens.
-func randomOp(rng *rand.Rand, s *subject, now time.Time, bigLogTakes *int) (algorithms.Op, algorithms.Op) {
+func randomOp(rng *rand.Rand, s *subject, now time.Time, bigLogTakes *int) (rate.Op, rate.Op) {
 	op := randomOpOf(rng, s, now, bigLogTakes)
 	// Each backend's receipts go back to it.
 	redisOp := op
@@ -292,7 +293,7 @@ func randomOp(rng *rand.Rand, s *subject, now time.Time, bigLogTakes *int) (algo
 				redisOp.Receipt = r.redis
 			}
 		}
-		if op.Kind == algorithms.Settle {
+		if op.Kind == rate.Settle {
 			redisOp.Leases = slices.Clone(op.Leases)
 			for i := range redisOp.Leases {
 				for _, r := range s.receipts {
@@ -307,9 +308,9 @@ func randomOp(rng *rand.Rand, s *subject, now time.Time, bigLogTakes *int) (algo
 }
 
 // randomOpOf draws an op of s at now for randomOp.
-func randomOpOf(rng *rand.Rand, s *subject, now time.Time, bigLogTakes *int) algorithms.Op {
+func randomOpOf(rng *rand.Rand, s *subject, now time.Time, bigLogTakes *int) rate.Op {
 	capacity := s.limit.Capacity()
-	op := algorithms.Op{Key: s.key, Limit: s.limit, Debt: s.debt}
+	op := rate.Op{Key: s.key, Limit: s.limit, Debt: s.debt}
 	bigLog := s.limit.Algorithm == algorithms.SlidingWindowLog && capacity > 1000
 	hits := func() uint64 {
 		switch p := rng.IntN(100); {
@@ -345,7 +346,7 @@ func randomOpOf(rng *rand.Rand, s *subject, now time.Time, bigLogTakes *int) alg
 		}
 	case p < 65:
 		// Half of them charges that owe past the window, half records.
-		op.Kind, op.Debt = algorithms.Charge, rng.IntN(2) == 0
+		op.Kind, op.Debt = rate.Charge, rng.IntN(2) == 0
 		if s.limit.Algorithm.Spec().Counter {
 			op.Debt = s.debt
 		}
@@ -382,15 +383,15 @@ func randomOpOf(rng *rand.Rand, s *subject, now time.Time, bigLogTakes *int) alg
 				ls.Served = append(ls.Served, algorithms.Served{At: from, Seq: seq, N: n})
 				seq += n
 			}
-			op.Kind, op.Leases = algorithms.Settle, []algorithms.Lease{ls}
+			op.Kind, op.Leases = rate.Settle, []algorithms.Lease{ls}
 			return op
 		}
-		op.Kind, op.Receipt, op.Hits = algorithms.Refund, r.receipt, r.hits
+		op.Kind, op.Receipt, op.Hits = rate.Refund, r.receipt, r.hits
 		if rng.IntN(4) == 0 {
 			op.Hits = hits()
 		}
 	default:
-		op.Kind, op.Hits = algorithms.Refund, hits()
+		op.Kind, op.Hits = rate.Refund, hits()
 	}
 	return op
 }
@@ -409,14 +410,14 @@ func randomHold(rng *rand.Rand, w time.Duration) time.Duration {
 	return time.Duration(1+rng.Int64N(algorithms.MaxHold.Microseconds())) * time.Microsecond
 }
 
-func describeOp(op algorithms.Op) string {
+func describeOp(op rate.Op) string {
 	var b strings.Builder
 	switch {
-	case op.Kind == algorithms.Settle:
+	case op.Kind == rate.Settle:
 		fmt.Fprintf(&b, "settle %+v", op.Leases)
-	case op.Kind == algorithms.Refund:
+	case op.Kind == rate.Refund:
 		fmt.Fprintf(&b, "refund %d (receipt %+v)", op.Hits, op.Receipt)
-	case op.Kind == algorithms.Charge && !op.Debt:
+	case op.Kind == rate.Charge && !op.Debt:
 		fmt.Fprintf(&b, "record %d", op.Hits)
 	default:
 		fmt.Fprintf(&b, "%s %d", op.Kind, op.Hits)
@@ -452,10 +453,10 @@ func TestCalendarWindowsMatchMemory(t *testing.T) {
 			at = dates[i]
 		}
 		l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1 + rng.Uint64N(3), Window: calendarWindows[i%len(calendarWindows)], Calendar: true}
-		key := algorithms.Key{Domain: "calendar", Entries: []algorithms.Entry{{Key: "n", Value: strconv.Itoa(i)}}}
+		key := rate.Key{Domain: "calendar", Entries: []rate.Entry{{Key: "n", Value: strconv.Itoa(i)}}}
 		for _, step := range []time.Time{at, at, nextBoundary(at, l).Add(-time.Microsecond), nextBoundary(at, l)} {
 			clock.Set(step)
-			ops := []algorithms.Op{{Key: key, Limit: l, Hits: 1}, {Key: key, Limit: l, Hits: 2, Kind: algorithms.Charge}, {Key: key, Limit: l}}
+			ops := []rate.Op{{Key: key, Limit: l, Hits: 1}, {Key: key, Limit: l, Hits: 2, Kind: rate.Charge}, {Key: key, Limit: l}}
 			want, err := mem.Do(ctx, ops)
 			require.NoError(t, err)
 			got, err := lim.Do(ctx, ops)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // Unsharded is the shard of a limit that is not split.
@@ -59,13 +60,13 @@ func NewEncoder(prefix string, slack time.Duration) (*Encoder, error) {
 // microseconds since the Unix epoch or "" for the Redis server's TIME, to
 // the given shard of its limit (Unsharded for a limit that is not split):
 // "evalsha", the script's digest, the number of keys, the KEYS and the
-// ARGV. It fails when op is invalid (algorithms.Op.Validate; for its limit,
+// ARGV. It fails when op is invalid (rate.Op.Validate; for its limit,
 // the error wraps algorithms.ErrInvalidLimit).
-func (e *Encoder) Command(op *algorithms.Op, shard int, now string) ([]any, error) {
+func (e *Encoder) Command(op *rate.Op, shard int, now string) ([]any, error) {
 	if err := op.Validate(); err != nil {
 		return nil, fmt.Errorf("redisx: %w", err)
 	}
-	if op.Limit.Algorithm.Spec().Counter && op.Kind != algorithms.Settle {
+	if op.Limit.Algorithm.Spec().Counter && op.Kind != rate.Settle {
 		return nil, fmt.Errorf("redisx: %s is counted without a script", op.Limit.Algorithm)
 	}
 	return e.appendCommand(make([]any, 0, maxArgv), op, shard, now), nil
@@ -105,7 +106,7 @@ func (e *Encoder) script(a algorithms.Algorithm) *script { return e.scripts[a] }
 // appendCommand is Command, appended to dst, for an op that is valid, with
 // now boxed once by the caller for all the calls of a Do. It boxes what it
 // must once per limit (argCache), and builds the keys in one string.
-func (e *Encoder) appendCommand(dst []any, op *algorithms.Op, shard int, now any) []any {
+func (e *Encoder) appendCommand(dst []any, op *rate.Op, shard int, now any) []any {
 	lim := shardLimit(op.Limit, shardCount(op), shard)
 	capacity := lim.Capacity()
 	hits := op.Hits
@@ -115,18 +116,18 @@ func (e *Encoder) appendCommand(dst []any, op *algorithms.Op, shard int, now any
 	// without allocating.
 	var mode, at, seq, tail any = "take", "", "", nil
 	switch op.Kind {
-	case algorithms.Refund:
+	case rate.Refund:
 		mode, hits = "refund", min(hits, maxGivenBack)
 		at, seq = receiptArgs(op.Receipt)
 		if op.Receipt.Epoch != 0 {
 			// A refund by a lease's receipt: ARGV[11], its epoch.
 			tail = strconv.FormatInt(op.Receipt.Epoch, 10)
 		}
-	case algorithms.Settle:
+	case rate.Settle:
 		// Its hits and receipt go as a refund's; its leases follow.
 		mode, hits = "settle", min(hits, maxGivenBack)
 		at, seq = receiptArgs(op.Receipt)
-	case algorithms.Charge:
+	case rate.Charge:
 		mode = "record"
 		if op.Debt {
 			mode = "charge"

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/lua"
 )
 
@@ -30,17 +31,17 @@ func digest(t *testing.T, a algorithms.Algorithm) string {
 func TestEncoderCommand(t *testing.T) {
 	enc, err := NewEncoder("rl:", 0)
 	require.NoError(t, err)
-	key := algorithms.Key{Domain: "edge", Entries: []algorithms.Entry{{Key: "api_key", Value: "a"}}}
+	key := rate.Key{Domain: "edge", Entries: []rate.Entry{{Key: "api_key", Value: "a"}}}
 	const now = "1790000000000000"
 	for _, tc := range []struct {
 		name  string
-		op    algorithms.Op
+		op    rate.Op
 		shard int
 		want  []any
 	}{
 		{
 			name: "take",
-			op:   algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Requests: 100, Window: time.Minute}, Hits: 2},
+			op:   rate.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Requests: 100, Window: time.Minute}, Hits: 2},
 			// D = 100 · ⌊3650 days / 1 minute⌋.
 			shard: Unsharded,
 			want: []any{"evalsha", digest(t, algorithms.SlidingWindowCounter), 1, "rl:{edge|api_key=a|sliding_window_counter:60}",
@@ -48,15 +49,15 @@ func TestEncoderCommand(t *testing.T) {
 		},
 		{
 			name:  "take of more than the limit",
-			op:    algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Requests: 100, Window: time.Minute}, Hits: 1_000_000},
+			op:    rate.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Requests: 100, Window: time.Minute}, Hits: 1_000_000},
 			shard: Unsharded,
 			want: []any{"evalsha", digest(t, algorithms.SlidingWindowCounter), 1, "rl:{edge|api_key=a|sliding_window_counter:60}",
 				"take", now, "100", "60000000", "101", "", "", "100", "0", "525600000"},
 		},
 		{
 			name: "refund by receipt to a shard of a log",
-			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Window: time.Hour}, Hits: 1, Shards: 4,
-				Kind: algorithms.Refund, Receipt: algorithms.Receipt{At: 1789999999000000, Seq: 7, Shard: 3}},
+			op: rate.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Window: time.Hour}, Hits: 1, Shards: 4,
+				Kind: rate.Refund, Receipt: algorithms.Receipt{At: 1789999999000000, Seq: 7, Shard: 3}},
 			// Shard 3 of 4 holds ⌊10/4⌋ = 2; the log's D is its L.
 			shard: 3,
 			want: []any{"evalsha", digest(t, algorithms.SlidingWindowLog), 2,
@@ -65,7 +66,7 @@ func TestEncoderCommand(t *testing.T) {
 		},
 		{
 			name: "a lease's take of a log",
-			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Window: time.Hour}, Hits: 4,
+			op: rate.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Window: time.Hour}, Hits: 4,
 				Hold: 50*time.Millisecond + 1500*time.Nanosecond},
 			// ARGV[11], the hold in whole µs, only for a lease.
 			shard: Unsharded,
@@ -75,7 +76,7 @@ func TestEncoderCommand(t *testing.T) {
 		},
 		{
 			name: "a settlement of a bucket's leases",
-			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}, Kind: algorithms.Settle,
+			op: rate.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}, Kind: rate.Settle,
 				Leases: []algorithms.Lease{{Receipt: algorithms.Receipt{At: 1789999999000000, Epoch: 1789999998000000}, Hold: math.MaxInt64, Size: 8, Reported: 1,
 					Served: []algorithms.Served{{At: 1789999999000100, N: 2}}, Close: true}}},
 			// ARGV[11] on: the leases, each hold beyond MaxHold cut to it.
@@ -86,8 +87,8 @@ func TestEncoderCommand(t *testing.T) {
 		},
 		{
 			name: "a refund by a lease's receipt",
-			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}, Hits: 3,
-				Kind: algorithms.Refund, Receipt: algorithms.Receipt{At: 1789999999000000, Epoch: 1789999998000000}},
+			op: rate.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}, Hits: 3,
+				Kind: rate.Refund, Receipt: algorithms.Receipt{At: 1789999999000000, Epoch: 1789999998000000}},
 			// ARGV[11]: the receipt's epoch.
 			shard: Unsharded,
 			want: []any{"evalsha", digest(t, algorithms.TokenBucket), 1, "rl:{edge|api_key=a|token_bucket:1}",
@@ -95,7 +96,7 @@ func TestEncoderCommand(t *testing.T) {
 		},
 		{
 			name: "a hold below a microsecond is none",
-			op: algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}, Hits: 3,
+			op: rate.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Window: time.Second}, Hits: 3,
 				Hold: 999 * time.Nanosecond},
 			shard: Unsharded,
 			want: []any{"evalsha", digest(t, algorithms.TokenBucket), 1, "rl:{edge|api_key=a|token_bucket:1}",
@@ -103,7 +104,7 @@ func TestEncoderCommand(t *testing.T) {
 		},
 		{
 			name: "charge with a debt",
-			op:   algorithms.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Burst: 20, Window: time.Second}, Hits: 1000, Kind: algorithms.Charge, Debt: true},
+			op:   rate.Op{Key: key, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 10, Burst: 20, Window: time.Second}, Hits: 1000, Kind: rate.Charge, Debt: true},
 			// D = 10 · ⌊3650 days / 1 second⌋.
 			shard: Unsharded,
 			want: []any{"evalsha", digest(t, algorithms.TokenBucket), 1, "rl:{edge|api_key=a|token_bucket:1}",
@@ -126,7 +127,7 @@ func TestEncoderCommand(t *testing.T) {
 func TestEncoderSlackAndServerTime(t *testing.T) {
 	enc, err := NewEncoder("ratewarden:", clockSlack)
 	require.NoError(t, err)
-	op := algorithms.Op{Key: algorithms.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1, Window: time.Second}, Hits: 1}
+	op := rate.Op{Key: rate.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1, Window: time.Second}, Hits: 1}
 	got, err := enc.Command(&op, Unsharded, "")
 	require.NoError(t, err)
 	assert.Equal(t, "ratewarden:{d|token_bucket:1}", got[3])
@@ -148,15 +149,15 @@ func TestEncoderRejects(t *testing.T) {
 		{Algorithm: algorithms.TokenBucket, Requests: 1, Window: 1500 * time.Millisecond},
 		{Algorithm: algorithms.SlidingWindowLog, Requests: 1, Burst: 2, Window: time.Second},
 	} {
-		_, err := enc.Command(&algorithms.Op{Limit: l, Hits: 1}, Unsharded, "")
+		_, err := enc.Command(&rate.Op{Limit: l, Hits: 1}, Unsharded, "")
 		assert.ErrorIs(t, err, algorithms.ErrInvalidLimit, "%+v", l)
 	}
 	// The fixed window is counted with plain commands, not a script.
 	fw := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}
-	_, err = enc.Command(&algorithms.Op{Limit: fw, Hits: 1}, Unsharded, "")
+	_, err = enc.Command(&rate.Op{Limit: fw, Hits: 1}, Unsharded, "")
 	assert.ErrorContains(t, err, "fixed_window is counted without a script")
 	// A settlement names the window of its leases' count: it has leases.
-	_, err = enc.Command(&algorithms.Op{Limit: fw, Kind: algorithms.Settle}, Unsharded, "")
+	_, err = enc.Command(&rate.Op{Limit: fw, Kind: rate.Settle}, Unsharded, "")
 	assert.ErrorContains(t, err, "a settlement of no leases")
 }
 

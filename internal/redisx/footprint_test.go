@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -32,7 +33,7 @@ func TestFootprint(t *testing.T) {
 	lim, err := NewLimiter(client, testPipelines)
 	require.NoError(t, err)
 
-	key := algorithms.Key{Domain: "edge", Entries: []algorithms.Entry{{Key: "api_key", Value: "k-5f2a9c1e7b3d4a60"}}}
+	key := rate.Key{Domain: "edge", Entries: []rate.Entry{{Key: "api_key", Value: "k-5f2a9c1e7b3d4a60"}}}
 	var rows []string
 	for _, alg := range algorithms.Algorithms {
 		if alg.Spec().Counter {
@@ -40,15 +41,15 @@ func TestFootprint(t *testing.T) {
 			continue
 		}
 		limit := algorithms.Limit{Algorithm: alg, Requests: 100, Window: time.Minute}
-		op := algorithms.Op{Key: key, Limit: limit, Hits: 1}
+		op := rate.Op{Key: key, Limit: limit, Hits: 1}
 		// Warm up the script cache and the state, then count what 100
 		// decisions (the last of them denied) run inside Redis.
-		_, err := lim.Do(ctx, []algorithms.Op{op})
+		_, err := lim.Do(ctx, []rate.Op{op})
 		require.NoError(t, err)
 		require.NoError(t, client.ConfigResetStat(ctx).Err())
 		const decisions = 100
 		for range decisions {
-			_, err := lim.Do(ctx, []algorithms.Op{op})
+			_, err := lim.Do(ctx, []rate.Op{op})
 			require.NoError(t, err)
 		}
 		calls := commandCalls(t, client.Info(ctx, "commandstats").Val())
@@ -71,7 +72,7 @@ func TestFootprint(t *testing.T) {
 		require.NoError(t, client.ConfigResetStat(ctx).Err())
 		const denials = 10
 		for range denials {
-			res, err := lim.Do(ctx, []algorithms.Op{op})
+			res, err := lim.Do(ctx, []rate.Op{op})
 			require.NoError(t, err)
 			require.False(t, res[0].Allowed, "%s: the limit is full", alg)
 		}
@@ -108,8 +109,8 @@ func TestFootprint(t *testing.T) {
 		// same, so its script writes.
 		require.NoError(t, client.ConfigResetStat(ctx).Err())
 		charge := op
-		charge.Kind = algorithms.Charge
-		res, err := lim.Do(ctx, []algorithms.Op{charge})
+		charge.Kind = rate.Charge
+		res, err := lim.Do(ctx, []rate.Op{charge})
 		require.NoError(t, err)
 		require.False(t, res[0].Allowed, "%s: a charge past the limit is over it", alg)
 		writes := 0
@@ -126,7 +127,7 @@ func TestFootprint(t *testing.T) {
 		check := op
 		check.Hits = 0
 		for range denials {
-			res, err := lim.Do(ctx, []algorithms.Op{check})
+			res, err := lim.Do(ctx, []rate.Op{check})
 			require.NoError(t, err)
 			require.False(t, res[0].Allowed, "%s: the limit is in debt", alg)
 		}
@@ -146,14 +147,14 @@ func TestFootprint(t *testing.T) {
 // script: a decision is a SET NX PX and an INCRBY, a denial also gives its
 // hit back with a second INCRBY, a check is one GET; the window's count is
 // one small key.
-func counterFootprint(t *testing.T, client *redis.Client, lim *Limiter, key algorithms.Key, alg algorithms.Algorithm) string {
+func counterFootprint(t *testing.T, client *redis.Client, lim *Limiter, key rate.Key, alg algorithms.Algorithm) string {
 	ctx := context.Background()
 	limit := algorithms.Limit{Algorithm: alg, Requests: 100, Window: time.Hour}
-	op := algorithms.Op{Key: key, Limit: limit, Hits: 1}
+	op := rate.Op{Key: key, Limit: limit, Hits: 1}
 	require.NoError(t, client.ConfigResetStat(ctx).Err())
 	const decisions = 100
 	for range decisions {
-		res, err := lim.Do(ctx, []algorithms.Op{op})
+		res, err := lim.Do(ctx, []rate.Op{op})
 		require.NoError(t, err)
 		require.True(t, res[0].Allowed)
 	}
@@ -165,7 +166,7 @@ func counterFootprint(t *testing.T, client *redis.Client, lim *Limiter, key algo
 	require.NoError(t, client.ConfigResetStat(ctx).Err())
 	const denials = 10
 	for range denials {
-		res, err := lim.Do(ctx, []algorithms.Op{op})
+		res, err := lim.Do(ctx, []rate.Op{op})
 		require.NoError(t, err)
 		require.False(t, res[0].Allowed, "%s: the limit is full", alg)
 	}
@@ -176,7 +177,7 @@ func counterFootprint(t *testing.T, client *redis.Client, lim *Limiter, key algo
 	check := op
 	check.Hits = 0
 	for range denials {
-		_, err := lim.Do(ctx, []algorithms.Op{check})
+		_, err := lim.Do(ctx, []rate.Op{check})
 		require.NoError(t, err)
 	}
 	calls = commandCalls(t, client.Info(ctx, "commandstats").Val())
@@ -259,14 +260,14 @@ func TestLogFootprintAsDocumented(t *testing.T) {
 	for i, r := range rows {
 		require.NoError(t, client.ConfigSet(ctx, "zset-max-listpack-entries", strconv.FormatInt(r.maxEntries, 10)).Err())
 		// One api_key value, as in TestFootprint, each row its own.
-		key := algorithms.Key{Domain: "edge", Entries: []algorithms.Entry{{Key: "api_key", Value: fmt.Sprintf("k-5f2a9c1e7b3d4a6%d", i)}}}
+		key := rate.Key{Domain: "edge", Entries: []rate.Entry{{Key: "api_key", Value: fmt.Sprintf("k-5f2a9c1e7b3d4a6%d", i)}}}
 		limit := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: uint64(r.hits), Window: time.Hour}
 		// Requests of one hit each, every one an entry of its own: a take
 		// of more hits, or a lease, is one entry whatever its size.
 		for left := uint64(r.hits); left > 0; {
-			ops := make([]algorithms.Op, min(left, 100))
+			ops := make([]rate.Op, min(left, 100))
 			for j := range ops {
-				ops[j] = algorithms.Op{Key: key, Limit: limit, Hits: 1}
+				ops[j] = rate.Op{Key: key, Limit: limit, Hits: 1}
 			}
 			res, err := lim.Do(ctx, ops)
 			require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // TestFixedWindowSettleAfterRedisWindowEnds: the ops of a fixed window
@@ -27,7 +28,7 @@ func TestFixedWindowSettleAfterRedisWindowEnds(t *testing.T) {
 	ctx := context.Background()
 
 	limit := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 100, Window: time.Second}
-	key := algorithms.Key{Domain: "fw-settle-late", Entries: []algorithms.Entry{{Key: "k", Value: "v"}}}
+	key := rate.Key{Domain: "fw-settle-late", Entries: []rate.Entry{{Key: "k", Value: "v"}}}
 	// The Limiter's estimate of Redis's clock lags it: it is 400ms before
 	// the end of the window before Redis's current one, so that Redis's
 	// TIME is past the end of the window the ops count in.
@@ -39,19 +40,19 @@ func TestFixedWindowSettleAfterRedisWindowEnds(t *testing.T) {
 	close(lim.server.done)
 	lim.server.offset.Store(int64(-into - 400*time.Millisecond))
 
-	lease := algorithms.Op{Key: key, Limit: limit, Hits: 20, Hold: time.Second}
-	got, err := lim.Do(ctx, []algorithms.Op{lease})
+	lease := rate.Op{Key: key, Limit: limit, Hits: 20, Hold: time.Second}
+	got, err := lim.Do(ctx, []rate.Op{lease})
 	require.NoError(t, err)
 	require.True(t, got[0].Allowed)
 	require.NotZero(t, got[0].Receipt.Epoch)
 	require.Equal(t, uint64(80), got[0].Remaining)
 
-	settle := algorithms.Op{Key: key, Limit: limit, Kind: algorithms.Settle, Leases: []algorithms.Lease{
+	settle := rate.Op{Key: key, Limit: limit, Kind: rate.Settle, Leases: []algorithms.Lease{
 		{Receipt: got[0].Receipt, Hold: lease.Hold, Size: 20, Reported: 0, Close: true},
 	}}
-	_, err = lim.Do(ctx, []algorithms.Op{settle})
+	_, err = lim.Do(ctx, []rate.Op{settle})
 	require.NoError(t, err)
-	got, err = lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit}})
+	got, err = lim.Do(ctx, []rate.Op{{Key: key, Limit: limit}})
 	require.NoError(t, err)
 	require.True(t, got[0].Allowed)
 	require.Equal(t, uint64(100), got[0].Remaining, "the lease's unused hits are still counted in the window the check reads")
@@ -73,7 +74,7 @@ func TestFixedWindowSettleAcrossWindows(t *testing.T) {
 	close(lim.server.done)
 
 	limit := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 100, Window: time.Second}
-	key := algorithms.Key{Domain: "fw-settle-across", Entries: []algorithms.Entry{{Key: "k", Value: "v"}}}
+	key := rate.Key{Domain: "fw-settle-across", Entries: []rate.Entry{{Key: "k", Value: "v"}}}
 	// The windows are seconds ahead of Redis's clock, so that the counts
 	// live through the test whatever second it starts in.
 	at := func(window int) {
@@ -83,14 +84,14 @@ func TestFixedWindowSettleAcrossWindows(t *testing.T) {
 		lim.server.offset.Store(int64(start.Add(100 * time.Millisecond).Sub(now)))
 	}
 	take := func(n uint64) algorithms.Result {
-		got, err := lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit, Hits: n, Hold: time.Second}})
+		got, err := lim.Do(ctx, []rate.Op{{Key: key, Limit: limit, Hits: n, Hold: time.Second}})
 		require.NoError(t, err)
 		require.True(t, got[0].Allowed)
 		require.NotZero(t, got[0].Receipt.Epoch)
 		return got[0]
 	}
 	check := func() uint64 {
-		got, err := lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit}})
+		got, err := lim.Do(ctx, []rate.Op{{Key: key, Limit: limit}})
 		require.NoError(t, err)
 		return got[0].Remaining
 	}
@@ -99,11 +100,11 @@ func TestFixedWindowSettleAcrossWindows(t *testing.T) {
 	a := take(30)
 	at(1)
 	b := take(20)
-	settle := algorithms.Op{Key: key, Limit: limit, Kind: algorithms.Settle, Leases: []algorithms.Lease{
+	settle := rate.Op{Key: key, Limit: limit, Kind: rate.Settle, Leases: []algorithms.Lease{
 		{Receipt: a.Receipt, Hold: time.Second, Size: 30, Reported: 10, Close: true},
 		{Receipt: b.Receipt, Hold: time.Second, Size: 20, Served: []algorithms.Served{{At: b.Receipt.At, Seq: 1, N: 5}}, Close: true},
 	}}
-	_, err = lim.Do(ctx, []algorithms.Op{settle})
+	_, err = lim.Do(ctx, []rate.Op{settle})
 	require.NoError(t, err)
 	require.Equal(t, uint64(95), check(), "the second lease's 15 unused hits go back to its own window")
 	at(0)

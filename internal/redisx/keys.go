@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // keySpace builds the Redis keys of every limit under one prefix:
@@ -14,7 +15,7 @@ import (
 //	<prefix>{<identity>}<suffix>          a limit that is not split
 //	<prefix>{<identity>#<shard>}<suffix>  shard i of a split limit
 //
-// where identity is algorithms.Identity of the limit and the suffixes are
+// where identity is rate.Identity of the limit and the suffixes are
 // those its algorithm's script takes (algorithms.Spec.Keys). The hash tag
 // holds the identity and the shard, so all keys of one limit (and shard)
 // live in one Redis Cluster slot, and different shards of a hot limit spread
@@ -101,7 +102,7 @@ type StateKeys struct {
 // as the Limiter builds the keys: one StateKeys per shard (see Op.Shards;
 // a limit too small to split is not), in shard order. It fails when op's
 // limit is invalid (algorithms.ErrInvalidLimit).
-func (e *Encoder) StateKeys(op *algorithms.Op, now time.Time) ([]StateKeys, error) {
+func (e *Encoder) StateKeys(op *rate.Op, now time.Time) ([]StateKeys, error) {
 	if err := op.Limit.Validate(); err != nil {
 		return nil, fmt.Errorf("redisx: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -32,7 +33,7 @@ func TestNewKeySpaceRejectsBraces(t *testing.T) {
 func TestKeysLayout(t *testing.T) {
 	ks, err := newKeySpace("rl:")
 	require.NoError(t, err)
-	k := algorithms.Key{Domain: "edge", Entries: []algorithms.Entry{{Key: "api_key", Value: "a{b}#1"}}}
+	k := rate.Key{Domain: "edge", Entries: []rate.Entry{{Key: "api_key", Value: "a{b}#1"}}}
 	fw := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Minute}
 	log := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Window: time.Hour}
 
@@ -70,19 +71,19 @@ func TestAppendKeys(t *testing.T) {
 
 // keysOf returns the KEYS that the encoder writes for a script call of
 // limit l on k in shard, under the prefix of s.
-func keysOf(s keySpace, k algorithms.Key, l algorithms.Limit, shard int) []string {
+func keysOf(s keySpace, k rate.Key, l algorithms.Limit, shard int) []string {
 	return keysAt(s, k, l, shard, time.Now())
 }
 
 // keysAt is keysOf at now: a counted limit's count key is the key of the
 // window that holds now.
-func keysAt(s keySpace, k algorithms.Key, l algorithms.Limit, shard int, now time.Time) []string {
+func keysAt(s keySpace, k rate.Key, l algorithms.Limit, shard int, now time.Time) []string {
 	suffixes := l.Algorithm.Spec().Keys
 	if l.Algorithm.Spec().Counter {
 		// The state key (of a limit that owes) and the count key.
 		suffixes = append(slices.Clip(suffixes), counterKeySuffix+strconv.FormatInt(l.WindowIndex(now), 10))
 	}
-	args := s.appendKeys(nil, algorithms.Identity(k, l), shard, suffixes)
+	args := s.appendKeys(nil, rate.Identity(k, l), shard, suffixes)
 	keys := make([]string, args[0].(int))
 	for i := range keys {
 		keys[i] = args[1+i].(string)
@@ -92,7 +93,7 @@ func keysAt(s keySpace, k algorithms.Key, l algorithms.Limit, shard int, now tim
 
 // limitKeys returns the keys Redis holds of limit l of k, unsharded: those of
 // its script, or the count keys of a counted limit and its state key.
-func limitKeys(t *testing.T, client *redis.Client, s keySpace, k algorithms.Key, l algorithms.Limit) []string {
+func limitKeys(t *testing.T, client *redis.Client, s keySpace, k rate.Key, l algorithms.Limit) []string {
 	t.Helper()
 	state := keysOf(s, k, l, Unsharded)[0]
 	var glob strings.Builder
@@ -110,7 +111,7 @@ func limitKeys(t *testing.T, client *redis.Client, s keySpace, k algorithms.Key,
 // keyInput is everything a key is built from.
 type keyInput struct {
 	prefix string
-	key    algorithms.Key
+	key    rate.Key
 	limit  algorithms.Limit
 	shard  int
 }
@@ -125,7 +126,7 @@ func randomKeyInput(r *rand.Rand) keyInput {
 		case 0:
 			n = 0
 		case 1:
-			n = algorithms.MaxIdentityPart - 2 + r.IntN(5)
+			n = rate.MaxIdentityPart - 2 + r.IntN(5)
 		default:
 			n = 1 + r.IntN(5)
 		}
@@ -137,7 +138,7 @@ func randomKeyInput(r *rand.Rand) keyInput {
 	}
 	in := keyInput{
 		prefix: strings.NewReplacer("{", "", "}", "").Replace(str()),
-		key:    algorithms.Key{Domain: str()},
+		key:    rate.Key{Domain: str()},
 		limit: algorithms.Limit{
 			Algorithm: algorithms.Algorithms[r.IntN(len(algorithms.Algorithms))],
 			Requests:  r.Uint64N(3),
@@ -149,7 +150,7 @@ func randomKeyInput(r *rand.Rand) keyInput {
 		in.shard = r.IntN(12)
 	}
 	for range r.IntN(3) {
-		in.key.Entries = append(in.key.Entries, algorithms.Entry{Key: str(), Value: str()})
+		in.key.Entries = append(in.key.Entries, rate.Entry{Key: str(), Value: str()})
 	}
 	return in
 }
@@ -185,7 +186,7 @@ func TestKeysHashTag(t *testing.T) {
 		in := randomKeyInput(r)
 		ks, err := newKeySpace(in.prefix)
 		require.NoError(t, err)
-		tag := "{" + algorithms.Identity(in.key, in.limit)
+		tag := "{" + rate.Identity(in.key, in.limit)
 		if in.shard != Unsharded {
 			tag += "#" + strconv.Itoa(in.shard)
 		}
@@ -226,7 +227,7 @@ func TestKeysShareOneClusterSlot(t *testing.T) {
 	// The shards of one limit spread over slots.
 	ks, err := newKeySpace("rl:")
 	require.NoError(t, err)
-	k := algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "tenant", Value: "hot"}}}
+	k := rate.Key{Domain: "d", Entries: []rate.Entry{{Key: "tenant", Value: "hot"}}}
 	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 1000, Window: time.Second}
 	shardSlots := map[int]bool{}
 	for shard := range 16 {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -34,13 +35,13 @@ func TestKeysLiveNoLongerThanTheLifetime(t *testing.T) {
 				if a == algorithms.TokenBucket && rng.IntN(2) == 0 {
 					l.Burst = 1 + rng.Uint64N(30)
 				}
-				key := algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: fmt.Sprint(seq)}}}
+				key := rate.Key{Domain: "d", Entries: []rate.Entry{{Key: "k", Value: fmt.Sprint(seq)}}}
 				for step := range 20 {
-					op := algorithms.Op{Key: key, Limit: l, Hits: rng.Uint64N(l.Capacity() + 1)}
+					op := rate.Op{Key: key, Limit: l, Hits: rng.Uint64N(l.Capacity() + 1)}
 					if rng.IntN(5) == 0 {
-						op.Kind = algorithms.Refund
+						op.Kind = rate.Refund
 					}
-					_, err := lim.Do(ctx, []algorithms.Op{op})
+					_, err := lim.Do(ctx, []rate.Op{op})
 					require.NoError(t, err)
 					for _, k := range limitKeys(t, client, lim.enc.keys, key, l) {
 						ttl, err := client.PTTL(ctx, k).Result()
@@ -95,23 +96,23 @@ func TestKeysOutliveTheirState(t *testing.T) {
 	for a, need := range needed {
 		t.Run(a.String(), func(t *testing.T) {
 			l := algorithms.Limit{Algorithm: a, Requests: 5, Window: time.Second}
-			key := algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: "outlive"}}}
+			key := rate.Key{Domain: "d", Entries: []rate.Entry{{Key: "k", Value: "outlive"}}}
 			k := keysOf(lim.enc.keys, key, l, Unsharded)[0]
 			kept := 0
 			for step := range 60 {
 				time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
 				// A fixed window keeps its state whole only when it may owe
 				// (see counter.go): every op says so.
-				op := algorithms.Op{Key: key, Limit: l, Hits: rng.Uint64N(4), Debt: a.Spec().Counter}
+				op := rate.Op{Key: key, Limit: l, Hits: rng.Uint64N(4), Debt: a.Spec().Counter}
 				switch rng.IntN(6) {
 				case 0:
-					op.Kind = algorithms.Refund
+					op.Kind = rate.Refund
 				case 1:
-					op.Kind, op.Debt, op.Hits = algorithms.Charge, op.Debt || rng.IntN(2) == 0, rng.Uint64N(12)
+					op.Kind, op.Debt, op.Hits = rate.Charge, op.Debt || rng.IntN(2) == 0, rng.Uint64N(12)
 				}
 				ttlBefore, err := client.PTTL(ctx, k).Result()
 				require.NoError(t, err)
-				_, err = lim.Do(ctx, []algorithms.Op{op})
+				_, err = lim.Do(ctx, []rate.Op{op})
 				require.NoError(t, err)
 				fields, err := client.HGetAll(ctx, k).Result()
 				require.NoError(t, err)

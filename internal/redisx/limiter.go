@@ -12,13 +12,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // Limiter applies rate limit operations to state kept in Redis, each Op as one
 // atomic Lua script on its limit's keys (see the lua package), so any number
 // of Limiters on any number of hosts share one exact view. It works with a
 // standalone server, Sentinel and Redis Cluster alike. It implements
-// algorithms.Limiter and is safe for concurrent use.
+// rate.Limiter and is safe for concurrent use.
 type Limiter struct {
 	client redis.UniversalClient
 	enc    *Encoder
@@ -142,7 +143,7 @@ const maxBatch = 64
 // calls of the batches answered before as applied, those of the batches
 // never sent as not applied, and those of the batch that failed by the
 // coalescer, after the pipeline of a caller that gave up has ended.
-func (l *Limiter) run(ctx context.Context, calls []*scriptCall, b *batch, out *algorithms.Outcomes) error {
+func (l *Limiter) run(ctx context.Context, calls []*scriptCall, b *batch, out *rate.Outcomes) error {
 	for _, c := range calls {
 		c.ctx = ctx
 	}
@@ -165,7 +166,7 @@ func (l *Limiter) run(ctx context.Context, calls []*scriptCall, b *batch, out *a
 
 // runBatch sends one batch of calls in b (nil: a new batch); the
 // coalescer reports what became of them to out when it fails.
-func (l *Limiter) runBatch(ctx context.Context, calls []*scriptCall, b *batch, out *algorithms.Outcomes) error {
+func (l *Limiter) runBatch(ctx context.Context, calls []*scriptCall, b *batch, out *rate.Outcomes) error {
 	if b == nil {
 		b = new(batch)
 	}
@@ -173,7 +174,7 @@ func (l *Limiter) runBatch(ctx context.Context, calls []*scriptCall, b *batch, o
 }
 
 // Do applies ops, each atomically on its own limit's state, and returns one
-// Result per Op in the same order (see algorithms.Limiter). All ops travel in one
+// Result per Op in the same order (see rate.Limiter). All ops travel in one
 // pipelined round trip; a cluster client splits it per node.
 //
 // An Op with Shards = N > 1 splits its limit over N states (fewer when the
@@ -186,10 +187,10 @@ func (l *Limiter) runBatch(ctx context.Context, calls []*scriptCall, b *batch, o
 // random shard and is recorded there, over that shard's limit or not.
 //
 // Do returns an error wrapping algorithms.ErrInvalidLimit when an Op's limit
-// is invalid, an error when an Op is otherwise invalid (algorithms.Op.Validate),
+// is invalid, an error when an Op is otherwise invalid (rate.Op.Validate),
 // and an error wrapping the Redis or context error when Redis
 // could not decide. Such an error carries what became of each op
-// (algorithms.OutcomesOf): reported at once for the ops that certainly did
+// (rate.OutcomesOf): reported at once for the ops that certainly did
 // not run and those whose answers are in, and for the ops of a call whose
 // caller gave up while its pipeline was under way, once that pipeline's
 // answers arrive (see WithGrace) or it fails, from the Limiter's goroutine.
@@ -197,7 +198,7 @@ func (l *Limiter) runBatch(ctx context.Context, calls []*scriptCall, b *batch, o
 // scripts missing from a node's cache are loaded and run again, and a script
 // that certainly did not run is sent again as the client's MaxRetries allow;
 // nothing else is retried.
-func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l *Limiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	debts, err := validate(ops)
 	if err != nil {
 		return nil, err
@@ -209,7 +210,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 	// the work): a request's goroutine then fits the stack it starts with.
 	d := l.prepare(ops)
 	if err := l.run(ctx, d.calls, d.b, d.out); err != nil {
-		return nil, algorithms.Unsettled(err, d.out)
+		return nil, rate.Unsettled(err, d.out)
 	}
 	again, err := l.answer(ops, d)
 	if err != nil || len(again) == 0 {
@@ -223,21 +224,21 @@ type doing struct {
 	results []algorithms.Result
 	calls   []*scriptCall
 	b       *batch
-	out     *algorithms.Outcomes
+	out     *rate.Outcomes
 }
 
 // prepare builds the calls of ops. One allocation holds what a decision of
 // one op needs, the usual request; several ops take one for each slice.
 //
 //go:noinline
-func (l *Limiter) prepare(ops []algorithms.Op) doing {
+func (l *Limiter) prepare(ops []rate.Op) doing {
 	var d doing
 	if len(ops) == 1 {
 		one := new(oneOp)
 		d.results, d.calls, d.b, d.out = one.result[:], one.calls[:], &one.batch, &one.outcomes
 		d.calls[0] = &one.call
 	} else {
-		d.out = new(algorithms.Outcomes)
+		d.out = new(rate.Outcomes)
 		d.results = make([]algorithms.Result, len(ops))
 		d.calls = make([]*scriptCall, len(ops))
 		store := make([]scriptCall, len(ops))
@@ -257,18 +258,18 @@ func (l *Limiter) prepare(ops []algorithms.Op) doing {
 // shard they went to that may try another.
 //
 //go:noinline
-func (l *Limiter) answer(ops []algorithms.Op, d doing) ([]int, error) {
+func (l *Limiter) answer(ops []rate.Op, d doing) ([]int, error) {
 	var again []int
 	for i, c := range d.calls {
 		r, err := c.result()
 		if err != nil {
 			d.out.Report(outcomesOf(d.calls, time.Now()))
-			return nil, algorithms.Unsettled(err, d.out)
+			return nil, rate.Unsettled(err, d.out)
 		}
 		d.results[i] = r
 		// A charge is recorded wherever it lands, so it tries no other
 		// shard.
-		if n := shardCount(&ops[i]); ops[i].Kind == algorithms.Take && !r.Allowed && n > 1 {
+		if n := shardCount(&ops[i]); ops[i].Kind == rate.Take && !r.Allowed && n > 1 {
 			again = append(again, i)
 		}
 	}
@@ -277,7 +278,7 @@ func (l *Limiter) answer(ops []algorithms.Op, d doing) ([]int, error) {
 
 // retry sends again, to another shard each, the ops at indexes again that
 // their first shard denied, and answers them with that shard's results.
-func (l *Limiter) retry(ctx context.Context, ops []algorithms.Op, d doing, again []int) ([]algorithms.Result, error) {
+func (l *Limiter) retry(ctx context.Context, ops []rate.Op, d doing, again []int) ([]algorithms.Result, error) {
 	first := d.calls
 	calls := make([]*scriptCall, 0, len(again))
 	now, micros := any(l.now()), l.micros()
@@ -303,13 +304,13 @@ func (l *Limiter) retry(ctx context.Context, ops []algorithms.Op, d doing, again
 		// The first round ran: its answers, and those of the second
 		// round that could be read, are what became of the ops. (A
 		// second round that failed is reported by run.)
-		applied := make([]algorithms.Outcome, len(ops))
+		applied := make([]rate.Outcome, len(ops))
 		at := time.Now()
 		for i := range ops {
-			applied[i] = algorithms.Outcome{Op: ops[i], Fate: algorithms.Applied, Result: d.results[i], At: at}
+			applied[i] = rate.Outcome{Op: ops[i], Fate: rate.Applied, Result: d.results[i], At: at}
 		}
 		d.out.Report(applied)
-		return nil, algorithms.Unsettled(err, d.out)
+		return nil, rate.Unsettled(err, d.out)
 	}
 	return d.results, nil
 }
@@ -319,7 +320,7 @@ func (l *Limiter) retry(ctx context.Context, ops []algorithms.Op, d doing, again
 // own so that Do's frame, which waits for Redis, stays small.
 //
 //go:noinline
-func validate(ops []algorithms.Op) (int, error) {
+func validate(ops []rate.Op) (int, error) {
 	debts := 0
 	for i := range ops {
 		if err := ops[i].Validate(); err != nil {
@@ -337,9 +338,9 @@ func validate(ops []algorithms.Op) (int, error) {
 // and then the others together, as Do sends them. When one fails, what
 // became of each op is reported with the error: the ops before it applied,
 // it unknown (its transaction may have run), the others not applied.
-func (l *Limiter) doWithDebts(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l *Limiter) doWithDebts(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	results := make([]algorithms.Result, len(ops))
-	var rest []algorithms.Op
+	var rest []rate.Op
 	var index []int
 	for i := range ops {
 		if !owes(&ops[i]) {
@@ -349,20 +350,20 @@ func (l *Limiter) doWithDebts(ctx context.Context, ops []algorithms.Op) ([]algor
 		}
 		r, err := l.doDebt(ctx, &ops[i], l.pickShard(&ops[i]))
 		if err != nil {
-			out := new(algorithms.Outcomes)
+			out := new(rate.Outcomes)
 			at := time.Now()
-			fates := make([]algorithms.Outcome, len(ops))
+			fates := make([]rate.Outcome, len(ops))
 			for j := range ops {
-				fates[j] = algorithms.Outcome{Op: ops[j], Fate: algorithms.NotApplied, At: at}
+				fates[j] = rate.Outcome{Op: ops[j], Fate: rate.NotApplied, At: at}
 				switch {
 				case j == i:
-					fates[j].Fate = algorithms.Unknown
+					fates[j].Fate = rate.Unknown
 				case j < i && owes(&ops[j]):
-					fates[j].Fate, fates[j].Result = algorithms.Applied, results[j]
+					fates[j].Fate, fates[j].Result = rate.Applied, results[j]
 				}
 			}
 			out.Report(fates)
-			return nil, algorithms.Unsettled(err, out)
+			return nil, rate.Unsettled(err, out)
 		}
 		results[i] = r
 	}
@@ -390,7 +391,7 @@ func (l *Limiter) now() string {
 // pickShard returns the shard op goes to first: Unsharded when its limit is
 // not split, the receipt's shard for a refund that has one, and a random
 // shard otherwise.
-func (l *Limiter) pickShard(op *algorithms.Op) int {
+func (l *Limiter) pickShard(op *rate.Op) int {
 	n := shardCount(op)
 	if n <= 1 {
 		return Unsharded
@@ -404,7 +405,7 @@ func (l *Limiter) pickShard(op *algorithms.Op) int {
 // shardCount returns how many states op's limit is split over: Op.Shards, but
 // no more than the limit (and the burst of a token bucket), so that every
 // shard's share is at least one; 1 means not split.
-func shardCount(op *algorithms.Op) int {
+func shardCount(op *rate.Op) int {
 	n := uint64(op.Shards)
 	n = min(n, op.Limit.Requests, op.Limit.Capacity())
 	if n <= 1 {
@@ -441,16 +442,16 @@ type oneOp struct {
 	calls    [1]*scriptCall
 	call     scriptCall
 	batch    batch
-	outcomes algorithms.Outcomes
+	outcomes rate.Outcomes
 }
 
 // call builds the run of op on shard in c, and returns c: its script at now
 // (the script's argument), or the commands of a counted limit at micros.
 // c must be a zero scriptCall: its fields are set one by one, so that no
 // scriptCall is built on the stack.
-func (l *Limiter) call(c *scriptCall, op *algorithms.Op, shard int, now any, micros int64) *scriptCall {
+func (l *Limiter) call(c *scriptCall, op *rate.Op, shard int, now any, micros int64) *scriptCall {
 	c.op, c.shard = *op, shard
-	if op.Limit.Algorithm.Spec().Counter && op.Kind != algorithms.Settle {
+	if op.Limit.Algorithm.Spec().Counter && op.Kind != rate.Settle {
 		c.counter = l.enc.counterCall(op, shard, micros)
 		return c
 	}
@@ -487,8 +488,8 @@ const maxResetMicros = math.MaxInt64 / int64(time.Microsecond)
 // result returns r as the Result of op decided on shard. Only an admitted
 // take has a receipt; an admitted lease's take has the state too; a
 // settlement's says only that it ran.
-func (r reply) result(op *algorithms.Op, shard int) (algorithms.Result, error) {
-	if op.Kind == algorithms.Settle {
+func (r reply) result(op *rate.Op, shard int) (algorithms.Result, error) {
+	if op.Kind == rate.Settle {
 		// A settlement's answer says only that it ran.
 		return algorithms.Result{Allowed: r.allowed}, nil
 	}
@@ -497,7 +498,7 @@ func (r reply) result(op *algorithms.Op, shard int) (algorithms.Result, error) {
 		Remaining:  r.remaining,
 		ResetAfter: time.Duration(min(r.reset, maxResetMicros)) * time.Microsecond,
 	}
-	if r.allowed && op.Kind == algorithms.Take {
+	if r.allowed && op.Kind == rate.Take {
 		res.Receipt = algorithms.Receipt{At: r.at, Seq: r.seq, Epoch: r.epoch}
 		if shard != Unsharded {
 			res.Receipt.Shard = uint32(shard)

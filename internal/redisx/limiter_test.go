@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -24,7 +25,7 @@ func TestLimiterSuite(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			client := b.client(t)
-			algotest.Run(t, func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
+			algotest.Run(t, func(t *testing.T, clock *algotest.Clock) rate.Limiter {
 				lim, err := NewLimiter(client, testPipelines, WithClock(clock.Now), WithKeyPrefix(testPrefix(t)))
 				require.NoError(t, err)
 				return lim
@@ -70,8 +71,8 @@ func TestLimiterExactUnderConcurrency(t *testing.T) {
 			}
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
-					op := algorithms.Op{
-						Key:    algorithms.Key{Domain: "concurrency", Entries: []algorithms.Entry{{Key: "case", Value: c.name}}},
+					op := rate.Op{
+						Key:    rate.Key{Domain: "concurrency", Entries: []rate.Entry{{Key: "case", Value: c.name}}},
 						Limit:  c.limit,
 						Hits:   1,
 						Shards: c.shards,
@@ -83,7 +84,7 @@ func TestLimiterExactUnderConcurrency(t *testing.T) {
 						wg.Go(func() {
 							lim := lims[g%2]
 							for tried.Add(1) <= attempts {
-								res, err := lim.Do(context.Background(), []algorithms.Op{op})
+								res, err := lim.Do(context.Background(), []rate.Op{op})
 								if err != nil {
 									errs <- err
 									return
@@ -127,10 +128,10 @@ func TestLimiterKeysExpire(t *testing.T) {
 				t.Run(alg.String(), func(t *testing.T) {
 					l := algorithms.Limit{Algorithm: alg, Requests: 10, Window: time.Minute}
 					for _, shards := range []uint32{0, 3} {
-						k := algorithms.Key{Domain: "ttl", Entries: []algorithms.Entry{{Key: "shards", Value: string(rune('0' + shards))}}}
-						op := func(hits uint64, kind algorithms.Kind, r algorithms.Receipt) (algorithms.Op, algorithms.Result) {
-							o := algorithms.Op{Key: k, Limit: l, Hits: hits, Kind: kind, Receipt: r, Shards: shards}
-							res, err := lim.Do(ctx, []algorithms.Op{o})
+						k := rate.Key{Domain: "ttl", Entries: []rate.Entry{{Key: "shards", Value: string(rune('0' + shards))}}}
+						op := func(hits uint64, kind rate.Kind, r algorithms.Receipt) (rate.Op, algorithms.Result) {
+							o := rate.Op{Key: k, Limit: l, Hits: hits, Kind: kind, Receipt: r, Shards: shards}
+							res, err := lim.Do(ctx, []rate.Op{o})
 							require.NoError(t, err)
 							return o, res[0]
 						}
@@ -167,23 +168,23 @@ func TestLimiterKeysExpire(t *testing.T) {
 							return found
 						}
 
-						_, r := op(0, algorithms.Take, algorithms.Receipt{})
+						_, r := op(0, rate.Take, algorithms.Receipt{})
 						require.True(t, r.Allowed)
 						checkTTL("check", false)
-						_, r1 := op(3, algorithms.Take, algorithms.Receipt{})
+						_, r1 := op(3, rate.Take, algorithms.Receipt{})
 						require.True(t, r1.Allowed)
 						checkTTL("take", true)
-						_, r2 := op(2, algorithms.Take, algorithms.Receipt{})
+						_, r2 := op(2, rate.Take, algorithms.Receipt{})
 						require.True(t, r2.Allowed)
 						checkTTL("second take", true)
-						_, r = op(11, algorithms.Take, algorithms.Receipt{})
+						_, r = op(11, rate.Take, algorithms.Receipt{})
 						require.False(t, r.Allowed)
 						checkTTL("denied take", true)
-						op(3, algorithms.Refund, r1.Receipt)
+						op(3, rate.Refund, r1.Receipt)
 						checkTTL("refund with receipt", true)
-						op(1, algorithms.Refund, algorithms.Receipt{})
+						op(1, rate.Refund, algorithms.Receipt{})
 						checkTTL("refund without receipt", true)
-						op(5, algorithms.Refund, algorithms.Receipt{})
+						op(5, rate.Refund, algorithms.Receipt{})
 						kept := checkTTL("refund of everything", false)
 						// A window's count stays, at 0, until its window ends.
 						if shards <= 1 && !alg.Spec().Counter {
@@ -220,7 +221,7 @@ func TestLimiterShards(t *testing.T) {
 			clock := algotest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 			// L = 10 over 4 shards: 3, 3, 2, 2.
 			l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Window: time.Hour}
-			k := algorithms.Key{Domain: "shards", Entries: []algorithms.Entry{{Key: "tenant", Value: "hot"}}}
+			k := rate.Key{Domain: "shards", Entries: []rate.Entry{{Key: "tenant", Value: "hot"}}}
 			lim, err := NewLimiter(client, testPipelines, WithClock(clock.Now), WithKeyPrefix(prefix), WithRandom(scriptedRandom(t,
 				0,    // take 3: shard 0 admits
 				0, 0, // take 1: shard 0 denies, the first other shard (1) admits
@@ -230,31 +231,31 @@ func TestLimiterShards(t *testing.T) {
 				3, // refund without receipt: shard 3
 			)))
 			require.NoError(t, err)
-			do := func(op algorithms.Op) algorithms.Result {
+			do := func(op rate.Op) algorithms.Result {
 				op.Key, op.Limit, op.Shards = k, l, 4
-				res, err := lim.Do(ctx, []algorithms.Op{op})
+				res, err := lim.Do(ctx, []rate.Op{op})
 				require.NoError(t, err)
 				return res[0]
 			}
 			now := clock.Now().UnixMicro()
 			untilHour := time.Hour - time.Duration(now%3_600_000_000)*time.Microsecond
 
-			r := do(algorithms.Op{Hits: 3})
+			r := do(rate.Op{Hits: 3})
 			assert.Equal(t, algorithms.Result{Allowed: true, Remaining: 0, ResetAfter: untilHour, Receipt: algorithms.Receipt{At: now, Shard: 0}}, r)
 
-			r = do(algorithms.Op{Hits: 1})
+			r = do(rate.Op{Hits: 1})
 			assert.Equal(t, algorithms.Result{Allowed: true, Remaining: 2, ResetAfter: untilHour, Receipt: algorithms.Receipt{At: now, Shard: 1}}, r)
 			fromShard1 := r.Receipt
 
-			r = do(algorithms.Op{Hits: 3})
+			r = do(rate.Op{Hits: 3})
 			assert.Equal(t, algorithms.Result{Allowed: false, Remaining: 2, ResetAfter: time.Hour}, r, "shard 2 holds only 2")
 
-			r = do(algorithms.Op{Hits: 1, Kind: algorithms.Refund, Receipt: fromShard1})
+			r = do(rate.Op{Hits: 1, Kind: rate.Refund, Receipt: fromShard1})
 			assert.Equal(t, algorithms.Result{Allowed: true, Remaining: 3}, r, "the refund goes back to shard 1")
-			r = do(algorithms.Op{Hits: 0})
+			r = do(rate.Op{Hits: 0})
 			assert.Equal(t, algorithms.Result{Allowed: true, Remaining: 3, Receipt: algorithms.Receipt{At: now, Shard: 1}}, r)
 
-			r = do(algorithms.Op{Hits: 1, Kind: algorithms.Refund})
+			r = do(rate.Op{Hits: 1, Kind: rate.Refund})
 			assert.Equal(t, algorithms.Result{Allowed: true, Remaining: 2}, r, "shard 3 is untouched and full")
 
 			// Only shard 0 counts anything now: its 3 of the hour (the
@@ -291,13 +292,13 @@ func TestLimiterShardsSumToTheLimit(t *testing.T) {
 		{algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 100, Burst: 5, Window: algorithms.MaxWindow}, 8},
 		{algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 0, Window: time.Second}, 4},
 	} {
-		op := algorithms.Op{
-			Key:    algorithms.Key{Domain: "drain", Entries: []algorithms.Entry{{Key: "case", Value: strconv.Itoa(i)}}},
+		op := rate.Op{
+			Key:    rate.Key{Domain: "drain", Entries: []rate.Entry{{Key: "case", Value: strconv.Itoa(i)}}},
 			Limit:  c.limit,
 			Hits:   1,
 			Shards: c.shards,
 		}
-		ops := make([]algorithms.Op, 200)
+		ops := make([]rate.Op, 200)
 		for i := range ops {
 			ops[i] = op
 		}
@@ -339,7 +340,7 @@ func TestShardLimitsSumToTheLimit(t *testing.T) {
 		if l.Validate() != nil {
 			continue
 		}
-		op := algorithms.Op{Limit: l, Shards: uint32(rng.IntN(40))}
+		op := rate.Op{Limit: l, Shards: uint32(rng.IntN(40))}
 		n := shardCount(&op)
 		require.GreaterOrEqual(t, n, 1)
 		require.LessOrEqual(t, n, max(int(op.Shards), 1))
@@ -380,7 +381,7 @@ func TestNewLimiterRejects(t *testing.T) {
 func TestLimiterErrors(t *testing.T) {
 	ctx := context.Background()
 	valid := algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Requests: 1, Window: time.Second}
-	op := algorithms.Op{Key: algorithms.Key{Domain: "errors"}, Limit: valid, Hits: 1}
+	op := rate.Op{Key: rate.Key{Domain: "errors"}, Limit: valid, Hits: 1}
 
 	t.Run("invalid limit", func(t *testing.T) {
 		unreachable := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
@@ -389,7 +390,7 @@ func TestLimiterErrors(t *testing.T) {
 		require.NoError(t, err)
 		bad := op
 		bad.Limit.Window = 1500 * time.Millisecond
-		_, err = lim.Do(ctx, []algorithms.Op{op, bad})
+		_, err = lim.Do(ctx, []rate.Op{op, bad})
 		require.ErrorIs(t, err, algorithms.ErrInvalidLimit)
 	})
 
@@ -398,7 +399,7 @@ func TestLimiterErrors(t *testing.T) {
 		t.Cleanup(func() { _ = unreachable.Close() })
 		lim, err := NewLimiter(unreachable, testPipelines)
 		require.NoError(t, err)
-		_, err = lim.Do(ctx, []algorithms.Op{op})
+		_, err = lim.Do(ctx, []rate.Op{op})
 		require.Error(t, err)
 		require.NotErrorIs(t, err, algorithms.ErrInvalidLimit)
 	})
@@ -412,7 +413,7 @@ func TestLimiterErrors(t *testing.T) {
 
 			done, cancel := context.WithCancel(ctx)
 			cancel()
-			_, err = lim.Do(done, []algorithms.Op{op})
+			_, err = lim.Do(done, []rate.Op{op})
 			require.ErrorIs(t, err, context.Canceled)
 
 			// A key of the wrong type makes the script fail: an error, not a
@@ -421,7 +422,7 @@ func TestLimiterErrors(t *testing.T) {
 			require.NoError(t, err)
 			key := keysOf(ks, op.Key, op.Limit, Unsharded)[0]
 			require.NoError(t, client.Set(ctx, key, "not a hash", time.Minute).Err())
-			_, err = lim.Do(ctx, []algorithms.Op{op})
+			_, err = lim.Do(ctx, []rate.Op{op})
 			var redisErr redis.Error
 			require.ErrorAs(t, err, &redisErr)
 			require.Contains(t, err.Error(), "WRONGTYPE")
@@ -458,9 +459,9 @@ func TestDecodeReply(t *testing.T) {
 	// Only an admitted lease's take tells a state, and it must be one.
 	long, err := decodeReply(append(slices.Clone(good), 0))
 	require.NoError(t, err)
-	_, err = long.result(&algorithms.Op{Hits: 1, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket}}, Unsharded)
+	_, err = long.result(&rate.Op{Hits: 1, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket}}, Unsharded)
 	assert.Error(t, err, "a take's answer with a state")
-	_, err = long.result(&algorithms.Op{Hits: 1, Hold: time.Second, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket}}, Unsharded)
+	_, err = long.result(&rate.Op{Hits: 1, Hold: time.Second, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket}}, Unsharded)
 	assert.Error(t, err, "a lease's answer with a state that is none")
 }
 
@@ -471,7 +472,7 @@ func TestScriptReplyOfTheWrongType(t *testing.T) {
 	lim, err := NewLimiter(client, testPipelines, WithKeyPrefix(testPrefix(t)))
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
-	op := algorithms.Op{Key: algorithms.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 5, Window: time.Minute}, Hits: 1}
+	op := rate.Op{Key: rate.Key{Domain: "d"}, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 5, Window: time.Minute}, Hits: 1}
 	for name, src := range map[string]string{
 		"not an array": "return 'OK'",
 		"string value": "return {1, 'x', 1500, 1790000000000000, 3}",
@@ -482,7 +483,7 @@ func TestScriptReplyOfTheWrongType(t *testing.T) {
 		bad.shaArg = bad.sha
 		call := lim.call(new(scriptCall), &op, Unsharded, "", 0)
 		call.script, call.argv[1] = bad, bad.shaArg
-		err := lim.run(context.Background(), []*scriptCall{call}, nil, new(algorithms.Outcomes))
+		err := lim.run(context.Background(), []*scriptCall{call}, nil, new(rate.Outcomes))
 		if err == nil {
 			_, err = call.result()
 		}
@@ -491,7 +492,7 @@ func TestScriptReplyOfTheWrongType(t *testing.T) {
 }
 
 func TestResultCapsTheReset(t *testing.T) {
-	op := algorithms.Op{Hits: 1}
+	op := rate.Op{Hits: 1}
 	r, err := reply{allowed: true, reset: 1<<63 - 1}.result(&op, Unsharded)
 	require.NoError(t, err)
 	assert.Equal(t, time.Duration(maxResetMicros)*time.Microsecond, r.ResetAfter)

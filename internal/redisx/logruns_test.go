@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -33,14 +34,14 @@ func TestLogKeepsRuns(t *testing.T) {
 	t.Cleanup(mem.Close)
 	ctx := context.Background()
 	limit := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 1000, Window: time.Minute}
-	key := algorithms.Key{Domain: "runs", Entries: []algorithms.Entry{{Key: "k", Value: "v"}}}
+	key := rate.Key{Domain: "runs", Entries: []rate.Entry{{Key: "k", Value: "v"}}}
 	keys := keysOf(lim.enc.keys, key, limit, Unsharded)
-	do := func(op algorithms.Op) algorithms.Result {
+	do := func(op rate.Op) algorithms.Result {
 		t.Helper()
 		op.Key, op.Limit = key, limit
-		want, err := mem.Do(ctx, []algorithms.Op{op})
+		want, err := mem.Do(ctx, []rate.Op{op})
 		require.NoError(t, err)
-		got, err := lim.Do(ctx, []algorithms.Op{op})
+		got, err := lim.Do(ctx, []rate.Op{op})
 		require.NoError(t, err)
 		require.Equal(t, alike(want[0]), alike(got[0]), "%+v", op)
 		if op.Hold > 0 {
@@ -66,10 +67,10 @@ func TestLogKeepsRuns(t *testing.T) {
 	// each, the count being their number.
 	start := uint64(clock.Now().UnixMicro())
 	for range 3 {
-		do(algorithms.Op{Hits: 1})
+		do(rate.Op{Hits: 1})
 	}
 	assert.Equal(t, strconv.FormatUint(start+3, 10), stored(), "single hits: the sequence number alone")
-	lease := do(algorithms.Op{Hits: 500, Hold: 50 * time.Millisecond})
+	lease := do(rate.Op{Hits: 500, Hold: 50 * time.Millisecond})
 	assert.EqualValues(t, 4, members(), "three takes of one hit and a lease of 500")
 	runs := func(count int) string { return fmt.Sprintf("%d:%d", start+503, count) }
 	assert.Equal(t, runs(503), stored())
@@ -77,29 +78,29 @@ func TestLogKeepsRuns(t *testing.T) {
 	// Hits 11 to 60 of the lease go back: its run splits in two.
 	r := lease.Receipt
 	r.Seq += 10
-	do(algorithms.Op{Hits: 50, Kind: algorithms.Refund, Receipt: r})
+	do(rate.Op{Hits: 50, Kind: rate.Refund, Receipt: r})
 	assert.EqualValues(t, 5, members())
 	assert.Equal(t, runs(453), stored())
 	// 30 go back without a receipt: the newest logged by now, the three
 	// single hits, are all it finds; the lease's, logged at its end, stay.
-	do(algorithms.Op{Hits: 30, Kind: algorithms.Refund})
+	do(rate.Op{Hits: 30, Kind: rate.Refund})
 	assert.EqualValues(t, 2, members())
 	assert.Equal(t, runs(450), stored())
-	assert.True(t, do(algorithms.Op{Hits: 550}).Allowed, "the limit filled")
-	assert.False(t, do(algorithms.Op{Hits: 1}).Allowed)
+	assert.True(t, do(rate.Op{Hits: 550}).Allowed, "the limit filled")
+	assert.False(t, do(rate.Op{Hits: 1}).Allowed)
 
 	// A log written one member per hit, with the sequence number alone, as
 	// before runs were kept, is read as it is, and stays so.
-	old := algorithms.Key{Domain: "runs", Entries: []algorithms.Entry{{Key: "k", Value: "old"}}}
+	old := rate.Key{Domain: "runs", Entries: []rate.Entry{{Key: "k", Value: "old"}}}
 	oldKeys := keysOf(lim.enc.keys, old, limit, Unsharded)
 	for seq := 1; seq <= 5; seq++ {
 		require.NoError(t, client.ZAdd(ctx, oldKeys[0], redis.Z{Score: float64(clock.Now().UnixMicro()), Member: fmt.Sprintf("%016d", seq)}).Err())
-		_, err := mem.Do(ctx, []algorithms.Op{{Key: old, Limit: limit, Hits: 1}})
+		_, err := mem.Do(ctx, []rate.Op{{Key: old, Limit: limit, Hits: 1}})
 		require.NoError(t, err)
 	}
 	require.NoError(t, client.Set(ctx, oldKeys[1], "5", time.Minute).Err())
 	key, keys = old, oldKeys
-	res, err := lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit, Hits: 1}})
+	res, err := lim.Do(ctx, []rate.Op{{Key: key, Limit: limit, Hits: 1}})
 	require.NoError(t, err)
 	assert.EqualValues(t, 994, res[0].Remaining)
 	assert.EqualValues(t, 6, res[0].Receipt.Seq)
@@ -111,13 +112,13 @@ func TestLogKeepsRuns(t *testing.T) {
 	// time. The Go twin loses nothing, so the results are checked against
 	// what Redis still holds.
 	require.NoError(t, client.Del(ctx, keys[1]).Err())
-	res, err = lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit, Hits: 1}})
+	res, err = lim.Do(ctx, []rate.Op{{Key: key, Limit: limit, Hits: 1}})
 	require.NoError(t, err)
 	assert.EqualValues(t, 993, res[0].Remaining)
 	assert.EqualValues(t, 7, res[0].Receipt.Seq)
 	assert.Equal(t, "7:7", stored())
 	require.NoError(t, client.Del(ctx, keys[0]).Err())
-	res, err = lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit, Hits: 2}})
+	res, err = lim.Do(ctx, []rate.Op{{Key: key, Limit: limit, Hits: 2}})
 	require.NoError(t, err)
 	now := uint64(clock.Now().UnixMicro())
 	assert.EqualValues(t, 998, res[0].Remaining)
@@ -136,8 +137,8 @@ func TestLogSettlementCostsFewCommands(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
 	limit := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 100_000, Window: time.Second}
-	key := algorithms.Key{Domain: "runs", Entries: []algorithms.Entry{{Key: "k", Value: "settle"}}}
-	res, err := lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit, Hits: 1000, Hold: time.Second}})
+	key := rate.Key{Domain: "runs", Entries: []rate.Entry{{Key: "k", Value: "settle"}}}
+	res, err := lim.Do(ctx, []rate.Op{{Key: key, Limit: limit, Hits: 1000, Hold: time.Second}})
 	require.NoError(t, err)
 	require.True(t, res[0].Allowed)
 	r := res[0].Receipt
@@ -161,7 +162,7 @@ func TestLogSettlementCostsFewCommands(t *testing.T) {
 		return out
 	}
 	before := calls()
-	res, err = lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit, Kind: algorithms.Settle, Leases: []algorithms.Lease{ls}}})
+	res, err = lim.Do(ctx, []rate.Op{{Key: key, Limit: limit, Kind: rate.Settle, Leases: []algorithms.Lease{ls}}})
 	require.NoError(t, err)
 	require.True(t, res[0].Allowed)
 	after := calls()
@@ -174,7 +175,7 @@ func TestLogSettlementCostsFewCommands(t *testing.T) {
 	assert.LessOrEqual(t, after["zadd"]-before["zadd"], int64(1), "ZADDs of a settlement of 50 runs")
 	assert.LessOrEqual(t, after["zrem"]-before["zrem"], int64(1), "ZREMs of a settlement of 50 runs")
 	assert.LessOrEqual(t, all, int64(12), "commands of a settlement of 50 runs, its EVALSHA with them: %v", after)
-	peek, err := lim.Do(ctx, []algorithms.Op{{Key: key, Limit: limit}})
+	peek, err := lim.Do(ctx, []rate.Op{{Key: key, Limit: limit}})
 	require.NoError(t, err)
 	assert.EqualValues(t, limit.Requests-500, peek[0].Remaining, "the 500 served hits stay, the other 500 go")
 }

@@ -11,16 +11,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // outcomeLog collects reported outcomes.
 type outcomeLog struct {
 	mu  sync.Mutex
-	out []algorithms.Outcome
+	out []rate.Outcome
 }
 
-func (l *outcomeLog) report(o []algorithms.Outcome) {
+func (l *outcomeLog) report(o []rate.Outcome) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.out = append(l.out, o...)
@@ -28,10 +29,10 @@ func (l *outcomeLog) report(o []algorithms.Outcome) {
 
 // byValue returns the outcomes reported so far by the value of their op's
 // first entry.
-func (l *outcomeLog) byValue() map[string][]algorithms.Outcome {
+func (l *outcomeLog) byValue() map[string][]rate.Outcome {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	m := map[string][]algorithms.Outcome{}
+	m := map[string][]rate.Outcome{}
 	for _, o := range l.out {
 		v := o.Op.Key.Entries[0].Value
 		m[v] = append(m[v], o)
@@ -58,9 +59,9 @@ func TestOutcomesOfCallersThatGaveUp(t *testing.T) {
 	require.NoError(t, lim.Prepare(ctx))
 
 	limit := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 10, Window: time.Hour}
-	ops := make([]algorithms.Op, 8)
+	ops := make([]rate.Op, 8)
 	for i := range ops {
-		ops[i] = algorithms.Op{Key: algorithms.Key{Domain: "late", Entries: []algorithms.Entry{{Key: "k", Value: strconv.Itoa(i)}}}, Limit: limit, Hits: 1}
+		ops[i] = rate.Op{Key: rate.Key{Domain: "late", Entries: []rate.Entry{{Key: "k", Value: strconv.Itoa(i)}}}, Limit: limit, Hits: 1}
 	}
 	consumed(t, lim, ops) // connected
 
@@ -78,7 +79,7 @@ func TestOutcomesOfCallersThatGaveUp(t *testing.T) {
 			defer cancel()
 			_, err := lim.Do(ctx, ops[i:i+1])
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
-			algorithms.OutcomesOf(err).Follow(log.report)
+			rate.OutcomesOf(err).Follow(log.report)
 		})
 		// One at a time into the queue, so that the first is sent alone.
 		time.Sleep(2 * time.Millisecond)
@@ -95,12 +96,12 @@ func TestOutcomesOfCallersThatGaveUp(t *testing.T) {
 		require.Len(t, reported, 1, "op %d is reported once", i)
 		o := reported[0]
 		switch o.Fate {
-		case algorithms.Applied:
+		case rate.Applied:
 			applied++
 			assert.True(t, o.Result.Allowed, "op %d", i)
 			assert.NotZero(t, o.Result.Receipt.Seq, "op %d: the receipt of what it took", i)
 			assert.Equal(t, uint64(1), held[i], "op %d ran", i)
-		case algorithms.NotApplied:
+		case rate.NotApplied:
 			assert.Equal(t, uint64(0), held[i], "op %d never ran", i)
 		default:
 			t.Errorf("op %d: fate %s", i, o.Fate)

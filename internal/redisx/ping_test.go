@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
@@ -106,7 +107,7 @@ func TestCheckWritesAuthErrors(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Standalone(t)
 	require.NoError(t, srv.Client(t).ConfigSet(ctx, "requirepass", "pw").Err())
-	op := algorithms.Op{Key: algorithms.Key{Domain: "auth"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}, Hits: 1}
+	op := rate.Op{Key: rate.Key{Domain: "auth"}, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second}, Hits: 1}
 	for _, tc := range []struct{ password, want string }{
 		{"", "NOAUTH Authentication required"},
 		{"guess", "WRONGPASS"},
@@ -121,7 +122,7 @@ func TestCheckWritesAuthErrors(t *testing.T) {
 			lim, err := redisx.NewLimiter(client, 2)
 			require.NoError(t, err)
 			t.Cleanup(lim.Close)
-			_, err = lim.Do(ctx, []algorithms.Op{op})
+			_, err = lim.Do(ctx, []rate.Op{op})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})

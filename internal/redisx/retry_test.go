@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -53,9 +54,9 @@ func stallTargets() []stallTarget {
 }
 
 // consumed returns how many hits each op's limit holds, by peeking at it.
-func consumed(t *testing.T, lim *Limiter, ops []algorithms.Op) []uint64 {
+func consumed(t *testing.T, lim *Limiter, ops []rate.Op) []uint64 {
 	t.Helper()
-	peeks := make([]algorithms.Op, len(ops))
+	peeks := make([]rate.Op, len(ops))
 	for i, op := range ops {
 		op.Hits = 0
 		peeks[i] = op
@@ -94,9 +95,9 @@ func TestScriptsAreNeverSentTwice(t *testing.T) {
 			require.NoError(t, lim.Prepare(ctx))
 
 			limit := algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Requests: 10, Window: time.Hour}
-			ops := make([]algorithms.Op, takes)
+			ops := make([]rate.Op, takes)
 			for i := range ops {
-				ops[i] = algorithms.Op{Key: algorithms.Key{Domain: "once", Entries: []algorithms.Entry{{Key: "k", Value: strconv.Itoa(i)}}}, Limit: limit, Hits: 1}
+				ops[i] = rate.Op{Key: rate.Key{Domain: "once", Entries: []rate.Entry{{Key: "k", Value: strconv.Itoa(i)}}}, Limit: limit, Hits: 1}
 			}
 			// Connections to every node, so that the takes need no dialing.
 			consumed(t, lim, ops)
@@ -155,14 +156,14 @@ func TestRetriesWhatCertainlyDidNotRun(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
 
-	op := algorithms.Op{Key: algorithms.Key{Domain: "retry"}, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Requests: 10, Window: time.Hour}, Hits: 1}
+	op := rate.Op{Key: rate.Key{Domain: "retry"}, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Requests: 10, Window: time.Hour}, Hits: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	require.NoError(t, lim.Prepare(ctx))
-	res, err := lim.Do(ctx, []algorithms.Op{op})
+	res, err := lim.Do(ctx, []rate.Op{op})
 	require.NoError(t, err)
 	assert.True(t, res[0].Allowed)
-	assert.Equal(t, []uint64{1}, consumed(t, lim, []algorithms.Op{op}))
+	assert.Equal(t, []uint64{1}, consumed(t, lim, []rate.Op{op}))
 	assert.Equal(t, 3, loading.pipelines(), "refused, sent again, and the peek")
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/lua"
 )
 
@@ -55,7 +56,7 @@ func loadScript(spec algorithms.Spec) (*script, error) {
 type scriptCall struct {
 	// op is the Op the call runs, on shard (see Limiter.call); ctx is its
 	// caller's context.
-	op     algorithms.Op
+	op     rate.Op
 	shard  int
 	ctx    context.Context
 	script *script
@@ -101,26 +102,26 @@ func (c *scriptCall) result() (algorithms.Result, error) {
 }
 
 // outcome returns what became of the call, as known at.
-func (c *scriptCall) outcome(at time.Time) algorithms.Outcome {
-	o := algorithms.Outcome{Op: c.op, Fate: algorithms.Unknown, At: at}
+func (c *scriptCall) outcome(at time.Time) rate.Outcome {
+	o := rate.Outcome{Op: c.op, Fate: rate.Unknown, At: at}
 	if !c.sent() {
-		o.Fate = algorithms.NotApplied
+		o.Fate = rate.NotApplied
 		return o
 	}
 	switch err := c.err(); {
 	case err == nil:
 		if r, err := c.result(); err == nil {
-			o.Fate, o.Result = algorithms.Applied, r
+			o.Fate, o.Result = rate.Applied, r
 		}
 	case isNoScript(err), didNotRun(err):
-		o.Fate = algorithms.NotApplied
+		o.Fate = rate.NotApplied
 	}
 	return o
 }
 
 // outcomesOf returns what became of each of calls, as known at.
-func outcomesOf(calls []*scriptCall, at time.Time) []algorithms.Outcome {
-	out := make([]algorithms.Outcome, len(calls))
+func outcomesOf(calls []*scriptCall, at time.Time) []rate.Outcome {
+	out := make([]rate.Outcome, len(calls))
 	for i, c := range calls {
 		out[i] = c.outcome(at)
 	}
@@ -322,11 +323,11 @@ func callsError(calls []*scriptCall) error {
 }
 
 // runError wraps the error of running script name, marking the replies by
-// which Redis says it cannot serve for now with algorithms.ErrUnavailable.
+// which Redis says it cannot serve for now with rate.ErrUnavailable.
 func runError(name string, err error) error {
 	for _, prefix := range []string{"CLUSTERDOWN", "LOADING", "MASTERDOWN", "TRYAGAIN", "READONLY", "BUSY"} {
 		if redis.HasErrorPrefix(err, prefix) {
-			return fmt.Errorf("redisx: run %s: %w: %w", name, algorithms.ErrUnavailable, err)
+			return fmt.Errorf("redisx: run %s: %w: %w", name, rate.ErrUnavailable, err)
 		}
 	}
 	return fmt.Errorf("redisx: run %s: %w", name, err)

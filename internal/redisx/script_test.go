@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -58,14 +59,14 @@ func TestScriptsSurviveScriptFlush(t *testing.T) {
 			require.NoError(t, err)
 			ctx := context.Background()
 
-			var ops []algorithms.Op
+			var ops []rate.Op
 			for _, alg := range algorithms.Algorithms {
 				if alg.Spec().Counter {
 					continue // no script
 				}
 				for i := range 8 {
-					ops = append(ops, algorithms.Op{
-						Key:   algorithms.Key{Domain: "noscript", Entries: []algorithms.Entry{{Key: "i", Value: strconv.Itoa(i)}}},
+					ops = append(ops, rate.Op{
+						Key:   rate.Key{Domain: "noscript", Entries: []rate.Entry{{Key: "i", Value: strconv.Itoa(i)}}},
 						Limit: algorithms.Limit{Algorithm: alg, Requests: 10, Window: time.Hour},
 						Hits:  1,
 					})
@@ -75,7 +76,7 @@ func TestScriptsSurviveScriptFlush(t *testing.T) {
 			for i := range remaining {
 				remaining[i] = 10
 			}
-			check := func(what string, ops []algorithms.Op) {
+			check := func(what string, ops []rate.Op) {
 				t.Helper()
 				res, err := lim.Do(ctx, ops)
 				require.NoError(t, err, what)
@@ -133,10 +134,10 @@ func TestPrepareLoadsEveryScriptEverywhere(t *testing.T) {
 				}
 			}
 			eval, _ := evalCalls(t, masters)
-			var ops []algorithms.Op
+			var ops []rate.Op
 			for i, alg := range algorithms.Algorithms {
-				ops = append(ops, algorithms.Op{
-					Key:   algorithms.Key{Domain: "prepare", Entries: []algorithms.Entry{{Key: "i", Value: strconv.Itoa(i)}}},
+				ops = append(ops, rate.Op{
+					Key:   rate.Key{Domain: "prepare", Entries: []rate.Entry{{Key: "i", Value: strconv.Itoa(i)}}},
 					Limit: algorithms.Limit{Algorithm: alg, Requests: 10, Window: time.Hour},
 					Hits:  1,
 				})
@@ -159,12 +160,12 @@ func TestRedisThatCannotServeIsUnavailable(t *testing.T) {
 	require.NoError(t, client.ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(master.Port())).Err())
 	lim, err := NewLimiter(client, testPipelines)
 	require.NoError(t, err)
-	_, err = lim.Do(ctx, []algorithms.Op{{
-		Key:   algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: "v"}}},
+	_, err = lim.Do(ctx, []rate.Op{{
+		Key:   rate.Key{Domain: "d", Entries: []rate.Entry{{Key: "k", Value: "v"}}},
 		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Second},
 		Hits:  1,
 	}})
 	require.Error(t, err)
-	require.ErrorIs(t, err, algorithms.ErrUnavailable)
+	require.ErrorIs(t, err, rate.ErrUnavailable)
 	require.Contains(t, err.Error(), "READONLY")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -35,7 +36,7 @@ func TestKeySlotIsClusterKeyslot(t *testing.T) {
 	for range 200 {
 		in := randomKeyInput(r)
 		in.limit.Requests += 2
-		op := &algorithms.Op{Key: in.key, Limit: in.limit, Shards: 3}
+		op := &rate.Op{Key: in.key, Limit: in.limit, Shards: 3}
 		sks, err := enc.StateKeys(op, time.Now())
 		require.NoError(t, err)
 		for _, sk := range sks {
@@ -59,12 +60,12 @@ func TestKeySlotIsClusterKeyslot(t *testing.T) {
 func TestStateKeys(t *testing.T) {
 	enc, err := NewEncoder("rl:", 0)
 	require.NoError(t, err)
-	k := algorithms.Key{Domain: "edge", Entries: []algorithms.Entry{{Key: "api_key", Value: "a"}}}
+	k := rate.Key{Domain: "edge", Entries: []rate.Entry{{Key: "api_key", Value: "a"}}}
 	at := time.Unix(29_928_630*60+15, 0)
 
 	// A fixed window counted without a script: the count of the window
 	// that holds at; with a debt, the whole state.
-	fw := &algorithms.Op{Key: k, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Minute}}
+	fw := &rate.Op{Key: k, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Minute}}
 	sks, err := enc.StateKeys(fw, at)
 	require.NoError(t, err)
 	assert.Equal(t, []StateKeys{{Shard: Unsharded, Limit: fw.Limit, Keys: []string{"rl:{edge|api_key=a|fixed_window:60}:w29928630"},
@@ -75,7 +76,7 @@ func TestStateKeys(t *testing.T) {
 	assert.Equal(t, []string{"rl:{edge|api_key=a|fixed_window:60}"}, sks[0].Keys)
 
 	// The log's two keys; and a split limit, whose shards share it out.
-	log := &algorithms.Op{Key: k, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Window: time.Hour}, Shards: 2}
+	log := &rate.Op{Key: k, Limit: algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Window: time.Hour}, Shards: 2}
 	sks, err = enc.StateKeys(log, at)
 	require.NoError(t, err)
 	require.Len(t, sks, 2)
@@ -92,7 +93,7 @@ func TestStateKeys(t *testing.T) {
 	require.Len(t, sks, 1)
 	assert.Equal(t, Unsharded, sks[0].Shard)
 
-	_, err = enc.StateKeys(&algorithms.Op{Key: k, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket}}, at)
+	_, err = enc.StateKeys(&rate.Op{Key: k, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket}}, at)
 	assert.ErrorIs(t, err, algorithms.ErrInvalidLimit)
 }
 
@@ -110,13 +111,13 @@ func TestStateKeysAreTheLimitersKeys(t *testing.T) {
 	require.NoError(t, err)
 	for _, alg := range algorithms.Algorithms {
 		for _, shards := range []uint32{1, 3} {
-			op := algorithms.Op{
-				Key:    algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: alg.String()}}},
+			op := rate.Op{
+				Key:    rate.Key{Domain: "d", Entries: []rate.Entry{{Key: "k", Value: alg.String()}}},
 				Limit:  algorithms.Limit{Algorithm: alg, Requests: 10, Window: time.Hour},
 				Hits:   1,
 				Shards: shards,
 			}
-			res, err := lim.Do(ctx, []algorithms.Op{op})
+			res, err := lim.Do(ctx, []rate.Op{op})
 			require.NoError(t, err)
 			require.True(t, res[0].Allowed)
 			sks, err := enc.StateKeys(&op, time.Now())

@@ -11,6 +11,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/option"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // Bounds limit what one request may ask of the backend, so that no client
@@ -48,7 +49,7 @@ type Bounds struct {
 	// entries.
 	MaxUnmatchedEntries int
 	// MaxUnmatchedKeyBytes is the longest identity (the part of the Redis key
-	// between the braces, algorithms.Identity) of such a descriptor.
+	// between the braces, rate.Identity) of such a descriptor.
 	MaxUnmatchedKeyBytes int
 }
 
@@ -155,13 +156,13 @@ func (b *Bounds) checkOverride(i int, l algorithms.Limit) error {
 
 // checkUnmatched refuses the limit override of descriptor i, which matches
 // no rule and would be counted under k, when k is too large a key.
-func (b *Bounds) checkUnmatched(i int, k algorithms.Key, l algorithms.Limit) error {
+func (b *Bounds) checkUnmatched(i int, k rate.Key, l algorithms.Limit) error {
 	if n := len(k.Entries); n > b.MaxUnmatchedEntries {
 		return status.Errorf(codes.InvalidArgument,
 			"rls: descriptors[%d] matches no rule and has %d entries, more than the %d a limit override of an unmatched descriptor may count under (RLS_MAX_UNMATCHED_ENTRIES): send fewer entries, or configure a rule for them",
 			i, n, b.MaxUnmatchedEntries)
 	}
-	if n := len(algorithms.Identity(k, l)); n > b.MaxUnmatchedKeyBytes {
+	if n := len(rate.Identity(k, l)); n > b.MaxUnmatchedKeyBytes {
 		return status.Errorf(codes.InvalidArgument,
 			"rls: descriptors[%d] matches no rule and its entries make a key of %d bytes, more than the %d a limit override of an unmatched descriptor may count under (RLS_MAX_UNMATCHED_KEY_BYTES): send shorter entries, or configure a rule for them",
 			i, n, b.MaxUnmatchedKeyBytes)

@@ -20,6 +20,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
@@ -69,18 +70,18 @@ func TestCallerDeadlineBoundsTheBackend(t *testing.T) {
 // deadlineRecorder passes ops to inner and records the deadline of every
 // call's context.
 type deadlineRecorder struct {
-	inner algorithms.Limiter
+	inner rate.Limiter
 
 	mu        sync.Mutex
 	deadlines []time.Time
 	refunds   []bool
 }
 
-func (r *deadlineRecorder) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (r *deadlineRecorder) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	d, _ := ctx.Deadline()
 	r.mu.Lock()
 	r.deadlines = append(r.deadlines, d)
-	r.refunds = append(r.refunds, ops[0].Kind == algorithms.Refund)
+	r.refunds = append(r.refunds, ops[0].Kind == rate.Refund)
 	r.mu.Unlock()
 	// Each call takes a while, as a round trip to Redis does.
 	time.Sleep(5 * time.Millisecond)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // Explanation is what ShouldRateLimit would ask of the limiter for a
@@ -33,7 +34,7 @@ type Explanation struct {
 
 // DescriptorExplanation is what becomes of one request descriptor.
 type DescriptorExplanation struct {
-	Entries []algorithms.Entry
+	Entries []rate.Entry
 	// Trace is how the entries went down the domain's tree: the rule they
 	// matched (Trace.Rule), or why none.
 	Trace config.Trace
@@ -72,7 +73,7 @@ type LimitExplanation struct {
 	// the hits are a charge (recorded even past the limit, with Debt owed
 	// to later windows) or a refund. Its Key, Limit and Shards say where
 	// its state lives.
-	Op algorithms.Op
+	Op rate.Op
 	// Shadow reports that shadow mode lets this limit's denial through;
 	// RuleShadow that the rule's shadow_mode does, which answers the
 	// descriptor's status OK too (the service's leaves it OVER_LIMIT).
@@ -126,7 +127,7 @@ func explain(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*Ex
 	for i, d := range req.GetDescriptors() {
 		dx := &x.Descriptors[i]
 		for _, e := range d.GetEntries() {
-			dx.Entries = append(dx.Entries, algorithms.Entry{Key: e.GetKey(), Value: e.GetValue()})
+			dx.Entries = append(dx.Entries, rate.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		dx.Trace = cfg.Trace(p.domain, dx.Entries)
 		dp := p.descs[i]
@@ -146,7 +147,7 @@ func explain(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*Ex
 			if name := l.limit.Name; name != "" && replaced[name] {
 				lx.ReplacedBy = p.replacer(name)
 			}
-			dx.Refund = dx.Refund || lx.Op.Kind == algorithms.Refund
+			dx.Refund = dx.Refund || lx.Op.Kind == rate.Refund
 			dx.Limits = append(dx.Limits, lx)
 		}
 	}

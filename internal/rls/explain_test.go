@@ -15,24 +15,25 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
 // opsRecorder is a Limiter that keeps the ops it is asked, and asks next.
 type opsRecorder struct {
-	next algorithms.Limiter
+	next rate.Limiter
 	mu   sync.Mutex
-	ops  [][]algorithms.Op
+	ops  [][]rate.Op
 }
 
-func (r *opsRecorder) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (r *opsRecorder) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	r.mu.Lock()
-	r.ops = append(r.ops, append([]algorithms.Op(nil), ops...))
+	r.ops = append(r.ops, append([]rate.Op(nil), ops...))
 	r.mu.Unlock()
 	return r.next.Do(ctx, ops)
 }
 
-func (r *opsRecorder) calls() [][]algorithms.Op {
+func (r *opsRecorder) calls() [][]rate.Op {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.ops
@@ -54,8 +55,8 @@ func explainFixture(t *testing.T, limits string, mutate func(*Options)) (*Servic
 }
 
 // sentOps returns the ops an explanation says are sent, in order.
-func sentOps(x *Explanation) []algorithms.Op {
-	var ops []algorithms.Op
+func sentOps(x *Explanation) []rate.Op {
+	var ops []rate.Op
 	for _, d := range x.Descriptors {
 		for _, l := range d.Limits {
 			if l.ReplacedBy == "" {
@@ -101,13 +102,13 @@ func TestExplainMatchedRuleAndLimits(t *testing.T) {
 	require.NotNil(t, two.Trace.Rule)
 	assert.Equal(t, "test.two", two.Trace.Rule.Path)
 	assert.Equal(t, 12, two.Trace.Rule.Line)
-	assert.Equal(t, []algorithms.Entry{{Key: "two", Value: "a"}}, two.Entries)
+	assert.Equal(t, []rate.Entry{{Key: "two", Value: "a"}}, two.Entries)
 	assert.Equal(t, uint64(1), two.Hits)
 	require.Len(t, two.Limits, 2)
 	assert.Equal(t, algorithms.TokenBucket, two.Limits[0].Op.Limit.Algorithm)
 	assert.Equal(t, algorithms.FixedWindow, two.Limits[1].Op.Limit.Algorithm)
 	assert.Equal(t, "hourly", two.Limits[1].Limit.Name)
-	assert.Equal(t, algorithms.Key{Domain: "test", Entries: two.Entries}, two.Limits[0].Op.Key)
+	assert.Equal(t, rate.Key{Domain: "test", Entries: two.Entries}, two.Limits[0].Op.Key)
 	assert.False(t, two.Limits[0].Shadow || two.Override || two.Quota || two.Unlimited)
 
 	none := x.Descriptors[1]
@@ -167,16 +168,16 @@ func TestExplainChargeAndQuota(t *testing.T) {
 	require.NoError(t, err)
 	tokens := x.Descriptors[0]
 	assert.Equal(t, uint64(30), tokens.Hits)
-	assert.Equal(t, algorithms.Charge, tokens.Limits[0].Op.Kind)
+	assert.Equal(t, rate.Charge, tokens.Limits[0].Op.Kind)
 	assert.True(t, tokens.Limits[0].Op.Debt, "charge: true owes what it records past the limit")
 	assert.Equal(t, uint64(30), tokens.Limits[0].Op.Hits)
 	assert.False(t, tokens.Quota)
 	debt := x.Descriptors[1]
 	assert.True(t, debt.Quota)
-	assert.Equal(t, algorithms.Charge, debt.Limits[0].Op.Kind)
+	assert.Equal(t, rate.Charge, debt.Limits[0].Op.Kind)
 	assert.True(t, debt.Limits[0].Op.Debt)
 	assert.Equal(t, algorithms.FixedWindow, debt.Limits[0].Op.Limit.Algorithm, "quota_mode counts in fixed windows")
-	assert.Equal(t, algorithms.Take, x.Descriptors[2].Limits[0].Op.Kind)
+	assert.Equal(t, rate.Take, x.Descriptors[2].Limits[0].Op.Kind)
 
 	// is_negative_hits, where allowed, gives back instead.
 	back := hits(desc("tokens", "t"), 5)
@@ -184,7 +185,7 @@ func TestExplainChargeAndQuota(t *testing.T) {
 	x, err = svc.Explain(request(back))
 	require.NoError(t, err)
 	assert.True(t, x.Descriptors[0].Refund)
-	assert.Equal(t, algorithms.Refund, x.Descriptors[0].Limits[0].Op.Kind)
+	assert.Equal(t, rate.Refund, x.Descriptors[0].Limits[0].Op.Kind)
 }
 
 func TestExplainReplaces(t *testing.T) {

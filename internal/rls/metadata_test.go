@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 func withMetadata(o *Options) { o.ResponseDynamicMetadata = true }
@@ -91,7 +91,7 @@ descriptors:
 	}, resp.GetDynamicMetadata().AsMap()["metadata"])
 
 	// The configuration is left as it was.
-	m, matched := f.svc.Config().Match("rl", []algorithms.Entry{{Key: "a", Value: "1"}})
+	m, matched := f.svc.Config().Match("rl", []rate.Entry{{Key: "a", Value: "1"}})
 	require.True(t, matched)
 	assert.Equal(t, map[string]any{"team": map[string]any{"name": "a", "on_call": "alice"}, "tags": []any{"a"}, "only_a": 1.0},
 		m.Rule.Metadata.AsMap())

@@ -19,6 +19,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
@@ -263,17 +264,17 @@ func TestObserveRequests(t *testing.T) {
 		{Duration: 3 * time.Millisecond, Code: ok, GRPCCode: codes.OK},
 		{Duration: 0, Code: rlsv3.RateLimitResponse_UNKNOWN, GRPCCode: codes.InvalidArgument},
 	}, req)
-	assert.Equal(t, []breaker.Call{{Duration: 3 * time.Millisecond, Failure: algorithms.FailureNone}}, be)
+	assert.Equal(t, []breaker.Call{{Duration: 3 * time.Millisecond, Failure: rate.FailureNone}}, be)
 }
 
 // slowLimiter advances clock by took on every call, then asks inner.
 type slowLimiter struct {
 	clock *algotest.Clock
 	took  time.Duration
-	inner algorithms.Limiter
+	inner rate.Limiter
 }
 
-func (l slowLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l slowLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	if l.clock != nil {
 		l.clock.Advance(l.took)
 	}

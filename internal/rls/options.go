@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/option"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // FailureMode says how the service answers when its backend cannot decide in
@@ -132,7 +133,7 @@ type Options struct {
 	// breaker), which are usage already spent. The server hands them to
 	// the give-back queue (internal/layers/giveback), which sends them in
 	// the background; nil drops them.
-	GiveBack func([]algorithms.Op)
+	GiveBack func([]rate.Op)
 	// Observer is told every request and decision, for metrics; nil
 	// observes nothing.
 	Observer Observer
@@ -195,7 +196,7 @@ func (o Options) withNops() Options {
 		o.Observer = nopObserver{}
 	}
 	if o.GiveBack == nil {
-		o.GiveBack = func([]algorithms.Op) {}
+		o.GiveBack = func([]rate.Op) {}
 	}
 	return o
 }

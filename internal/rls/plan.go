@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // plan is what one request asks of the limiter: one Op per limit that applies
@@ -28,13 +29,13 @@ type plan struct {
 	// descs holds, per request descriptor, how it matched.
 	descs []descPlan
 	// ops and limits are parallel: limits[i] says where ops[i] came from.
-	ops    []algorithms.Op
+	ops    []rate.Op
 	limits []planLimit
 
 	// Room for the common request of a few descriptors and limits, so
 	// that it needs no allocation beyond the plan's own.
 	descsBuf  [smallPlan]descPlan
-	opsBuf    [smallPlan]algorithms.Op
+	opsBuf    [smallPlan]rate.Op
 	limitsBuf [smallPlan]planLimit
 }
 
@@ -119,9 +120,9 @@ func matchPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*
 	var replaced map[string]bool
 	for i, d := range descs {
 		// Each descriptor gets its own entries: its Key may keep them.
-		entries := make([]algorithms.Entry, 0, len(d.GetEntries()))
+		entries := make([]rate.Entry, 0, len(d.GetEntries()))
 		for _, e := range d.GetEntries() {
-			entries = append(entries, algorithms.Entry{Key: e.GetKey(), Value: e.GetValue()})
+			entries = append(entries, rate.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		m, matched := cfg.Match(p.domain, entries)
 
@@ -145,7 +146,7 @@ func matchPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*
 		} else {
 			// Only an override limits an unmatched descriptor. Its metrics
 			// are named by the domain alone: its keys are the client's.
-			key, metricKey = algorithms.Key{Domain: p.domain, Entries: entries}, p.domain
+			key, metricKey = rate.Key{Domain: p.domain, Entries: entries}, p.domain
 			if err := opts.Bounds.checkUnmatched(i, key, limits[0].Limit); err != nil {
 				return nil, nil, err
 			}
@@ -154,18 +155,18 @@ func matchPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*
 		if h := d.GetHitsAddend(); h != nil {
 			hits = h.GetValue()
 		}
-		kind := algorithms.Take
+		kind := rate.Take
 		switch {
 		case d.GetIsNegativeHits() && giveBack:
 			// is_negative_hits gives back only where allowed; elsewhere
 			// the hits are taken, as envoyproxy/ratelimit, which ignores
 			// the flag, takes them.
-			kind = algorithms.Refund
+			kind = rate.Refund
 		case matched && m.Rule.Charge:
 			// A rule's charges are usage already spent: recorded even past
 			// the limit (owed to later windows with the rule's Debt), never
 			// refunded, unless the descriptor gives hits back.
-			kind = algorithms.Charge
+			kind = rate.Charge
 		}
 		ruleShadow := matched && m.Rule.ShadowMode
 		shadow := opts.ShadowMode || ruleShadow
@@ -182,11 +183,11 @@ func matchPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*
 			if err := opts.Bounds.checkHits(i, hits, rl.Limit); err != nil {
 				return nil, nil, err
 			}
-			p.ops = append(p.ops, algorithms.Op{
+			p.ops = append(p.ops, rate.Op{
 				Key:    key,
 				Limit:  rl.Limit,
 				Kind:   kind,
-				Hits:   opHits(hits, kind != algorithms.Take, rl.Limit),
+				Hits:   opHits(hits, kind != rate.Take, rl.Limit),
 				Shards: rl.Shards,
 				Debt:   matched && m.Rule.Debt,
 				Tag:    metricKey,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // Service answers ShouldRateLimit. It is safe for concurrent use; its
@@ -26,7 +27,7 @@ import (
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	limiter  algorithms.Limiter
+	limiter  rate.Limiter
 	opts     Options
 	log      *slog.Logger
 	cfg      atomic.Pointer[config.Config]
@@ -41,7 +42,7 @@ type Service struct {
 // until a configuration is loaded (every valid request is then answered
 // ErrNoConfig). Options that are not valid (see Options) are an error
 // naming the option.
-func New(limiter algorithms.Limiter, cfg *config.Config, opts Options) (*Service, error) {
+func New(limiter rate.Limiter, cfg *config.Config, opts Options) (*Service, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -148,11 +149,11 @@ func (s *Service) prepare(req *rlsv3.RateLimitRequest) (*plan, *rlsv3.RateLimitR
 //
 //go:noinline
 func (s *Service) answer(ctx, caller context.Context, reserve time.Duration, p *plan, results []algorithms.Result, err error) (*rlsv3.RateLimitResponse, error) {
-	err = algorithms.CheckResults(results, len(p.ops), err)
+	err = rate.CheckResults(results, len(p.ops), err)
 	if err != nil {
-		if errors.Is(err, algorithms.ErrNotSent) {
+		if errors.Is(err, rate.ErrNotSent) {
 			// Shed, or refused by the circuit breaker. A limiter reports
-			// the fate of the ops of a call it sent (algorithms.Outcomes).
+			// the fate of the ops of a call it sent (rate.Outcomes).
 			s.deferCharges(p.ops)
 		}
 		return s.failed(ctx, p, err)
@@ -244,7 +245,7 @@ func (s *Service) observeDecisions(p *plan, results []algorithms.Result) {
 			Window:     op.Limit.Window,
 			Override:   l.override,
 			Hits:       op.Hits,
-			Charge:     op.Kind == algorithms.Charge,
+			Charge:     op.Kind == rate.Charge,
 		}
 		if r.Allowed {
 			d.NearLimit = s.nearLimit(op.Limit.Capacity(), r.Remaining)
@@ -277,14 +278,14 @@ const ppm = 1_000_000
 // deadline: a denied request waits for the backend no longer than an
 // admitted one.
 func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Result) {
-	var refunds []algorithms.Op
+	var refunds []rate.Op
 	var index []int
 	for i, op := range p.ops {
 		r := results[i]
-		if op.Kind != algorithms.Take || !r.Allowed || op.Hits == 0 {
+		if op.Kind != rate.Take || !r.Allowed || op.Hits == 0 {
 			continue
 		}
-		op.Kind = algorithms.Refund
+		op.Kind = rate.Refund
 		op.Receipt = r.Receipt
 		refunds = append(refunds, op)
 		index = append(index, i)
@@ -293,7 +294,7 @@ func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Resu
 		return
 	}
 	after, err := s.limiter.Do(ctx, refunds)
-	if err = algorithms.CheckResults(after, len(refunds), err); err != nil {
+	if err = rate.CheckResults(after, len(refunds), err); err != nil {
 		s.log.WarnContext(ctx, "refund of a denied request failed", "domain", p.domain, "ops", len(refunds), "err", err)
 		return
 	}
@@ -306,12 +307,12 @@ func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Resu
 // giveBackAdmitted leaves the refund of every take of p that results
 // admitted to Options.GiveBack. Charges stay: they are usage already spent.
 func (s *Service) giveBackAdmitted(p *plan, results []algorithms.Result) {
-	var refunds []algorithms.Op
+	var refunds []rate.Op
 	for i, op := range p.ops {
-		if op.Kind != algorithms.Take || op.Hits == 0 || !results[i].Allowed {
+		if op.Kind != rate.Take || op.Hits == 0 || !results[i].Allowed {
 			continue
 		}
-		op.Kind, op.Receipt = algorithms.Refund, results[i].Receipt
+		op.Kind, op.Receipt = rate.Refund, results[i].Receipt
 		refunds = append(refunds, op)
 	}
 	if len(refunds) > 0 {
@@ -324,10 +325,10 @@ func (s *Service) giveBackAdmitted(p *plan, results []algorithms.Result) {
 // Options.GiveBack, to be recorded as soon as the backend answers: a charge
 // is usage already spent, and Envoy, which sends it once the stream is
 // done, does not send it again.
-func (s *Service) deferCharges(ops []algorithms.Op) {
-	var charges []algorithms.Op
+func (s *Service) deferCharges(ops []rate.Op) {
+	var charges []rate.Op
 	for _, op := range ops {
-		if op.Kind == algorithms.Charge && op.Hits > 0 {
+		if op.Kind == rate.Charge && op.Hits > 0 {
 			charges = append(charges, op)
 		}
 	}

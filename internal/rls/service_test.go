@@ -22,6 +22,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/option"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
@@ -519,7 +520,7 @@ func TestWithoutConfigTheAnswerIsAnError(t *testing.T) {
 // ends.
 type failingLimiter struct{ hang bool }
 
-func (l failingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l failingLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	if l.hang {
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -659,7 +660,7 @@ func TestOverridesBeyondTheBoundsAreRefused(t *testing.T) {
 }
 
 // newService is New for the tests: an invalid option fails tb.
-func newService(tb testing.TB, limiter algorithms.Limiter, cfg *config.Config, opts Options) *Service {
+func newService(tb testing.TB, limiter rate.Limiter, cfg *config.Config, opts Options) *Service {
 	tb.Helper()
 	s, err := New(limiter, cfg, opts)
 	require.NoError(tb, err)

@@ -9,15 +9,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/settings"
 )
 
 // backend is a Limiter with the means to check and release it.
 type backend interface {
-	algorithms.Limiter
+	rate.Limiter
 	// CheckWrites reports whether the backend would take the writes of
 	// decisions: nil when it would, else why not.
 	CheckWrites(ctx context.Context) error
@@ -52,7 +52,7 @@ func newBackend(s settings.Settings, logger *slog.Logger) (backend, error) {
 
 // redisGrace is how long a pipeline whose callers gave up is still read: as
 // long as one reply may take, so that what it did is known (see
-// algorithms.Outcomes).
+// rate.Outcomes).
 func redisGrace(s settings.Settings) time.Duration { return s.RedisOptions().ReplyTimeout() }
 
 // memoryBackend is the in-process backend: always reachable.

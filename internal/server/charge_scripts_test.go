@@ -14,10 +14,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/layers/denycache"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
@@ -43,19 +43,19 @@ type scriptEnv struct {
 // scriptBackend builds the limiter of a scriptEnv.
 type scriptBackend struct {
 	name    string
-	limiter func(t *testing.T, clock *algotest.Clock) algorithms.Limiter
+	limiter func(t *testing.T, clock *algotest.Clock) rate.Limiter
 }
 
 // scriptBackends are the in-memory backend and a Redis one, on a
 // redis-server of the test's own, with the deny cache in front as the
 // server puts it.
 var scriptBackends = []scriptBackend{
-	{"memory", func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
+	{"memory", func(t *testing.T, clock *algotest.Clock) rate.Limiter {
 		m := memory.New(memory.WithClock(clock.Now))
 		t.Cleanup(m.Close)
 		return m
 	}},
-	{"redis", func(t *testing.T, clock *algotest.Clock) algorithms.Limiter {
+	{"redis", func(t *testing.T, clock *algotest.Clock) rate.Limiter {
 		lim, err := redisx.NewLimiter(redistest.Standalone(t).Client(t), 2, redisx.WithClock(clock.Now))
 		require.NoError(t, err)
 		t.Cleanup(lim.Close)

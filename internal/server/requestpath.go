@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/layers/admission"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
@@ -13,6 +12,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/giveback"
 	"github.com/ratewarden/ratewarden/internal/layers/lease"
 	"github.com/ratewarden/ratewarden/internal/metrics"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/settings"
@@ -20,7 +20,7 @@ import (
 )
 
 // newRequestPath builds what a request goes through, bottom-up from the
-// backend b, as the settings s say: each layer is an algorithms.Limiter
+// backend b, as the settings s say: each layer is an rate.Limiter
 // that wraps the one below it and knows nothing of the others. Read
 // top-down, as a request goes:
 //
@@ -34,12 +34,12 @@ import (
 //	b                  the memory or Redis backend
 //
 // The layers tell the ones above what they need to know through the errors
-// of their calls (algorithms.ErrNotSent, algorithms.OutcomesOf), and the
+// of their calls (rate.ErrNotSent, rate.OutcomesOf), and the
 // service leaves to the give-back queue what it owes the backend
 // (rls.Options.GiveBack). m observes the service and every layer. The
 // function returned gives back what the layers hold; it runs once no call
 // is under way, before the backend closes.
-func newRequestPath(b algorithms.Limiter, cfg *config.Config, s settings.Settings, m *metrics.Metrics, tracer *tracing.Tracer, logger *slog.Logger) (*rls.Service, func(), error) {
+func newRequestPath(b rate.Limiter, cfg *config.Config, s settings.Settings, m *metrics.Metrics, tracer *tracing.Tracer, logger *slog.Logger) (*rls.Service, func(), error) {
 	opts := s.ServiceOptions(logger)
 	opts.Observer = m
 	if s.Backend == settings.BackendMemory {

@@ -3,7 +3,7 @@
 // service's logic: a gRPC stats handler makes the server span of each call,
 // continuing the trace of the caller's metadata (W3C traceparent, or B3 as
 // Envoy's Zipkin tracer sends it), an interceptor names the call's domain
-// and outcome on it, and a wrapper of the algorithms.Limiter makes a child span for
+// and outcome on it, and a wrapper of the rate.Limiter makes a child span for
 // each backend call. Without tracing none of them is installed, so the
 // service runs exactly as it does untraced.
 //
@@ -36,6 +36,7 @@ import (
 	"google.golang.org/grpc/stats"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // The OTLP protocols.
@@ -231,19 +232,19 @@ func (t *Tracer) annotate(ctx context.Context, req any, info *grpc.UnaryServerIn
 // Limiter returns next with a span around each of its calls, a child of the
 // span of the call's context: the number of ops and of refunds among them,
 // how many the backend denied, and when the call failed its kind (timeout,
-// unavailable, ...) as algorithms.Classify says.
-func (t *Tracer) Limiter(next algorithms.Limiter) algorithms.Limiter {
+// unavailable, ...) as rate.Classify says.
+func (t *Tracer) Limiter(next rate.Limiter) rate.Limiter {
 	return &tracedLimiter{next: next, tracer: t.tracer}
 }
 
 // tracedLimiter is a Limiter that traces its calls.
 type tracedLimiter struct {
-	next   algorithms.Limiter
+	next   rate.Limiter
 	tracer trace.Tracer
 }
 
 // Do calls the inner Limiter in a span.
-func (l *tracedLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l *tracedLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	ctx, span := l.tracer.Start(ctx, "ratewarden.backend", trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
 	if !span.IsRecording() {
@@ -258,7 +259,7 @@ func (l *tracedLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorith
 	}
 	results, err := l.next.Do(ctx, ops)
 	span.SetAttributes(attrOps.Int(len(ops)), attrRefunds.Int(refunds))
-	if kind := algorithms.Classify(ctx, err); kind != algorithms.FailureNone {
+	if kind := rate.Classify(ctx, err); kind != rate.FailureNone {
 		span.SetAttributes(attrErrorKind.String(kind.String()))
 		span.SetStatus(codes.Error, kind.String())
 		span.RecordError(err)

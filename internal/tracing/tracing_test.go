@@ -24,6 +24,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 	"github.com/ratewarden/ratewarden/internal/testkit/tracingtest"
@@ -39,7 +40,7 @@ descriptors:
 // serve serves ShouldRateLimit over limiter, traced by tr, and grpc.health.v1
 // on a loopback port, and returns a client connection and a function that
 // stops the server once its calls are done, their spans ended.
-func serve(t *testing.T, tr *Tracer, limiter algorithms.Limiter) (*grpc.ClientConn, func()) {
+func serve(t *testing.T, tr *Tracer, limiter rate.Limiter) (*grpc.ClientConn, func()) {
 	t.Helper()
 	cfg, err := config.Parse([]config.File{{Name: "edge.yaml", Data: []byte(limits)}}, rlstest.Config())
 	require.NoError(t, err)
@@ -171,7 +172,7 @@ func resourceValue(s tracetest.SpanStub, key string) string {
 // failing is a backend that fails.
 type failing struct{}
 
-func (failing) Do(context.Context, []algorithms.Op) ([]algorithms.Result, error) {
+func (failing) Do(context.Context, []rate.Op) ([]algorithms.Result, error) {
 	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
 }
 

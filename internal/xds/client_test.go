@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 	"github.com/ratewarden/ratewarden/internal/testkit/xdstest"
 	"github.com/ratewarden/ratewarden/internal/xds"
@@ -91,7 +92,7 @@ func (r *running) next(t *testing.T) config.Update {
 func limitOf(t *testing.T, u config.Update, domain, key string) uint64 {
 	t.Helper()
 	require.NoError(t, u.Err)
-	m, ok := u.Config.Match(domain, []algorithms.Entry{{Key: key, Value: "v"}})
+	m, ok := u.Config.Match(domain, []rate.Entry{{Key: key, Value: "v"}})
 	require.True(t, ok, "%s %s=v matches", domain, key)
 	return m.Rule.Limits[0].Limit.Requests
 }

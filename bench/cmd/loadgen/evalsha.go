@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/settings"
 )
@@ -146,8 +147,8 @@ func evalshaCommands(ctx context.Context, client redis.UniversalClient, name, ru
 	}
 	limit := algorithms.Limit{Algorithm: alg, Requests: liveLimit(alg), Window: 24 * time.Hour}
 	for i, value := range newKeySpace(liveValuePrefix, runID, keys, false).live {
-		op := algorithms.Op{
-			Key:   algorithms.Key{Domain: defaultDomain, Entries: []algorithms.Entry{{Key: alg.String(), Value: value}}},
+		op := rate.Op{
+			Key:   rate.Key{Domain: defaultDomain, Entries: []rate.Entry{{Key: alg.String(), Value: value}}},
 			Limit: limit,
 			Hits:  1,
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -46,11 +47,11 @@ func TestEvalshaCallsAreTheLimiters(t *testing.T) {
 				require.True(t, admitted(reply), "%s: %v", alg, reply)
 
 				value := newKeySpace(liveValuePrefix, runID, keys, false).live[1]
-				check := algorithms.Op{
-					Key:   algorithms.Key{Domain: defaultDomain, Entries: []algorithms.Entry{{Key: alg.String(), Value: value}}},
+				check := rate.Op{
+					Key:   rate.Key{Domain: defaultDomain, Entries: []rate.Entry{{Key: alg.String(), Value: value}}},
 					Limit: algorithms.Limit{Algorithm: alg, Requests: liveLimit(alg), Window: 24 * time.Hour},
 				}
-				res, err := lim.Do(ctx, []algorithms.Op{check})
+				res, err := lim.Do(ctx, []rate.Op{check})
 				require.NoError(t, err)
 				require.Equal(t, liveLimit(alg)-1, res[0].Remaining, "%s: the limiter sees the hit of the evalsha call", alg)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 func TestLimitsMatchEveryKindOfValue(t *testing.T) {
@@ -36,7 +37,7 @@ func TestLimitsMatchEveryKindOfValue(t *testing.T) {
 				{hot.live[1], hotLimit(alg), time.Second},
 				{binding.live[0], bindingLimit, time.Second},
 			} {
-				m, ok := cfg.Match("bench", []algorithms.Entry{{Key: alg.String(), Value: tt.value}})
+				m, ok := cfg.Match("bench", []rate.Entry{{Key: alg.String(), Value: tt.value}})
 				require.True(t, ok, "value %s matches", tt.value)
 				require.Len(t, m.Rule.Limits, 1)
 				l := m.Rule.Limits[0].Limit
@@ -65,7 +66,7 @@ func TestPeerLimits(t *testing.T) {
 		{newKeySpace(liveValuePrefix, "r", 1, false).live[0], liveLimit(algorithms.FixedWindow), 24 * time.Hour},
 		{newKeySpace(hotValuePrefix, "r", 1, false).live[0], hotLimit(algorithms.FixedWindow), time.Second},
 	} {
-		m, ok := cfg.Match(defaultDomain, []algorithms.Entry{{Key: algorithms.FixedWindow.String(), Value: tt.value}})
+		m, ok := cfg.Match(defaultDomain, []rate.Entry{{Key: algorithms.FixedWindow.String(), Value: tt.value}})
 		require.True(t, ok, "value %s matches", tt.value)
 		require.Len(t, m.Rule.Limits, 1)
 		l := m.Rule.Limits[0].Limit

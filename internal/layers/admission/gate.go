@@ -17,7 +17,7 @@ import (
 // was busy with as much as it should carry, and the request's time ran out
 // while it waited, or was too short for the backend's recent latency from
 // the start. The service answers it with its failure mode. The error
-// Limiter.Do returns for it matches algorithms.ErrNotSent too.
+// Limiter.Do returns for it matches rate.ErrNotSent too.
 var ErrShed = errors.New("admission: request shed: the backend could not answer it before its deadline")
 
 // ShedReason says why a request was shed.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/option"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // Observer is told what the gate sheds and how many requests it lets have
@@ -47,7 +48,7 @@ type Options struct {
 // lets through. Deadlines are on the wall clock, as contexts' are. It is
 // safe for concurrent use.
 type Limiter struct {
-	next     algorithms.Limiter
+	next     rate.Limiter
 	gate     *gate
 	observer Observer
 }
@@ -66,7 +67,7 @@ func (o Options) Validate() error {
 
 // New returns a Limiter with a gate as opts say in front of next, or the
 // error of opts.Validate.
-func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
+func New(next rate.Limiter, opts Options) (*Limiter, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -78,13 +79,13 @@ func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
 
 // Do passes ops to the wrapped Limiter once the call holds a slot, or at
 // once when every op gives room back. A call that is shed, or whose caller
-// goes away while it waits, gets an error matching algorithms.ErrNotSent:
+// goes away while it waits, gets an error matching rate.ErrNotSent:
 // none of its ops reached the backend.
 //
 // Its frame stays on the stack while the backend decides: the work before
 // the call and after it is done in functions of their own (enter,
 // observe), whose locals are not part of it.
-func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l *Limiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	held, err := l.enter(ctx, ops)
 	if err != nil {
 		return nil, err
@@ -103,7 +104,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 // shed or whose caller goes away while it waits.
 //
 //go:noinline
-func (l *Limiter) enter(ctx context.Context, ops []algorithms.Op) (held bool, err error) {
+func (l *Limiter) enter(ctx context.Context, ops []rate.Op) (held bool, err error) {
 	if givesBack(ops) {
 		return false, nil
 	}
@@ -112,13 +113,13 @@ func (l *Limiter) enter(ctx context.Context, ops []algorithms.Op) (held bool, er
 		if errors.Is(err, ErrShed) {
 			l.observer.ObserveShed(reason)
 		}
-		return false, algorithms.NotSent(err)
+		return false, rate.NotSent(err)
 	}
 	return true, nil
 }
 
 // givesBack reports whether every op of a call gives room back.
-func givesBack(ops []algorithms.Op) bool {
+func givesBack(ops []rate.Op) bool {
 	for i := range ops {
 		if !ops[i].Loosens() {
 			return false
@@ -134,9 +135,9 @@ func givesBack(ops []algorithms.Op) bool {
 func (l *Limiter) observe(ctx context.Context, began time.Time, err error) {
 	// A call that never reached the backend, or whose caller went away,
 	// says nothing of the backend's latency.
-	if kind := algorithms.Classify(ctx, err); kind != algorithms.FailureCanceled && !errors.Is(err, algorithms.ErrNotSent) {
+	if kind := rate.Classify(ctx, err); kind != rate.FailureCanceled && !errors.Is(err, rate.ErrNotSent) {
 		now := time.Now()
-		l.gate.observe(now.Sub(began), kind == algorithms.FailureTimeout, now)
+		l.gate.observe(now.Sub(began), kind == rate.FailureTimeout, now)
 	}
 }
 

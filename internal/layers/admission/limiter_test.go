@@ -20,6 +20,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/option"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
@@ -42,7 +43,7 @@ func request(descs ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest 
 
 // newService returns a service with opts over limiter, deciding under
 // testLimits.
-func newService(t *testing.T, limiter algorithms.Limiter, opts rls.Options) *rls.Service {
+func newService(t *testing.T, limiter rate.Limiter, opts rls.Options) *rls.Service {
 	t.Helper()
 	svc, err := rls.New(limiter, rlstest.Limits(t, testLimits), opts)
 	require.NoError(t, err)
@@ -68,10 +69,10 @@ func (r *recorder) ObserveInflightLimit(int) {}
 type stallingLimiter struct {
 	calls   atomic.Int64
 	release chan struct{}
-	inner   algorithms.Limiter
+	inner   rate.Limiter
 }
 
-func (l *stallingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l *stallingLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	l.calls.Add(1)
 	select {
 	case <-l.release:
@@ -116,8 +117,8 @@ func TestShedRequestsNeverReachTheBackend(t *testing.T) {
 
 	close(lim.release)
 	require.NoError(t, <-first)
-	res, err := mem.Do(context.Background(), []algorithms.Op{{
-		Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "fixed", Value: "b"}}},
+	res, err := mem.Do(context.Background(), []rate.Op{{
+		Key:   rate.Key{Domain: "test", Entries: []rate.Entry{{Key: "fixed", Value: "b"}}},
 		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Window: time.Minute},
 	}})
 	require.NoError(t, err)
@@ -187,8 +188,8 @@ func TestShortDeadlineBesideLongOnes(t *testing.T) {
 	assert.Len(t, lim.Deadlines(), calls+2, "the shed request never reached the backend")
 	assert.Equal(t, breaker.Closed, b.State())
 
-	res, err := lim.Inner.Do(context.Background(), []algorithms.Op{{
-		Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "fixed", Value: "x"}}},
+	res, err := lim.Inner.Do(context.Background(), []rate.Op{{
+		Key:   rate.Key{Domain: "test", Entries: []rate.Entry{{Key: "fixed", Value: "x"}}},
 		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Window: time.Minute},
 	}})
 	require.NoError(t, err)
@@ -199,7 +200,7 @@ func TestShortDeadlineBesideLongOnes(t *testing.T) {
 // closed, and records the calls in the order they reached it: the first
 // op's kind ("take" or "refund") and the value of its entry.
 type orderLimiter struct {
-	inner algorithms.Limiter
+	inner rate.Limiter
 	hold  chan struct{}
 	calls atomic.Int64
 
@@ -207,7 +208,7 @@ type orderLimiter struct {
 	order []string
 }
 
-func (l *orderLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l *orderLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	l.mu.Lock()
 	l.order = append(l.order, ops[0].Kind.String()+" "+ops[0].Key.Entries[0].Value)
 	l.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/option"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // Observer is told how the backend's calls go and how the breaker changes,
@@ -26,10 +27,10 @@ type Observer interface {
 type Call struct {
 	// Duration is how long the call took; 0 when the breaker refused it.
 	Duration time.Duration
-	// Failure classifies the call's failure (algorithms.Classify);
-	// algorithms.FailureCircuitOpen when the breaker refused it,
-	// algorithms.FailureNone when it succeeded.
-	Failure algorithms.Failure
+	// Failure classifies the call's failure (rate.Classify);
+	// rate.FailureCircuitOpen when the breaker refused it,
+	// rate.FailureNone when it succeeded.
+	Failure rate.Failure
 }
 
 // Options configure New. The zero value disables the breaker: calls are
@@ -52,7 +53,7 @@ type Options struct {
 	Cooldown time.Duration
 	// Grace is how long the backend keeps waiting for the answers of calls
 	// whose callers gave up (for Redis, its read timeout) and reports them
-	// (algorithms.Outcomes). The breaker judges a timeout that long after it
+	// (rate.Outcomes). The breaker judges a timeout that long after it
 	// happened: one that the backend answered by then, or after which it
 	// answered another call, is no failure. 0 judges a timeout when it
 	// happens, for a backend that reports no late answers.
@@ -108,18 +109,18 @@ func DefaultOptions() Options {
 
 // Limiter is a Limiter with a circuit breaker in front of the Limiter it
 // wraps: while the breaker is open it refuses calls without calling the
-// backend, with an error matching algorithms.ErrCircuitOpen and
-// algorithms.ErrNotSent; it tells its Observer the duration and the
+// backend, with an error matching rate.ErrCircuitOpen and
+// rate.ErrNotSent; it tells its Observer the duration and the
 // kind of failure of every call. It is safe for concurrent use.
 type Limiter struct {
-	next    algorithms.Limiter
+	next    rate.Limiter
 	breaker *breaker // nil when disabled
 	opts    Options  // with a clock, an observer and a logger in place of nil
 }
 
 // New returns a Limiter with a breaker as opts say in front of next.
 // Options that are not valid (see Options) are an error naming the option.
-func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
+func New(next rate.Limiter, opts Options) (*Limiter, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -141,12 +142,12 @@ func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
 // breaker and the observer how the call went. Calls whose callers went
 // away, and calls with a limit no backend could enforce, say nothing about
 // the backend's health. The answers the backend reads after the call failed
-// (algorithms.OutcomesOf) count as answers: the backend was answering.
+// (rate.OutcomesOf) count as answers: the backend was answering.
 //
 // Its frame stays on the stack while the backend decides: what is done
 // after the call is done in a function of its own (done), whose locals are
 // not part of it.
-func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l *Limiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	ticket, ok := l.breaker.allow(l.opts.Now())
 	if !ok {
 		return nil, l.refused()
@@ -160,8 +161,8 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 //
 //go:noinline
 func (l *Limiter) refused() error {
-	l.opts.Observer.ObserveBackend(Call{Failure: algorithms.FailureCircuitOpen})
-	return algorithms.NotSent(algorithms.ErrCircuitOpen)
+	l.opts.Observer.ObserveBackend(Call{Failure: rate.FailureCircuitOpen})
+	return rate.NotSent(rate.ErrCircuitOpen)
 }
 
 // done tells the breaker and the observer how the call that ticket let
@@ -170,17 +171,17 @@ func (l *Limiter) refused() error {
 //go:noinline
 func (l *Limiter) done(ctx context.Context, ticket *breakerTicket, results []algorithms.Result, err error) ([]algorithms.Result, error) {
 	if err != nil {
-		algorithms.OutcomesOf(err).Follow(l.answered)
+		rate.OutcomesOf(err).Follow(l.answered)
 	}
 	end := l.opts.Now()
-	kind := algorithms.Classify(ctx, err)
+	kind := rate.Classify(ctx, err)
 	switch {
-	case kind == algorithms.FailureNone:
+	case kind == rate.FailureNone:
 		l.breaker.success(*ticket, end)
-	case kind == algorithms.FailureCanceled, errors.Is(err, algorithms.ErrInvalidLimit):
+	case kind == rate.FailureCanceled, errors.Is(err, algorithms.ErrInvalidLimit):
 		l.breaker.abandon(*ticket)
 	default:
-		l.breaker.failure(*ticket, end, kind == algorithms.FailureTimeout)
+		l.breaker.failure(*ticket, end, kind == rate.FailureTimeout)
 	}
 	l.opts.Observer.ObserveBackend(Call{Duration: end.Sub(ticket.start), Failure: kind})
 	return results, err
@@ -191,9 +192,9 @@ func (l *Limiter) State() State { return l.breaker.current() }
 
 // answered tells the breaker of the answers among outcomes: the backend
 // answered those calls, although their callers had stopped waiting.
-func (l *Limiter) answered(outcomes []algorithms.Outcome) {
+func (l *Limiter) answered(outcomes []rate.Outcome) {
 	for _, o := range outcomes {
-		if o.Fate == algorithms.Applied {
+		if o.Fate == rate.Applied {
 			l.breaker.answered(o.At)
 		}
 	}

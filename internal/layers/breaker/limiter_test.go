@@ -19,6 +19,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
@@ -72,7 +73,7 @@ func (r *recorder) take() (be []Call, br []State) {
 // newObserved returns a service with a budget of a second over a breaker,
 // built with opts and the recorder, over limiter, the breaker's clock, and
 // the service. mutate changes the service's options.
-func newObserved(t *testing.T, limiter algorithms.Limiter, opts Options, mutate func(*rls.Options)) (*rls.Service, *Limiter, *recorder, *algotest.Clock) {
+func newObserved(t *testing.T, limiter rate.Limiter, opts Options, mutate func(*rls.Options)) (*rls.Service, *Limiter, *recorder, *algotest.Clock) {
 	t.Helper()
 	clock := algotest.NewClock(t0)
 	rec := &recorder{}
@@ -89,7 +90,7 @@ func newObserved(t *testing.T, limiter algorithms.Limiter, opts Options, mutate 
 
 // newService returns a service with opts over limiter, deciding under
 // testLimits.
-func newService(t *testing.T, limiter algorithms.Limiter, opts rls.Options) *rls.Service {
+func newService(t *testing.T, limiter rate.Limiter, opts rls.Options) *rls.Service {
 	t.Helper()
 	svc, err := rls.New(limiter, rlstest.Limits(t, testLimits), opts)
 	require.NoError(t, err)
@@ -100,10 +101,10 @@ func newService(t *testing.T, limiter algorithms.Limiter, opts rls.Options) *rls
 type switchLimiter struct {
 	calls atomic.Int64
 	err   atomic.Pointer[error]
-	inner algorithms.Limiter
+	inner rate.Limiter
 }
 
-func (l *switchLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l *switchLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	l.calls.Add(1)
 	if err := l.err.Load(); err != nil {
 		return nil, *err
@@ -122,7 +123,7 @@ func (l *switchLimiter) fail(err error) {
 // hangLimiter stands for a backend that hangs until its context ends.
 type hangLimiter struct{}
 
-func (hangLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (hangLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
@@ -169,7 +170,7 @@ func TestBreakerInTheService(t *testing.T) {
 			assert.EqualValues(t, 4, lim.calls.Load())
 			be, br := rec.take()
 			assert.Equal(t, []State{Open}, br)
-			assert.Equal(t, algorithms.FailureUnavailable, be[len(be)-1].Failure)
+			assert.Equal(t, rate.FailureUnavailable, be[len(be)-1].Failure)
 
 			// Open: answered at once without calling the backend.
 			for range 10 {
@@ -177,7 +178,7 @@ func TestBreakerInTheService(t *testing.T) {
 			}
 			assert.EqualValues(t, 4, lim.calls.Load())
 			be, _ = rec.take()
-			assert.Equal(t, slicesOf(10, Call{Failure: algorithms.FailureCircuitOpen}), be)
+			assert.Equal(t, slicesOf(10, Call{Failure: rate.FailureCircuitOpen}), be)
 
 			// After the cool-down probes go through; the first failure
 			// leaves it half-open, the second opens it again.
@@ -215,7 +216,7 @@ func TestBreakerIgnoresCallersThatGoAway(t *testing.T) {
 	}
 	be, br := rec.take()
 	assert.Empty(t, br, "a canceled call is no failure")
-	assert.Equal(t, slicesOf(3, Call{Failure: algorithms.FailureCanceled}), be)
+	assert.Equal(t, slicesOf(3, Call{Failure: rate.FailureCanceled}), be)
 }
 
 func TestBreakerDisabled(t *testing.T) {
@@ -232,11 +233,11 @@ func TestBreakerDisabled(t *testing.T) {
 // hangingLimiter hangs until the context ends on ops for the descriptor
 // value "slow", and passes every other op to inner.
 type hangingLimiter struct {
-	inner algorithms.Limiter
+	inner rate.Limiter
 	hung  atomic.Int64
 }
 
-func (l *hangingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l *hangingLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	if ops[0].Key.Entries[0].Value == "slow" {
 		l.hung.Add(1)
 		<-ctx.Done()
@@ -322,23 +323,23 @@ func TestNewRefusesInvalidOptions(t *testing.T) {
 // breaker takes it as an answer, so the timeout that waited for it is no
 // failure.
 func TestLateAnswersCountAsAnswers(t *testing.T) {
-	outcomes := &algorithms.Outcomes{}
+	outcomes := &rate.Outcomes{}
 	lim := lateAnswer{outcomes: outcomes}
 	clock := algotest.NewClock(t0)
 	b, err := New(lim, Options{Failures: 1, Probes: 3, Cooldown: time.Second, Grace: time.Second, Now: clock.Now})
 	require.NoError(t, err)
-	_, err = b.Do(context.Background(), []algorithms.Op{{}})
+	_, err = b.Do(context.Background(), []rate.Op{{}})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	outcomes.Report([]algorithms.Outcome{{Fate: algorithms.Applied, At: t0.Add(time.Millisecond)}})
+	outcomes.Report([]rate.Outcome{{Fate: rate.Applied, At: t0.Add(time.Millisecond)}})
 	clock.Advance(2 * time.Second)
-	_, err = b.Do(context.Background(), []algorithms.Op{{}})
+	_, err = b.Do(context.Background(), []rate.Op{{}})
 	require.ErrorIs(t, err, context.DeadlineExceeded, "let through: the timeout was answered")
 	assert.Equal(t, Closed, b.State())
 }
 
 // lateAnswer times out every call, with an error that carries outcomes.
-type lateAnswer struct{ outcomes *algorithms.Outcomes }
+type lateAnswer struct{ outcomes *rate.Outcomes }
 
-func (l lateAnswer) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
-	return nil, algorithms.Unsettled(fmt.Errorf("redisx: %w", context.DeadlineExceeded), l.outcomes)
+func (l lateAnswer) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
+	return nil, rate.Unsettled(fmt.Errorf("redisx: %w", context.DeadlineExceeded), l.outcomes)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/option"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // Limiter is a Limiter that remembers its inner Limiter's denials. Once a
@@ -52,7 +53,7 @@ import (
 // The cost per op that reaches the backend is two short critical sections of
 // one of 64 locks. It is safe for concurrent use.
 type Limiter struct {
-	inner    algorithms.Limiter
+	inner    rate.Limiter
 	now      func() time.Time
 	seed     maphash.Seed
 	perShard int
@@ -149,7 +150,7 @@ func (o Options) Validate() error {
 
 // New returns a Limiter in front of inner that remembers denials as opts
 // say, or the error of opts.Validate.
-func New(inner algorithms.Limiter, opts Options) (*Limiter, error) {
+func New(inner rate.Limiter, opts Options) (*Limiter, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -173,7 +174,7 @@ func (c *Limiter) Hits() uint64 { return c.hits.Load() }
 // Its frame stays on the stack while the backend decides: the work before
 // the call and after it is done in functions of their own (pass, settleAll),
 // whose locals are not part of it.
-func (c *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (c *Limiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	now := c.now()
 	results := make([]algorithms.Result, len(ops))
 	tickets := make([]ticket, len(ops))
@@ -194,8 +195,8 @@ func (c *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 // ticket.
 //
 //go:noinline
-func (c *Limiter) pass(ops []algorithms.Op, now time.Time, results []algorithms.Result, tickets []ticket) []algorithms.Op {
-	var pass []algorithms.Op
+func (c *Limiter) pass(ops []rate.Op, now time.Time, results []algorithms.Result, tickets []ticket) []rate.Op {
+	var pass []rate.Op
 	for i := range ops {
 		op := &ops[i]
 		if op.Shards <= 1 {
@@ -219,7 +220,7 @@ func (c *Limiter) pass(ops []algorithms.Op, now time.Time, results []algorithms.
 // (got, into results) or not (err).
 //
 //go:noinline
-func (c *Limiter) settleAll(ops []algorithms.Op, tickets []ticket, now time.Time, results, got []algorithms.Result, err error) {
+func (c *Limiter) settleAll(ops []rate.Op, tickets []ticket, now time.Time, results, got []algorithms.Result, err error) {
 	j := 0
 	for i := range ops {
 		t := &tickets[i]
@@ -241,8 +242,8 @@ func (c *Limiter) settleAll(ops []algorithms.Op, tickets []ticket, now time.Time
 // cacheable reports whether op's denial can be remembered and answered: a
 // take (not a charge) of at least one hit and no more than the limit can
 // ever hold.
-func cacheable(op *algorithms.Op) bool {
-	return op.Kind == algorithms.Take && op.Hits > 0 && op.Hits <= op.Limit.Capacity()
+func cacheable(op *rate.Op) bool {
+	return op.Kind == rate.Take && op.Hits > 0 && op.Hits <= op.Limit.Capacity()
 }
 
 func (c *Limiter) shard(id string) *denyShard {
@@ -251,7 +252,7 @@ func (c *Limiter) shard(id string) *denyShard {
 
 // send answers op, on the limit named id, from a denial remembered at now and
 // reports true; or notes in t that op goes to the backend and reports false.
-func (c *Limiter) send(id string, op *algorithms.Op, now time.Time, t *ticket) (algorithms.Result, bool) {
+func (c *Limiter) send(id string, op *rate.Op, now time.Time, t *ticket) (algorithms.Result, bool) {
 	s := c.shard(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -288,7 +289,7 @@ func (c *Limiter) send(id string, op *algorithms.Op, now time.Time, t *ticket) (
 // settle records the backend's answer r to op (nil when there was none),
 // sent at now with ticket t: it remembers a denial that no loosening op can
 // have overtaken, and forgets the limit once nothing is left to know.
-func (c *Limiter) settle(t *ticket, op *algorithms.Op, r *algorithms.Result, now time.Time) {
+func (c *Limiter) settle(t *ticket, op *rate.Op, r *algorithms.Result, now time.Time) {
 	s := c.shard(t.id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -299,7 +300,7 @@ func (c *Limiter) settle(t *ticket, op *algorithms.Op, r *algorithms.Result, now
 		st.loosening--
 		st.gen++
 		s.drop(&st)
-	case r == nil || op.Hits > 0 && (op.Kind == algorithms.Charge || op.Kind == algorithms.Take && r.Allowed):
+	case r == nil || op.Hits > 0 && (op.Kind == rate.Charge || op.Kind == rate.Take && r.Allowed):
 		// Hits taken, or perhaps taken (a charge records its hits even
 		// when it takes the limit past L): a remembered wait is too short
 		// now, and so may be the wait of a denial decided before them.

@@ -16,6 +16,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/option"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 )
 
@@ -24,17 +25,17 @@ var t0 = time.Date(2026, 11, 21, 10, 0, 0, 250_000_000, time.UTC)
 
 // countingLimiter counts the ops that reach the Limiter it wraps.
 type countingLimiter struct {
-	algorithms.Limiter
+	rate.Limiter
 	ops atomic.Int64
 }
 
-func (c *countingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (c *countingLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	c.ops.Add(int64(len(ops)))
 	return c.Limiter.Do(ctx, ops)
 }
 
 // mustNew returns New's Limiter, failing tb on an error.
-func mustNew(tb testing.TB, inner algorithms.Limiter, opts Options) *Limiter {
+func mustNew(tb testing.TB, inner rate.Limiter, opts Options) *Limiter {
 	tb.Helper()
 	c, err := New(inner, opts)
 	require.NoError(tb, err)
@@ -49,11 +50,11 @@ func newCached(t *testing.T) (*Limiter, *countingLimiter, *algotest.Clock) {
 	return mustNew(t, inner, Options{MaxEntries: 1000, Now: clock.Now}), inner, clock
 }
 
-func take(k string, l algorithms.Limit, hits uint64) algorithms.Op {
-	return algorithms.Op{Key: algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: k}}}, Limit: l, Hits: hits}
+func take(k string, l algorithms.Limit, hits uint64) rate.Op {
+	return rate.Op{Key: rate.Key{Domain: "d", Entries: []rate.Entry{{Key: "k", Value: k}}}, Limit: l, Hits: hits}
 }
 
-func do(t *testing.T, l algorithms.Limiter, ops ...algorithms.Op) []algorithms.Result {
+func do(t *testing.T, l rate.Limiter, ops ...rate.Op) []algorithms.Result {
 	t.Helper()
 	res, err := l.Do(context.Background(), ops)
 	require.NoError(t, err)
@@ -85,10 +86,10 @@ func TestDenyCacheDecidesAsTheBackend(t *testing.T) {
 				op := take(key, l, uint64(rng.IntN(int(l.Requests)+2)))
 				switch rng.IntN(8) {
 				case 0:
-					op.Kind = algorithms.Refund
+					op.Kind = rate.Refund
 					op.Hits = uint64(rng.IntN(3))
 				case 1:
-					op.Kind = algorithms.Charge
+					op.Kind = rate.Charge
 				}
 				got, want := do(t, cache, op)[0], do(t, bare, op)[0]
 				what := fmt.Sprintf("step %d: %+v", step, op)
@@ -136,7 +137,7 @@ func TestDenyCacheSparesTheBackendOnAHotKey(t *testing.T) {
 
 func TestDenyCacheForgets(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: 2, Window: time.Hour}
-	exhaust := func(t *testing.T, c algorithms.Limiter, key string) {
+	exhaust := func(t *testing.T, c rate.Limiter, key string) {
 		t.Helper()
 		for range 2 {
 			require.True(t, do(t, c, take(key, l, 1))[0].Allowed)
@@ -147,7 +148,7 @@ func TestDenyCacheForgets(t *testing.T) {
 		cache, _, _ := newCached(t)
 		exhaust(t, cache, "r")
 		back := take("r", l, 1)
-		back.Kind = algorithms.Refund
+		back.Kind = rate.Refund
 		do(t, cache, back)
 		assert.True(t, do(t, cache, take("r", l, 1))[0].Allowed)
 	})
@@ -164,7 +165,7 @@ func TestDenyCacheForgets(t *testing.T) {
 		exhaust(t, cache, "u")
 		before := inner.ops.Load()
 		charge := take("u", l, 1)
-		charge.Kind = algorithms.Charge
+		charge.Kind = rate.Charge
 		res := do(t, cache, charge)[0]
 		assert.Equal(t, before+1, inner.ops.Load(), "a charge reaches the backend, denial remembered or not")
 		assert.False(t, res.Allowed, "the charge took the limit past it")
@@ -225,11 +226,11 @@ func TestDenyCacheIsSafeForConcurrentUse(t *testing.T) {
 // between a replica and Redis may: a script may run long before its answer
 // arrives, and one sent later may run first.
 type gatedLimiter struct {
-	algorithms.Limiter
-	before, after func(ops []algorithms.Op)
+	rate.Limiter
+	before, after func(ops []rate.Op)
 }
 
-func (g *gatedLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (g *gatedLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	if g.before != nil {
 		g.before(ops)
 	}
@@ -243,15 +244,15 @@ func (g *gatedLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithm
 // hold blocks the calls that match, one at a time: reached is signalled when
 // one arrives, and it goes on when release is.
 type hold struct {
-	match            func(algorithms.Op) bool
+	match            func(rate.Op) bool
 	reached, release chan struct{}
 }
 
-func newHold(match func(algorithms.Op) bool) *hold {
+func newHold(match func(rate.Op) bool) *hold {
 	return &hold{match: match, reached: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (g *hold) hook(ops []algorithms.Op) {
+func (g *hold) hook(ops []rate.Op) {
 	for _, op := range ops {
 		if g.match(op) {
 			g.reached <- struct{}{}
@@ -261,8 +262,8 @@ func (g *hold) hook(ops []algorithms.Op) {
 	}
 }
 
-func isRefund(op algorithms.Op) bool { return op.Loosens() }
-func isTake(op algorithms.Op) bool   { return !op.Loosens() }
+func isRefund(op rate.Op) bool { return op.Loosens() }
+func isTake(op rate.Op) bool   { return !op.Loosens() }
 
 // TestDenyCacheKeepsNoDenialAGiveBackCleared races a take that the backend
 // denies against a give-back on the same limit, in the two orders in which
@@ -274,7 +275,7 @@ func isTake(op algorithms.Op) bool   { return !op.Loosens() }
 func TestDenyCacheKeepsNoDenialAGiveBackCleared(t *testing.T) {
 	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1, Window: time.Hour}
 	back := take("k", l, 1)
-	back.Kind = algorithms.Refund
+	back.Kind = rate.Refund
 	// newGated returns a cache over a gated memory limiter, sharing one
 	// clock, with the limit l of key k used up.
 	newGated := func(t *testing.T, l algorithms.Limit) (*Limiter, *gatedLimiter, *algotest.Clock) {
@@ -328,7 +329,7 @@ func TestDenyCacheKeepsNoDenialAGiveBackCleared(t *testing.T) {
 		fast.Requests = 3
 		cache, g, clock := newGated(t, slow)
 		clock.Advance(30 * time.Minute)
-		held := newHold(func(op algorithms.Op) bool { return op.Limit == fast })
+		held := newHold(func(op rate.Op) bool { return op.Limit == fast })
 		g.before = held.hook
 		done := make(chan struct{})
 		go func() { do(t, cache, take("k", fast, 0)); close(done) }()
@@ -353,7 +354,7 @@ func TestDenyCacheRaceOfTakesAndGiveBacks(t *testing.T) {
 	t.Cleanup(mem.Close)
 	var rngMu sync.Mutex
 	rng := rand.New(rand.NewPCG(1, 2))
-	jitter := func([]algorithms.Op) {
+	jitter := func([]rate.Op) {
 		rngMu.Lock()
 		d := time.Duration(rng.IntN(200)) * time.Microsecond
 		rngMu.Unlock()
@@ -367,7 +368,7 @@ func TestDenyCacheRaceOfTakesAndGiveBacks(t *testing.T) {
 		key := fmt.Sprint(round)
 		require.True(t, do(t, cache, take(key, l, 1))[0].Allowed)
 		back := take(key, l, 1)
-		back.Kind = algorithms.Refund
+		back.Kind = rate.Refund
 		var wg sync.WaitGroup
 		wg.Go(func() { do(t, cache, take(key, l, 1)) })
 		wg.Go(func() { do(t, cache, back) })
@@ -396,7 +397,7 @@ func BenchmarkDenyCache(b *testing.B) {
 	cache := mustNew(b, mem, Options{MaxEntries: 1000})
 	ctx := context.Background()
 	b.Run("admitted", func(b *testing.B) {
-		ops := []algorithms.Op{take("open", algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: math.MaxUint32, Window: time.Second}, 1)}
+		ops := []rate.Op{take("open", algorithms.Limit{Algorithm: algorithms.TokenBucket, Requests: math.MaxUint32, Window: time.Second}, 1)}
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := cache.Do(ctx, ops); err != nil {
@@ -405,7 +406,7 @@ func BenchmarkDenyCache(b *testing.B) {
 		}
 	})
 	b.Run("cached_denial", func(b *testing.B) {
-		ops := []algorithms.Op{take("shut", algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 0, Window: time.Hour}, 1)}
+		ops := []rate.Op{take("shut", algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 0, Window: time.Hour}, 1)}
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := cache.Do(ctx, ops); err != nil {
@@ -430,7 +431,7 @@ func TestDenyCacheAsksAgainAfterAGiveBack(t *testing.T) {
 	}
 	require.False(t, do(t, cache, take("k", l, 1))[0].Allowed)
 	refund := take("k", l, 1)
-	refund.Kind, refund.Receipt = algorithms.Refund, receipts[1]
+	refund.Kind, refund.Receipt = rate.Refund, receipts[1]
 	do(t, inner, refund) // not through this cache
 
 	clock.Advance(maxDenyHold - time.Millisecond)
@@ -443,7 +444,7 @@ func TestDenyCacheAsksAgainAfterAGiveBack(t *testing.T) {
 // hits another op was about to give back.
 type transientLimiter struct{ calls atomic.Int64 }
 
-func (l *transientLimiter) Do(_ context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l *transientLimiter) Do(_ context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	l.calls.Add(1)
 	res := make([]algorithms.Result, len(ops))
 	for i := range res {

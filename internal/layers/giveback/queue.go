@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/option"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // Result says what became of hits owed back to the backend, or of a charge
@@ -91,12 +92,12 @@ type Options struct {
 // Limiter is a Limiter that passes every call to the Limiter it wraps and
 // keeps a queue of what the calls leave owed to the backend: refunds, and
 // charges that could not be recorded at once. What became of the ops of a
-// failed call comes with its error (algorithms.OutcomesOf), for the calls
+// failed call comes with its error (rate.OutcomesOf), for the calls
 // through it and for its own; its caller adds what it owes with GiveBack. A
 // goroutine sends the queue's ops, through the wrapped Limiter, while there
 // are any, and ends when the queue is empty. It is safe for concurrent use.
 type Limiter struct {
-	next      algorithms.Limiter
+	next      rate.Limiter
 	keepTakes bool
 	limit     int
 	ttl       time.Duration
@@ -131,7 +132,7 @@ func (o Options) Validate() error {
 
 // New returns a Limiter with a give-back queue as opts say in front of next,
 // or the error of opts.Validate.
-func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
+func New(next rate.Limiter, opts Options) (*Limiter, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -149,10 +150,10 @@ func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
 
 // Do passes ops to the wrapped Limiter, and when the call fails, follows
 // what became of them (see settle).
-func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l *Limiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	results, err := l.next.Do(ctx, ops)
 	if err != nil {
-		algorithms.OutcomesOf(err).Follow(l.settle)
+		rate.OutcomesOf(err).Follow(l.settle)
 	}
 	return results, err
 }
@@ -164,7 +165,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 // breaker), which are usage already spent: Envoy, which sends a charge
 // once the stream is done, does not send it again. It never waits for the
 // backend.
-func (l *Limiter) GiveBack(ops []algorithms.Op) {
+func (l *Limiter) GiveBack(ops []rate.Op) {
 	now := time.Now()
 	for _, op := range ops {
 		l.add(op, now)
@@ -172,7 +173,7 @@ func (l *Limiter) GiveBack(ops []algorithms.Op) {
 }
 
 // settle takes what became of the ops of a call that failed (the backend
-// reports it, see algorithms.Outcomes), and queues what is owed:
+// reports it, see rate.Outcomes), and queues what is owed:
 //
 //   - an admitted take is given back with its receipt, so that only
 //     admitted answers keep hits, unless KeepFailedTakes (the failure mode
@@ -190,39 +191,39 @@ func (l *Limiter) GiveBack(ops []algorithms.Op) {
 //
 // The observer counts what is given back (or, of charges, recorded),
 // dropped and left uncertain. It is quick: it never waits for the backend.
-func (l *Limiter) settle(outcomes []algorithms.Outcome) {
+func (l *Limiter) settle(outcomes []rate.Outcome) {
 	now := time.Now()
 	uncertain, uncertainCharges := 0, 0
 	for _, o := range outcomes {
 		op := o.Op
 		switch {
 		case op.Hits == 0:
-		case op.Kind == algorithms.Charge:
+		case op.Kind == rate.Charge:
 			switch o.Fate {
-			case algorithms.Applied:
+			case rate.Applied:
 				l.ran(op)
-			case algorithms.NotApplied:
+			case rate.NotApplied:
 				l.add(op, now)
 			default:
 				l.forget(op)
 				uncertainCharges++
 			}
-		case op.Kind == algorithms.Take:
+		case op.Kind == rate.Take:
 			if l.keepTakes {
 				continue
 			}
 			switch {
-			case o.Fate == algorithms.Applied && o.Result.Allowed:
-				op.Kind, op.Receipt = algorithms.Refund, o.Result.Receipt
+			case o.Fate == rate.Applied && o.Result.Allowed:
+				op.Kind, op.Receipt = rate.Refund, o.Result.Receipt
 				l.add(op, now)
-			case o.Fate == algorithms.Unknown:
+			case o.Fate == rate.Unknown:
 				uncertain++
 			}
 		case op.Receipt != (algorithms.Receipt{}):
 			switch {
-			case o.Fate == algorithms.Applied:
+			case o.Fate == rate.Applied:
 				l.ran(op)
-			case o.Fate == algorithms.NotApplied, op.IdempotentRefund():
+			case o.Fate == rate.NotApplied, op.IdempotentRefund():
 				l.add(op, now)
 			default:
 				l.forget(op)
@@ -251,15 +252,15 @@ const (
 
 // giveBack is one refund in the queue.
 type giveBack struct {
-	op      algorithms.Op
+	op      rate.Op
 	expires time.Time
 }
 
 // giveBackKey identifies a refund by its limit and receipt, and a charge by
 // its limit and hits. Two equal charges under way at once share a key: the
 // second to come back gets a time limit of its own.
-func giveBackKey(op algorithms.Op) string {
-	if op.Kind == algorithms.Charge {
+func giveBackKey(op rate.Op) string {
+	if op.Kind == rate.Charge {
 		return op.Identity() + "|charge|" + strconv.FormatUint(op.Hits, 10)
 	}
 	r := op.Receipt
@@ -281,10 +282,10 @@ func (l *Limiter) observe(charge bool, r Result, n int) {
 
 // observeOps tells the observer what became of ops, charges and refunds
 // apart.
-func (l *Limiter) observeOps(ops []algorithms.Op, r Result) {
+func (l *Limiter) observeOps(ops []rate.Op, r Result) {
 	charges := 0
 	for _, op := range ops {
-		if op.Kind == algorithms.Charge {
+		if op.Kind == rate.Charge {
 			charges++
 		}
 	}
@@ -294,7 +295,7 @@ func (l *Limiter) observeOps(ops []algorithms.Op, r Result) {
 
 // add queues refund or charge op at now: within the time limit of its first
 // try when it is one of the queue's that came back, else within a new one.
-func (l *Limiter) add(op algorithms.Op, now time.Time) {
+func (l *Limiter) add(op rate.Op, now time.Time) {
 	key := giveBackKey(op)
 	l.mu.Lock()
 	expires, again := l.sent[key]
@@ -304,7 +305,7 @@ func (l *Limiter) add(op algorithms.Op, now time.Time) {
 	}
 	if !now.Before(expires) || len(l.queue) >= l.limit {
 		l.mu.Unlock()
-		l.observe(op.Kind == algorithms.Charge, Dropped, 1)
+		l.observe(op.Kind == rate.Charge, Dropped, 1)
 		return
 	}
 	l.queue = append(l.queue, giveBack{op: op, expires: expires})
@@ -318,19 +319,19 @@ func (l *Limiter) add(op algorithms.Op, now time.Time) {
 
 // ran records that op, one of the queue's, reached the backend although its
 // call failed.
-func (l *Limiter) ran(op algorithms.Op) {
+func (l *Limiter) ran(op rate.Op) {
 	key := giveBackKey(op)
 	l.mu.Lock()
 	_, ours := l.sent[key]
 	delete(l.sent, key)
 	l.mu.Unlock()
 	if ours {
-		l.observe(op.Kind == algorithms.Charge, GivenBack, 1)
+		l.observe(op.Kind == rate.Charge, GivenBack, 1)
 	}
 }
 
 // forget stops tracking op, which will not be sent again.
-func (l *Limiter) forget(op algorithms.Op) {
+func (l *Limiter) forget(op rate.Op) {
 	l.mu.Lock()
 	delete(l.sent, giveBackKey(op))
 	l.mu.Unlock()
@@ -358,7 +359,7 @@ func (l *Limiter) work() {
 		}
 		// What became of each op comes with the error (settle), which
 		// queues again those that may be sent again.
-		algorithms.OutcomesOf(err).Follow(l.settle)
+		rate.OutcomesOf(err).Follow(l.settle)
 		l.log.Debug("give-back to the backend failed", "ops", len(ops), "err", err)
 		time.Sleep(giveBackPause)
 	}
@@ -367,10 +368,10 @@ func (l *Limiter) work() {
 // batch takes the next batch of ops from the queue, dropping those whose
 // time limit has passed at now, and records them as under way; it returns
 // nil, and marks the worker stopped, when the queue is empty.
-func (l *Limiter) batch(now time.Time) ([]algorithms.Op, []string) {
+func (l *Limiter) batch(now time.Time) ([]rate.Op, []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var ops, expired []algorithms.Op
+	var ops, expired []rate.Op
 	var keys []string
 	i := 0
 	for ; i < len(l.queue) && len(ops) < giveBackBatch; i++ {

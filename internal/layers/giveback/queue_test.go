@@ -20,6 +20,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/option"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
@@ -97,7 +98,7 @@ func hits(d *ratelimitv3.RateLimitDescriptor, n uint64) *ratelimitv3.RateLimitDe
 // newService returns a service with opts over lim, deciding under
 // testLimits, that leaves what it owes the backend to q, as the server
 // builds it.
-func newService(t *testing.T, lim algorithms.Limiter, q *Limiter, opts rls.Options) *rls.Service {
+func newService(t *testing.T, lim rate.Limiter, q *Limiter, opts rls.Options) *rls.Service {
 	t.Helper()
 	opts.GiveBack = q.GiveBack
 	svc, err := rls.New(lim, rlstest.Limits(t, testLimits), opts)
@@ -109,24 +110,24 @@ func newService(t *testing.T, lim algorithms.Limiter, q *Limiter, opts rls.Optio
 // (its error saying that its ops were not applied, as a backend's does), and
 // records the refunds it applied.
 type givingLimiter struct {
-	inner algorithms.Limiter
+	inner rate.Limiter
 	fail  atomic.Bool
 	calls atomic.Int64
 
 	mu      sync.Mutex
-	refunds []algorithms.Op
+	refunds []rate.Op
 }
 
-func (l *givingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l *givingLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	l.calls.Add(1)
 	if l.fail.Load() {
-		out := make([]algorithms.Outcome, len(ops))
+		out := make([]rate.Outcome, len(ops))
 		for i, op := range ops {
-			out[i] = algorithms.Outcome{Op: op, Fate: algorithms.NotApplied, At: time.Now()}
+			out[i] = rate.Outcome{Op: op, Fate: rate.NotApplied, At: time.Now()}
 		}
-		var o algorithms.Outcomes
+		var o rate.Outcomes
 		o.Report(out)
-		return nil, algorithms.Unsettled(errors.New("connection refused"), &o)
+		return nil, rate.Unsettled(errors.New("connection refused"), &o)
 	}
 	res, err := l.inner.Do(ctx, ops)
 	if err == nil {
@@ -141,10 +142,10 @@ func (l *givingLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorith
 	return res, err
 }
 
-func (l *givingLimiter) refunded() []algorithms.Op {
+func (l *givingLimiter) refunded() []rate.Op {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]algorithms.Op(nil), l.refunds...)
+	return append([]rate.Op(nil), l.refunds...)
 }
 
 // giveBackFixture is a give-back queue on a memory backend, and a take the
@@ -154,7 +155,7 @@ type giveBackFixture struct {
 	lim  *givingLimiter
 	rec  *recorder
 	mem  *memory.Limiter
-	take algorithms.Op
+	take rate.Op
 	res  algorithms.Result
 }
 
@@ -195,12 +196,12 @@ func newGiveBackFixture(t *testing.T, alg algorithms.Algorithm, mutate func(*Opt
 	var err error
 	f.q, err = New(f.lim, opts)
 	require.NoError(t, err)
-	f.take = algorithms.Op{
-		Key:   algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: alg.String()}}},
+	f.take = rate.Op{
+		Key:   rate.Key{Domain: "d", Entries: []rate.Entry{{Key: "k", Value: alg.String()}}},
 		Limit: algorithms.Limit{Algorithm: alg, Requests: 10, Window: time.Hour},
 		Hits:  3,
 	}
-	res, err := mem.Do(context.Background(), []algorithms.Op{f.take})
+	res, err := mem.Do(context.Background(), []rate.Op{f.take})
 	require.NoError(t, err)
 	require.True(t, res[0].Allowed)
 	f.res = res[0]
@@ -212,14 +213,14 @@ func (f *giveBackFixture) held(t *testing.T) uint64 {
 	t.Helper()
 	peek := f.take
 	peek.Hits = 0
-	res, err := f.mem.Do(context.Background(), []algorithms.Op{peek})
+	res, err := f.mem.Do(context.Background(), []rate.Op{peek})
 	require.NoError(t, err)
 	return peek.Limit.Requests - res[0].Remaining
 }
 
-func (f *giveBackFixture) refund() algorithms.Op {
+func (f *giveBackFixture) refund() rate.Op {
 	op := f.take
-	op.Kind, op.Receipt = algorithms.Refund, f.res.Receipt
+	op.Kind, op.Receipt = rate.Refund, f.res.Receipt
 	return op
 }
 
@@ -232,7 +233,7 @@ func TestSettleGivesBackTakesAnsweredWithTheFailureMode(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			f := newGiveBackFixture(t, algorithms.FixedWindow, func(o *Options) { o.KeepFailedTakes = mode == rls.FailAllow })
 			require.EqualValues(t, 3, f.held(t))
-			f.q.settle([]algorithms.Outcome{{Op: f.take, Fate: algorithms.Applied, Result: f.res, At: time.Now()}})
+			f.q.settle([]rate.Outcome{{Op: f.take, Fate: rate.Applied, Result: f.res, At: time.Now()}})
 			if mode == rls.FailAllow {
 				time.Sleep(50 * time.Millisecond)
 				assert.EqualValues(t, 3, f.held(t), "admitted by the failure mode: the hits stay")
@@ -250,13 +251,13 @@ func TestSettleGivesBackTakesAnsweredWithTheFailureMode(t *testing.T) {
 func TestSettleLeavesWhatNeedsNoGivingBack(t *testing.T) {
 	f := newGiveBackFixture(t, algorithms.FixedWindow, nil)
 	denied := f.take
-	f.q.settle([]algorithms.Outcome{
-		{Op: denied, Fate: algorithms.Applied, Result: algorithms.Result{Allowed: false}},
-		{Op: f.take, Fate: algorithms.NotApplied},
+	f.q.settle([]rate.Outcome{
+		{Op: denied, Fate: rate.Applied, Result: algorithms.Result{Allowed: false}},
+		{Op: f.take, Fate: rate.NotApplied},
 	})
 	time.Sleep(50 * time.Millisecond)
 	assert.Zero(t, f.lim.calls.Load(), "a denial took nothing, a take that never ran neither")
-	f.q.settle([]algorithms.Outcome{{Op: f.take, Fate: algorithms.Unknown}})
+	f.q.settle([]rate.Outcome{{Op: f.take, Fate: rate.Unknown}})
 	assert.Equal(t, 1, f.rec.gaveBack()[Uncertain], "a take that may have run is counted, not refunded blindly")
 	assert.Zero(t, f.lim.calls.Load())
 	assert.EqualValues(t, 3, f.held(t))
@@ -270,17 +271,17 @@ func TestSettleRetriesRefundsOnlyWhenSafe(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		alg   algorithms.Algorithm
-		fate  algorithms.Fate
+		fate  rate.Fate
 		retry bool
 	}{
-		{"not applied", algorithms.FixedWindow, algorithms.NotApplied, true},
-		{"unknown, counter", algorithms.FixedWindow, algorithms.Unknown, false},
-		{"unknown, token bucket", algorithms.TokenBucket, algorithms.Unknown, false},
-		{"unknown, sliding window log", algorithms.SlidingWindowLog, algorithms.Unknown, true},
+		{"not applied", algorithms.FixedWindow, rate.NotApplied, true},
+		{"unknown, counter", algorithms.FixedWindow, rate.Unknown, false},
+		{"unknown, token bucket", algorithms.TokenBucket, rate.Unknown, false},
+		{"unknown, sliding window log", algorithms.SlidingWindowLog, rate.Unknown, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newGiveBackFixture(t, tc.alg, nil)
-			f.q.settle([]algorithms.Outcome{{Op: f.refund(), Fate: tc.fate}})
+			f.q.settle([]rate.Outcome{{Op: f.refund(), Fate: tc.fate}})
 			if !tc.retry {
 				time.Sleep(50 * time.Millisecond)
 				assert.Zero(t, f.lim.calls.Load())
@@ -291,7 +292,7 @@ func TestSettleRetriesRefundsOnlyWhenSafe(t *testing.T) {
 			require.Eventually(t, func() bool { return f.held(t) == 0 }, 5*time.Second, time.Millisecond)
 			if tc.alg == algorithms.SlidingWindowLog {
 				// Running it twice gives back nothing more.
-				again, err := f.mem.Do(context.Background(), []algorithms.Op{f.refund(), f.take})
+				again, err := f.mem.Do(context.Background(), []rate.Op{f.refund(), f.take})
 				require.NoError(t, err)
 				assert.True(t, again[1].Allowed)
 				assert.EqualValues(t, 3, f.held(t))
@@ -309,11 +310,11 @@ func TestGiveBacksAreBounded(t *testing.T) {
 		o.Timeout = 200 * time.Millisecond
 	})
 	f.lim.fail.Store(true)
-	var outcomes []algorithms.Outcome
+	var outcomes []rate.Outcome
 	for i := range 5 {
 		op := f.take
-		op.Key.Entries = []algorithms.Entry{{Key: "k", Value: string(rune('a' + i))}}
-		outcomes = append(outcomes, algorithms.Outcome{Op: op, Fate: algorithms.Applied, Result: f.res})
+		op.Key.Entries = []rate.Entry{{Key: "k", Value: string(rune('a' + i))}}
+		outcomes = append(outcomes, rate.Outcome{Op: op, Fate: rate.Applied, Result: f.res})
 	}
 	f.q.settle(outcomes)
 	assert.Equal(t, 3, f.rec.gaveBack()[Dropped], "three dropped at once for want of room")
@@ -353,8 +354,8 @@ func newLateFixture(t *testing.T, after time.Duration, mutate func(*rls.Options)
 // heldLate returns the hits that the limit of descriptor fixed=late holds.
 func (f *lateFixture) heldLate(t *testing.T) uint64 {
 	t.Helper()
-	res, err := f.mem.Do(context.Background(), []algorithms.Op{{
-		Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "fixed", Value: "late"}}},
+	res, err := f.mem.Do(context.Background(), []rate.Op{{
+		Key:   rate.Key{Domain: "test", Entries: []rate.Entry{{Key: "fixed", Value: "late"}}},
 		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Window: time.Minute},
 	}})
 	require.NoError(t, err)
@@ -363,11 +364,11 @@ func (f *lateFixture) heldLate(t *testing.T) uint64 {
 
 // lateLimiter answers every call late, after its context has ended.
 type lateLimiter struct {
-	inner algorithms.Limiter
+	inner rate.Limiter
 	after time.Duration
 }
 
-func (l lateLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l lateLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	time.Sleep(l.after)
 	return l.inner.Do(context.Background(), ops)
 }
@@ -432,25 +433,25 @@ func TestChargesThatMissTheBackendAreRecordedLater(t *testing.T) {
 	_, err = svc.ShouldRateLimit(context.Background(), request(hits(desc("tokens", "alice"), 30)))
 	require.Error(t, err, "the backend failed")
 	_, err = svc.ShouldRateLimit(context.Background(), request(hits(desc("tokens", "alice"), 20)))
-	require.ErrorContains(t, err, algorithms.ErrCircuitOpen.Error(), "the breaker opened on the failure")
+	require.ErrorContains(t, err, rate.ErrCircuitOpen.Error(), "the breaker opened on the failure")
 	lim.fail.Store(false)
 
 	require.Eventually(t, func() bool { return rec.deferredCharges()[GivenBack] == 2 }, 5*time.Second, time.Millisecond,
 		"both charges recorded once the backend answers")
 	lim.fail.Store(true) // The check below must not reach the backend through the service.
-	peek := algorithms.Op{
-		Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "tokens", Value: "alice"}}},
+	peek := rate.Op{
+		Key:   rate.Key{Domain: "test", Entries: []rate.Entry{{Key: "tokens", Value: "alice"}}},
 		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 100, Window: time.Minute},
-		Kind:  algorithms.Charge,
+		Kind:  rate.Charge,
 	}
-	res, err := mem.Do(context.Background(), []algorithms.Op{peek})
+	res, err := mem.Do(context.Background(), []rate.Op{peek})
 	require.NoError(t, err)
 	assert.EqualValues(t, 50, res[0].Remaining, "30 + 20 recorded, once each")
 
 	calls := lim.calls.Load()
 	uncertain := peek
 	uncertain.Hits = 7
-	q.settle([]algorithms.Outcome{{Op: uncertain, Fate: algorithms.Unknown, At: time.Now()}})
+	q.settle([]rate.Outcome{{Op: uncertain, Fate: rate.Unknown, At: time.Now()}})
 	assert.Equal(t, 1, rec.deferredCharges()[Uncertain])
 	time.Sleep(3 * giveBackPause)
 	assert.Equal(t, calls, lim.calls.Load(), "a charge that may have run is not sent again")

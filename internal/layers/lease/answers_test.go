@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 )
 
@@ -35,18 +36,18 @@ func TestTokenBudgetChargesAndChecks(t *testing.T) {
 			rec := &recorder{Limiter: mem}
 			r := newReplica(t, rec, clock.Now)
 			budget := algorithms.Limit{Algorithm: alg, Requests: 1000, Window: time.Hour}
-			same := func(op algorithms.Op, what string) algorithms.Result {
+			same := func(op rate.Op, what string) algorithms.Result {
 				t.Helper()
 				got := r.do(t, op)[0]
-				want, err := twin.Do(context.Background(), []algorithms.Op{op})
+				want, err := twin.Do(context.Background(), []rate.Op{op})
 				require.NoError(t, err)
 				require.Equal(t, fmt.Sprintf("allowed=%t remaining=%d", want[0].Allowed, want[0].Remaining),
 					fmt.Sprintf("allowed=%t remaining=%d", got.Allowed, got.Remaining), what)
 				return got
 			}
-			charge := func(n uint64) algorithms.Op {
+			charge := func(n uint64) rate.Op {
 				op := take("budget", budget, n)
-				op.Kind = algorithms.Charge
+				op.Kind = rate.Charge
 				return op
 			}
 			// The budget alone: checks, and charges of 56, 66 and 800.
@@ -64,9 +65,9 @@ func TestTokenBudgetChargesAndChecks(t *testing.T) {
 			// now and then: the leases are settled first, every answer is
 			// the twin's.
 			hot := algorithms.Limit{Algorithm: alg, Requests: 100_000, Window: time.Hour}
-			hotCharge := func(n uint64) algorithms.Op {
+			hotCharge := func(n uint64) rate.Op {
 				op := take("hot", hot, n)
-				op.Kind = algorithms.Charge
+				op.Kind = rate.Charge
 				return op
 			}
 			for i := range 3000 {
@@ -83,7 +84,7 @@ func TestTokenBudgetChargesAndChecks(t *testing.T) {
 			n, _ = r.obs.get(Taken)
 			assert.Positive(t, n, "the hot limit was leased")
 			for _, op := range rec.ops {
-				if op.Kind == algorithms.Charge || op.Kind == algorithms.Take && op.Hits == 0 {
+				if op.Kind == rate.Charge || op.Kind == rate.Take && op.Hits == 0 {
 					assert.Zero(t, op.Hold, "a charge or check sent as a lease")
 				}
 			}
@@ -115,7 +116,7 @@ func TestRemainingAcrossRefillAndExpiry(t *testing.T) {
 			for i := range 20_000 {
 				op := take("hot", lim, 1)
 				got := r.do(t, op)[0]
-				want, err := twin.Do(context.Background(), []algorithms.Op{op})
+				want, err := twin.Do(context.Background(), []rate.Op{op})
 				require.NoError(t, err)
 				require.Equal(t, want[0].Allowed, got.Allowed, "take %d", i)
 				if alg == algorithms.SlidingWindowLog {
@@ -149,7 +150,7 @@ type swapped struct {
 	cur   *memory.Limiter
 }
 
-func (s *swapped) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (s *swapped) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	s.mu.Lock()
 	cur := s.cur
 	s.mu.Unlock()

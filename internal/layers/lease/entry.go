@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // entry is what the Limiter knows of one limit: the demand on it, the room
@@ -12,7 +13,7 @@ import (
 // backend, and the limit as the backend last showed it without this
 // replica's leases (the mirror). Its methods run under its shard's lock.
 type entry struct {
-	// id is the identity of the limit (algorithms.Op.Identity).
+	// id is the identity of the limit (rate.Op.Identity).
 	id string
 	// period is the index of the demand period of cur; prev counts the
 	// period before it.
@@ -24,7 +25,7 @@ type entry struct {
 	roomKnown bool
 	// op is the op the leases were taken for: the limit they count in,
 	// and its key, identity and tag, for their settlements.
-	op algorithms.Op
+	op rate.Op
 	// leases are the leases held, in the order they serve.
 	leases []*held
 	// mirror is the limit as the backend showed it with the last lease,
@@ -224,7 +225,7 @@ func (e *entry) pendingEnd(until int64) []algorithms.Lease {
 // when there is nothing to settle: the leases end when all is set or they
 // serve no more at now; the others report what they served. The leases
 // that end leave e.
-func (e *entry) settle(all bool, now time.Time) *algorithms.Op {
+func (e *entry) settle(all bool, now time.Time) *rate.Op {
 	var leases []algorithms.Lease
 	kept := e.leases[:0]
 	for _, h := range e.leases {
@@ -242,7 +243,7 @@ func (e *entry) settle(all bool, now time.Time) *algorithms.Op {
 		return nil
 	}
 	op := e.op
-	op.Kind, op.Hits, op.Hold, op.Receipt, op.Leases = algorithms.Settle, 0, 0, algorithms.Receipt{}, leases
+	op.Kind, op.Hits, op.Hold, op.Receipt, op.Leases = rate.Settle, 0, 0, algorithms.Receipt{}, leases
 	return &op
 }
 
@@ -274,7 +275,7 @@ func (e *entry) free() bool { return e.busy == nil && e.sent.Load() == 0 }
 // returns the answer: the mirror's, as the backend would answer without
 // the leases, with the receipt of the hits served. It reports false when
 // no lease can serve them.
-func (e *entry) serve(op *algorithms.Op, now time.Time) (algorithms.Result, bool) {
+func (e *entry) serve(op *rate.Op, now time.Time) (algorithms.Result, bool) {
 	for _, h := range e.leases {
 		if !h.serves(op.Hits, now) {
 			continue
@@ -302,7 +303,7 @@ func (e *entry) answerAt(h *held, now time.Time) time.Time {
 // unserve takes back, for a refund op, hits a lease served and has not
 // reported yet, and returns the refund's answer; false when no lease of e
 // served them.
-func (e *entry) unserve(op *algorithms.Op, now time.Time) (algorithms.Result, bool) {
+func (e *entry) unserve(op *rate.Op, now time.Time) (algorithms.Result, bool) {
 	for _, h := range e.leases {
 		if h.receipt.Epoch != op.Receipt.Epoch || !h.unserve(op.Receipt, op.Hits) {
 			continue
@@ -334,7 +335,7 @@ func (e *entry) ahead(now time.Time, tau time.Duration) bool {
 // minHits (so a limit near its end is taken hit by hit), when the room is
 // not known yet (a take tells it), or when the limit is cold (the demand in
 // tau is under minHits).
-func (e *entry) size(op *algorithms.Op, n uint64, now time.Time, tau time.Duration, minHits uint64) uint64 {
+func (e *entry) size(op *rate.Op, n uint64, now time.Time, tau time.Duration, minHits uint64) uint64 {
 	if !e.roomKnown {
 		return 0
 	}
@@ -357,7 +358,7 @@ func (e *entry) noteRoom(r algorithms.Result) {
 // decidedAt returns when the backend decided op, a take it admitted as r
 // (µs, by its clock): its receipt's time, which for a log's lease is the
 // lease's end.
-func decidedAt(op *algorithms.Op, r algorithms.Result) int64 {
+func decidedAt(op *rate.Op, r algorithms.Result) int64 {
 	if op.Limit.Algorithm.Spec().ExactRefund {
 		return r.Receipt.At - op.HoldMicros()
 	}
@@ -373,7 +374,7 @@ func decidedAt(op *algorithms.Op, r algorithms.Result) int64 {
 // measured from when it was sent: no later than the backend's own times,
 // whatever the clocks say. The mirror is the state the answer showed, with
 // every lease of e settled and ended there.
-func (e *entry) grant(op *algorithms.Op, n uint64, r algorithms.Result, sent, now time.Time, tau time.Duration, clock *backendClock) algorithms.Result {
+func (e *entry) grant(op *rate.Op, n uint64, r algorithms.Result, sent, now time.Time, tau time.Duration, clock *backendClock) algorithms.Result {
 	e.noteRoom(r)
 	spec := op.Limit.Algorithm.Spec()
 	decided := decidedAt(op, r)

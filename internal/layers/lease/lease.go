@@ -11,7 +11,7 @@
 //   - token_bucket: the k tokens are taken when the lease is, and held
 //     (counted as in the bucket) until its hold ends, h after it was taken;
 //   - sliding_window_log: the k hits are logged at the hold's end, now + h
-//     (algorithms.Op.Hold), so none leaves the window before a hit served
+//     (rate.Op.Hold), so none leaves the window before a hit served
 //     from the lease would;
 //   - fixed_window and sliding_window_counter: the reservation counts in the
 //     window it was made in, and the lease ends with that window.
@@ -20,7 +20,7 @@
 // it, this replica being the only one:
 //
 //   - Every call the replica makes on a limit first settles its leases of it
-//     (algorithms.Op.Leases): the hits each served since the last
+//     (rate.Op.Leases): the hits each served since the last
 //     settlement, at the times it served them, and, for the leases that end,
 //     what they did not serve. So the backend holds what it would hold had it
 //     taken each hit when it was served: a log logs it then, a bucket gets
@@ -58,6 +58,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/option"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // Event is what became of hits of a lease, for an Observer.
@@ -77,12 +78,12 @@ const (
 // names the rule it counts for). Implementations MUST be safe for
 // concurrent use, should be quick, and must not keep op.
 type Observer interface {
-	ObserveLease(op *algorithms.Op, e Event, hits uint64)
+	ObserveLease(op *rate.Op, e Event, hits uint64)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) ObserveLease(*algorithms.Op, Event, uint64) {}
+func (nopObserver) ObserveLease(*rate.Op, Event, uint64) {}
 
 // Options configure New.
 type Options struct {
@@ -101,7 +102,7 @@ type Options struct {
 	// then failed, once a settlement has reported them (a give-back queue,
 	// which retries). Nil sends them to the Limiter wrapped, once, in the
 	// background.
-	GiveBack func([]algorithms.Op)
+	GiveBack func([]rate.Op)
 	// KeepFailedTakes keeps the hits served to a call that failed: its
 	// caller was answered as admitted (the failure mode allow).
 	KeepFailedTakes bool
@@ -132,14 +133,14 @@ func (o Options) Validate() error {
 // Limiter it wraps (see the package documentation), and passes every other
 // op through. It is safe for concurrent use.
 type Limiter struct {
-	next     algorithms.Limiter
+	next     rate.Limiter
 	tau      time.Duration
 	minHits  uint64
 	observer Observer
 	now      func() time.Time
 	// queue, when set, takes refunds; keepFailed is
 	// Options.KeepFailedTakes.
-	queue      func([]algorithms.Op)
+	queue      func([]rate.Op)
 	keepFailed bool
 	seed       maphash.Seed
 	shards     [leaseShards]shard
@@ -153,7 +154,7 @@ type Limiter struct {
 	// owed holds what the sweeper sends on its next round: settlements and
 	// refunds whose calls failed before they ran.
 	owedMu sync.Mutex
-	owed   []algorithms.Op
+	owed   []rate.Op
 }
 
 const leaseShards = 64
@@ -164,7 +165,7 @@ type shard struct {
 }
 
 // New returns a Limiter serving leases of next as opts say. Close stops it.
-func New(next algorithms.Limiter, opts Options) (*Limiter, error) {
+func New(next rate.Limiter, opts Options) (*Limiter, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -208,7 +209,7 @@ func (l *Limiter) close() {
 	close(l.stop)
 	<-l.done
 	l.pending.Wait()
-	var ops []algorithms.Op
+	var ops []rate.Op
 	now := l.now()
 	for i := range l.shards {
 		s := &l.shards[i]
@@ -227,8 +228,8 @@ func (l *Limiter) close() {
 // least one hit and no more than its limit can hold, of a limit that is
 // not split and owes nothing. Charges, records and checks are not: they
 // never take or hold a lease.
-func leasable(op *algorithms.Op) bool {
-	return op.Kind == algorithms.Take && !op.Debt && op.Shards <= 1 && op.Hits > 0 &&
+func leasable(op *rate.Op) bool {
+	return op.Kind == rate.Take && !op.Debt && op.Shards <= 1 && op.Hits > 0 &&
 		op.Hits <= op.Limit.Capacity() && op.Limit.Algorithm.Valid()
 }
 
@@ -254,7 +255,7 @@ type step struct {
 // is decided on a limit its settlement has settled, and a lease's answer
 // shows the state after all of them.
 type call struct {
-	settles, passes, leases []algorithms.Op
+	settles, passes, leases []rate.Op
 	// claimed are the entries the call is the one under way on; sent
 	// those of the other ops it sends (entry.sent).
 	claimed, sent []*entry
@@ -280,7 +281,7 @@ func (c *call) done() {
 // backend would not grant is retried as the take alone, in a second call.
 // A lease running out has its successor taken ahead, in the background, so
 // that a hot limit's takes keep being served while it comes.
-func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l *Limiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	// The frame that waits for the backend is kept small (plan and finish
 	// do the work): a request's goroutine then fits the stack it starts
 	// with, and is not copied to a larger one on every request.
@@ -302,7 +303,7 @@ func (l *Limiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Res
 // serves, then the takes of leases; nil when nothing is.
 //
 //go:noinline
-func (l *Limiter) plan(ctx context.Context, ops []algorithms.Op, results []algorithms.Result, steps []step, c *call) []algorithms.Op {
+func (l *Limiter) plan(ctx context.Context, ops []rate.Op, results []algorithms.Result, steps []step, c *call) []rate.Op {
 	now := l.now()
 	var ahead []*entry
 	for i := range ops {
@@ -401,7 +402,7 @@ func (l *Limiter) plan(ctx context.Context, ops []algorithms.Op, results []algor
 	case len(c.settles)+len(c.leases) == 0:
 		return c.passes
 	}
-	send := make([]algorithms.Op, 0, len(c.settles)+len(c.passes)+len(c.leases))
+	send := make([]rate.Op, 0, len(c.settles)+len(c.passes)+len(c.leases))
 	return append(append(append(send, c.settles...), c.passes...), c.leases...)
 }
 
@@ -410,8 +411,8 @@ func (l *Limiter) plan(ctx context.Context, ops []algorithms.Op, results []algor
 // retries alone the takes of leases it denied.
 //
 //go:noinline
-func (l *Limiter) finish(ctx context.Context, ops []algorithms.Op, results []algorithms.Result, steps []step, c *call,
-	send []algorithms.Op, sent time.Time, got []algorithms.Result, err error) ([]algorithms.Result, error) {
+func (l *Limiter) finish(ctx context.Context, ops []rate.Op, results []algorithms.Result, steps []step, c *call,
+	send []rate.Op, sent time.Time, got []algorithms.Result, err error) ([]algorithms.Result, error) {
 	c.done()
 	base := len(c.settles)
 	if err != nil {
@@ -451,7 +452,7 @@ func (l *Limiter) finish(ctx context.Context, ops []algorithms.Op, results []alg
 	if len(retry) == 0 {
 		return results, nil
 	}
-	again := make([]algorithms.Op, len(retry))
+	again := make([]rate.Op, len(retry))
 	for j, i := range retry {
 		again[j] = ops[i]
 	}
@@ -474,9 +475,9 @@ func (l *Limiter) finish(ctx context.Context, ops []algorithms.Op, results []alg
 // answered at received with results, when the backend decided those it
 // admitted: the clock that maps a lease's times to the backend's follows
 // them.
-func (l *Limiter) follow(ops []algorithms.Op, results []algorithms.Result, sent, received time.Time) {
+func (l *Limiter) follow(ops []rate.Op, results []algorithms.Result, sent, received time.Time) {
 	for i := range ops {
-		if op, r := &ops[i], &results[i]; r.Allowed && op.Kind == algorithms.Take && r.Receipt.At != 0 {
+		if op, r := &ops[i], &results[i]; r.Allowed && op.Kind == rate.Take && r.Receipt.At != 0 {
 			l.clock.note(sent, received, decidedAt(op, *r))
 		}
 	}
@@ -507,7 +508,7 @@ func (l *Limiter) claim(e *entry, c *call, all bool, now time.Time) {
 
 // settle returns e's settlement at now, ending every lease when all is
 // set, and tells the observer what the leases that end give back.
-func (l *Limiter) settle(e *entry, all bool, now time.Time) *algorithms.Op {
+func (l *Limiter) settle(e *entry, all bool, now time.Time) *rate.Op {
 	op := e.settle(all, now)
 	if op == nil {
 		return nil
@@ -569,16 +570,16 @@ func (l *Limiter) release(entries []*entry) {
 // comes with the error: the leases it granted are settled, and the
 // settlements it certainly did not run, or that are safe to run twice, are
 // sent again.
-func (l *Limiter) failed(ops []algorithms.Op, results []algorithms.Result, steps []step, err error) {
+func (l *Limiter) failed(ops []rate.Op, results []algorithms.Result, steps []step, err error) {
 	if !l.keepFailed {
-		var back []algorithms.Op
+		var back []rate.Op
 		now := l.now()
 		for i := range ops {
 			if steps[i].kind != served || !results[i].Allowed || ops[i].Loosens() {
 				continue
 			}
 			op := ops[i]
-			op.Kind, op.Receipt, op.Hold = algorithms.Refund, results[i].Receipt, 0
+			op.Kind, op.Receipt, op.Hold = rate.Refund, results[i].Receipt, 0
 			id := op.Identity()
 			s := l.shard(id)
 			s.mu.Lock()
@@ -594,18 +595,18 @@ func (l *Limiter) failed(ops []algorithms.Op, results []algorithms.Result, steps
 		}
 		l.refund(back)
 	}
-	algorithms.OutcomesOf(err).Follow(func(outs []algorithms.Outcome) {
-		var again []algorithms.Op
+	rate.OutcomesOf(err).Follow(func(outs []rate.Outcome) {
+		var again []rate.Op
 		for _, o := range outs {
 			op := o.Op
 			switch {
-			case op.Kind == algorithms.Settle:
-				if o.Fate == algorithms.NotApplied || o.Fate == algorithms.Unknown && op.IdempotentRefund() {
+			case op.Kind == rate.Settle:
+				if o.Fate == rate.NotApplied || o.Fate == rate.Unknown && op.IdempotentRefund() {
 					again = append(again, op)
 				}
-			case op.Leasing() && o.Fate == algorithms.Applied && o.Result.Allowed:
+			case op.Leasing() && o.Fate == rate.Applied && o.Result.Allowed:
 				// A lease granted to no one: it ends unused.
-				again = append(again, algorithms.Op{Key: op.Key, Limit: op.Limit, Kind: algorithms.Settle, ID: op.ID, Tag: op.Tag,
+				again = append(again, rate.Op{Key: op.Key, Limit: op.Limit, Kind: rate.Settle, ID: op.ID, Tag: op.Tag,
 					Leases: []algorithms.Lease{{Receipt: o.Result.Receipt, Hold: op.Hold, Size: op.Hits, Close: true}}})
 			}
 		}
@@ -614,7 +615,7 @@ func (l *Limiter) failed(ops []algorithms.Op, results []algorithms.Result, steps
 }
 
 // owe leaves ops to the sweeper's next round.
-func (l *Limiter) owe(ops []algorithms.Op) {
+func (l *Limiter) owe(ops []rate.Op) {
 	if len(ops) == 0 {
 		return
 	}
@@ -625,7 +626,7 @@ func (l *Limiter) owe(ops []algorithms.Op) {
 
 // leaseOp returns the take of a lease of k hits of op's limit, whose
 // identity is id.
-func (l *Limiter) leaseOp(op *algorithms.Op, id string, k uint64) algorithms.Op {
+func (l *Limiter) leaseOp(op *rate.Op, id string, k uint64) rate.Op {
 	one := *op
 	one.ID, one.Hits, one.Hold = id, k, l.hold()
 	one.Receipt = algorithms.Receipt{}
@@ -640,7 +641,7 @@ func (l *Limiter) takeAhead(e *entry) {
 	s := l.shard(id)
 	s.mu.Lock()
 	now := l.now()
-	var ops []algorithms.Op
+	var ops []rate.Op
 	if op := l.settle(e, false, now); op != nil {
 		ops = append(ops, *op)
 	}
@@ -683,7 +684,7 @@ func (l *Limiter) takeAhead(e *entry) {
 }
 
 // update runs f on the entry of op's limit, if it is still held.
-func (l *Limiter) update(op *algorithms.Op, f func(*entry)) {
+func (l *Limiter) update(op *rate.Op, f func(*entry)) {
 	id := op.Identity()
 	s := l.shard(id)
 	s.mu.Lock()
@@ -714,7 +715,7 @@ const backgroundTimeout = time.Second
 
 // refund gives ops back through the queue, when there is one, or else
 // leaves them to the sweeper.
-func (l *Limiter) refund(ops []algorithms.Op) {
+func (l *Limiter) refund(ops []rate.Op) {
 	if len(ops) == 0 {
 		return
 	}
@@ -728,7 +729,7 @@ func (l *Limiter) refund(ops []algorithms.Op) {
 // send sends ops to the backend, once, within backgroundTimeout. A
 // settlement that fails leaves its hits counted until its window passes or,
 // for a token bucket, until its hold ends: under-admission, never more.
-func (l *Limiter) send(ops []algorithms.Op) {
+func (l *Limiter) send(ops []rate.Op) {
 	if len(ops) == 0 {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/option"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 )
 
@@ -28,13 +29,13 @@ const (
 
 // recorder records the ops that reach the Limiter it wraps, and the calls.
 type recorder struct {
-	algorithms.Limiter
+	rate.Limiter
 	mu    sync.Mutex
-	ops   []algorithms.Op
+	ops   []rate.Op
 	calls int
 }
 
-func (r *recorder) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (r *recorder) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	r.mu.Lock()
 	r.ops = append(r.ops, ops...)
 	r.calls++
@@ -60,7 +61,7 @@ func newCounter() *counter {
 	return &counter{hits: map[Event]uint64{}, n: map[Event]int{}, tags: map[string]bool{}}
 }
 
-func (c *counter) ObserveLease(op *algorithms.Op, e Event, hits uint64) {
+func (c *counter) ObserveLease(op *rate.Op, e Event, hits uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.hits[e] += hits
@@ -80,7 +81,7 @@ type replica struct {
 	obs *counter
 }
 
-func newReplica(t *testing.T, backend algorithms.Limiter, now func() time.Time) replica {
+func newReplica(t *testing.T, backend rate.Limiter, now func() time.Time) replica {
 	t.Helper()
 	obs := newCounter()
 	l, err := New(backend, Options{Time: tau, MinHits: minHits, Observer: obs, Now: now, manual: true})
@@ -91,7 +92,7 @@ func newReplica(t *testing.T, backend algorithms.Limiter, now func() time.Time) 
 
 // do runs ops, and waits for what it started in the background, so that a
 // simulation on a fake clock is deterministic.
-func (r replica) do(t *testing.T, ops ...algorithms.Op) []algorithms.Result {
+func (r replica) do(t *testing.T, ops ...rate.Op) []algorithms.Result {
 	t.Helper()
 	res, err := r.Do(context.Background(), ops)
 	require.NoError(t, err)
@@ -106,15 +107,15 @@ func (r replica) tick(now time.Time) {
 	r.pending.Wait()
 }
 
-func take(k string, l algorithms.Limit, hits uint64) algorithms.Op {
-	return algorithms.Op{Key: algorithms.Key{Domain: "d", Entries: []algorithms.Entry{{Key: "k", Value: k}}},
+func take(k string, l algorithms.Limit, hits uint64) rate.Op {
+	return rate.Op{Key: rate.Key{Domain: "d", Entries: []rate.Entry{{Key: "k", Value: k}}},
 		Limit: l, Hits: hits, Tag: "d.k_" + k}
 }
 
-func peek(t *testing.T, l algorithms.Limiter, op algorithms.Op) algorithms.Result {
+func peek(t *testing.T, l rate.Limiter, op rate.Op) algorithms.Result {
 	t.Helper()
 	op.Hits = 0
-	res, err := l.Do(context.Background(), []algorithms.Op{op})
+	res, err := l.Do(context.Background(), []rate.Op{op})
 	require.NoError(t, err)
 	return res[0]
 }
@@ -156,7 +157,7 @@ func TestColdLimitsDecideAsTheBackend(t *testing.T) {
 			for i := range 200 {
 				op := take("cold", lim, uint64(1+i%3))
 				got := r.do(t, op)
-				want, err := twin.Do(context.Background(), []algorithms.Op{op})
+				want, err := twin.Do(context.Background(), []rate.Op{op})
 				require.NoError(t, err)
 				require.Equal(t, want[0].Allowed, got[0].Allowed, "take %d", i)
 				require.Equal(t, want[0].Remaining, got[0].Remaining, "take %d", i)
@@ -197,7 +198,7 @@ func TestHotLimitIsServedFromLeases(t *testing.T) {
 			for i := range takes {
 				res := r.do(t, take("hot", lim, 1))
 				require.True(t, res[0].Allowed, "take %d", i)
-				_, err := twin.Do(context.Background(), []algorithms.Op{take("hot", lim, 1)})
+				_, err := twin.Do(context.Background(), []rate.Op{take("hot", lim, 1)})
 				require.NoError(t, err)
 				clock.Advance(50 * time.Microsecond)
 				if now := clock.Now(); !now.Before(next) {
@@ -267,7 +268,7 @@ func TestLeaseEndsWithItsWindow(t *testing.T) {
 	}
 }
 
-func (r replica) entryOf(op algorithms.Op) *entry {
+func (r replica) entryOf(op rate.Op) *entry {
 	id := op.Identity()
 	s := r.shard(id)
 	s.mu.Lock()
@@ -289,7 +290,7 @@ func TestLeasesShrinkAsTheLimitFills(t *testing.T) {
 			type lease struct{ k, room uint64 }
 			var leases []lease
 			var singles []uint64 // the room before each take sent alone
-			spy := &spyLimiter{Limiter: mem, f: func(op algorithms.Op) {
+			spy := &spyLimiter{Limiter: mem, f: func(op rate.Op) {
 				if op.Loosens() {
 					return
 				}
@@ -357,7 +358,7 @@ func TestServedAnswersMeanWhatTheBackendSays(t *testing.T) {
 			for i := range 1500 {
 				op := take("hot", lim, 1)
 				got := r.do(t, op)
-				want, err := twin.Do(context.Background(), []algorithms.Op{op})
+				want, err := twin.Do(context.Background(), []rate.Op{op})
 				require.NoError(t, err)
 				require.Equal(t, want[0].Allowed, got[0].Allowed, "take %d", i)
 				require.Equal(t, want[0].Remaining, got[0].Remaining, "take %d", i)
@@ -398,7 +399,7 @@ func TestRefundsOfServedTakes(t *testing.T) {
 				n, _ := r.obs.get(Served)
 				got := r.do(t, op)
 				m, _ := r.obs.get(Served)
-				want, err := twin.Do(context.Background(), []algorithms.Op{op})
+				want, err := twin.Do(context.Background(), []rate.Op{op})
 				require.NoError(t, err)
 				assert.Equal(t, want[0].Remaining, got[0].Remaining, "take %d", i)
 				if got[0].Allowed {
@@ -406,10 +407,10 @@ func TestRefundsOfServedTakes(t *testing.T) {
 				}
 				if i%5 == 4 && got[0].Allowed && want[0].Allowed {
 					back := op
-					back.Kind, back.Receipt = algorithms.Refund, got[0].Receipt
+					back.Kind, back.Receipt = rate.Refund, got[0].Receipt
 					r.do(t, back)
 					back.Receipt = want[0].Receipt
-					_, err := twin.Do(context.Background(), []algorithms.Op{back})
+					_, err := twin.Do(context.Background(), []rate.Op{back})
 					require.NoError(t, err)
 					refunded++
 					if m > n {
@@ -429,12 +430,12 @@ func TestRefundsOfServedTakes(t *testing.T) {
 
 // spyLimiter calls f with each op before passing it on.
 type spyLimiter struct {
-	algorithms.Limiter
+	rate.Limiter
 	mu sync.Mutex
-	f  func(algorithms.Op)
+	f  func(rate.Op)
 }
 
-func (s *spyLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (s *spyLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	s.mu.Lock()
 	for _, op := range ops {
 		s.f(op)
@@ -556,7 +557,7 @@ func TestExactAcrossReplicas(t *testing.T) {
 func exactAcrossReplicas(t *testing.T, alg algorithms.Algorithm, record bool) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
-	var replicas [2]algorithms.Limiter
+	var replicas [2]rate.Limiter
 	obs := newCounter()
 	for i := range replicas {
 		l, err := New(mem, Options{Time: tau, MinHits: minHits, Observer: obs})
@@ -568,7 +569,7 @@ func exactAcrossReplicas(t *testing.T, alg algorithms.Algorithm, record bool) {
 	op := take("exact", lim, 1)
 	if record {
 		op.Key.Entries[0].Value = "record"
-		op.Kind = algorithms.Charge
+		op.Kind = rate.Charge
 	}
 	race, later := raceThenDrain(t, replicas[:], op, 3000, 3*tau)
 	n, hits := obs.get(Taken)
@@ -590,14 +591,14 @@ func exactAcrossReplicas(t *testing.T, alg algorithms.Algorithm, record bool) {
 // race must not admit more than op's limit: leases may hold, when it ends,
 // hits it did not admit; they come back within wait, and are admitted
 // after.
-func raceThenDrain(t *testing.T, replicas []algorithms.Limiter, op algorithms.Op, calls int, wait time.Duration) (race, later int) {
+func raceThenDrain(t *testing.T, replicas []rate.Limiter, op rate.Op, calls int, wait time.Duration) (race, later int) {
 	t.Helper()
 	var admitted, sent atomic.Int64
 	var wg sync.WaitGroup
 	for c := range 128 {
 		wg.Go(func() {
 			for sent.Add(1) <= int64(calls) {
-				res, err := replicas[c%len(replicas)].Do(context.Background(), []algorithms.Op{op})
+				res, err := replicas[c%len(replicas)].Do(context.Background(), []rate.Op{op})
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -613,7 +614,7 @@ func raceThenDrain(t *testing.T, replicas []algorithms.Limiter, op algorithms.Op
 	if uint64(race) == op.Limit.Requests {
 		// No lease can hold a hit now: the next take is denied at once.
 		for _, r := range replicas {
-			res, err := r.Do(context.Background(), []algorithms.Op{op})
+			res, err := r.Do(context.Background(), []rate.Op{op})
 			require.NoError(t, err)
 			require.False(t, res[0].Allowed, "a take after the limit was reached")
 		}
@@ -624,7 +625,7 @@ func raceThenDrain(t *testing.T, replicas []algorithms.Limiter, op algorithms.Op
 		n := 0
 		for _, r := range replicas {
 			for n+race+later <= int(op.Limit.Requests) {
-				res, err := r.Do(context.Background(), []algorithms.Op{op})
+				res, err := r.Do(context.Background(), []rate.Op{op})
 				require.NoError(t, err)
 				if !res[0].Allowed {
 					break
@@ -648,10 +649,10 @@ func TestOpsNotLeasedPassThrough(t *testing.T) {
 	r := newReplica(t, rec, clock.Now)
 	lim := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1_000_000, Window: time.Hour}
 	for i := range 1000 {
-		ops := []algorithms.Op{take("c", lim, 1), take("s", lim, 1), take("p", lim, 0), take("r", lim, 1)}
-		ops[0].Kind, ops[0].Debt = algorithms.Charge, true
+		ops := []rate.Op{take("c", lim, 1), take("s", lim, 1), take("p", lim, 0), take("r", lim, 1)}
+		ops[0].Kind, ops[0].Debt = rate.Charge, true
 		ops[1].Shards = 4
-		ops[3].Kind = algorithms.Refund
+		ops[3].Kind = rate.Refund
 		r.do(t, ops...)
 		_ = i
 		clock.Advance(50 * time.Microsecond)
@@ -666,21 +667,21 @@ func TestOpsNotLeasedPassThrough(t *testing.T) {
 // failing fails every call while fail is set, reporting its ops as not
 // applied.
 type failing struct {
-	algorithms.Limiter
+	rate.Limiter
 	fail atomic.Bool
 }
 
 var errDown = errors.New("backend down")
 
-func (f *failing) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (f *failing) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	if f.fail.Load() {
-		o := new(algorithms.Outcomes)
-		out := make([]algorithms.Outcome, len(ops))
+		o := new(rate.Outcomes)
+		out := make([]rate.Outcome, len(ops))
 		for i, op := range ops {
-			out[i] = algorithms.Outcome{Op: op, Fate: algorithms.NotApplied}
+			out[i] = rate.Outcome{Op: op, Fate: rate.NotApplied}
 		}
 		o.Report(out)
-		return nil, algorithms.Unsettled(errDown, o)
+		return nil, rate.Unsettled(errDown, o)
 	}
 	return f.Limiter.Do(ctx, ops)
 }
@@ -699,9 +700,9 @@ func TestFailedCallGivesBackServedHits(t *testing.T) {
 			t.Cleanup(mem.Close)
 			back := &failing{Limiter: mem}
 			var mu sync.Mutex
-			var given []algorithms.Op
+			var given []rate.Op
 			l, err := New(back, Options{Time: tau, MinHits: minHits, Now: clock.Now, KeepFailedTakes: keep, manual: true,
-				GiveBack: func(ops []algorithms.Op) { mu.Lock(); given = append(given, ops...); mu.Unlock() }})
+				GiveBack: func(ops []rate.Op) { mu.Lock(); given = append(given, ops...); mu.Unlock() }})
 			require.NoError(t, err)
 			r := replica{Limiter: l, obs: newCounter()}
 			hot := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1_000_000, Window: time.Hour}
@@ -716,7 +717,7 @@ func TestFailedCallGivesBackServedHits(t *testing.T) {
 
 			back.fail.Store(true)
 			cold := take("cold", algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Window: time.Hour}, 1)
-			_, err = r.Do(context.Background(), []algorithms.Op{take("hot", hot, 1), cold})
+			_, err = r.Do(context.Background(), []rate.Op{take("hot", hot, 1), cold})
 			require.ErrorIs(t, err, errDown)
 			r.pending.Wait()
 			back.fail.Store(false)
@@ -734,7 +735,7 @@ func TestFailedCallGivesBackServedHits(t *testing.T) {
 }
 
 // serves reports whether a lease of r can serve op at now.
-func (r replica) serves(op algorithms.Op, now time.Time) bool {
+func (r replica) serves(op rate.Op, now time.Time) bool {
 	id := op.Identity()
 	s := r.shard(id)
 	s.mu.Lock()
@@ -748,7 +749,7 @@ func (r replica) serves(op algorithms.Op, now time.Time) bool {
 }
 
 // held returns the hits r's leases of op's limit hold and have not served.
-func (r replica) held(op algorithms.Op) uint64 {
+func (r replica) held(op rate.Op) uint64 {
 	e := r.entryOf(op)
 	if e == nil {
 		return 0
@@ -870,13 +871,13 @@ func TestBindingVerdicts(t *testing.T) {
 // gate holds the leases' takes (ops of more than one hit) while it is
 // closed, and counts the takes of one hit.
 type gate struct {
-	algorithms.Limiter
+	rate.Limiter
 	closed  atomic.Bool
 	open    chan struct{}
 	singles atomic.Int64
 }
 
-func (g *gate) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (g *gate) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	for _, op := range ops {
 		switch {
 		case op.Hits == 1 && !op.Loosens():
@@ -915,7 +916,7 @@ func TestTakesWaitForTheLeaseOnItsWay(t *testing.T) {
 			if e.busy != nil && !r.serves(op, clock.Now()) {
 				return r, g
 			}
-			res, err := r.Do(context.Background(), []algorithms.Op{op})
+			res, err := r.Do(context.Background(), []rate.Op{op})
 			require.NoError(t, err)
 			require.True(t, res[0].Allowed)
 		}
@@ -926,7 +927,7 @@ func TestTakesWaitForTheLeaseOnItsWay(t *testing.T) {
 		singles := g.singles.Load()
 		served := make(chan algorithms.Result, 1)
 		go func() {
-			res, err := r.Do(context.Background(), []algorithms.Op{op})
+			res, err := r.Do(context.Background(), []rate.Op{op})
 			assert.NoError(t, err)
 			served <- res[0]
 		}()
@@ -947,7 +948,7 @@ func TestTakesWaitForTheLeaseOnItsWay(t *testing.T) {
 		r, _ := spent(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 		defer cancel()
-		_, err := r.Do(ctx, []algorithms.Op{op})
+		_, err := r.Do(ctx, []rate.Op{op})
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 )
 
@@ -69,7 +70,7 @@ func newSimulation(t *testing.T, tau time.Duration) *simulation {
 
 // take sends one take to replica i, waits for what it started, and moves
 // the clock on by step, sweeping every τ as the replicas do.
-func (s *simulation) take(t *testing.T, i int, op algorithms.Op, step time.Duration) bool {
+func (s *simulation) take(t *testing.T, i int, op rate.Op, step time.Duration) bool {
 	r := replica{Limiter: s.replicas[i]}
 	ok := r.do(t, op)[0].Allowed
 	s.clock.Advance(step)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/layers/denycache"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/redisx"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -35,7 +36,7 @@ func TestLeasesOnRedisAdmitExactlyTheLimit(t *testing.T) {
 	}
 	server := redistest.SharedStandalone(t)
 	prefix := fmt.Sprintf("lease-test:%d:", time.Now().UnixNano())
-	replicas := make([]algorithms.Limiter, 2)
+	replicas := make([]rate.Limiter, 2)
 	for i := range replicas {
 		backend, err := redisx.NewLimiter(server.Client(t), 2, redisx.WithKeyPrefix(prefix))
 		require.NoError(t, err)

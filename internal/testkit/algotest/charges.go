@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // chargeBehaviours are the properties of charges (usage already spent),
@@ -31,18 +32,18 @@ func chargeBehaviours() []behaviour {
 
 // charge records n hits as spent, as a debt past the limit, and checks
 // that it carries no receipt.
-func (s *suite) charge(k algorithms.Key, l algorithms.Limit, n uint64) algorithms.Result {
+func (s *suite) charge(k rate.Key, l algorithms.Limit, n uint64) algorithms.Result {
 	s.t.Helper()
-	res := s.do(algorithms.Op{Key: k, Limit: l, Hits: n, Kind: algorithms.Charge, Debt: true})[0]
+	res := s.do(rate.Op{Key: k, Limit: l, Hits: n, Kind: rate.Charge, Debt: true})[0]
 	require.Zero(s.t, res.Receipt, "a charge has no receipt %s", s.at())
 	return res
 }
 
 // record records n hits as spent, owing nothing past the window, and
 // checks that it carries no receipt.
-func (s *suite) record(k algorithms.Key, l algorithms.Limit, n uint64) algorithms.Result {
+func (s *suite) record(k rate.Key, l algorithms.Limit, n uint64) algorithms.Result {
 	s.t.Helper()
-	res := s.do(algorithms.Op{Key: k, Limit: l, Hits: n, Kind: algorithms.Charge})[0]
+	res := s.do(rate.Op{Key: k, Limit: l, Hits: n, Kind: rate.Charge})[0]
 	require.Zero(s.t, res.Receipt, "a record has no receipt %s", s.at())
 	return res
 }
@@ -117,7 +118,7 @@ func recordOwesNothing(s *suite) {
 // waiting ResetAfter is.
 func exactRetryAfterRecords(s *suite) {
 	rng := rand.New(rand.NewPCG(24, uint64(s.alg)))
-	s.retryAfterIsExact(rng, 12, 1, func(k algorithms.Key, l algorithms.Limit) {
+	s.retryAfterIsExact(rng, 12, 1, func(k rate.Key, l algorithms.Limit) {
 		switch rng.IntN(4) {
 		case 0:
 			s.take(k, l, rng.Uint64N(l.Capacity()+1))
@@ -220,7 +221,7 @@ func exactRetryAfterCharges(s *suite, take bool) {
 		seed = 22
 	}
 	rng := rand.New(rand.NewPCG(seed, uint64(s.alg)))
-	s.retryAfterIsExact(rng, 12, 1, func(k algorithms.Key, l algorithms.Limit) {
+	s.retryAfterIsExact(rng, 12, 1, func(k rate.Key, l algorithms.Limit) {
 		if rng.IntN(3) == 0 {
 			s.take(k, l, rng.Uint64N(l.Capacity()+1))
 		} else {

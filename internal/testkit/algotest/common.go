@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // commonBehaviours are the properties every algorithm has.
@@ -205,7 +206,7 @@ func exactRetryAfter(s *suite, several bool) {
 		seed, minCap = 2, 2
 	}
 	rng := rand.New(rand.NewPCG(seed, uint64(s.alg)))
-	s.retryAfterIsExact(rng, 20, minCap, func(k algorithms.Key, l algorithms.Limit) {
+	s.retryAfterIsExact(rng, 20, minCap, func(k rate.Key, l algorithms.Limit) {
 		s.take(k, l, rng.Uint64N(l.Capacity()+1))
 	}, func(c uint64) uint64 {
 		if several {
@@ -219,7 +220,7 @@ func exactRetryAfter(s *suite, several bool) {
 // drive, until a take of hits(capacity) hits is denied, then checks that
 // waiting ResetAfter less one microsecond is not enough and waiting
 // ResetAfter is; three times a key.
-func (s *suite) retryAfterIsExact(rng *rand.Rand, keys int, minCap uint64, drive func(algorithms.Key, algorithms.Limit), hits func(capacity uint64) uint64) {
+func (s *suite) retryAfterIsExact(rng *rand.Rand, keys int, minCap uint64, drive func(rate.Key, algorithms.Limit), hits func(capacity uint64) uint64) {
 	const checksPerKey = 3
 	checked := 0
 	for range keys {
@@ -273,14 +274,14 @@ func fullReplenishment(s *suite) {
 func keysAreIndependent(s *suite) {
 	long := strings.Repeat("v", 300)
 	d := s.domain
-	e := func(kv ...string) []algorithms.Entry {
-		var es []algorithms.Entry
+	e := func(kv ...string) []rate.Entry {
+		var es []rate.Entry
 		for i := 0; i < len(kv); i += 2 {
-			es = append(es, algorithms.Entry{Key: kv[i], Value: kv[i+1]})
+			es = append(es, rate.Entry{Key: kv[i], Value: kv[i+1]})
 		}
 		return es
 	}
-	keys := []algorithms.Key{
+	keys := []rate.Key{
 		{Domain: d, Entries: e("k", "v")},
 		{Domain: d, Entries: e("k", "w")},
 		{Domain: d, Entries: e("k2", "v")},

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // startTime is where every behaviour's clock starts: a realistic instant,
@@ -23,12 +24,12 @@ func startTime() time.Time { return time.Date(2026, 11, 21, 10, 0, 0, 123456000,
 
 // Run runs the suite: for each algorithm (one t.Run each) and each behaviour
 // (one t.Run each), it makes a Clock reading 2026-11-21T10:00:00.123456Z and
-// an algorithms.Limiter from newLimiter, which must take its time from that clock, and
+// an rate.Limiter from newLimiter, which must take its time from that clock, and
 // drives it through Do.
 //
 // Every behaviour uses keys of its own, named after the test and the run, so
 // that one shared Redis serves the whole suite, run after run.
-func Run(t *testing.T, newLimiter func(t *testing.T, clock *Clock) algorithms.Limiter) {
+func Run(t *testing.T, newLimiter func(t *testing.T, clock *Clock) rate.Limiter) {
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
 	for _, alg := range algorithms.Algorithms {
 		t.Run(alg.String(), func(t *testing.T) {
@@ -67,7 +68,7 @@ func behaviours() []behaviour {
 type suite struct {
 	t      *testing.T
 	clock  *Clock
-	lim    algorithms.Limiter
+	lim    rate.Limiter
 	alg    algorithms.Algorithm
 	domain string
 	keys   int
@@ -78,9 +79,9 @@ type suite struct {
 }
 
 // key returns a key no other call returns.
-func (s *suite) key() algorithms.Key {
+func (s *suite) key() rate.Key {
 	s.keys++
-	return algorithms.Key{Domain: s.domain, Entries: []algorithms.Entry{{Key: "key", Value: strconv.Itoa(s.keys)}}}
+	return rate.Key{Domain: s.domain, Entries: []rate.Entry{{Key: "key", Value: strconv.Itoa(s.keys)}}}
 }
 
 // limit returns a limit of the algorithm under test.
@@ -88,11 +89,11 @@ func (s *suite) limit(requests uint64, window time.Duration) algorithms.Limit {
 	return algorithms.Limit{Algorithm: s.alg, Requests: requests, Window: window}
 }
 
-func (s *suite) do(ops ...algorithms.Op) []algorithms.Result {
+func (s *suite) do(ops ...rate.Op) []algorithms.Result {
 	s.t.Helper()
 	for i := range ops {
 		id := ops[i].Identity()
-		if ops[i].Kind == algorithms.Charge && ops[i].Debt {
+		if ops[i].Kind == rate.Charge && ops[i].Debt {
 			if s.owing == nil {
 				s.owing = make(map[string]bool)
 			}
@@ -108,9 +109,9 @@ func (s *suite) do(ops ...algorithms.Op) []algorithms.Result {
 
 // take asks for n hits and checks the receipt of an admitted Take: the time
 // of the decision, and no sequence number outside a sliding window log.
-func (s *suite) take(k algorithms.Key, l algorithms.Limit, n uint64) algorithms.Result {
+func (s *suite) take(k rate.Key, l algorithms.Limit, n uint64) algorithms.Result {
 	s.t.Helper()
-	res := s.do(algorithms.Op{Key: k, Limit: l, Hits: n})[0]
+	res := s.do(rate.Op{Key: k, Limit: l, Hits: n})[0]
 	if res.Allowed {
 		require.Equal(s.t, s.clock.Now().UnixMicro(), res.Receipt.At, "receipt time %s", s.at())
 		if l.Algorithm != algorithms.SlidingWindowLog {
@@ -123,9 +124,9 @@ func (s *suite) take(k algorithms.Key, l algorithms.Limit, n uint64) algorithms.
 // lease asks for n hits for a lease held for hold (Op.Hold) and checks the
 // receipt of an admitted one: the time of the decision, or for a sliding
 // window log the lease's end, where its hits are logged.
-func (s *suite) lease(k algorithms.Key, l algorithms.Limit, n uint64, hold time.Duration) algorithms.Result {
+func (s *suite) lease(k rate.Key, l algorithms.Limit, n uint64, hold time.Duration) algorithms.Result {
 	s.t.Helper()
-	res := s.do(algorithms.Op{Key: k, Limit: l, Hits: n, Hold: hold})[0]
+	res := s.do(rate.Op{Key: k, Limit: l, Hits: n, Hold: hold})[0]
 	if res.Allowed {
 		at := s.clock.Now()
 		if l.Algorithm == algorithms.SlidingWindowLog {
@@ -139,21 +140,21 @@ func (s *suite) lease(k algorithms.Key, l algorithms.Limit, n uint64, hold time.
 // settle settles the lease of size hits with receipt r and hold: served
 // lists what it served since it was taken, and close ends it. A
 // settlement's answer says only that it was applied.
-func (s *suite) settle(k algorithms.Key, l algorithms.Limit, r algorithms.Receipt, hold time.Duration, size uint64, served []algorithms.Served, close bool) {
+func (s *suite) settle(k rate.Key, l algorithms.Limit, r algorithms.Receipt, hold time.Duration, size uint64, served []algorithms.Served, close bool) {
 	s.t.Helper()
-	res := s.do(algorithms.Op{Key: k, Limit: l, Kind: algorithms.Settle,
+	res := s.do(rate.Op{Key: k, Limit: l, Kind: rate.Settle,
 		Leases: []algorithms.Lease{{Receipt: r, Hold: hold, Size: size, Served: served, Close: close}}})[0]
 	require.True(s.t, res.Allowed, "a settlement %s", s.at())
 }
 
-func (s *suite) peek(k algorithms.Key, l algorithms.Limit) algorithms.Result {
+func (s *suite) peek(k rate.Key, l algorithms.Limit) algorithms.Result {
 	s.t.Helper()
 	return s.take(k, l, 0)
 }
 
-func (s *suite) refund(k algorithms.Key, l algorithms.Limit, n uint64, r algorithms.Receipt) algorithms.Result {
+func (s *suite) refund(k rate.Key, l algorithms.Limit, n uint64, r algorithms.Receipt) algorithms.Result {
 	s.t.Helper()
-	return s.do(algorithms.Op{Key: k, Limit: l, Hits: n, Kind: algorithms.Refund, Receipt: r})[0]
+	return s.do(rate.Op{Key: k, Limit: l, Hits: n, Kind: rate.Refund, Receipt: r})[0]
 }
 
 // at describes the clock for failure messages.

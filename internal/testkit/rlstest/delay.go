@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // DelayLimiter answers through Inner after Delay, as a backend on a busy
@@ -18,7 +19,7 @@ import (
 // before the first call; a DelayLimiter is safe for concurrent use after
 // that.
 type DelayLimiter struct {
-	Inner algorithms.Limiter
+	Inner rate.Limiter
 	Delay time.Duration
 
 	mu        sync.Mutex
@@ -26,7 +27,7 @@ type DelayLimiter struct {
 }
 
 // Do waits Delay, or until ctx ends, and then asks Inner.
-func (l *DelayLimiter) Do(ctx context.Context, ops []algorithms.Op) ([]algorithms.Result, error) {
+func (l *DelayLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	d, _ := ctx.Deadline()
 	l.mu.Lock()
 	l.deadlines = append(l.deadlines, d)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 func TestDescriptorPairsKeysWithValues(t *testing.T) {
@@ -56,14 +57,14 @@ func TestDelayLimiterAnswersLate(t *testing.T) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
 	lim := &DelayLimiter{Inner: mem, Delay: 30 * time.Millisecond}
-	op := algorithms.Op{
-		Key:   algorithms.Key{Domain: "test", Entries: []algorithms.Entry{{Key: "k", Value: "v"}}},
+	op := rate.Op{
+		Key:   rate.Key{Domain: "test", Entries: []rate.Entry{{Key: "k", Value: "v"}}},
 		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 3, Window: time.Minute},
 		Hits:  1,
 	}
 
 	start := time.Now()
-	res, err := lim.Do(context.Background(), []algorithms.Op{op})
+	res, err := lim.Do(context.Background(), []rate.Op{op})
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond)
 	assert.EqualValues(t, 2, res[0].Remaining)
@@ -72,12 +73,12 @@ func TestDelayLimiterAnswersLate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 	defer cancel()
 	want, _ := ctx.Deadline()
-	_, err = lim.Do(ctx, []algorithms.Op{op})
+	_, err = lim.Do(ctx, []rate.Op{op})
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 	assert.Equal(t, want, lim.LastDeadline(t))
 	assert.Len(t, lim.Deadlines(), 2)
 
-	res, err = mem.Do(context.Background(), []algorithms.Op{{Key: op.Key, Limit: op.Limit}})
+	res, err = mem.Do(context.Background(), []rate.Op{{Key: op.Key, Limit: op.Limit}})
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, res[0].Remaining, "the call that ran out of time took nothing")
 }

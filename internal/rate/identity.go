@@ -1,6 +1,8 @@
-package algorithms
+package rate
 
 import (
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
@@ -24,7 +26,7 @@ const MaxIdentityPart = 256
 // identity. A part longer than MaxIdentityPart bytes becomes "%#" and the hex
 // SHA-256 of the part: "%#" never appears in an escaped part, so a digest
 // cannot collide with a literal value, and a long value cannot dodge its limit.
-func Identity(k Key, l Limit) string {
+func Identity(k Key, l algorithms.Limit) string {
 	var b strings.Builder
 	n := len(k.Domain) + len(l.Algorithm.String()) + 22
 	for _, e := range k.Entries {

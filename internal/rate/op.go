@@ -1,9 +1,11 @@
-package algorithms
+package rate
 
 import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
 // ErrUnavailable is wrapped by a limiter's error when its backend cannot
@@ -71,7 +73,7 @@ func (k Kind) String() string {
 // them back, or settle leases, as its Kind says.
 type Op struct {
 	Key   Key
-	Limit Limit
+	Limit algorithms.Limit
 	// Kind is what the op does; the zero value takes.
 	Kind Kind
 	// Hits is n. Taking 0 hits checks the limit without consuming.
@@ -90,7 +92,7 @@ type Op struct {
 	// Receipt, for a Refund, is the receipt of the Take being undone, so
 	// that exactly what it consumed is given back. The zero Receipt gives
 	// back the newest Hits hits of the current window.
-	Receipt Receipt
+	Receipt algorithms.Receipt
 	// ID is Identity(Key, Limit) when the caller has computed it already,
 	// or empty. Limiters that need the identity take it from Op.Identity,
 	// so that it is built once per operation.
@@ -100,12 +102,12 @@ type Op struct {
 	// 0 for an ordinary op. A sliding_window_log logs a lease's hits at
 	// now + Hold until they are settled (State.Lease); a token_bucket holds
 	// them until then; the windows count a lease as a take. It counts in
-	// whole microseconds up to MaxHold (Op.HoldMicros); the other kinds
+	// whole microseconds up to algorithms.MaxHold (Op.HoldMicros); the other kinds
 	// ignore it.
 	Hold time.Duration
 	// Leases, for a Settle, are the leases it settles (State.Settle). Hits
 	// is then ignored.
-	Leases []Lease
+	Leases []algorithms.Lease
 	// Tag names the op for observations, opaque to Limiters: the service
 	// sets the metric key of the rule the op counts for, under which the
 	// layers that keep state of their own (leases) report it.
@@ -130,9 +132,9 @@ func (op *Op) Validate() error {
 	}
 	switch {
 	case !op.Kind.Valid():
-		return fmt.Errorf("algorithms: unknown op kind %s", op.Kind)
+		return fmt.Errorf("rate: unknown op kind %s", op.Kind)
 	case op.Kind == Settle && len(op.Leases) == 0:
-		return errors.New("algorithms: a settlement of no leases")
+		return errors.New("rate: a settlement of no leases")
 	}
 	return nil
 }
@@ -140,10 +142,7 @@ func (op *Op) Validate() error {
 // HoldMicros returns the hold the states and the scripts apply, in whole
 // microseconds, cut to [0, MaxHold]: a lease's or its settlement's, 0 for
 // an ordinary op.
-func (op *Op) HoldMicros() int64 { return holdMicros(op.Hold) }
-
-// holdMicros returns d in whole microseconds, cut to [0, MaxHold].
-func holdMicros(d time.Duration) int64 { return min(max(d, 0), MaxHold).Microseconds() }
+func (op *Op) HoldMicros() int64 { return algorithms.HoldMicros(op.Hold) }
 
 // Identity returns op.ID, or Identity(op.Key, op.Limit) when it is empty.
 func (op *Op) Identity() string {
@@ -158,92 +157,5 @@ func (op *Op) Identity() string {
 // a settlement of leases, whose algorithm gives back exactly the receipt's
 // entries (Spec.ExactRefund), and nothing once they are gone.
 func (op *Op) IdempotentRefund() bool {
-	return op.Limit.Algorithm.spec().ExactRefund && (op.Receipt.Seq != 0 || op.Kind == Settle)
-}
-
-// Receipt records what an admitted Take consumed.
-type Receipt struct {
-	// At is the time of the decision, in microseconds since the Unix epoch.
-	At int64
-	// Seq is, for a sliding window log, the sequence number of the first entry
-	// the Take added; 0 otherwise.
-	Seq uint64
-	// Shard is the shard that admitted the Take when its Op was split.
-	Shard uint32
-	// Epoch names the incarnation of the state that admitted a lease's take,
-	// 0 for other takes: a settlement or refund by a receipt with an Epoch
-	// applies only to the state of that Epoch, so that one made after the
-	// state was lost (flushed, evicted, failed over, or dropped once
-	// replenished) changes nothing. A backend chooses its Epochs; they are
-	// opaque to everyone else.
-	Epoch int64
-}
-
-// Lease is one lease in a settlement (Op.Leases): the lease of Size hits
-// taken with Receipt and Hold, of which Reported were served and reported
-// by the holder's earlier settlements. Served lists the hits served since,
-// oldest first; Close ends the lease, giving back what it did not serve.
-type Lease struct {
-	Receipt  Receipt
-	Hold     time.Duration
-	Size     uint64
-	Reported uint64
-	Served   []Served
-	Close    bool
-}
-
-// served returns the hits ls.Served lists, at most what ls has not
-// reported yet.
-func (ls *Lease) served() uint64 {
-	var n uint64
-	for _, s := range ls.Served {
-		n += s.N
-	}
-	return min(n, ls.Size-min(ls.Reported, ls.Size))
-}
-
-// unused returns what ls gives back when it closes: what it never served.
-func (ls *Lease) unused() uint64 {
-	return ls.Size - min(ls.Reported, ls.Size) - ls.served()
-}
-
-// Served is hits of a lease served at one time, At (µs since the Unix
-// epoch, no earlier than the backend's clock read when they were served):
-// for a sliding_window_log, the N consecutive sequence numbers from Seq.
-type Served struct {
-	At  int64
-	Seq uint64
-	N   uint64
-}
-
-// Result is the outcome of one Op.
-type Result struct {
-	// Allowed reports whether the hits were admitted. A refund is always
-	// allowed.
-	Allowed bool
-	// Remaining is how many more hits the limit would admit now.
-	Remaining uint64
-	// ResetAfter is, when denied, the exact wait after which the same request
-	// would be admitted; when allowed, the wait until the limit is fully
-	// replenished. Its resolution is one microsecond.
-	ResetAfter time.Duration
-	// Receipt identifies what an admitted Take consumed, for a later refund.
-	Receipt Receipt
-	// Transient reports, on a denial, that the state it was decided on may
-	// have held hits another op was about to give back, so that the same
-	// take may be admitted at once: ResetAfter is then the longest wait, not
-	// the exact one. Only a backend that admits by adding first and gives
-	// back after (the fixed window on Redis, counted without a script) sets
-	// it, and whoever remembers denials must not remember such a one.
-	Transient bool
-	// State is, for an admitted lease's take (Op.Hold) of a backend that
-	// tells it, the limit's state just after the take, as the backend
-	// holds it, from which the lease's holder answers the takes it serves
-	// as the backend would (see State); nil otherwise. It is the caller's.
-	State State
-	// StateUntil is, with State, when State stops answering as the
-	// backend's state does, the holder's own takes aside (µs since the
-	// Unix epoch): a backend that told only part of the state says when
-	// that part runs out. 0 when it answers for as long as the lease lasts.
-	StateUntil int64
+	return op.Limit.Algorithm.Spec().ExactRefund && (op.Receipt.Seq != 0 || op.Kind == Settle)
 }

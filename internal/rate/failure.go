@@ -1,6 +1,8 @@
-package algorithms
+package rate
 
 import (
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+
 	"context"
 	"errors"
 	"fmt"
@@ -119,9 +121,9 @@ func (e notSent) Is(target error) bool { return target == ErrNotSent }
 // CheckResults returns err, or, when err is nil and results do not hold one
 // Result per op of a call of ops ops, an error saying so: what a wrapper of a
 // Limiter checks of the Limiter it wraps before it reads the results.
-func CheckResults(results []Result, ops int, err error) error {
+func CheckResults(results []algorithms.Result, ops int, err error) error {
 	if err == nil && len(results) != ops {
-		return fmt.Errorf("algorithms: limiter returned %d results for %d operations", len(results), ops)
+		return fmt.Errorf("rate: limiter returned %d results for %d operations", len(results), ops)
 	}
 	return err
 }

@@ -1,6 +1,8 @@
-package algorithms
+package rate
 
 import (
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+
 	"context"
 )
 
@@ -23,5 +25,5 @@ import (
 //
 // Implementations MUST be safe for concurrent use.
 type Limiter interface {
-	Do(ctx context.Context, ops []Op) ([]Result, error)
+	Do(ctx context.Context, ops []Op) ([]algorithms.Result, error)
 }

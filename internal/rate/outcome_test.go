@@ -1,4 +1,4 @@
-package algorithms
+package rate
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package algorithms
+package rate
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
 
 func TestClassifyBackendError(t *testing.T) {
@@ -61,7 +63,7 @@ func TestNotSentKeepsTheError(t *testing.T) {
 // is; one with another number of results is an error.
 func TestCheckResults(t *testing.T) {
 	boom := errors.New("boom")
-	assert.NoError(t, CheckResults(make([]Result, 2), 2, nil))
+	assert.NoError(t, CheckResults(make([]algorithms.Result, 2), 2, nil))
 	assert.Equal(t, boom, CheckResults(nil, 2, boom))
-	assert.EqualError(t, CheckResults(make([]Result, 1), 2, nil), "algorithms: limiter returned 1 results for 2 operations")
+	assert.EqualError(t, CheckResults(make([]algorithms.Result, 1), 2, nil), "rate: limiter returned 1 results for 2 operations")
 }

@@ -1,4 +1,4 @@
-package algorithms_test
+package rate_test
 
 import (
 	"fmt"
@@ -10,12 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
+	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
 // identityInput is one input of Identity, in a form where distinct inputs
 // print distinctly.
 type identityInput struct {
-	key   algorithms.Key
+	key   rate.Key
 	limit algorithms.Limit
 }
 
@@ -30,7 +31,7 @@ func randomPart(rng *rand.Rand) string {
 	var b strings.Builder
 	n := rng.IntN(5)
 	if rng.IntN(25) == 0 {
-		n = algorithms.MaxIdentityPart - 2 + rng.IntN(5) // around the digest threshold
+		n = rate.MaxIdentityPart - 2 + rng.IntN(5) // around the digest threshold
 	}
 	for range n {
 		b.WriteByte(alphabet[rng.IntN(len(alphabet))])
@@ -40,7 +41,7 @@ func randomPart(rng *rand.Rand) string {
 
 func randomIdentityInput(rng *rand.Rand) identityInput {
 	in := identityInput{
-		key: algorithms.Key{Domain: randomPart(rng)},
+		key: rate.Key{Domain: randomPart(rng)},
 		limit: algorithms.Limit{
 			Algorithm: algorithms.Algorithms[rng.IntN(len(algorithms.Algorithms))],
 			Window:    []time.Duration{time.Second, 10 * time.Second, time.Minute}[rng.IntN(3)],
@@ -48,7 +49,7 @@ func randomIdentityInput(rng *rand.Rand) identityInput {
 		},
 	}
 	for range rng.IntN(4) {
-		in.key.Entries = append(in.key.Entries, algorithms.Entry{Key: randomPart(rng), Value: randomPart(rng)})
+		in.key.Entries = append(in.key.Entries, rate.Entry{Key: randomPart(rng), Value: randomPart(rng)})
 	}
 	return in
 }
@@ -60,7 +61,7 @@ func TestIdentityInjective(t *testing.T) {
 	seen := make(map[string]string) // identity → input
 	for range 100_000 {
 		in := randomIdentityInput(rng)
-		id := algorithms.Identity(in.key, in.limit)
+		id := rate.Identity(in.key, in.limit)
 		require.NotContains(t, id, "{", "identity of %s", in)
 		require.NotContains(t, id, "}", "identity of %s", in)
 		if other, ok := seen[id]; ok {
@@ -72,17 +73,17 @@ func TestIdentityInjective(t *testing.T) {
 }
 
 func TestIdentity(t *testing.T) {
-	long := strings.Repeat("x", algorithms.MaxIdentityPart+1)
+	long := strings.Repeat("x", rate.MaxIdentityPart+1)
 	fw := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Minute}
-	e := func(kv ...string) []algorithms.Entry {
-		var es []algorithms.Entry
+	e := func(kv ...string) []rate.Entry {
+		var es []rate.Entry
 		for i := 0; i < len(kv); i += 2 {
-			es = append(es, algorithms.Entry{Key: kv[i], Value: kv[i+1]})
+			es = append(es, rate.Entry{Key: kv[i], Value: kv[i+1]})
 		}
 		return es
 	}
 	// Pairs a naive join would confuse.
-	distinct := []algorithms.Key{
+	distinct := []rate.Key{
 		{Domain: "d", Entries: e("k", "v")},
 		{Domain: "d|k=v"},
 		{Domain: "d", Entries: e("k", "v|k2=v2")},
@@ -101,17 +102,27 @@ func TestIdentity(t *testing.T) {
 	}
 	ids := make(map[string]int)
 	for i, k := range distinct {
-		id := algorithms.Identity(k, fw)
+		id := rate.Identity(k, fw)
 		j, dup := ids[id]
 		require.False(t, dup, "keys %d and %d share %q", i, j, id)
 		ids[id] = i
 	}
 
 	k := distinct[0]
-	require.Equal(t, "d|k=v|fixed_window:60", algorithms.Identity(k, fw))
-	require.Equal(t, "a%7Bb%7D%25%7C%3D%3A%00|fixed_window:60", algorithms.Identity(algorithms.Key{Domain: "a{b}%|=:\x00"}, fw))
-	require.Equal(t, algorithms.Identity(k, fw), algorithms.Identity(k, algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 7, Window: time.Minute}), "the limit's numbers are not part of the identity")
-	require.NotEqual(t, algorithms.Identity(k, fw), algorithms.Identity(k, algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Window: time.Minute}))
-	require.NotEqual(t, algorithms.Identity(k, fw), algorithms.Identity(k, algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Hour}))
-	require.Less(t, len(algorithms.Identity(algorithms.Key{Domain: long, Entries: e(long, long)}, fw)), 3*70+30, "long parts are digested")
+	require.Equal(t, "d|k=v|fixed_window:60", rate.Identity(k, fw))
+	require.Equal(t, "a%7Bb%7D%25%7C%3D%3A%00|fixed_window:60", rate.Identity(rate.Key{Domain: "a{b}%|=:\x00"}, fw))
+	require.Equal(t, rate.Identity(k, fw), rate.Identity(k, algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 7, Window: time.Minute}), "the limit's numbers are not part of the identity")
+	require.NotEqual(t, rate.Identity(k, fw), rate.Identity(k, algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Requests: 5, Window: time.Minute}))
+	require.NotEqual(t, rate.Identity(k, fw), rate.Identity(k, algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5, Window: time.Hour}))
+	require.Less(t, len(rate.Identity(rate.Key{Domain: long, Entries: e(long, long)}, fw)), 3*70+30, "long parts are digested")
+}
+
+// TestIdentityOfACalendarLimit: a calendar month and 30 days count apart.
+func TestIdentityOfACalendarLimit(t *testing.T) {
+	month := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 10, Window: 30 * 24 * time.Hour, Calendar: true}
+	plain := month
+	plain.Calendar = false
+	k := rate.Key{Domain: "d", Entries: []rate.Entry{{Key: "k", Value: "v"}}}
+	require.NotEqual(t, rate.Identity(k, plain), rate.Identity(k, month), "a calendar month and 30 days count apart")
+	require.Equal(t, "d|k=v|fixed_window:2592000:calendar", rate.Identity(k, month))
 }

@@ -1,6 +1,8 @@
-package algorithms
+package rate
 
 import (
+	"github.com/ratewarden/ratewarden/internal/algorithms"
+
 	"errors"
 	"sync"
 	"time"
@@ -44,7 +46,7 @@ type Outcome struct {
 	Op   Op
 	Fate Fate
 	// Result is the Op's result when it was Applied.
-	Result Result
+	Result algorithms.Result
 	// At is when the fate became known: for an Applied Op, when the
 	// backend's answer was read.
 	At time.Time
