@@ -177,7 +177,8 @@ func (l *Limiter) GiveBack(ops []rate.Op) {
 //
 //   - an admitted take is given back with its receipt, so that only
 //     admitted answers keep hits, unless KeepFailedTakes (the failure mode
-//     allow answered the request as admitted, and its hits stay);
+//     allow answered the request as admitted, and its hits stay); a
+//     lease's take is not: its holder settles it;
 //   - a refund with a receipt (a denied request's give-back, or one of
 //     this queue's) that certainly did not run is sent again, and so is
 //     one that may have run when running it twice changes nothing (a
@@ -209,7 +210,10 @@ func (l *Limiter) settle(outcomes []rate.Outcome) {
 				uncertainCharges++
 			}
 		case op.Kind == rate.Take:
-			if l.keepTakes {
+			if l.keepTakes || op.Leasing() {
+				// A lease's take is its holder's to settle (the lease
+				// layer ends a lease granted to no one): a refund of it
+				// too would give its hits back twice.
 				continue
 			}
 			switch {
