@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ratewarden/ratewarden/internal/giveback"
 	"github.com/ratewarden/ratewarden/internal/layers/admission"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
-	"github.com/ratewarden/ratewarden/internal/layers/giveback"
 	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/rls"
 )

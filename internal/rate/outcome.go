@@ -3,7 +3,6 @@ package rate
 import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 
-	"errors"
 	"sync"
 	"time"
 )
@@ -39,9 +38,9 @@ func (f Fate) String() string {
 
 // Outcome is what became of one Op of a call that returned an error to its
 // caller: a backend that keeps waiting for the answers of calls whose
-// callers gave up reports, for each of their ops, whether it ran, with its
-// Result when it did, so that the hits of an admitted take whose caller was
-// told the backend failed can be given back.
+// callers gave up reports (to Outcomes), for each of their ops, whether it
+// ran, with its Result when it did, so that the hits of an admitted take
+// whose caller was told the backend failed can be given back.
 type Outcome struct {
 	Op   Op
 	Fate Fate
@@ -52,71 +51,41 @@ type Outcome struct {
 	At time.Time
 }
 
-// Outcomes gathers what became of the ops of one failed call, as its backend
-// learns it: at once for the ops that certainly did not run and those whose
-// answers are in, and later for those of a call its caller gave up on while
-// the backend was still running it. The error of such a call carries its
-// Outcomes (see Unsettled), so that the layers the error passes on its way
-// back follow them: the give-back queue gives back what was taken for a
-// caller that was told the backend failed, and the circuit breaker counts
-// late answers as answers. The zero value is ready to use. It is safe for
-// concurrent use.
+// Outcomes passes what became of the ops of failed calls, as the backend
+// learns it, to the layers of the request path that follow it: at once for
+// the ops that certainly did not run and those whose answers are in, and
+// later for those of a call its caller gave up on while the backend was
+// still running it. The builder of the path makes one, gives it to the
+// backend, which reports to it, and has the layers follow it: the give-back
+// queue gives back what was taken for a caller that was told the backend
+// failed, the circuit breaker counts late answers as answers, and the lease
+// layer ends the leases it was granted for no one. A call's error says only
+// that it failed. The zero value is ready to use, and a nil *Outcomes takes
+// reports and passes them to no one. It is safe for concurrent use.
 type Outcomes struct {
-	mu      sync.Mutex
-	known   []Outcome
+	mu      sync.RWMutex
 	follows []func([]Outcome)
 }
 
-// Report adds out to what is known of the call and passes it to every
-// follower, in the order they followed.
-func (o *Outcomes) Report(out []Outcome) {
-	if len(out) == 0 {
-		return
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.known = append(o.known, out...)
-	for _, f := range o.follows {
-		f(out)
-	}
-}
-
-// Follow calls f with what is known of the call so far, at once, and with
-// every later report, each outcome once. f is called with o's lock held,
-// from the goroutine that reports: it must be quick and must not call o. A
-// nil *Outcomes has nothing to follow.
+// Follow makes f follow o: every report from then on is passed to f, in the
+// order followers followed. f is called from the goroutine that reports,
+// possibly several at once: it must be quick, safe for concurrent use, and
+// must not call o.
 func (o *Outcomes) Follow(f func([]Outcome)) {
-	if o == nil {
-		return
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.known) > 0 {
-		f(o.known[:len(o.known):len(o.known)])
-	}
 	o.follows = append(o.follows, f)
 }
 
-// Unsettled returns err, the error of a failed call, carrying o, what became
-// of the call's ops (see OutcomesOf). Its text is err's, and errors.Is and
-// errors.As see through it to err.
-func Unsettled(err error, o *Outcomes) error { return &unsettled{err: err, outcomes: o} }
-
-// unsettled is an error made by Unsettled.
-type unsettled struct {
-	err      error
-	outcomes *Outcomes
-}
-
-func (e *unsettled) Error() string { return e.err.Error() }
-func (e *unsettled) Unwrap() error { return e.err }
-
-// OutcomesOf returns the Outcomes that err carries (see Unsettled), or nil
-// when it carries none: the backend reports nothing of the call.
-func OutcomesOf(err error) *Outcomes {
-	var u *unsettled
-	if errors.As(err, &u) {
-		return u.outcomes
+// Report passes out, what became of some ops of failed calls, to every
+// follower.
+func (o *Outcomes) Report(out []Outcome) {
+	if o == nil || len(out) == 0 {
+		return
 	}
-	return nil
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	for _, f := range o.follows {
+		f(out)
+	}
 }

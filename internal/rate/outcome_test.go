@@ -1,44 +1,38 @@
 package rate
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
-// TestOutcomesFollowTheError: the error of a failed call carries its
-// Outcomes through the errors that wrap it; a follower gets what was
-// reported before it followed at once, and every later report, each
-// outcome once.
-func TestOutcomesFollowTheError(t *testing.T) {
-	o := &Outcomes{}
-	o.Report([]Outcome{{Fate: NotApplied}})
-	err := fmt.Errorf("layer: %w", Unsettled(fmt.Errorf("redisx: %w", context.DeadlineExceeded), o))
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Equal(t, "layer: redisx: context deadline exceeded", err.Error())
-	require.Same(t, o, OutcomesOf(err))
-
+// TestOutcomesPassReportsToFollowers: every report is passed to each
+// follower that followed before it, in the order they followed; a nil
+// Outcomes takes reports and passes them to no one.
+func TestOutcomesPassReportsToFollowers(t *testing.T) {
+	var o Outcomes
+	var order []string
 	var a, b []Fate
-	OutcomesOf(err).Follow(func(out []Outcome) {
+	o.Report([]Outcome{{Fate: NotApplied}})
+	o.Follow(func(out []Outcome) {
+		order = append(order, "a")
 		for _, x := range out {
 			a = append(a, x.Fate)
 		}
 	})
-	o.Report([]Outcome{{Fate: Applied}, {Fate: Unknown}})
-	OutcomesOf(err).Follow(func(out []Outcome) {
+	o.Report([]Outcome{{Fate: Applied}})
+	o.Follow(func(out []Outcome) {
+		order = append(order, "b")
 		for _, x := range out {
 			b = append(b, x.Fate)
 		}
 	})
+	o.Report([]Outcome{{Fate: Unknown}})
 	o.Report(nil)
-	assert.Equal(t, []Fate{NotApplied, Applied, Unknown}, a)
-	assert.Equal(t, []Fate{NotApplied, Applied, Unknown}, b)
+	assert.Equal(t, []Fate{Applied, Unknown}, a)
+	assert.Equal(t, []Fate{Unknown}, b)
+	assert.Equal(t, []string{"a", "a", "b"}, order)
 
-	assert.Nil(t, OutcomesOf(errors.New("plain")))
-	assert.Nil(t, OutcomesOf(nil))
-	OutcomesOf(nil).Follow(func([]Outcome) { t.Error("nothing to follow") })
+	var none *Outcomes
+	none.Report([]Outcome{{Fate: Applied}})
 }

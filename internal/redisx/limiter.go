@@ -32,6 +32,9 @@ type Limiter struct {
 	// server follows Redis's clock, for the ops decided without a script
 	// (counter.go) when there is no injected clock.
 	server *serverClock
+	// outcomes is told what became of the ops of failed calls
+	// (WithOutcomes); nil tells no one.
+	outcomes *rate.Outcomes
 }
 
 // clockSlack is how much longer keys live when the Limiter's clock is not the
@@ -42,10 +45,17 @@ const clockSlack = 24 * time.Hour
 type Option func(*limiterOptions)
 
 type limiterOptions struct {
-	prefix string
-	clock  func() time.Time
-	intN   func(n int) int
-	grace  time.Duration
+	prefix   string
+	clock    func() time.Time
+	intN     func(n int) int
+	grace    time.Duration
+	outcomes *rate.Outcomes
+}
+
+// WithOutcomes reports to o what became of the ops of every call that
+// fails (see Limiter.Do).
+func WithOutcomes(o *rate.Outcomes) Option {
+	return func(lo *limiterOptions) { lo.outcomes = o }
 }
 
 // WithGrace sets how long a pipeline keeps waiting for its answers after the
@@ -109,7 +119,7 @@ func NewLimiter(client redis.UniversalClient, pipelines int, opts ...Option) (*L
 	case pipelines < 1:
 		return nil, fmt.Errorf("redisx: coalescing needs at least 1 pipeline in flight, not %d", pipelines)
 	}
-	l := &Limiter{client: client, enc: enc, clock: o.clock, intN: o.intN, slack: slack}
+	l := &Limiter{client: client, enc: enc, clock: o.clock, intN: o.intN, slack: slack, outcomes: o.outcomes}
 	if o.clock == nil {
 		l.server = newServerClock(client)
 		// The ops decided without a script read Redis's clock as the
@@ -189,11 +199,12 @@ func (l *Limiter) runBatch(ctx context.Context, calls []*scriptCall, b *batch, o
 // Do returns an error wrapping algorithms.ErrInvalidLimit when an Op's limit
 // is invalid, an error when an Op is otherwise invalid (rate.Op.Validate),
 // and an error wrapping the Redis or context error when Redis
-// could not decide. Such an error carries what became of each op
-// (rate.OutcomesOf): reported at once for the ops that certainly did
-// not run and those whose answers are in, and for the ops of a call whose
-// caller gave up while its pipeline was under way, once that pipeline's
-// answers arrive (see WithGrace) or it fails, from the Limiter's goroutine.
+// could not decide. What became of each op of such a call is reported to
+// the Limiter's Outcomes (WithOutcomes): at once for the ops that certainly
+// did not run and those whose answers are in, and for the ops of a call
+// whose caller gave up while its pipeline was under way, once that
+// pipeline's answers arrive (see WithGrace) or it fails, from the
+// Limiter's goroutine.
 // A script is never sent twice once it may have run (see execScripts):
 // scripts missing from a node's cache are loaded and run again, and a script
 // that certainly did not run is sent again as the client's MaxRetries allow;
@@ -209,8 +220,8 @@ func (l *Limiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, e
 	// The frame that waits for Redis is kept small (prepare and answer do
 	// the work): a request's goroutine then fits the stack it starts with.
 	d := l.prepare(ops)
-	if err := l.run(ctx, d.calls, d.b, d.out); err != nil {
-		return nil, rate.Unsettled(err, d.out)
+	if err := l.run(ctx, d.calls, d.b, l.outcomes); err != nil {
+		return nil, err
 	}
 	again, err := l.answer(ops, d)
 	if err != nil || len(again) == 0 {
@@ -224,7 +235,6 @@ type doing struct {
 	results []algorithms.Result
 	calls   []*scriptCall
 	b       *batch
-	out     *rate.Outcomes
 }
 
 // prepare builds the calls of ops. One allocation holds what a decision of
@@ -235,10 +245,9 @@ func (l *Limiter) prepare(ops []rate.Op) doing {
 	var d doing
 	if len(ops) == 1 {
 		one := new(oneOp)
-		d.results, d.calls, d.b, d.out = one.result[:], one.calls[:], &one.batch, &one.outcomes
+		d.results, d.calls, d.b = one.result[:], one.calls[:], &one.batch
 		d.calls[0] = &one.call
 	} else {
-		d.out = new(rate.Outcomes)
 		d.results = make([]algorithms.Result, len(ops))
 		d.calls = make([]*scriptCall, len(ops))
 		store := make([]scriptCall, len(ops))
@@ -263,8 +272,8 @@ func (l *Limiter) answer(ops []rate.Op, d doing) ([]int, error) {
 	for i, c := range d.calls {
 		r, err := c.result()
 		if err != nil {
-			d.out.Report(outcomesOf(d.calls, time.Now()))
-			return nil, rate.Unsettled(err, d.out)
+			l.outcomes.Report(outcomesOf(d.calls, time.Now()))
+			return nil, err
 		}
 		d.results[i] = r
 		// A charge is recorded wherever it lands, so it tries no other
@@ -290,7 +299,7 @@ func (l *Limiter) retry(ctx context.Context, ops []rate.Op, d doing, again []int
 		}
 		calls = append(calls, l.call(new(scriptCall), &ops[i], other, now, micros))
 	}
-	err := l.run(ctx, calls, nil, d.out)
+	err := l.run(ctx, calls, nil, l.outcomes)
 	if err == nil {
 		for k, c := range calls {
 			var r algorithms.Result
@@ -309,8 +318,8 @@ func (l *Limiter) retry(ctx context.Context, ops []rate.Op, d doing, again []int
 		for i := range ops {
 			applied[i] = rate.Outcome{Op: ops[i], Fate: rate.Applied, Result: d.results[i], At: at}
 		}
-		d.out.Report(applied)
-		return nil, rate.Unsettled(err, d.out)
+		l.outcomes.Report(applied)
+		return nil, err
 	}
 	return d.results, nil
 }
@@ -336,7 +345,7 @@ func validate(ops []rate.Op) (int, error) {
 // doWithDebts is Do for ops among which some go to the whole state of a
 // limit that may owe (see doDebt): those, one transaction each, in order,
 // and then the others together, as Do sends them. When one fails, what
-// became of each op is reported with the error: the ops before it applied,
+// became of each op is reported to the Limiter's Outcomes: the ops before it applied,
 // it unknown (its transaction may have run), the others not applied.
 func (l *Limiter) doWithDebts(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	results := make([]algorithms.Result, len(ops))
@@ -350,7 +359,6 @@ func (l *Limiter) doWithDebts(ctx context.Context, ops []rate.Op) ([]algorithms.
 		}
 		r, err := l.doDebt(ctx, &ops[i], l.pickShard(&ops[i]))
 		if err != nil {
-			out := new(rate.Outcomes)
 			at := time.Now()
 			fates := make([]rate.Outcome, len(ops))
 			for j := range ops {
@@ -362,8 +370,8 @@ func (l *Limiter) doWithDebts(ctx context.Context, ops []rate.Op) ([]algorithms.
 					fates[j].Fate, fates[j].Result = rate.Applied, results[j]
 				}
 			}
-			out.Report(fates)
-			return nil, rate.Unsettled(err, out)
+			l.outcomes.Report(fates)
+			return nil, err
 		}
 		results[i] = r
 	}
@@ -438,11 +446,10 @@ func shardLimit(l algorithms.Limit, n, i int) algorithms.Limit {
 
 // oneOp is what Do allocates for a request of one op.
 type oneOp struct {
-	result   [1]algorithms.Result
-	calls    [1]*scriptCall
-	call     scriptCall
-	batch    batch
-	outcomes rate.Outcomes
+	result [1]algorithms.Result
+	calls  [1]*scriptCall
+	call   scriptCall
+	batch  batch
 }
 
 // call builds the run of op on shard in c, and returns c: its script at now

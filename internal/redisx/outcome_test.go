@@ -21,6 +21,13 @@ type outcomeLog struct {
 	out []rate.Outcome
 }
 
+// outcomes returns Outcomes that l follows, for a Limiter to report to.
+func (l *outcomeLog) outcomes() *rate.Outcomes {
+	o := new(rate.Outcomes)
+	o.Follow(l.report)
+	return o
+}
+
 func (l *outcomeLog) report(o []rate.Outcome) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -52,7 +59,7 @@ func TestOutcomesOfCallersThatGaveUp(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { client.Close() })
 	var log outcomeLog
-	lim, err := NewLimiter(client, 1, WithKeyPrefix(testPrefix(t)), WithGrace(DefaultReadTimeout)) // as long as the client reads a reply
+	lim, err := NewLimiter(client, 1, WithKeyPrefix(testPrefix(t)), WithGrace(DefaultReadTimeout), WithOutcomes(log.outcomes())) // as long as the client reads a reply
 	require.NoError(t, err)
 	t.Cleanup(lim.Close)
 	ctx := context.Background()
@@ -79,7 +86,6 @@ func TestOutcomesOfCallersThatGaveUp(t *testing.T) {
 			defer cancel()
 			_, err := lim.Do(ctx, ops[i:i+1])
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
-			rate.OutcomesOf(err).Follow(log.report)
 		})
 		// One at a time into the queue, so that the first is sent alone.
 		time.Sleep(2 * time.Millisecond)

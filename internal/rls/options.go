@@ -131,7 +131,7 @@ type Options struct {
 	// whose answer came too late to be used, and the charges of requests
 	// that never reached the backend (shed, or refused by an open circuit
 	// breaker), which are usage already spent. The server hands them to
-	// the give-back queue (internal/layers/giveback), which sends them in
+	// the give-back queue (internal/giveback), which sends them in
 	// the background; nil drops them.
 	GiveBack func([]rate.Op)
 	// Observer is told every request and decision, for metrics; nil

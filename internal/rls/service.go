@@ -152,8 +152,9 @@ func (s *Service) answer(ctx, caller context.Context, reserve time.Duration, p *
 	err = rate.CheckResults(results, len(p.ops), err)
 	if err != nil {
 		if errors.Is(err, rate.ErrNotSent) {
-			// Shed, or refused by the circuit breaker. A limiter reports
-			// the fate of the ops of a call it sent (rate.Outcomes).
+			// Shed, or refused by the circuit breaker. Of a call that was
+			// sent, the backend reports the fate of each op
+			// (rate.Outcomes), which the give-back queue follows.
 			s.deferCharges(p.ops)
 		}
 		return s.failed(ctx, p, err)

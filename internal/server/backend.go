@@ -29,7 +29,7 @@ type backend interface {
 // newBackend builds the Limiter the settings name. It does not wait for
 // Redis: a server started while Redis is down serves (answering per the
 // failure mode) and connects when Redis appears.
-func newBackend(s settings.Settings, logger *slog.Logger) (backend, error) {
+func newBackend(s settings.Settings, outcomes *rate.Outcomes, logger *slog.Logger) (backend, error) {
 	switch s.Backend {
 	case settings.BackendMemory:
 		return memoryBackend{memory.New()}, nil
@@ -39,7 +39,7 @@ func newBackend(s settings.Settings, logger *slog.Logger) (backend, error) {
 			return nil, fmt.Errorf("server: RLS_REDIS_*: %w", err)
 		}
 		lim, err := redisx.NewLimiter(client, max(2, s.RedisPipelinesPerCPU*runtime.GOMAXPROCS(0)),
-			redisx.WithKeyPrefix(s.KeyPrefix), redisx.WithGrace(redisGrace(s)))
+			redisx.WithKeyPrefix(s.KeyPrefix), redisx.WithGrace(redisGrace(s)), redisx.WithOutcomes(outcomes))
 		if err != nil {
 			client.Close()
 			return nil, fmt.Errorf("server: %w", err)
@@ -51,8 +51,8 @@ func newBackend(s settings.Settings, logger *slog.Logger) (backend, error) {
 }
 
 // redisGrace is how long a pipeline whose callers gave up is still read: as
-// long as one reply may take, so that what it did is known (see
-// rate.Outcomes).
+// long as one reply may take, so that what it did is known and reported
+// (rate.Outcomes).
 func redisGrace(s settings.Settings) time.Duration { return s.RedisOptions().ReplyTimeout() }
 
 // memoryBackend is the in-process backend: always reachable.

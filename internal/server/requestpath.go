@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/giveback"
 	"github.com/ratewarden/ratewarden/internal/layers/admission"
 	"github.com/ratewarden/ratewarden/internal/layers/breaker"
 	"github.com/ratewarden/ratewarden/internal/layers/denycache"
-	"github.com/ratewarden/ratewarden/internal/layers/giveback"
 	"github.com/ratewarden/ratewarden/internal/layers/lease"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rate"
@@ -20,26 +20,29 @@ import (
 )
 
 // newRequestPath builds what a request goes through, bottom-up from the
-// backend b, as the settings s say: each layer is an rate.Limiter
-// that wraps the one below it and knows nothing of the others. Read
-// top-down, as a request goes:
+// backend b, as the settings s say: each layer is a rate.Limiter that wraps
+// the one below it and knows nothing of the others. Read top-down, as a
+// request goes:
 //
 //	rls.Service        the protocol: plans the ops, applies the deadline and the failure mode
 //	lease.Limiter      serves hot limits from leases taken from the backend (Redis, RLS_LEASES)
 //	admission.Limiter  sheds what could not be answered before its deadline (requests with a budget)
 //	breaker.Limiter    times and classifies every call; stops calling a backend that keeps failing
-//	giveback.Limiter   gives back, in the background, what failed calls leave owed to the backend
 //	denycache.Limiter  answers the denials it has seen without the backend (Redis, RLS_DENY_CACHE)
 //	tracer.Limiter     a span for each call that reaches the backend (RLS_TRACING; tracer nil without)
 //	b                  the memory or Redis backend
 //
-// The layers tell the ones above what they need to know through the errors
-// of their calls (rate.ErrNotSent, rate.OutcomesOf), and the
-// service leaves to the give-back queue what it owes the backend
-// (rls.Options.GiveBack). m observes the service and every layer. The
-// function returned gives back what the layers hold; it runs once no call
-// is under way, before the backend closes.
-func newRequestPath(b rate.Limiter, cfg *config.Config, s settings.Settings, m *metrics.Metrics, tracer *tracing.Tracer, logger *slog.Logger) (*rls.Service, func(), error) {
+// Beside them, the give-back queue (giveback.Queue) sends what the path
+// owes the backend through the layers below the breaker. What is owed
+// reaches it by one route each way: what became of the ops of failed
+// calls, which the backend reports to outcomes, and which the queue, the
+// breaker (late answers are answers) and the lease layer (leases granted to
+// no one) follow; and what the service and the lease layer leave to it
+// (GiveBack). A layer tells the one above only, by its error, that a call
+// was never sent (rate.ErrNotSent). m observes the service and every
+// layer. The function returned gives back what the layers hold; it runs
+// once no call is under way, before the backend closes.
+func newRequestPath(b rate.Limiter, outcomes *rate.Outcomes, cfg *config.Config, s settings.Settings, m *metrics.Metrics, tracer *tracing.Tracer, logger *slog.Logger) (*rls.Service, func(), error) {
 	opts := s.ServiceOptions(logger)
 	opts.Observer = m
 	if s.Backend == settings.BackendMemory {
@@ -66,13 +69,16 @@ func newRequestPath(b rate.Limiter, cfg *config.Config, s settings.Settings, m *
 	if err != nil {
 		return nil, nil, fmt.Errorf("server: %w", err)
 	}
-	l = queue
+	outcomes.Follow(queue.Settle)
 	bOpts := s.BreakerOptions()
 	bOpts.Grace = breakerGrace(s)
 	bOpts.Observer, bOpts.Logger = m, logger.With("failure_mode", s.FailureMode.String())
-	if l, err = breaker.New(l, bOpts); err != nil {
+	br, err := breaker.New(l, bOpts)
+	if err != nil {
 		return nil, nil, fmt.Errorf("server: %w", err)
 	}
+	outcomes.Follow(br.Answered)
+	l = br
 	if opts.BackendTimeout > 0 {
 		// Shedding needs a deadline to shed by.
 		aOpts := s.AdmissionOptions()
@@ -89,6 +95,7 @@ func newRequestPath(b rate.Limiter, cfg *config.Config, s settings.Settings, m *
 		if err != nil {
 			return nil, nil, fmt.Errorf("server: %w", err)
 		}
+		outcomes.Follow(leases.Settle)
 		l, release = leases, leases.Close
 	}
 	opts.GiveBack = queue.GiveBack

@@ -28,6 +28,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/explain"
 	"github.com/ratewarden/ratewarden/internal/listen"
 	"github.com/ratewarden/ratewarden/internal/metrics"
+	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/tlsx"
@@ -122,7 +123,10 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (_ *Serv
 			}
 		})
 	}
-	if srv.backend, err = newBackend(s, logger); err != nil {
+	// What became of the ops of failed calls, which the backend reports to
+	// the request path's followers.
+	outcomes := new(rate.Outcomes)
+	if srv.backend, err = newBackend(s, outcomes, logger); err != nil {
 		return nil, err
 	}
 	srv.releases.push(func(context.Context) {
@@ -137,7 +141,7 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (_ *Serv
 		srv.metrics.ObserveConfigLoaded()
 	}
 	var closePath func()
-	if srv.service, closePath, err = newRequestPath(srv.backend, cfg, s, srv.metrics, srv.tracer, logger); err != nil {
+	if srv.service, closePath, err = newRequestPath(srv.backend, outcomes, cfg, s, srv.metrics, srv.tracer, logger); err != nil {
 		return nil, err
 	}
 	// What the request path's layers hold (leases) is given back before

@@ -53,7 +53,7 @@ type Options struct {
 	Cooldown time.Duration
 	// Grace is how long the backend keeps waiting for the answers of calls
 	// whose callers gave up (for Redis, its read timeout) and reports them
-	// (rate.Outcomes). The breaker judges a timeout that long after it
+	// (rate.Outcomes, to Answered). The breaker judges a timeout that long after it
 	// happened: one that the backend answered by then, or after which it
 	// answered another call, is no failure. 0 judges a timeout when it
 	// happens, for a backend that reports no late answers.
@@ -142,7 +142,8 @@ func New(next rate.Limiter, opts Options) (*Limiter, error) {
 // breaker and the observer how the call went. Calls whose callers went
 // away, and calls with a limit no backend could enforce, say nothing about
 // the backend's health. The answers the backend reads after the call failed
-// (rate.OutcomesOf) count as answers: the backend was answering.
+// count as answers, when it reports them (Answered): the backend was
+// answering.
 //
 // Its frame stays on the stack while the backend decides: what is done
 // after the call is done in a function of its own (done), whose locals are
@@ -170,9 +171,6 @@ func (l *Limiter) refused() error {
 //
 //go:noinline
 func (l *Limiter) done(ctx context.Context, ticket *breakerTicket, results []algorithms.Result, err error) ([]algorithms.Result, error) {
-	if err != nil {
-		rate.OutcomesOf(err).Follow(l.answered)
-	}
 	end := l.opts.Now()
 	kind := rate.Classify(ctx, err)
 	switch {
@@ -190,9 +188,11 @@ func (l *Limiter) done(ctx context.Context, ticket *breakerTicket, results []alg
 // State returns the breaker's state; Closed when it is disabled.
 func (l *Limiter) State() State { return l.breaker.current() }
 
-// answered tells the breaker of the answers among outcomes: the backend
-// answered those calls, although their callers had stopped waiting.
-func (l *Limiter) answered(outcomes []rate.Outcome) {
+// Answered tells the breaker of the answers among outcomes, which the
+// backend reports (rate.Outcomes): it answered those calls, although their
+// callers had stopped waiting. The request path's builder has it follow
+// the backend's Outcomes.
+func (l *Limiter) Answered(outcomes []rate.Outcome) {
 	for _, o := range outcomes {
 		if o.Fate == rate.Applied {
 			l.breaker.answered(o.At)

@@ -319,15 +319,15 @@ func TestNewRefusesInvalidOptions(t *testing.T) {
 }
 
 // TestLateAnswersCountAsAnswers has a call time out while the backend holds
-// it, and the backend's answer to it come later, with the call's error: the
-// breaker takes it as an answer, so the timeout that waited for it is no
-// failure.
+// it, and the backend report its answer to it later (to the Outcomes the
+// breaker follows): the breaker takes it as an answer, so the timeout that
+// waited for it is no failure.
 func TestLateAnswersCountAsAnswers(t *testing.T) {
 	outcomes := &rate.Outcomes{}
-	lim := lateAnswer{outcomes: outcomes}
 	clock := algotest.NewClock(t0)
-	b, err := New(lim, Options{Failures: 1, Probes: 3, Cooldown: time.Second, Grace: time.Second, Now: clock.Now})
+	b, err := New(lateAnswer{}, Options{Failures: 1, Probes: 3, Cooldown: time.Second, Grace: time.Second, Now: clock.Now})
 	require.NoError(t, err)
+	outcomes.Follow(b.Answered)
 	_, err = b.Do(context.Background(), []rate.Op{{}})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	outcomes.Report([]rate.Outcome{{Fate: rate.Applied, At: t0.Add(time.Millisecond)}})
@@ -337,9 +337,9 @@ func TestLateAnswersCountAsAnswers(t *testing.T) {
 	assert.Equal(t, Closed, b.State())
 }
 
-// lateAnswer times out every call, with an error that carries outcomes.
-type lateAnswer struct{ outcomes *rate.Outcomes }
+// lateAnswer times out every call.
+type lateAnswer struct{}
 
-func (l lateAnswer) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
-	return nil, rate.Unsettled(fmt.Errorf("redisx: %w", context.DeadlineExceeded), l.outcomes)
+func (lateAnswer) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
+	return nil, fmt.Errorf("redisx: %w", context.DeadlineExceeded)
 }

@@ -66,7 +66,7 @@ const denyShards = 64
 // maxDenyHold bounds how long a denial is answered locally. Hits can be
 // given back after the denial was decided without this cache seeing it
 // (through another replica, or a take given back because its caller was
-// answered with the failure mode, see internal/layers/giveback); within maxDenyHold
+// answered with the failure mode, see internal/giveback); within maxDenyHold
 // the backend is asked again and admits into the room they made. A hot key
 // over its limit then costs the backend one call a second per replica.
 const maxDenyHold = time.Second

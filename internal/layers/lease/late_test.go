@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
-	"github.com/ratewarden/ratewarden/internal/layers/giveback"
+	"github.com/ratewarden/ratewarden/internal/giveback"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
@@ -21,7 +21,8 @@ import (
 // that came after its caller gave up.
 type appliesThenFails struct {
 	rate.Limiter
-	armed atomic.Bool
+	outcomes *rate.Outcomes
+	armed    atomic.Bool
 }
 
 func (f *appliesThenFails) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
@@ -37,29 +38,32 @@ func (f *appliesThenFails) Do(ctx context.Context, ops []rate.Op) ([]algorithms.
 	if err != nil {
 		return nil, err
 	}
-	o := new(rate.Outcomes)
 	out := make([]rate.Outcome, len(ops))
 	for i, op := range ops {
 		out[i] = rate.Outcome{Op: op, Fate: rate.Applied, Result: got[i]}
 	}
-	o.Report(out)
-	return nil, rate.Unsettled(errDown, o)
+	f.outcomes.Report(out)
+	return nil, errDown
 }
 
 // TestALateLeaseIsGivenBackOnce: a lease's take whose call failed while the
 // backend granted it (its answer came late) is a lease granted to no one.
-// The lease layer ends it with a settlement; the give-back queue below it,
-// which refunds the admitted takes of failed calls, must not refund it too,
-// or its hits go back twice and the limit admits that many more.
+// The lease layer ends it with a settlement; the give-back queue, which
+// follows the same reports and refunds the admitted takes of failed calls,
+// must not refund it too, or its hits go back twice and the limit admits
+// that many more.
 func TestALateLeaseIsGivenBackOnce(t *testing.T) {
 	clock := algotest.NewClock(t0)
 	mem := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(mem.Close)
-	back := &appliesThenFails{Limiter: mem}
+	outcomes := new(rate.Outcomes)
+	back := &appliesThenFails{Limiter: mem, outcomes: outcomes}
 	q, err := giveback.New(back, giveback.DefaultOptions())
 	require.NoError(t, err)
-	l, err := New(q, Options{Time: tau, MinHits: minHits, Now: clock.Now, manual: true, GiveBack: q.GiveBack})
+	outcomes.Follow(q.Settle)
+	l, err := New(back, Options{Time: tau, MinHits: minHits, Now: clock.Now, manual: true, GiveBack: q.GiveBack})
 	require.NoError(t, err)
+	outcomes.Follow(l.Settle)
 	r := replica{Limiter: l, obs: newCounter()}
 	hot := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1_000_000, Window: time.Hour}
 	back.armed.Store(true)

@@ -417,7 +417,7 @@ func (l *Limiter) finish(ctx context.Context, ops []rate.Op, results []algorithm
 	base := len(c.settles)
 	if err != nil {
 		l.release(c.claimed)
-		l.failed(ops, results, steps, err)
+		l.failed(ops, results, steps)
 		return nil, err
 	}
 	at := l.now()
@@ -461,7 +461,7 @@ func (l *Limiter) finish(ctx context.Context, ops []rate.Op, results []algorithm
 		for _, i := range retry {
 			steps[i].kind = passed // not answered: nothing to give back
 		}
-		l.failed(ops, results, steps, err)
+		l.failed(ops, results, steps)
 		return nil, err
 	}
 	for j, i := range retry {
@@ -566,52 +566,58 @@ func (l *Limiter) release(entries []*entry) {
 
 // failed handles a call that failed, of ops answered as steps say: what it
 // served locally goes back (its caller, told the call failed, got none of
-// it), unless KeepFailedTakes; what the backend did with what was sent
-// comes with the error: the leases it granted are settled, and the
-// settlements it certainly did not run, or that are safe to run twice, are
-// sent again.
-func (l *Limiter) failed(ops []rate.Op, results []algorithms.Result, steps []step, err error) {
-	if !l.keepFailed {
-		var back []rate.Op
-		now := l.now()
-		for i := range ops {
-			if steps[i].kind != served || !results[i].Allowed || ops[i].Loosens() {
-				continue
-			}
-			op := ops[i]
-			op.Kind, op.Receipt, op.Hold = rate.Refund, results[i].Receipt, 0
-			id := op.Identity()
-			s := l.shard(id)
-			s.mu.Lock()
-			e := s.m[id]
-			ok := false
-			if e != nil {
-				_, ok = e.unserve(&op, now)
-			}
-			s.mu.Unlock()
-			if !ok {
-				back = append(back, op)
-			}
-		}
-		l.refund(back)
+// it), unless KeepFailedTakes. What the backend did with what was sent it
+// reports to Settle.
+func (l *Limiter) failed(ops []rate.Op, results []algorithms.Result, steps []step) {
+	if l.keepFailed {
+		return
 	}
-	rate.OutcomesOf(err).Follow(func(outs []rate.Outcome) {
-		var again []rate.Op
-		for _, o := range outs {
-			op := o.Op
-			switch {
-			case op.Kind == rate.Settle:
-				if o.Fate == rate.NotApplied || o.Fate == rate.Unknown && op.IdempotentRefund() {
-					again = append(again, op)
-				}
-			case op.Leasing() && o.Fate == rate.Applied && o.Result.Allowed:
-				// A lease granted to no one: it ends unused.
-				again = append(again, rate.Op{Key: op.Key, Limit: op.Limit, Kind: rate.Settle, ID: op.ID, Tag: op.Tag,
-					Leases: []algorithms.Lease{{Receipt: o.Result.Receipt, Hold: op.Hold, Size: op.Hits, Close: true}}})
-			}
+	var back []rate.Op
+	now := l.now()
+	for i := range ops {
+		if steps[i].kind != served || !results[i].Allowed || ops[i].Loosens() {
+			continue
 		}
-		l.owe(again)
-	})
+		op := ops[i]
+		op.Kind, op.Receipt, op.Hold = rate.Refund, results[i].Receipt, 0
+		id := op.Identity()
+		s := l.shard(id)
+		s.mu.Lock()
+		e := s.m[id]
+		ok := false
+		if e != nil {
+			_, ok = e.unserve(&op, now)
+		}
+		s.mu.Unlock()
+		if !ok {
+			back = append(back, op)
+		}
+	}
+	l.refund(back)
+}
+
+// Settle takes what became of the ops of failed calls, as the backend
+// reports it (rate.Outcomes: the request path's builder has the Limiter
+// follow it), and sees to the leases among them: a lease granted to no one
+// (its take applied, its caller told the call failed) ends unused, and the
+// settlements that certainly did not run, or that are safe to run twice,
+// are sent again, by the sweeper's next round. Every lease's take and
+// settlement is this layer's: no other op is a lease's.
+func (l *Limiter) Settle(outs []rate.Outcome) {
+	var again []rate.Op
+	for _, o := range outs {
+		op := o.Op
+		switch {
+		case op.Kind == rate.Settle:
+			if o.Fate == rate.NotApplied || o.Fate == rate.Unknown && op.IdempotentRefund() {
+				again = append(again, op)
+			}
+		case op.Leasing() && o.Fate == rate.Applied && o.Result.Allowed:
+			again = append(again, rate.Op{Key: op.Key, Limit: op.Limit, Kind: rate.Settle, ID: op.ID, Tag: op.Tag,
+				Leases: []algorithms.Lease{{Receipt: o.Result.Receipt, Hold: op.Hold, Size: op.Hits, Close: true}}})
+		}
+	}
+	l.owe(again)
 }
 
 // owe leaves ops to the sweeper's next round.
@@ -662,8 +668,7 @@ func (l *Limiter) takeAhead(e *entry) {
 		sent := l.now()
 		got, err := l.next.Do(ctx, ops)
 		if err != nil {
-			l.failed(nil, nil, nil, err)
-			return
+			return // what the backend did, it reports (Settle)
 		}
 		if k == 0 {
 			return
@@ -790,9 +795,7 @@ func (l *Limiter) expire(now time.Time) {
 	defer l.release(claimed)
 	ctx, cancel := context.WithTimeout(context.Background(), backgroundTimeout)
 	defer cancel()
-	if _, err := l.next.Do(ctx, ops); err != nil {
-		l.failed(nil, nil, nil, err)
-	}
+	_, _ = l.next.Do(ctx, ops) // what a failed call did, the backend reports (Settle)
 }
 
 // idleAfter is how long a limit no one asks for is remembered.

@@ -665,23 +665,23 @@ func TestOpsNotLeasedPassThrough(t *testing.T) {
 }
 
 // failing fails every call while fail is set, reporting its ops as not
-// applied.
+// applied to outcomes.
 type failing struct {
 	rate.Limiter
-	fail atomic.Bool
+	outcomes *rate.Outcomes
+	fail     atomic.Bool
 }
 
 var errDown = errors.New("backend down")
 
 func (f *failing) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	if f.fail.Load() {
-		o := new(rate.Outcomes)
 		out := make([]rate.Outcome, len(ops))
 		for i, op := range ops {
 			out[i] = rate.Outcome{Op: op, Fate: rate.NotApplied}
 		}
-		o.Report(out)
-		return nil, rate.Unsettled(errDown, o)
+		f.outcomes.Report(out)
+		return nil, errDown
 	}
 	return f.Limiter.Do(ctx, ops)
 }
@@ -698,12 +698,14 @@ func TestFailedCallGivesBackServedHits(t *testing.T) {
 			clock := algotest.NewClock(t0)
 			mem := memory.New(memory.WithClock(clock.Now))
 			t.Cleanup(mem.Close)
-			back := &failing{Limiter: mem}
+			outcomes := new(rate.Outcomes)
+			back := &failing{Limiter: mem, outcomes: outcomes}
 			var mu sync.Mutex
 			var given []rate.Op
 			l, err := New(back, Options{Time: tau, MinHits: minHits, Now: clock.Now, KeepFailedTakes: keep, manual: true,
 				GiveBack: func(ops []rate.Op) { mu.Lock(); given = append(given, ops...); mu.Unlock() }})
 			require.NoError(t, err)
+			outcomes.Follow(l.Settle)
 			r := replica{Limiter: l, obs: newCounter()}
 			hot := algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 1_000_000, Window: time.Hour}
 			var admitted uint64

@@ -98,7 +98,7 @@ func hits(d *ratelimitv3.RateLimitDescriptor, n uint64) *ratelimitv3.RateLimitDe
 // newService returns a service with opts over lim, deciding under
 // testLimits, that leaves what it owes the backend to q, as the server
 // builds it.
-func newService(t *testing.T, lim rate.Limiter, q *Limiter, opts rls.Options) *rls.Service {
+func newService(t *testing.T, lim rate.Limiter, q *Queue, opts rls.Options) *rls.Service {
 	t.Helper()
 	opts.GiveBack = q.GiveBack
 	svc, err := rls.New(lim, rlstest.Limits(t, testLimits), opts)
@@ -107,12 +107,13 @@ func newService(t *testing.T, lim rate.Limiter, q *Limiter, opts rls.Options) *r
 }
 
 // givingLimiter passes ops to inner, failing every call while fail is set
-// (its error saying that its ops were not applied, as a backend's does), and
-// records the refunds it applied.
+// (reporting to outcomes that its ops were not applied, as a backend does),
+// and records the refunds it applied.
 type givingLimiter struct {
-	inner rate.Limiter
-	fail  atomic.Bool
-	calls atomic.Int64
+	inner    rate.Limiter
+	outcomes *rate.Outcomes
+	fail     atomic.Bool
+	calls    atomic.Int64
 
 	mu      sync.Mutex
 	refunds []rate.Op
@@ -125,9 +126,8 @@ func (l *givingLimiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Res
 		for i, op := range ops {
 			out[i] = rate.Outcome{Op: op, Fate: rate.NotApplied, At: time.Now()}
 		}
-		var o rate.Outcomes
-		o.Report(out)
-		return nil, rate.Unsettled(errors.New("connection refused"), &o)
+		l.outcomes.Report(out)
+		return nil, errors.New("connection refused")
 	}
 	res, err := l.inner.Do(ctx, ops)
 	if err == nil {
@@ -151,7 +151,7 @@ func (l *givingLimiter) refunded() []rate.Op {
 // giveBackFixture is a give-back queue on a memory backend, and a take the
 // backend admitted.
 type giveBackFixture struct {
-	q    *Limiter
+	q    *Queue
 	lim  *givingLimiter
 	rec  *recorder
 	mem  *memory.Limiter
@@ -187,7 +187,8 @@ func newGiveBackFixture(t *testing.T, alg algorithms.Algorithm, mutate func(*Opt
 	t.Helper()
 	mem := memory.New()
 	t.Cleanup(mem.Close)
-	f := &giveBackFixture{lim: &givingLimiter{inner: mem}, rec: &recorder{}, mem: mem}
+	outcomes := new(rate.Outcomes)
+	f := &giveBackFixture{lim: &givingLimiter{inner: mem, outcomes: outcomes}, rec: &recorder{}, mem: mem}
 	opts := DefaultOptions()
 	opts.Observer = f.rec
 	if mutate != nil {
@@ -196,6 +197,7 @@ func newGiveBackFixture(t *testing.T, alg algorithms.Algorithm, mutate func(*Opt
 	var err error
 	f.q, err = New(f.lim, opts)
 	require.NoError(t, err)
+	outcomes.Follow(f.q.Settle)
 	f.take = rate.Op{
 		Key:   rate.Key{Domain: "d", Entries: []rate.Entry{{Key: "k", Value: alg.String()}}},
 		Limit: algorithms.Limit{Algorithm: alg, Requests: 10, Window: time.Hour},
@@ -233,7 +235,7 @@ func TestSettleGivesBackTakesAnsweredWithTheFailureMode(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			f := newGiveBackFixture(t, algorithms.FixedWindow, func(o *Options) { o.KeepFailedTakes = mode == rls.FailAllow })
 			require.EqualValues(t, 3, f.held(t))
-			f.q.settle([]rate.Outcome{{Op: f.take, Fate: rate.Applied, Result: f.res, At: time.Now()}})
+			f.q.Settle([]rate.Outcome{{Op: f.take, Fate: rate.Applied, Result: f.res, At: time.Now()}})
 			if mode == rls.FailAllow {
 				time.Sleep(50 * time.Millisecond)
 				assert.EqualValues(t, 3, f.held(t), "admitted by the failure mode: the hits stay")
@@ -251,13 +253,13 @@ func TestSettleGivesBackTakesAnsweredWithTheFailureMode(t *testing.T) {
 func TestSettleLeavesWhatNeedsNoGivingBack(t *testing.T) {
 	f := newGiveBackFixture(t, algorithms.FixedWindow, nil)
 	denied := f.take
-	f.q.settle([]rate.Outcome{
+	f.q.Settle([]rate.Outcome{
 		{Op: denied, Fate: rate.Applied, Result: algorithms.Result{Allowed: false}},
 		{Op: f.take, Fate: rate.NotApplied},
 	})
 	time.Sleep(50 * time.Millisecond)
 	assert.Zero(t, f.lim.calls.Load(), "a denial took nothing, a take that never ran neither")
-	f.q.settle([]rate.Outcome{{Op: f.take, Fate: rate.Unknown}})
+	f.q.Settle([]rate.Outcome{{Op: f.take, Fate: rate.Unknown}})
 	assert.Equal(t, 1, f.rec.gaveBack()[Uncertain], "a take that may have run is counted, not refunded blindly")
 	assert.Zero(t, f.lim.calls.Load())
 	assert.EqualValues(t, 3, f.held(t))
@@ -281,7 +283,7 @@ func TestSettleRetriesRefundsOnlyWhenSafe(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newGiveBackFixture(t, tc.alg, nil)
-			f.q.settle([]rate.Outcome{{Op: f.refund(), Fate: tc.fate}})
+			f.q.Settle([]rate.Outcome{{Op: f.refund(), Fate: tc.fate}})
 			if !tc.retry {
 				time.Sleep(50 * time.Millisecond)
 				assert.Zero(t, f.lim.calls.Load())
@@ -316,7 +318,7 @@ func TestGiveBacksAreBounded(t *testing.T) {
 		op.Key.Entries = []rate.Entry{{Key: "k", Value: string(rune('a' + i))}}
 		outcomes = append(outcomes, rate.Outcome{Op: op, Fate: rate.Applied, Result: f.res})
 	}
-	f.q.settle(outcomes)
+	f.q.Settle(outcomes)
 	assert.Equal(t, 3, f.rec.gaveBack()[Dropped], "three dropped at once for want of room")
 	require.Eventually(t, func() bool { return f.rec.gaveBack()[Dropped] == 5 }, 5*time.Second, 5*time.Millisecond,
 		"the two others when their time limit passed")
@@ -327,8 +329,8 @@ func TestGiveBacksAreBounded(t *testing.T) {
 	assert.Zero(t, f.rec.gaveBack()[GivenBack])
 }
 
-// lateFixture is a service on a memory backend that answers late, with a
-// give-back queue between them.
+// lateFixture is a service on a memory backend that answers late, and the
+// give-back queue the service leaves what it owes to.
 type lateFixture struct {
 	svc *rls.Service
 	mem *memory.Limiter
@@ -346,9 +348,10 @@ func newLateFixture(t *testing.T, after time.Duration, mutate func(*rls.Options)
 	mutate(&opts)
 	qOpts := DefaultOptions()
 	qOpts.KeepFailedTakes = opts.FailureMode == rls.FailAllow
-	q, err := New(lateLimiter{inner: mem, after: after}, qOpts)
+	late := lateLimiter{inner: mem, after: after}
+	q, err := New(late, qOpts)
 	require.NoError(t, err)
-	return &lateFixture{svc: newService(t, q, q, opts), mem: mem}
+	return &lateFixture{svc: newService(t, late, q, opts), mem: mem}
 }
 
 // heldLate returns the hits that the limit of descriptor fixed=late holds.
@@ -417,13 +420,15 @@ func TestDecisionsTooLateToArriveKeepNoHits(t *testing.T) {
 func TestChargesThatMissTheBackendAreRecordedLater(t *testing.T) {
 	mem := memory.New()
 	t.Cleanup(mem.Close)
-	lim := &givingLimiter{inner: mem}
+	outcomes := new(rate.Outcomes)
+	lim := &givingLimiter{inner: mem, outcomes: outcomes}
 	rec := &recorder{}
 	qOpts := DefaultOptions()
 	qOpts.Observer, qOpts.Timeout = rec, time.Minute
 	q, err := New(lim, qOpts)
 	require.NoError(t, err)
-	b, err := breaker.New(q, breaker.Options{Failures: 1, Probes: 3, Cooldown: time.Minute})
+	outcomes.Follow(q.Settle)
+	b, err := breaker.New(lim, breaker.Options{Failures: 1, Probes: 3, Cooldown: time.Minute})
 	require.NoError(t, err)
 	opts := rls.DefaultOptions()
 	opts.BackendTimeout = time.Second
@@ -451,7 +456,7 @@ func TestChargesThatMissTheBackendAreRecordedLater(t *testing.T) {
 	calls := lim.calls.Load()
 	uncertain := peek
 	uncertain.Hits = 7
-	q.settle([]rate.Outcome{{Op: uncertain, Fate: rate.Unknown, At: time.Now()}})
+	q.Settle([]rate.Outcome{{Op: uncertain, Fate: rate.Unknown, At: time.Now()}})
 	assert.Equal(t, 1, rec.deferredCharges()[Uncertain])
 	time.Sleep(3 * giveBackPause)
 	assert.Equal(t, calls, lim.calls.Load(), "a charge that may have run is not sent again")

@@ -1,9 +1,11 @@
-// Package giveback is the give-back queue of the request path: a Limiter
-// that wraps the Limiter below it and gives back, in the background, what
-// the calls through it leave owed to the backend: the hits of takes that
-// the backend admitted for callers that were told it failed, refunds whose
-// calls failed, and charges (usage already spent) that could not be
-// recorded with their request.
+// Package giveback is the give-back queue of the request path: it gives
+// back, in the background, what the path's calls leave owed to the backend:
+// the hits of takes that the backend admitted for callers that were told
+// it failed, refunds whose calls failed, and charges (usage already spent)
+// that could not be recorded with their request. It is not a layer of the
+// path: the backend reports to it what became of failed calls
+// (rate.Outcomes), and the service and the lease layer leave to it what
+// they owe.
 package giveback
 
 import (
@@ -89,14 +91,14 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Limiter is a Limiter that passes every call to the Limiter it wraps and
-// keeps a queue of what the calls leave owed to the backend: refunds, and
-// charges that could not be recorded at once. What became of the ops of a
-// failed call comes with its error (rate.OutcomesOf), for the calls
-// through it and for its own; its caller adds what it owes with GiveBack. A
-// goroutine sends the queue's ops, through the wrapped Limiter, while there
-// are any, and ends when the queue is empty. It is safe for concurrent use.
-type Limiter struct {
+// Queue keeps what the calls of the request path leave owed to the backend:
+// refunds, and charges that could not be recorded at once. It learns what
+// is owed by one route: what became of the ops of failed calls, which the
+// backend reports and the Queue follows (Settle), and what the service and
+// the lease layer leave to it (GiveBack). A goroutine sends the queue's ops
+// to the Limiter it was given, while there are any, and ends when the
+// queue is empty. It is safe for concurrent use.
+type Queue struct {
 	next      rate.Limiter
 	keepTakes bool
 	limit     int
@@ -132,7 +134,7 @@ func (o Options) Validate() error {
 
 // New returns a Limiter with a give-back queue as opts say in front of next,
 // or the error of opts.Validate.
-func New(next rate.Limiter, opts Options) (*Limiter, error) {
+func New(next rate.Limiter, opts Options) (*Queue, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -142,20 +144,10 @@ func New(next rate.Limiter, opts Options) (*Limiter, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Limiter{
+	return &Queue{
 		next: next, keepTakes: opts.KeepFailedTakes, limit: opts.Size, ttl: opts.Timeout,
 		observer: opts.Observer, log: opts.Logger, sent: map[string]time.Time{},
 	}, nil
-}
-
-// Do passes ops to the wrapped Limiter, and when the call fails, follows
-// what became of them (see settle).
-func (l *Limiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
-	results, err := l.next.Do(ctx, ops)
-	if err != nil {
-		rate.OutcomesOf(err).Follow(l.settle)
-	}
-	return results, err
 }
 
 // GiveBack queues ops that their caller owes the backend and leaves to the
@@ -165,15 +157,16 @@ func (l *Limiter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, e
 // breaker), which are usage already spent: Envoy, which sends a charge
 // once the stream is done, does not send it again. It never waits for the
 // backend.
-func (l *Limiter) GiveBack(ops []rate.Op) {
+func (l *Queue) GiveBack(ops []rate.Op) {
 	now := time.Now()
 	for _, op := range ops {
 		l.add(op, now)
 	}
 }
 
-// settle takes what became of the ops of a call that failed (the backend
-// reports it, see rate.Outcomes), and queues what is owed:
+// Settle takes what became of the ops of a call that failed (the backend
+// reports it, see rate.Outcomes: the request path's builder has the Queue
+// follow it), and queues what is owed:
 //
 //   - an admitted take is given back with its receipt, so that only
 //     admitted answers keep hits, unless KeepFailedTakes (the failure mode
@@ -192,7 +185,7 @@ func (l *Limiter) GiveBack(ops []rate.Op) {
 //
 // The observer counts what is given back (or, of charges, recorded),
 // dropped and left uncertain. It is quick: it never waits for the backend.
-func (l *Limiter) settle(outcomes []rate.Outcome) {
+func (l *Queue) Settle(outcomes []rate.Outcome) {
 	now := time.Now()
 	uncertain, uncertainCharges := 0, 0
 	for _, o := range outcomes {
@@ -274,7 +267,7 @@ func giveBackKey(op rate.Op) string {
 
 // observe tells the observer what became of n ops of the queue, charges or
 // refunds.
-func (l *Limiter) observe(charge bool, r Result, n int) {
+func (l *Queue) observe(charge bool, r Result, n int) {
 	switch {
 	case n == 0:
 	case charge:
@@ -286,7 +279,7 @@ func (l *Limiter) observe(charge bool, r Result, n int) {
 
 // observeOps tells the observer what became of ops, charges and refunds
 // apart.
-func (l *Limiter) observeOps(ops []rate.Op, r Result) {
+func (l *Queue) observeOps(ops []rate.Op, r Result) {
 	charges := 0
 	for _, op := range ops {
 		if op.Kind == rate.Charge {
@@ -299,7 +292,7 @@ func (l *Limiter) observeOps(ops []rate.Op, r Result) {
 
 // add queues refund or charge op at now: within the time limit of its first
 // try when it is one of the queue's that came back, else within a new one.
-func (l *Limiter) add(op rate.Op, now time.Time) {
+func (l *Queue) add(op rate.Op, now time.Time) {
 	key := giveBackKey(op)
 	l.mu.Lock()
 	expires, again := l.sent[key]
@@ -323,7 +316,7 @@ func (l *Limiter) add(op rate.Op, now time.Time) {
 
 // ran records that op, one of the queue's, reached the backend although its
 // call failed.
-func (l *Limiter) ran(op rate.Op) {
+func (l *Queue) ran(op rate.Op) {
 	key := giveBackKey(op)
 	l.mu.Lock()
 	_, ours := l.sent[key]
@@ -335,7 +328,7 @@ func (l *Limiter) ran(op rate.Op) {
 }
 
 // forget stops tracking op, which will not be sent again.
-func (l *Limiter) forget(op rate.Op) {
+func (l *Queue) forget(op rate.Op) {
 	l.mu.Lock()
 	delete(l.sent, giveBackKey(op))
 	l.mu.Unlock()
@@ -343,7 +336,7 @@ func (l *Limiter) forget(op rate.Op) {
 
 // work sends the queue's ops, a batch per backend call, until the queue is
 // empty.
-func (l *Limiter) work() {
+func (l *Queue) work() {
 	for {
 		ops, keys := l.batch(time.Now())
 		if ops == nil {
@@ -361,9 +354,8 @@ func (l *Limiter) work() {
 			l.observeOps(ops, GivenBack)
 			continue
 		}
-		// What became of each op comes with the error (settle), which
+		// What became of each op the backend reports (Settle), which
 		// queues again those that may be sent again.
-		rate.OutcomesOf(err).Follow(l.settle)
 		l.log.Debug("give-back to the backend failed", "ops", len(ops), "err", err)
 		time.Sleep(giveBackPause)
 	}
@@ -372,7 +364,7 @@ func (l *Limiter) work() {
 // batch takes the next batch of ops from the queue, dropping those whose
 // time limit has passed at now, and records them as under way; it returns
 // nil, and marks the worker stopped, when the queue is empty.
-func (l *Limiter) batch(now time.Time) ([]rate.Op, []string) {
+func (l *Queue) batch(now time.Time) ([]rate.Op, []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var ops, expired []rate.Op
