@@ -93,9 +93,9 @@ type Options struct {
 
 // Queue keeps what the calls of the request path leave owed to the backend:
 // refunds, and charges that could not be recorded at once. It learns what
-// is owed by one route: what became of the ops of failed calls, which the
-// backend reports and the Queue follows (Settle), and what the service and
-// the lease layer leave to it (GiveBack). A goroutine sends the queue's ops
+// is owed by two routes: what became of the ops of failed calls, which the
+// backend reports and the Queue follows (Settle), and what the service
+// leaves to it (GiveBack). A goroutine sends the queue's ops
 // to the Limiter it was given, while there are any, and ends when the
 // queue is empty. It is safe for concurrent use.
 type Queue struct {

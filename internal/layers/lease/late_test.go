@@ -61,7 +61,7 @@ func TestALateLeaseIsGivenBackOnce(t *testing.T) {
 	q, err := giveback.New(back, giveback.DefaultOptions())
 	require.NoError(t, err)
 	outcomes.Follow(q.Settle)
-	l, err := New(back, Options{Time: tau, MinHits: minHits, Now: clock.Now, manual: true, GiveBack: q.GiveBack})
+	l, err := New(back, Options{Time: tau, MinHits: minHits, Now: clock.Now, manual: true})
 	require.NoError(t, err)
 	outcomes.Follow(l.Settle)
 	r := replica{Limiter: l, obs: newCounter()}

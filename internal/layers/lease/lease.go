@@ -98,11 +98,6 @@ type Options struct {
 	Observer Observer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// GiveBack, when set, takes the refunds of hits served to calls that
-	// then failed, once a settlement has reported them (a give-back queue,
-	// which retries). Nil sends them to the Limiter wrapped, once, in the
-	// background.
-	GiveBack func([]rate.Op)
 	// KeepFailedTakes keeps the hits served to a call that failed: its
 	// caller was answered as admitted (the failure mode allow).
 	KeepFailedTakes bool
@@ -138,9 +133,7 @@ type Limiter struct {
 	minHits  uint64
 	observer Observer
 	now      func() time.Time
-	// queue, when set, takes refunds; keepFailed is
-	// Options.KeepFailedTakes.
-	queue      func([]rate.Op)
+	// keepFailed is Options.KeepFailedTakes.
 	keepFailed bool
 	seed       maphash.Seed
 	shards     [leaseShards]shard
@@ -151,8 +144,9 @@ type Limiter struct {
 	clock backendClock
 	// pending counts the calls made in the background for Do.
 	pending sync.WaitGroup
-	// owed holds what the sweeper sends on its next round: settlements and
-	// refunds whose calls failed before they ran.
+	// owed holds what the sweeper sends on its next round: settlements
+	// whose calls failed before they ran, leases granted to no one, and the
+	// refunds of hits served to calls that failed.
 	owedMu sync.Mutex
 	owed   []rate.Op
 }
@@ -176,8 +170,8 @@ func New(next rate.Limiter, opts Options) (*Limiter, error) {
 		opts.Now = time.Now
 	}
 	l := &Limiter{next: next, tau: opts.Time, minHits: opts.MinHits, observer: opts.Observer, now: opts.Now,
-		queue: opts.GiveBack, keepFailed: opts.KeepFailedTakes,
-		seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
+		keepFailed: opts.KeepFailedTakes,
+		seed:       maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*entry)
 	}
@@ -199,8 +193,8 @@ func (l *Limiter) hold() time.Duration { return l.tau + max(l.tau, holdSpare) }
 // bucket's lease settled after its hold ended gives nothing back.
 const holdSpare = 500 * time.Millisecond
 
-// Close settles every lease and stops the Limiter's sweeper. It does not
-// close the Limiter it wraps. Calls after the first do nothing.
+// Close settles every lease, sends what the sweeper still owes, and stops
+// the sweeper. It does not close the Limiter it wraps. Calls after the first do nothing.
 func (l *Limiter) Close() {
 	l.closeOnce.Do(l.close)
 }
@@ -209,7 +203,10 @@ func (l *Limiter) close() {
 	close(l.stop)
 	<-l.done
 	l.pending.Wait()
-	var ops []rate.Op
+	l.owedMu.Lock()
+	ops := l.owed
+	l.owed = nil
+	l.owedMu.Unlock()
 	now := l.now()
 	for i := range l.shards {
 		s := &l.shards[i]
@@ -566,7 +563,10 @@ func (l *Limiter) release(entries []*entry) {
 
 // failed handles a call that failed, of ops answered as steps say: what it
 // served locally goes back (its caller, told the call failed, got none of
-// it), unless KeepFailedTakes. What the backend did with what was sent it
+// it), unless KeepFailedTakes: taken back from its lease when the lease has
+// not reported it yet, or else refunded by the sweeper's next round (a
+// refund that fails then is the backend's to report, and the give-back
+// queue's to send again). What the backend did with what was sent it
 // reports to Settle.
 func (l *Limiter) failed(ops []rate.Op, results []algorithms.Result, steps []step) {
 	if l.keepFailed {
@@ -593,7 +593,7 @@ func (l *Limiter) failed(ops []rate.Op, results []algorithms.Result, steps []ste
 			back = append(back, op)
 		}
 	}
-	l.refund(back)
+	l.owe(back)
 }
 
 // Settle takes what became of the ops of failed calls, as the backend
@@ -717,19 +717,6 @@ func (l *Limiter) shard(id string) *shard {
 // backgroundTimeout bounds the calls made off the callers' path: the
 // settlements of leases and the leases taken ahead.
 const backgroundTimeout = time.Second
-
-// refund gives ops back through the queue, when there is one, or else
-// leaves them to the sweeper.
-func (l *Limiter) refund(ops []rate.Op) {
-	if len(ops) == 0 {
-		return
-	}
-	if l.queue != nil {
-		l.queue(ops)
-		return
-	}
-	l.owe(ops)
-}
 
 // send sends ops to the backend, once, within backgroundTimeout. A
 // settlement that fails leaves its hits counted until its window passes or,
