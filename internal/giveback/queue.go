@@ -3,9 +3,8 @@
 // the hits of takes that the backend admitted for callers that were told
 // it failed, refunds whose calls failed, and charges (usage already spent)
 // that could not be recorded with their request. It is not a layer of the
-// path: the backend reports to it what became of failed calls
-// (rate.Outcomes), and the service and the lease layer leave to it what
-// they owe.
+// path: it follows what the backend and the service report of the ops
+// whose answers their callers could not use (rate.Outcomes).
 package giveback
 
 import (
@@ -93,9 +92,10 @@ type Options struct {
 
 // Queue keeps what the calls of the request path leave owed to the backend:
 // refunds, and charges that could not be recorded at once. It learns what
-// is owed by two routes: what became of the ops of failed calls, which the
-// backend reports and the Queue follows (Settle), and what the service
-// leaves to it (GiveBack). A goroutine sends the queue's ops
+// is owed by one route: what became of the ops whose answers their callers
+// could not use, which the backend reports of failed calls, and the
+// service of answers that came too late and of charges never sent, and
+// which the Queue follows (Settle). A goroutine sends the queue's ops
 // to the Limiter it was given, while there are any, and ends when the
 // queue is empty. It is safe for concurrent use.
 type Queue struct {
@@ -150,23 +150,11 @@ func New(next rate.Limiter, opts Options) (*Queue, error) {
 	}, nil
 }
 
-// GiveBack queues ops that their caller owes the backend and leaves to the
-// queue: the refunds (with their receipts) of takes the backend admitted
-// for requests that were answered otherwise, and charges that never reached
-// the backend (their request was shed, or refused by an open circuit
-// breaker), which are usage already spent: Envoy, which sends a charge
-// once the stream is done, does not send it again. It never waits for the
-// backend.
-func (l *Queue) GiveBack(ops []rate.Op) {
-	now := time.Now()
-	for _, op := range ops {
-		l.add(op, now)
-	}
-}
-
-// Settle takes what became of the ops of a call that failed (the backend
-// reports it, see rate.Outcomes: the request path's builder has the Queue
-// follow it), and queues what is owed:
+// Settle takes what became of the ops whose answers their callers could
+// not use (the backend reports those of failed calls, and the service
+// those of answers that came too late and of charges never sent, see
+// rate.Outcomes: the request path's builder has the Queue follow it), and
+// queues what is owed:
 //
 //   - an admitted take is given back with its receipt, so that only
 //     admitted answers keep hits, unless KeepFailedTakes (the failure mode

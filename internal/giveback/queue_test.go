@@ -96,11 +96,11 @@ func hits(d *ratelimitv3.RateLimitDescriptor, n uint64) *ratelimitv3.RateLimitDe
 }
 
 // newService returns a service with opts over lim, deciding under
-// testLimits, that leaves what it owes the backend to q, as the server
-// builds it.
-func newService(t *testing.T, lim rate.Limiter, q *Queue, opts rls.Options) *rls.Service {
+// testLimits, that reports what it owes the backend to outcomes, which a
+// queue follows, as the server builds it.
+func newService(t *testing.T, lim rate.Limiter, outcomes *rate.Outcomes, opts rls.Options) *rls.Service {
 	t.Helper()
-	opts.GiveBack = q.GiveBack
+	opts.Outcomes = outcomes
 	svc, err := rls.New(lim, rlstest.Limits(t, testLimits), opts)
 	require.NoError(t, err)
 	return svc
@@ -351,7 +351,9 @@ func newLateFixture(t *testing.T, after time.Duration, mutate func(*rls.Options)
 	late := lateLimiter{inner: mem, after: after}
 	q, err := New(late, qOpts)
 	require.NoError(t, err)
-	return &lateFixture{svc: newService(t, late, q, opts), mem: mem}
+	outcomes := new(rate.Outcomes)
+	outcomes.Follow(q.Settle)
+	return &lateFixture{svc: newService(t, late, outcomes, opts), mem: mem}
 }
 
 // heldLate returns the hits that the limit of descriptor fixed=late holds.
@@ -432,7 +434,7 @@ func TestChargesThatMissTheBackendAreRecordedLater(t *testing.T) {
 	require.NoError(t, err)
 	opts := rls.DefaultOptions()
 	opts.BackendTimeout = time.Second
-	svc := newService(t, b, q, opts)
+	svc := newService(t, b, outcomes, opts)
 
 	lim.fail.Store(true)
 	_, err = svc.ShouldRateLimit(context.Background(), request(hits(desc("tokens", "alice"), 30)))

@@ -126,14 +126,16 @@ type Options struct {
 	// to every response the backend decided (not to failure-mode answers);
 	// nil adds none.
 	LimitHeaders *LimitHeaders
-	// GiveBack takes the ops the service owes the backend but does not
-	// send itself: the refunds of takes the backend admitted for a request
-	// whose answer came too late to be used, and the charges of requests
-	// that never reached the backend (shed, or refused by an open circuit
-	// breaker), which are usage already spent. The server hands them to
-	// the give-back queue (internal/giveback), which sends them in
-	// the background; nil drops them.
-	GiveBack func([]rate.Op)
+	// Outcomes is told what became of the ops of requests whose answers
+	// the service could not use, as the backend tells what became of failed
+	// calls: the takes the backend admitted for an answer that came too
+	// late (applied, with their results), and the charges of requests that
+	// never reached the backend (shed, or refused by an open circuit
+	// breaker: not applied), which are usage already spent. The server has
+	// the give-back queue follow it (internal/giveback), which gives the
+	// takes back and records the charges in the background; nil tells no
+	// one.
+	Outcomes *rate.Outcomes
 	// Observer is told every request and decision, for metrics; nil
 	// observes nothing.
 	Observer Observer
@@ -194,9 +196,6 @@ func (o Options) withNops() Options {
 	}
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
-	}
-	if o.GiveBack == nil {
-		o.GiveBack = func([]rate.Op) {}
 	}
 	return o
 }

@@ -305,37 +305,35 @@ func (s *Service) refund(ctx context.Context, p *plan, results []algorithms.Resu
 	}
 }
 
-// giveBackAdmitted leaves the refund of every take of p that results
-// admitted to Options.GiveBack. Charges stay: they are usage already spent.
+// giveBackAdmitted reports every take of p that results admitted to
+// Options.Outcomes, as applied for a caller that got no use of it, so that
+// its hits are given back. Charges stay: they are usage already spent.
 func (s *Service) giveBackAdmitted(p *plan, results []algorithms.Result) {
-	var refunds []rate.Op
+	var out []rate.Outcome
+	at := time.Now()
 	for i, op := range p.ops {
 		if op.Kind != rate.Take || op.Hits == 0 || !results[i].Allowed {
 			continue
 		}
-		op.Kind, op.Receipt = rate.Refund, results[i].Receipt
-		refunds = append(refunds, op)
+		out = append(out, rate.Outcome{Op: op, Fate: rate.Applied, Result: results[i], At: at})
 	}
-	if len(refunds) > 0 {
-		s.opts.GiveBack(refunds)
-	}
+	s.opts.Outcomes.Report(out)
 }
 
-// deferCharges leaves the charges among ops, which never reached the
+// deferCharges reports the charges among ops, which never reached the
 // backend (the request was shed, or the circuit breaker was open), to
-// Options.GiveBack, to be recorded as soon as the backend answers: a charge
-// is usage already spent, and Envoy, which sends it once the stream is
-// done, does not send it again.
+// Options.Outcomes as not applied, to be recorded as soon as the backend
+// answers: a charge is usage already spent, and Envoy, which sends it once
+// the stream is done, does not send it again.
 func (s *Service) deferCharges(ops []rate.Op) {
-	var charges []rate.Op
+	var out []rate.Outcome
+	at := time.Now()
 	for _, op := range ops {
 		if op.Kind == rate.Charge && op.Hits > 0 {
-			charges = append(charges, op)
+			out = append(out, rate.Outcome{Op: op, Fate: rate.NotApplied, At: at})
 		}
 	}
-	if len(charges) > 0 {
-		s.opts.GiveBack(charges)
-	}
+	s.opts.Outcomes.Report(out)
 }
 
 // failed answers a request whose backend call failed, as the failure mode

@@ -34,15 +34,15 @@ import (
 //
 // Beside them, the give-back queue (giveback.Queue) sends what the path
 // owes the backend through the layers below the breaker. What is owed
-// reaches it by two routes: what became of the ops of failed calls, which
-// the backend reports to outcomes, and which the queue, the breaker (late
-// answers are answers) and the lease layer (leases granted to no one)
-// follow; and what the service leaves to it (GiveBack): the refunds of
-// answers that came too late, and the charges of requests never sent. A
-// layer tells the one above only, by its error, that a call was never sent
-// (rate.ErrNotSent). m observes the service and every layer. The function
-// returned gives back what the layers hold; it runs once no call is under
-// way, before the backend closes.
+// reaches it by one route: outcomes, to which the backend reports what
+// became of the ops of failed calls, and the service the takes admitted
+// for answers that came too late and the charges of requests never sent;
+// the queue, the breaker (late answers are answers) and the lease layer
+// (leases granted to no one) follow it. A layer tells the one above only,
+// by its error, that a call was never sent (rate.ErrNotSent). m observes
+// the service and every layer. The function returned gives back what the
+// layers hold; it runs once no call is under way, before the backend
+// closes.
 func newRequestPath(b rate.Limiter, outcomes *rate.Outcomes, cfg *config.Config, s settings.Settings, m *metrics.Metrics, tracer *tracing.Tracer, logger *slog.Logger) (*rls.Service, func(), error) {
 	opts := s.ServiceOptions(logger)
 	opts.Observer = m
@@ -99,7 +99,7 @@ func newRequestPath(b rate.Limiter, outcomes *rate.Outcomes, cfg *config.Config,
 		outcomes.Follow(leases.Settle)
 		l, release = leases, leases.Close
 	}
-	opts.GiveBack = queue.GiveBack
+	opts.Outcomes = outcomes
 	svc, err := rls.New(l, cfg, opts)
 	if err != nil {
 		release()
