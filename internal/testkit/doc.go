@@ -24,4 +24,6 @@
 //   - exactness records what a server answered and holds it to the rules
 //     of its algorithms: no hit past the limit, no false denial, the true
 //     remaining.
+//   - rlqsenvoy is a fake Envoy for the Rate Limit Quota Service: a model
+//     of Envoy's rate_limit_quota filter as a client of an RLQS server.
 package testkit
