@@ -1,0 +1,335 @@
+// Package rlqs is ratewarden's Rate Limit Quota Service
+// (envoy.service.rate_limit_quota.v3): Envoy enforces locally, from token
+// buckets the service grants it, and reports its usage per bucket on a
+// stream. Each grant is k hits reserved on the bucket's limit in one
+// backend call, as a lease reserves them, and handed to the Envoy as a
+// token bucket of k tokens that does not refill within its time to live:
+// every request an Envoy admits was admitted under a grant, and the grants
+// of a window never add up past the limit, across any number of Envoys and
+// servers. The reports settle the grants: what an Envoy reports it allowed
+// is counted where it was granted, and what a grant did not serve is given
+// back once no report can carry hits of it any more.
+//
+// A bucket id (a map of strings) and the report's domain select a rule as a
+// descriptor does: its entries are the id's, in the order of their keys.
+package rlqs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/rate"
+)
+
+// Options configure New.
+type Options struct {
+	// Limiter decides the grants: the backend, without leases of its own.
+	Limiter rate.Limiter
+	// Config returns the limits in force.
+	Config func() *config.Config
+	// ReportInterval is how often an Envoy reports every bucket: Envoy's
+	// is 5 s, fixed.
+	ReportInterval time.Duration
+	// MinGrant is the fewest hits a grant reserves when the limit has room
+	// for them.
+	MinGrant uint64
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives the service's logs; nil discards them.
+	Logger *slog.Logger
+	// answered, when set, is called after each report is answered (the
+	// tests, on a fake clock).
+	answered func()
+}
+
+// DefaultOptions returns the Options of a server: Envoy's report interval,
+// and grants of at least 10 hits.
+func DefaultOptions() Options {
+	return Options{ReportInterval: 5 * time.Second, MinGrant: 10}
+}
+
+// Server serves StreamRateLimitQuotas. It is safe for concurrent use.
+type Server struct {
+	rlqsv3.UnimplementedRateLimitQuotaServiceServer
+	opts Options
+}
+
+// New returns a Server as opts say.
+func New(opts Options) (*Server, error) {
+	switch {
+	case opts.Limiter == nil:
+		return nil, errors.New("rlqs: no limiter")
+	case opts.Config == nil:
+		return nil, errors.New("rlqs: no limits")
+	case opts.ReportInterval < time.Second:
+		return nil, fmt.Errorf("rlqs: a report interval of at least a second, not %s", opts.ReportInterval)
+	case opts.MinGrant == 0:
+		return nil, errors.New("rlqs: grants of at least one hit")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{opts: opts}, nil
+}
+
+// StreamRateLimitQuotas serves one Envoy: the stream is the holder of its
+// grants. Each report is answered with the actions of the buckets it
+// changes; when the stream ends, its grants end as fully served, since what
+// its Envoy still admits under them is never reported on it.
+func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
+	held := map[string]*holding{}
+	defer func() {
+		var ops []rate.Op
+		for _, h := range held {
+			ops = append(ops, h.settlement(s.opts.Now(), true)...)
+		}
+		s.send(context.Background(), ops)
+	}()
+	for {
+		reports, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resp := s.answer(stream.Context(), held, reports)
+		if len(resp.GetBucketAction()) > 0 {
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+		}
+		if s.opts.answered != nil {
+			s.opts.answered()
+		}
+	}
+}
+
+// answer settles what reports says of each bucket and returns the actions
+// that grant the buckets that need it.
+func (s *Server) answer(ctx context.Context, held map[string]*holding, reports *rlqsv3.RateLimitQuotaUsageReports) *rlqsv3.RateLimitQuotaResponse {
+	now := s.opts.Now()
+	resp := &rlqsv3.RateLimitQuotaResponse{}
+	var ops []rate.Op
+	type want struct {
+		h   *holding
+		id  *rlqsv3.BucketId
+		k   uint64
+		ttl time.Duration
+	}
+	var wants []want
+	for _, u := range reports.GetBucketQuotaUsages() {
+		id := u.GetBucketId()
+		key := bucketKey(reports.GetDomain(), id.GetBucket())
+		h := held[key]
+		if h == nil || h.cfg != s.opts.Config() {
+			// A new bucket, or new limits: the bucket's rule now. Grants
+			// taken before stay with the limit they were taken on.
+			nh := s.resolve(reports.GetDomain(), id.GetBucket())
+			if h != nil {
+				nh.grants = h.grants
+				if g := nh.current(); g != nil && nh.unlimited {
+					g.superseded = now // replaced by ALLOW_ALL below
+				}
+			}
+			held[key] = nh
+			h = nh
+			if h.unlimited {
+				resp.BucketAction = append(resp.BucketAction, assign(id, allowAll(), unlimitedTTL))
+			}
+		}
+		if h.op.Limit.Requests == 0 && !h.unlimited && len(h.grants) == 0 {
+			continue // no rule the service can grant: Envoy's own behaviour applies
+		}
+		h.reported()
+		if extra := h.attribute(u.GetNumRequestsAllowed()); extra > 0 && h.op.Limit.Requests > 0 {
+			// Allowed with no grant (the Envoy's own fallback): usage
+			// already spent, recorded as a charge.
+			charge := h.op
+			charge.Kind, charge.Hits = rate.Charge, extra
+			ops = append(ops, charge)
+		}
+		ops = append(ops, h.settlement(now, false)...)
+		if h.unlimited || h.op.Limit.Requests == 0 {
+			continue
+		}
+		if k, ttl := s.size(h, u, now); k > 0 {
+			wants = append(wants, want{h: h, id: id, k: k, ttl: ttl})
+		}
+	}
+	s.send(ctx, ops)
+	for _, w := range wants {
+		if a := s.grant(ctx, w.h, w.k, w.ttl, now); a != nil {
+			resp.BucketAction = append(resp.BucketAction, assign(w.id, denyAll(), time.Second), assign(w.id, a, w.ttl))
+		}
+	}
+	return resp
+}
+
+// resolve returns the holding of a bucket id's rule in domain, in the
+// limits in force: unlimited for an unlimited rule, and with no limit
+// (Requests 0) when no rule matches or the rule is not one a grant can
+// count on (one limit, not split, no charges).
+func (s *Server) resolve(domain string, bucket map[string]string) *holding {
+	cfg := s.opts.Config()
+	h := &holding{cfg: cfg}
+	if cfg == nil || len(bucket) == 0 {
+		return h
+	}
+	keys := make([]string, 0, len(bucket))
+	for k := range bucket {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	entries := make([]rate.Entry, len(keys))
+	for i, k := range keys {
+		entries[i] = rate.Entry{Key: k, Value: bucket[k]}
+	}
+	m, ok := cfg.Match(domain, entries)
+	switch {
+	case !ok:
+		return h
+	case m.Rule.Unlimited:
+		h.unlimited = true
+		return h
+	case len(m.Rule.Limits) != 1 || m.Rule.Limits[0].Shards > 1 || m.Rule.Debt || m.Rule.Charge:
+		s.opts.Logger.Warn("rlqs: a bucket's rule is not one a grant can count on: one limit, not split, no charges",
+			"domain", domain, "rule", m.MetricKey)
+		return h
+	}
+	h.op = rate.Op{Key: m.Key, Limit: m.Rule.Limits[0].Limit, Tag: m.MetricKey}
+	h.op.ID = h.op.Identity()
+	return h
+}
+
+// size returns how many hits to grant h's Envoy now, after its report u,
+// and for how long (whole seconds, as Envoy reads them); 0 when its grant
+// in hand serves until the next report. A grant lasts until the next
+// report or two, within the window of a windowed limit; its size is what
+// the Envoy admitted in the last report's time, for twice the report
+// interval, and at least MinGrant.
+func (s *Server) size(h *holding, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, now time.Time) (uint64, time.Duration) {
+	interval := s.opts.ReportInterval
+	ttl := 2 * interval
+	if lim := h.op.Limit; lim.Algorithm.Spec().Windowed {
+		// The Envoy counts the time to live from when the action reaches
+		// it, up to inFlight later: the grant ends by the window's end.
+		end := lim.WindowStart(lim.WindowIndex(now) + 1)
+		ttl = min(ttl, end.Sub(now.Add(inFlight)).Truncate(time.Second))
+	}
+	if ttl < time.Second {
+		return 0, 0 // the window ends within a second: the next report grants
+	}
+	if g := h.current(); g != nil && g.op.ID == h.op.ID && g.op.Limit == h.op.Limit && // not under limits since reloaded
+		g.left()*4 > g.size && u.GetNumRequestsDenied() == 0 && g.ends.Sub(now) > interval+time.Second {
+		return 0, 0
+	}
+	elapsed := max(u.GetTimeElapsed().AsDuration(), time.Second)
+	perSecond := float64(u.GetNumRequestsAllowed()+u.GetNumRequestsDenied()) / elapsed.Seconds()
+	k := uint64(math.Ceil(perSecond * (interval + interval/2).Seconds()))
+	return min(max(k, s.opts.MinGrant), h.op.Limit.Capacity(), math.MaxUint32), ttl
+}
+
+// grant reserves k hits of h's limit (or what room it has, when less) for
+// ttl and returns the token bucket that hands them to the Envoy; nil when
+// the limit has no room, or the backend did not answer.
+func (s *Server) grant(ctx context.Context, h *holding, k uint64, ttl time.Duration, now time.Time) *typev3.RateLimitStrategy {
+	hold := inFlight + ttl + 2*s.opts.ReportInterval + time.Second
+	for range 2 {
+		take := h.op
+		take.Kind, take.Hits, take.Hold = rate.Take, k, hold
+		got, err := s.opts.Limiter.Do(ctx, []rate.Op{take})
+		if err != nil {
+			s.opts.Logger.Warn("rlqs: a grant failed", "rule", h.op.Tag, "hits", k, "err", err)
+			return nil
+		}
+		if r := got[0]; r.Allowed {
+			if g := h.current(); g != nil {
+				g.superseded = now
+			}
+			h.grants = append(h.grants, &grant{op: h.op, receipt: r.Receipt, size: k, hold: hold, ends: now.Add(inFlight + ttl)})
+			return tokenBucket(k)
+		} else if r.Remaining == 0 || r.Remaining >= k {
+			return nil
+		} else {
+			k = r.Remaining
+		}
+	}
+	return nil
+}
+
+// send applies ops (settlements and charges) to the backend, logging a
+// failure: a settlement that fails leaves its hits counted (never more).
+func (s *Server) send(ctx context.Context, ops []rate.Op) {
+	if len(ops) == 0 {
+		return
+	}
+	if _, err := s.opts.Limiter.Do(ctx, ops); err != nil {
+		s.opts.Logger.Warn("rlqs: settling grants failed", "ops", len(ops), "err", err)
+	}
+}
+
+// bucketKey names a bucket id in a domain.
+func bucketKey(domain string, bucket map[string]string) string {
+	keys := make([]string, 0, len(bucket))
+	for k := range bucket {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	b.WriteString(domain)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\x00%s\x00%s", k, bucket[k])
+	}
+	return b.String()
+}
+
+// unlimitedTTL is how long an unlimited bucket's ALLOW_ALL lasts.
+const unlimitedTTL = time.Hour
+
+// year is the fill interval of a grant's token bucket: one token a year,
+// the least Envoy refills, which a grant's time to live never reaches.
+const year = 365 * 24 * time.Hour
+
+func assign(id *rlqsv3.BucketId, st *typev3.RateLimitStrategy, ttl time.Duration) *rlqsv3.RateLimitQuotaResponse_BucketAction {
+	return &rlqsv3.RateLimitQuotaResponse_BucketAction{
+		BucketId: id,
+		BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{
+			QuotaAssignmentAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
+				AssignmentTimeToLive: durationpb.New(ttl),
+				RateLimitStrategy:    st,
+			},
+		},
+	}
+}
+
+func tokenBucket(k uint64) *typev3.RateLimitStrategy {
+	return &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_TokenBucket{TokenBucket: &typev3.TokenBucket{
+		MaxTokens:     uint32(k),
+		TokensPerFill: wrapperspb.UInt32(1),
+		FillInterval:  durationpb.New(year),
+	}}}
+}
+
+func allowAll() *typev3.RateLimitStrategy { return blanket(typev3.RateLimitStrategy_ALLOW_ALL) }
+func denyAll() *typev3.RateLimitStrategy  { return blanket(typev3.RateLimitStrategy_DENY_ALL) }
+
+func blanket(r typev3.RateLimitStrategy_BlanketRule) *typev3.RateLimitStrategy {
+	return &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: r}}
+}

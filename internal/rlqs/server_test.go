@@ -1,0 +1,299 @@
+package rlqs
+
+import (
+	"context"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlqsenvoy"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
+)
+
+// clock is the fake clock of a test: the server's, the backend's and every
+// Envoy's.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// counted is a Server whose streams count the reports it has answered and
+// the responses it has sent, so that a test on a fake clock knows when the
+// server is done with what it was sent.
+type counted struct {
+	*Server
+	handled, sent atomic.Int64
+}
+
+// count has c's server count the reports it answered.
+func (c *counted) count() { c.opts.answered = func() { c.handled.Add(1) } }
+
+func (c *counted) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
+	return c.Server.StreamRateLimitQuotas(&countingStream{RateLimitQuotaService_StreamRateLimitQuotasServer: stream, c: c})
+}
+
+type countingStream struct {
+	rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer
+	c *counted
+}
+
+func (s *countingStream) Send(r *rlqsv3.RateLimitQuotaResponse) error {
+	s.c.sent.Add(1)
+	return s.RateLimitQuotaService_StreamRateLimitQuotasServer.Send(r)
+}
+
+// fixture is a Server on a memory backend and Envoys that report to it,
+// all on one fake clock.
+type fixture struct {
+	t      *testing.T
+	clk    *clock
+	srv    *counted
+	conn   *grpc.ClientConn
+	envoys []*rlqsenvoy.Envoy
+}
+
+const limits = `
+domain: edge
+descriptors:
+  - key: fixed
+    rate_limit: {unit: minute, requests_per_unit: 600, algorithm: fixed_window}
+  - key: log
+    rate_limit: {unit: minute, requests_per_unit: 600, algorithm: sliding_window_log}
+  - key: free
+    rate_limit: {unlimited: true}
+`
+
+func newFixture(t *testing.T, envoys int) *fixture {
+	t.Helper()
+	clk := &clock{t: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	mem := memory.New(memory.WithClock(clk.now))
+	t.Cleanup(mem.Close)
+	cfg := rlstest.Limits(t, limits)
+	opts := DefaultOptions()
+	opts.Limiter, opts.Config, opts.Now = mem, func() *config.Config { return cfg }, clk.now
+	s, err := New(opts)
+	require.NoError(t, err)
+	f := &fixture{t: t, clk: clk, srv: &counted{Server: s}}
+	f.srv.count()
+	lis := bufconn.Listen(1 << 20)
+	gs := grpc.NewServer()
+	rlqsv3.RegisterRateLimitQuotaServiceServer(gs, f.srv)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	f.conn, err = grpc.NewClient("passthrough:///rlqs",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { f.conn.Close() })
+	for range envoys {
+		e, err := rlqsenvoy.New(rlqsv3.NewRateLimitQuotaServiceClient(f.conn), rlqsenvoy.Config{
+			Domain: "edge", Now: clk.now,
+			// What exactness asks of the operator: no request is
+			// allowed without a grant.
+			Settings: rlqsenvoy.Settings{NoAssignment: rlqsenvoy.DenyAll(), ExpiredFallback: rlqsenvoy.DenyAll()},
+		})
+		require.NoError(t, err)
+		t.Cleanup(e.Close)
+		f.envoys = append(f.envoys, e)
+	}
+	return f
+}
+
+// settle waits until the server has answered every report the Envoys sent
+// and every Envoy has applied every response.
+func (f *fixture) settle() {
+	f.t.Helper()
+	require.Eventually(f.t, func() bool {
+		var sent, applied int64
+		for _, e := range f.envoys {
+			c := e.Counters()
+			sent += int64(c.ReportsSent)
+			applied += int64(c.Responses)
+		}
+		return f.srv.handled.Load() >= sent && applied >= f.srv.sent.Load()
+	}, 5*time.Second, time.Millisecond)
+}
+
+// step moves the clock by d and runs every Envoy's timers.
+func (f *fixture) step(d time.Duration) {
+	f.clk.advance(d)
+	for _, e := range f.envoys {
+		e.Tick()
+	}
+	f.settle()
+}
+
+// TestGrantsNeverAddUpPastTheLimit: three Envoys on one server ask for
+// about six times a limit of 600 a minute, at rates that change every 3 s
+// (each idle now and then). In no minute of a fixed window, and in no 60 s
+// of a sliding log, do they admit more than 600 together; while they ask
+// for more than the limit, they admit at least 80% of it.
+func TestGrantsNeverAddUpPastTheLimit(t *testing.T) {
+	for _, key := range []string{"fixed", "log"} {
+		t.Run(key, func(t *testing.T) {
+			f := newFixture(t, 3)
+			bucket := map[string]string{key: "acme"}
+			rng := rand.New(rand.NewPCG(28, 1))
+			const step, steps, window = 100 * time.Millisecond, 5 * 60 * 10, 600 // a minute of steps
+			admitted := make([]uint64, steps)
+			rates := make([]int, len(f.envoys)) // requests a step
+			for i := range steps {
+				if i%30 == 0 {
+					for j := range rates {
+						rates[j] = rng.IntN(5)
+					}
+				}
+				for j, e := range f.envoys {
+					for range rates[j] {
+						if e.Request(bucket) {
+							admitted[i]++
+						}
+					}
+				}
+				f.step(step)
+			}
+			var perMinute []uint64
+			for m := 0; m < steps/window; m++ {
+				var n uint64
+				for _, a := range admitted[m*window : (m+1)*window] {
+					n += a
+				}
+				perMinute = append(perMinute, n)
+				assert.LessOrEqual(t, n, uint64(600), "minute %d", m)
+				if m > 0 || key == "fixed" {
+					assert.GreaterOrEqual(t, n, uint64(480), "minute %d", m)
+				}
+			}
+			if key == "log" {
+				var in, most uint64
+				for i := range steps {
+					in += admitted[i]
+					if i >= window {
+						in -= admitted[i-window]
+					}
+					most = max(most, in)
+				}
+				assert.LessOrEqual(t, most, uint64(600), "the most in any 60 s")
+			}
+			t.Logf("admitted per minute %v", perMinute)
+		})
+	}
+}
+
+// run has the fixture's Envoys ask for rates[j] requests a step of bucket
+// for steps steps of 100 ms, calling each before a step (i is the step),
+// and returns what they admitted in each step.
+func (f *fixture) run(bucket map[string]string, steps int, rates func(i, envoy int) int, each func(i int)) []uint64 {
+	admitted := make([]uint64, steps)
+	for i := range steps {
+		if each != nil {
+			each(i)
+		}
+		for j, e := range f.envoys {
+			for range rates(i, j) {
+				if e.Request(bucket) {
+					admitted[i]++
+				}
+			}
+		}
+		f.step(100 * time.Millisecond)
+	}
+	return admitted
+}
+
+// perMinute sums admitted (one count per 100 ms step) by minute.
+func perMinute(admitted []uint64) []uint64 {
+	var out []uint64
+	for i, a := range admitted {
+		if i%600 == 0 {
+			out = append(out, 0)
+		}
+		out[len(out)-1] += a
+	}
+	return out
+}
+
+// TestAnEnvoyThatGoesAwayKeepsNoMoreThanItsGrant: of two Envoys asking for
+// more than the limit, one loses its stream in the middle of each minute
+// and keeps serving its cached grant until its time to live, reconnecting
+// at its next report. The grants of the lost stream are counted as fully
+// served, so no minute admits more than the limit.
+func TestAnEnvoyThatGoesAwayKeepsNoMoreThanItsGrant(t *testing.T) {
+	f := newFixture(t, 2)
+	admitted := f.run(map[string]string{"fixed": "acme"}, 3*600, func(int, int) int { return 2 }, func(i int) {
+		if i%600 == 300 {
+			f.envoys[0].Disconnect()
+		}
+	})
+	for m, n := range perMinute(admitted) {
+		assert.LessOrEqual(t, n, uint64(600), "minute %d", m)
+	}
+	assert.Positive(t, f.envoys[0].Counters().Streams-1, "the Envoy reconnected")
+	t.Logf("admitted per minute %v", perMinute(admitted))
+}
+
+// TestAReloadThatLowersTheLimitHolds: two Envoys ask for more than the limit;
+// in the middle of the second minute the limit is lowered from 600 to 300
+// a minute. Every minute after it admits at most 300.
+func TestAReloadThatLowersTheLimitHolds(t *testing.T) {
+	f := newFixture(t, 2)
+	lower := rlstest.Limits(t, `
+domain: edge
+descriptors:
+  - key: fixed
+    rate_limit: {unit: minute, requests_per_unit: 300, algorithm: fixed_window}
+`)
+	admitted := f.run(map[string]string{"fixed": "acme"}, 4*600, func(int, int) int { return 2 }, func(i int) {
+		if i == 900 {
+			f.srv.opts.Config = func() *config.Config { return lower }
+		}
+	})
+	minutes := perMinute(admitted)
+	assert.LessOrEqual(t, minutes[0], uint64(600))
+	assert.LessOrEqual(t, minutes[1], uint64(600))
+	for m := 2; m < len(minutes); m++ {
+		assert.LessOrEqual(t, minutes[m], uint64(300), "minute %d", m)
+		assert.GreaterOrEqual(t, minutes[m], uint64(240), "minute %d", m)
+	}
+	t.Logf("admitted per minute %v", minutes)
+}
+
+// TestUnlimitedAndUnknownBuckets: an unlimited rule's bucket is allowed
+// all; a bucket no rule matches gets no action, and its Envoy's own
+// no-assignment behaviour (here DENY_ALL) decides.
+func TestUnlimitedAndUnknownBuckets(t *testing.T) {
+	f := newFixture(t, 1)
+	free := f.run(map[string]string{"free": "x"}, 20, func(int, int) int { return 5 }, nil)
+	unknown := f.run(map[string]string{"nobody": "x"}, 20, func(int, int) int { return 5 }, nil)
+	var n, m uint64
+	for i := range free {
+		n += free[i]
+		m += unknown[i]
+	}
+	assert.Equal(t, uint64(95), n, "all but the first step's, asked before the first report was answered (the Envoy denies without an assignment)")
+	assert.Zero(t, m)
+}
