@@ -30,6 +30,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/rate"
 )
@@ -175,8 +176,8 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, reports *
 	}
 	s.send(ctx, ops)
 	for _, w := range wants {
-		if a := s.grant(ctx, w.h, w.k, w.ttl, now); a != nil {
-			resp.BucketAction = append(resp.BucketAction, assign(w.id, denyAll(), time.Second), assign(w.id, a, w.ttl))
+		if a, ttl := s.grant(ctx, w.h, w.k, w.ttl, now); a != nil {
+			resp.BucketAction = append(resp.BucketAction, assign(w.id, denyAll(), time.Second), assign(w.id, a, ttl))
 		}
 	}
 	return resp
@@ -247,9 +248,13 @@ func (s *Server) size(h *holding, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuo
 }
 
 // grant reserves k hits of h's limit (or what room it has, when less) for
-// ttl and returns the token bucket that hands them to the Envoy; nil when
-// the limit has no room, or the backend did not answer.
-func (s *Server) grant(ctx context.Context, h *holding, k uint64, ttl time.Duration, now time.Time) *typev3.RateLimitStrategy {
+// ttl and returns the token bucket that hands them to the Envoy, and its
+// time to live; nil when the limit has no room, or the backend did not
+// answer. A windowed limit's grant lives no longer than its window by the
+// backend's clock, read from the grant's receipt: its time to live is cut
+// to the window's end less inFlight, and a grant with less than a second
+// left is given back at once.
+func (s *Server) grant(ctx context.Context, h *holding, k uint64, ttl time.Duration, now time.Time) (*typev3.RateLimitStrategy, time.Duration) {
 	hold := inFlight + ttl + 2*s.opts.ReportInterval + time.Second
 	for range 2 {
 		take := h.op
@@ -257,21 +262,36 @@ func (s *Server) grant(ctx context.Context, h *holding, k uint64, ttl time.Durat
 		got, err := s.opts.Limiter.Do(ctx, []rate.Op{take})
 		if err != nil {
 			s.opts.Logger.Warn("rlqs: a grant failed", "rule", h.op.Tag, "hits", k, "err", err)
-			return nil
+			return nil, 0
 		}
-		if r := got[0]; r.Allowed {
-			if g := h.current(); g != nil {
-				g.superseded = now
+		r := got[0]
+		if !r.Allowed {
+			if r.Remaining == 0 || r.Remaining >= k {
+				return nil, 0
 			}
-			h.grants = append(h.grants, &grant{op: h.op, receipt: r.Receipt, size: k, hold: hold, ends: now.Add(inFlight + ttl)})
-			return tokenBucket(k)
-		} else if r.Remaining == 0 || r.Remaining >= k {
-			return nil
-		} else {
 			k = r.Remaining
+			continue
 		}
+		g := &grant{op: h.op, receipt: r.Receipt, size: k, hold: hold}
+		if lim := h.op.Limit; lim.Algorithm.Spec().Windowed {
+			decided := time.UnixMicro(r.Receipt.At)
+			end := lim.WindowStart(lim.WindowIndex(decided) + 1)
+			ttl = min(ttl, end.Sub(decided.Add(inFlight)).Truncate(time.Second))
+		}
+		if ttl < time.Second {
+			back := h.op
+			back.Kind, back.Leases = rate.Settle, []algorithms.Lease{{Receipt: r.Receipt, Hold: hold, Size: k, Close: true}}
+			s.send(ctx, []rate.Op{back})
+			return nil, 0
+		}
+		g.ends = now.Add(inFlight + ttl)
+		if c := h.current(); c != nil {
+			c.superseded = now
+		}
+		h.grants = append(h.grants, g)
+		return tokenBucket(k), ttl
 	}
-	return nil
+	return nil, 0
 }
 
 // send applies ops (settlements and charges) to the backend, logging a
