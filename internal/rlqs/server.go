@@ -47,6 +47,8 @@ type Options struct {
 	// MinGrant is the fewest hits a grant reserves when the limit has room
 	// for them.
 	MinGrant uint64
+	// Timeout bounds each backend call.
+	Timeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives the service's logs; nil discards them.
@@ -57,9 +59,9 @@ type Options struct {
 }
 
 // DefaultOptions returns the Options of a server: Envoy's report interval,
-// and grants of at least 10 hits.
+// grants of at least 10 hits, and backend calls of at most a second.
 func DefaultOptions() Options {
-	return Options{ReportInterval: 5 * time.Second, MinGrant: 10}
+	return Options{ReportInterval: 5 * time.Second, MinGrant: 10, Timeout: time.Second}
 }
 
 // Server serves StreamRateLimitQuotas. It is safe for concurrent use.
@@ -79,6 +81,8 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("rlqs: a report interval of at least a second, not %s", opts.ReportInterval)
 	case opts.MinGrant == 0:
 		return nil, errors.New("rlqs: grants of at least one hit")
+	case opts.Timeout <= 0:
+		return nil, fmt.Errorf("rlqs: a positive timeout, not %s", opts.Timeout)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -259,7 +263,9 @@ func (s *Server) grant(ctx context.Context, h *holding, k uint64, ttl time.Durat
 	for range 2 {
 		take := h.op
 		take.Kind, take.Hits, take.Hold = rate.Take, k, hold
-		got, err := s.opts.Limiter.Do(ctx, []rate.Op{take})
+		call, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+		got, err := s.opts.Limiter.Do(call, []rate.Op{take})
+		cancel()
 		if err != nil {
 			s.opts.Logger.Warn("rlqs: a grant failed", "rule", h.op.Tag, "hits", k, "err", err)
 			return nil, 0
@@ -300,6 +306,8 @@ func (s *Server) send(ctx context.Context, ops []rate.Op) {
 	if len(ops) == 0 {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
 	if _, err := s.opts.Limiter.Do(ctx, ops); err != nil {
 		s.opts.Logger.Warn("rlqs: settling grants failed", "ops", len(ops), "err", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/redisx"
+	"github.com/ratewarden/ratewarden/internal/rlqs"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/tracing"
@@ -43,7 +44,7 @@ import (
 // the service and every layer. The function returned gives back what the
 // layers hold; it runs once no call is under way, before the backend
 // closes.
-func newRequestPath(b rate.Limiter, outcomes *rate.Outcomes, cfg *config.Config, s settings.Settings, m *metrics.Metrics, tracer *tracing.Tracer, logger *slog.Logger) (*rls.Service, func(), error) {
+func newRequestPath(b rate.Limiter, outcomes *rate.Outcomes, cfg *config.Config, s settings.Settings, m *metrics.Metrics, tracer *tracing.Tracer, logger *slog.Logger) (requestPath, error) {
 	opts := s.ServiceOptions(logger)
 	opts.Observer = m
 	if s.Backend == settings.BackendMemory {
@@ -59,7 +60,7 @@ func newRequestPath(b rate.Limiter, outcomes *rate.Outcomes, cfg *config.Config,
 	if s.Backend == settings.BackendRedis && s.DenyCache {
 		cache, err := denycache.New(l, s.DenyCacheOptions())
 		if err != nil {
-			return nil, nil, fmt.Errorf("server: %w", err)
+			return requestPath{}, fmt.Errorf("server: %w", err)
 		}
 		m.RegisterDenyCacheHits(cache.Hits)
 		l = cache
@@ -68,7 +69,7 @@ func newRequestPath(b rate.Limiter, outcomes *rate.Outcomes, cfg *config.Config,
 	gbOpts.Observer, gbOpts.Logger = m, logger
 	queue, err := giveback.New(l, gbOpts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("server: %w", err)
+		return requestPath{}, fmt.Errorf("server: %w", err)
 	}
 	outcomes.Follow(queue.Settle)
 	bOpts := s.BreakerOptions()
@@ -76,7 +77,7 @@ func newRequestPath(b rate.Limiter, outcomes *rate.Outcomes, cfg *config.Config,
 	bOpts.Observer, bOpts.Logger = m, logger.With("failure_mode", s.FailureMode.String())
 	br, err := breaker.New(l, bOpts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("server: %w", err)
+		return requestPath{}, fmt.Errorf("server: %w", err)
 	}
 	outcomes.Follow(br.Answered)
 	l = br
@@ -85,7 +86,22 @@ func newRequestPath(b rate.Limiter, outcomes *rate.Outcomes, cfg *config.Config,
 		aOpts := s.AdmissionOptions()
 		aOpts.Observer = m
 		if l, err = admission.New(l, aOpts); err != nil {
-			return nil, nil, fmt.Errorf("server: %w", err)
+			return requestPath{}, fmt.Errorf("server: %w", err)
+		}
+	}
+	var svc *rls.Service
+	var quota *rlqs.Server
+	if s.RLQS {
+		// Envoys hold the grants: the quota service takes them below the
+		// leases, which are this replica's.
+		qOpts := rlqs.DefaultOptions()
+		qOpts.Limiter, qOpts.Logger = l, logger
+		qOpts.Config = func() *config.Config { return svc.Config() }
+		if opts.BackendTimeout > 0 {
+			qOpts.Timeout = opts.BackendTimeout
+		}
+		if quota, err = rlqs.New(qOpts); err != nil {
+			return requestPath{}, fmt.Errorf("server: %w", err)
 		}
 	}
 	release := func() {}
@@ -94,18 +110,26 @@ func newRequestPath(b rate.Limiter, outcomes *rate.Outcomes, cfg *config.Config,
 		lOpts.Observer = m
 		leases, err := lease.New(l, lOpts)
 		if err != nil {
-			return nil, nil, fmt.Errorf("server: %w", err)
+			return requestPath{}, fmt.Errorf("server: %w", err)
 		}
 		outcomes.Follow(leases.Settle)
 		l, release = leases, leases.Close
 	}
 	opts.Outcomes = outcomes
-	svc, err := rls.New(l, cfg, opts)
-	if err != nil {
+	if svc, err = rls.New(l, cfg, opts); err != nil {
 		release()
-		return nil, nil, fmt.Errorf("server: %w", err)
+		return requestPath{}, fmt.Errorf("server: %w", err)
 	}
-	return svc, release, nil
+	return requestPath{service: svc, quota: quota, release: release}, nil
+}
+
+// requestPath is what newRequestPath builds: the service, the quota service
+// beside it (nil when RLS_RLQS is off), and what gives back what the layers
+// hold.
+type requestPath struct {
+	service *rls.Service
+	quota   *rlqs.Server
+	release func()
 }
 
 // breakerGrace returns how late the breaker judges a timeout: once the

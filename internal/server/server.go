@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"time"
 
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -29,6 +30,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/listen"
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/rate"
+	"github.com/ratewarden/ratewarden/internal/rlqs"
 	"github.com/ratewarden/ratewarden/internal/rls"
 	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/tlsx"
@@ -45,6 +47,7 @@ type Server struct {
 	releases releases
 
 	service *rls.Service
+	quota   *rlqs.Server // nil without RLS_RLQS
 	health  *Health
 	backend backend
 	config  *configState // the limits in force, and their source
@@ -140,13 +143,14 @@ func New(ctx context.Context, s settings.Settings, logger *slog.Logger) (_ *Serv
 	if cfg != nil {
 		srv.metrics.ObserveConfigLoaded()
 	}
-	var closePath func()
-	if srv.service, closePath, err = newRequestPath(srv.backend, outcomes, cfg, s, srv.metrics, srv.tracer, logger); err != nil {
+	path, err := newRequestPath(srv.backend, outcomes, cfg, s, srv.metrics, srv.tracer, logger)
+	if err != nil {
 		return nil, err
 	}
+	srv.service, srv.quota = path.service, path.quota
 	// What the request path's layers hold (leases) is given back before
 	// the backend closes.
-	srv.releases.push(func(context.Context) { closePath() })
+	srv.releases.push(func(context.Context) { path.release() })
 	srv.config = newConfigState(srv.service, source, cfg, time.Now(), logger)
 	srv.OnConfigReload(srv.metrics.ObserveConfigReload)
 	// Ready once limits are in force: at the start, or after the first
@@ -210,6 +214,9 @@ func (srv *Server) newServers(s settings.Settings, cfg *config.Config, grpcTLS, 
 	}
 	srv.grpc = grpc.NewServer(grpcOpts...)
 	rlsv3.RegisterRateLimitServiceServer(srv.grpc, srv.service)
+	if srv.quota != nil {
+		rlqsv3.RegisterRateLimitQuotaServiceServer(srv.grpc, srv.quota)
+	}
 	healthpb.RegisterHealthServer(srv.grpc, srv.health.Server())
 	reflection.Register(srv.grpc)
 	mux := newHTTPHandler(srv.service, srv.health, srv.httpOptions(cfg))

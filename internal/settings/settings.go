@@ -116,6 +116,9 @@ type Settings struct {
 	Leases       bool          `default:"true" desc:"with the redis backend, serve a limit this replica asks often from leases: hits reserved in Redis with one take, admitted locally, the unused given back"`
 	LeaseTime    time.Duration `split_words:"true" desc:"longest a lease serves hits (and holds them from the other replicas) before what is left goes back"`
 	LeaseMinHits uint64        `split_words:"true" desc:"least demand of this replica on a limit within a lease time for the limit to be leased; limits asked less go to Redis take by take"`
+	// RLQS serves the Rate Limit Quota Service on the gRPC port, beside
+	// RateLimitService (internal/rlqs).
+	RLQS bool `default:"true" desc:"serve the Rate Limit Quota Service (envoy.service.rate_limit_quota.v3) on the gRPC port: token buckets granted to Envoy's rate_limit_quota filter that never add up past a limit"`
 
 	LogLevel  LogLevel  `split_words:"true" default:"info" desc:"debug, info, warn or error"`
 	LogFormat LogFormat `split_words:"true" default:"text" desc:"text or json"`
