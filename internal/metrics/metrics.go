@@ -63,6 +63,7 @@ type Metrics struct {
 	configLoaded      prometheus.Gauge
 
 	leases *leaseMetrics
+	rlqs   *rlqsMetrics
 
 	// names says which names are exported; ratelimit holds
 	// envoyproxy/ratelimit's metrics, nil unless names asks for them.
@@ -133,6 +134,7 @@ func New(opts ...Option) *Metrics {
 		configLoaded: prometheus.NewGauge(prometheus.GaugeOpts{Name: ConfigLoaded, Help: configLoadedHelp}),
 
 		leases: newLeaseMetrics(),
+		rlqs:   newRLQSMetrics(),
 	}
 	for _, opt := range opts {
 		opt(m)
@@ -146,6 +148,7 @@ func New(opts ...Option) *Metrics {
 			m.configReloads, m.configLastSuccess, m.configLoaded,
 		)
 		m.registry.MustRegister(m.leases.collectors()...)
+		m.registry.MustRegister(m.rlqs.collectors()...)
 	}
 	if m.names.ratelimit() {
 		m.ratelimit = newRatelimitMetrics()

@@ -255,3 +255,24 @@ func TestLeaseCounters(t *testing.T) {
 	rl.ObserveLease(op, lease.Taken, 100)
 	assert.NotContains(t, scrape(t, rl), LeaseTaken+labels+`}`, "envoyproxy/ratelimit's names have no leases")
 }
+
+// TestRLQSCounters counts what the quota service does per rule: two grants
+// of 30 hits, an Envoy's report of 40 allowed and 2 denied, and a stream
+// open.
+func TestRLQSCounters(t *testing.T) {
+	m := New()
+	op := &rate.Op{Key: rate.Key{Domain: "edge"}, Tag: "edge.tenant", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow}}
+	m.ObserveGrant(op, 30)
+	m.ObserveGrant(op, 30)
+	m.ObserveUsage(op, 40, 2)
+	m.ObserveStreams(1)
+	m.ObserveStreams(1)
+	m.ObserveStreams(-1)
+	got := scrape(t, m)
+	labels := `{algorithm="fixed_window",descriptor="edge.tenant",domain="edge"`
+	assert.Equal(t, 2.0, got[RLQSGrants+labels+`}`])
+	assert.Equal(t, 60.0, got[RLQSGrantedHits+labels+`}`])
+	assert.Equal(t, 40.0, got[RLQSReported+labels+`,result="allowed"}`])
+	assert.Equal(t, 2.0, got[RLQSReported+labels+`,result="denied"}`])
+	assert.Equal(t, 1.0, got[RLQSStreams])
+}

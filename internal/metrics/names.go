@@ -110,6 +110,27 @@ const (
 	leaseHitsHelp = "Hits of leases, by result: leased (reserved in Redis by a lease), served (admitted from a lease without asking Redis), given_back (not used, and given back)."
 )
 
+// The metrics of the Rate Limit Quota Service (RLS_RLQS), labelled domain,
+// descriptor and algorithm, with their help text beside them.
+const (
+	// RLQSGrants counts the grants made to Envoys.
+	RLQSGrants     = "ratewarden_rlqs_grants_total"
+	rlqsGrantsHelp = "Grants made to Envoys' rate_limit_quota filters: token buckets of hits reserved on a limit (RLS_RLQS)."
+
+	// RLQSGrantedHits counts the hits of the grants.
+	RLQSGrantedHits     = "ratewarden_rlqs_granted_hits_total"
+	rlqsGrantedHitsHelp = "Hits reserved by the grants made to Envoys (RLS_RLQS)."
+
+	// RLQSReported counts the requests Envoys reported, labelled result
+	// too.
+	RLQSReported     = "ratewarden_rlqs_reported_requests_total"
+	rlqsReportedHelp = "Requests Envoys reported of their buckets, by result: allowed or denied (RLS_RLQS)."
+
+	// RLQSStreams is the Envoys' streams open.
+	RLQSStreams     = "ratewarden_rlqs_streams"
+	rlqsStreamsHelp = "Streams of Envoys' rate_limit_quota filters open on this replica (RLS_RLQS)."
+)
+
 // The metrics of the limits configuration, with the labels each has and its
 // help text beside it.
 const (

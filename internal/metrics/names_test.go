@@ -92,6 +92,8 @@ func exported(t *testing.T) map[string]string {
 	m.ObserveRequest(rls.RequestOutcome{Duration: time.Millisecond})
 	m.ObserveConfigLoaded()
 	m.ObserveLease(&rate.Op{Key: rate.Key{Domain: "d"}, Tag: "d.user", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket}}, lease.Taken, 8)
+	m.ObserveGrant(&rate.Op{Key: rate.Key{Domain: "d"}, Tag: "d.user", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow}}, 8)
+	m.ObserveUsage(&rate.Op{Key: rate.Key{Domain: "d"}, Tag: "d.user", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow}}, 5, 1)
 
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

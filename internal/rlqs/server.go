@@ -51,6 +51,9 @@ type Options struct {
 	Timeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Observer is told the grants, the usage reported and the streams;
+	// nil observes nothing.
+	Observer Observer
 	// Logger receives the service's logs; nil discards them.
 	Logger *slog.Logger
 	// answered, when set, is called after each report is answered (the
@@ -90,6 +93,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
 	return &Server{opts: opts}, nil
 }
 
@@ -99,6 +105,8 @@ func New(opts Options) (*Server, error) {
 // its Envoy still admits under them is never reported on it.
 func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	held := map[string]*holding{}
+	s.opts.Observer.ObserveStreams(1)
+	defer s.opts.Observer.ObserveStreams(-1)
 	defer func() {
 		var ops []rate.Op
 		for _, h := range held {
@@ -163,6 +171,9 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, reports *
 			continue // no rule the service can grant: Envoy's own behaviour applies
 		}
 		h.reported()
+		if h.op.Limit.Requests > 0 {
+			s.opts.Observer.ObserveUsage(&h.op, u.GetNumRequestsAllowed(), u.GetNumRequestsDenied())
+		}
 		if extra := h.attribute(u.GetNumRequestsAllowed()); extra > 0 && h.op.Limit.Requests > 0 {
 			// Allowed with no grant (the Envoy's own fallback): usage
 			// already spent, recorded as a charge.
@@ -295,6 +306,7 @@ func (s *Server) grant(ctx context.Context, h *holding, k uint64, ttl time.Durat
 			c.superseded = now
 		}
 		h.grants = append(h.grants, g)
+		s.opts.Observer.ObserveGrant(&h.op, k)
 		return tokenBucket(k), ttl
 	}
 	return nil, 0

@@ -95,7 +95,7 @@ func newRequestPath(b rate.Limiter, outcomes *rate.Outcomes, cfg *config.Config,
 		// Envoys hold the grants: the quota service takes them below the
 		// leases, which are this replica's.
 		qOpts := rlqs.DefaultOptions()
-		qOpts.Limiter, qOpts.Logger = l, logger
+		qOpts.Limiter, qOpts.Logger, qOpts.Observer = l, logger, m
 		qOpts.Config = func() *config.Config { return svc.Config() }
 		if opts.BackendTimeout > 0 {
 			qOpts.Timeout = opts.BackendTimeout
