@@ -168,7 +168,9 @@ func TestLogSettlementCostsFewCommands(t *testing.T) {
 	after := calls()
 	var all int64
 	for name, n := range after {
-		if name != "info" {
+		// INFO is the test's; TIME the Limiter's clock, which reads
+		// Redis's in the background whatever it decides.
+		if name != "info" && name != "time" {
 			all += n - before[name]
 		}
 	}
