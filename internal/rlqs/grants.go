@@ -16,8 +16,9 @@ type holding struct {
 	op     rate.Op // the bucket's limit now: key, limit, tag, identity
 	cfg    *config.Config
 	grants []*grant
-	// unlimited is a bucket whose rule counts nothing: it is allowed all.
-	unlimited bool
+	// unlimited is a bucket whose rule counts nothing: it is allowed all;
+	// granted one whose rule the service grants (op's limit).
+	unlimited, granted bool
 }
 
 // grant is k hits reserved on a limit, as a lease's take reserves them,

@@ -167,14 +167,14 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, reports *
 				resp.BucketAction = append(resp.BucketAction, assign(id, allowAll(), unlimitedTTL))
 			}
 		}
-		if h.op.Limit.Requests == 0 && !h.unlimited && len(h.grants) == 0 {
+		if !h.granted && !h.unlimited && len(h.grants) == 0 {
 			continue // no rule the service can grant: Envoy's own behaviour applies
 		}
 		h.reported()
-		if h.op.Limit.Requests > 0 {
+		if h.granted {
 			s.opts.Observer.ObserveUsage(&h.op, u.GetNumRequestsAllowed(), u.GetNumRequestsDenied())
 		}
-		if extra := h.attribute(u.GetNumRequestsAllowed()); extra > 0 && h.op.Limit.Requests > 0 {
+		if extra := h.attribute(u.GetNumRequestsAllowed()); extra > 0 && h.granted {
 			// Allowed with no grant (the Envoy's own fallback): usage
 			// already spent, recorded as a charge.
 			charge := h.op
@@ -182,7 +182,7 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, reports *
 			ops = append(ops, charge)
 		}
 		ops = append(ops, h.settlement(now, false)...)
-		if h.unlimited || h.op.Limit.Requests == 0 {
+		if !h.granted {
 			continue
 		}
 		if k, ttl := s.size(h, u, now); k > 0 {
@@ -199,9 +199,9 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, reports *
 }
 
 // resolve returns the holding of a bucket id's rule in domain, in the
-// limits in force: unlimited for an unlimited rule, and with no limit
-// (Requests 0) when no rule matches or the rule is not one a grant can
-// count on (one limit, not split, no charges).
+// limits in force: unlimited for an unlimited rule, granted for a rule a
+// grant can count on (one limit, not split, no charges), and neither when
+// no rule matches or the rule is another.
 func (s *Server) resolve(domain string, bucket map[string]string) *holding {
 	cfg := s.opts.Config()
 	h := &holding{cfg: cfg}
@@ -231,6 +231,7 @@ func (s *Server) resolve(domain string, bucket map[string]string) *holding {
 	}
 	h.op = rate.Op{Key: m.Key, Limit: m.Rule.Limits[0].Limit, Tag: m.MetricKey}
 	h.op.ID = h.op.Identity()
+	h.granted = true
 	return h
 }
 
