@@ -189,9 +189,27 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, reports *
 			wants = append(wants, want{h: h, id: id, k: k, ttl: ttl})
 		}
 	}
-	s.send(ctx, ops)
+	// The settlements and the grants' takes go in one call, settlements
+	// first so that the takes find the room they give back; a take denied
+	// for want of all it asked is asked again for the room there is.
+	settled := len(ops)
 	for _, w := range wants {
-		if a, ttl := s.grant(ctx, w.h, w.k, w.ttl, now); a != nil {
+		ops = append(ops, s.takeOf(w.h, w.k, w.ttl))
+	}
+	got := s.send(ctx, ops)
+	if got == nil {
+		return resp
+	}
+	for i, w := range wants {
+		var a *typev3.RateLimitStrategy
+		var ttl time.Duration
+		switch r := got[settled+i]; {
+		case r.Allowed:
+			a, ttl = s.accept(ctx, w.h, r, w.k, w.ttl, now)
+		case r.Remaining > 0 && r.Remaining < w.k:
+			a, ttl = s.grant(ctx, w.h, r.Remaining, w.ttl, now)
+		}
+		if a != nil {
 			resp.BucketAction = append(resp.BucketAction, assign(w.id, denyAll(), time.Second), assign(w.id, a, ttl))
 		}
 	}
@@ -263,67 +281,78 @@ func (s *Server) size(h *holding, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuo
 	return min(max(k, s.opts.MinGrant), h.op.Limit.Capacity(), math.MaxUint32), ttl
 }
 
-// grant reserves k hits of h's limit (or what room it has, when less) for
-// ttl and returns the token bucket that hands them to the Envoy, and its
-// time to live; nil when the limit has no room, or the backend did not
-// answer. A windowed limit's grant lives no longer than its window by the
-// backend's clock, read from the grant's receipt: its time to live is cut
-// to the window's end less inFlight, and a grant with less than a second
-// left is given back at once.
-func (s *Server) grant(ctx context.Context, h *holding, k uint64, ttl time.Duration, now time.Time) (*typev3.RateLimitStrategy, time.Duration) {
-	hold := inFlight + ttl + 2*s.opts.ReportInterval + time.Second
-	for range 2 {
-		take := h.op
-		take.Kind, take.Hits, take.Hold = rate.Take, k, hold
-		call, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-		got, err := s.opts.Limiter.Do(call, []rate.Op{take})
-		cancel()
-		if err != nil {
-			s.opts.Logger.Warn("rlqs: a grant failed", "rule", h.op.Tag, "hits", k, "err", err)
-			return nil, 0
-		}
-		r := got[0]
-		if !r.Allowed {
-			if r.Remaining == 0 || r.Remaining >= k {
-				return nil, 0
-			}
-			k = r.Remaining
-			continue
-		}
-		g := &grant{op: h.op, receipt: r.Receipt, size: k, hold: hold}
-		if lim := h.op.Limit; lim.Algorithm.Spec().Windowed {
-			decided := time.UnixMicro(r.Receipt.At)
-			end := lim.WindowStart(lim.WindowIndex(decided) + 1)
-			ttl = min(ttl, end.Sub(decided.Add(inFlight)).Truncate(time.Second))
-		}
-		if ttl < time.Second {
-			back := h.op
-			back.Kind, back.Leases = rate.Settle, []algorithms.Lease{{Receipt: r.Receipt, Hold: hold, Size: k, Close: true}}
-			s.send(ctx, []rate.Op{back})
-			return nil, 0
-		}
-		g.ends = now.Add(inFlight + ttl)
-		if c := h.current(); c != nil {
-			c.superseded = now
-		}
-		h.grants = append(h.grants, g)
-		s.opts.Observer.ObserveGrant(&h.op, k)
-		return tokenBucket(k), ttl
-	}
-	return nil, 0
+// hold is how long the backend holds a grant of time to live ttl: past
+// the latest a report can still carry its hits.
+func (s *Server) hold(ttl time.Duration) time.Duration {
+	return inFlight + ttl + 2*s.opts.ReportInterval + time.Second
 }
 
-// send applies ops (settlements and charges) to the backend, logging a
-// failure: a settlement that fails leaves its hits counted (never more).
-func (s *Server) send(ctx context.Context, ops []rate.Op) {
+// takeOf returns the take that reserves a grant of k hits of h's limit for
+// ttl.
+func (s *Server) takeOf(h *holding, k uint64, ttl time.Duration) rate.Op {
+	take := h.op
+	take.Kind, take.Hits, take.Hold = rate.Take, k, s.hold(ttl)
+	return take
+}
+
+// grant reserves k hits of h's limit for ttl in a call of its own, and
+// returns what accept does with the answer.
+func (s *Server) grant(ctx context.Context, h *holding, k uint64, ttl time.Duration, now time.Time) (*typev3.RateLimitStrategy, time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	got, err := s.opts.Limiter.Do(ctx, []rate.Op{s.takeOf(h, k, ttl)})
+	if err != nil {
+		s.opts.Logger.Warn("rlqs: a grant failed", "rule", h.op.Tag, "hits", k, "err", err)
+		return nil, 0
+	}
+	if !got[0].Allowed {
+		return nil, 0
+	}
+	return s.accept(ctx, h, got[0], k, ttl, now)
+}
+
+// accept makes a grant of k hits of h's limit for ttl, which the backend
+// admitted as r, and returns the token bucket that hands them to the Envoy
+// and its time to live. A windowed limit's grant lives no longer than its
+// window by the backend's clock, read from the grant's receipt: its time
+// to live is cut to the window's end less inFlight, and a grant with less
+// than a second left is given back at once (nil).
+func (s *Server) accept(ctx context.Context, h *holding, r algorithms.Result, k uint64, ttl time.Duration, now time.Time) (*typev3.RateLimitStrategy, time.Duration) {
+	hold := s.hold(ttl)
+	if lim := h.op.Limit; lim.Algorithm.Spec().Windowed {
+		decided := time.UnixMicro(r.Receipt.At)
+		end := lim.WindowStart(lim.WindowIndex(decided) + 1)
+		ttl = min(ttl, end.Sub(decided.Add(inFlight)).Truncate(time.Second))
+	}
+	if ttl < time.Second {
+		back := h.op
+		back.Kind, back.Leases = rate.Settle, []algorithms.Lease{{Receipt: r.Receipt, Hold: hold, Size: k, Close: true}}
+		s.send(ctx, []rate.Op{back})
+		return nil, 0
+	}
+	if c := h.current(); c != nil {
+		c.superseded = now
+	}
+	h.grants = append(h.grants, &grant{op: h.op, receipt: r.Receipt, size: k, hold: hold, ends: now.Add(inFlight + ttl)})
+	s.opts.Observer.ObserveGrant(&h.op, k)
+	return tokenBucket(k), ttl
+}
+
+// send applies ops to the backend and returns their results, or nil,
+// logging the failure: a settlement that fails leaves its hits counted
+// (never more), a take that fails grants nothing.
+func (s *Server) send(ctx context.Context, ops []rate.Op) []algorithms.Result {
 	if len(ops) == 0 {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	if _, err := s.opts.Limiter.Do(ctx, ops); err != nil {
-		s.opts.Logger.Warn("rlqs: settling grants failed", "ops", len(ops), "err", err)
+	got, err := s.opts.Limiter.Do(ctx, ops)
+	if err != nil {
+		s.opts.Logger.Warn("rlqs: a call to the backend failed", "ops", len(ops), "err", err)
+		return nil
 	}
+	return got
 }
 
 // bucketKey names a bucket id in a domain.
