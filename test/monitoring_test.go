@@ -14,6 +14,7 @@ import (
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -22,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
@@ -320,6 +322,17 @@ func exerciseMonitoring(t *testing.T, srv *serverProcess, redis bool) {
 	require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, ask(150, "tokens", id), "a charge past its limit is recorded and answered OVER_LIMIT")
 	_, err := srv.Client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "monitoring"})
 	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	// A grant over RLQS, for a report of a bucket of the hot limit.
+	quota, err := rlqsv3.NewRateLimitQuotaServiceClient(srv.conn).StreamRateLimitQuotas(ctx)
+	require.NoError(t, err)
+	require.NoError(t, quota.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "monitoring",
+		BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{{
+			BucketId: &rlqsv3.BucketId{Bucket: map[string]string{"hot": id}}, TimeElapsed: durationpb.New(time.Second), NumRequestsDenied: 1,
+		}}}))
+	granted, err := quota.Recv()
+	require.NoError(t, err)
+	require.NotEmpty(t, granted.GetBucketAction(), "a grant")
+	require.NoError(t, quota.CloseSend())
 	if !redis {
 		return
 	}
