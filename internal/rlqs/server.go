@@ -11,7 +11,7 @@
 // back once no report can carry hits of it any more.
 //
 // A bucket id (a map of strings) and the report's domain select a rule as a
-// descriptor does: its entries are the id's, in the order of their keys.
+// descriptor does (Entries).
 package rlqs
 
 import (
@@ -21,8 +21,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"slices"
-	"strings"
 	"time"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -149,12 +147,13 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, reports *
 	var wants []want
 	for _, u := range reports.GetBucketQuotaUsages() {
 		id := u.GetBucketId()
-		key := bucketKey(reports.GetDomain(), id.GetBucket())
+		entries := Entries(id.GetBucket())
+		key := bucketKey(reports.GetDomain(), entries)
 		h := held[key]
 		if h == nil || h.cfg != s.opts.Config() {
 			// A new bucket, or new limits: the bucket's rule now. Grants
 			// taken before stay with the limit they were taken on.
-			nh := s.resolve(reports.GetDomain(), id.GetBucket())
+			nh := s.resolve(reports.GetDomain(), entries)
 			if h != nil {
 				nh.grants = h.grants
 				if g := nh.current(); g != nil && nh.unlimited {
@@ -220,20 +219,11 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, reports *
 // limits in force: unlimited for an unlimited rule, granted for a rule a
 // grant can count on (one limit, not split, no charges), and neither when
 // no rule matches or the rule is another.
-func (s *Server) resolve(domain string, bucket map[string]string) *holding {
+func (s *Server) resolve(domain string, entries []rate.Entry) *holding {
 	cfg := s.opts.Config()
 	h := &holding{cfg: cfg}
-	if cfg == nil || len(bucket) == 0 {
+	if cfg == nil || len(entries) == 0 {
 		return h
-	}
-	keys := make([]string, 0, len(bucket))
-	for k := range bucket {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	entries := make([]rate.Entry, len(keys))
-	for i, k := range keys {
-		entries[i] = rate.Entry{Key: k, Value: bucket[k]}
 	}
 	m, ok := cfg.Match(domain, entries)
 	switch {
@@ -353,21 +343,6 @@ func (s *Server) send(ctx context.Context, ops []rate.Op) []algorithms.Result {
 		return nil
 	}
 	return got
-}
-
-// bucketKey names a bucket id in a domain.
-func bucketKey(domain string, bucket map[string]string) string {
-	keys := make([]string, 0, len(bucket))
-	for k := range bucket {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var b strings.Builder
-	b.WriteString(domain)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "\x00%s\x00%s", k, bucket[k])
-	}
-	return b.String()
 }
 
 // unlimitedTTL is how long an unlimited bucket's ALLOW_ALL lasts.
