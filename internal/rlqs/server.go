@@ -247,8 +247,9 @@ func (s *Server) resolve(domain string, entries []rate.Entry) *holding {
 // and for how long (whole seconds, as Envoy reads them); 0 when its grant
 // in hand serves until the next report. A grant lasts until the next
 // report or two, within the window of a windowed limit; its size is what
-// the Envoy admitted in the last report's time, for twice the report
-// interval, and at least MinGrant.
+// the Envoy asked for (allowed and denied) in the last report's time, for
+// the time until its next report with a tenth to spare (reach), or until
+// the grant ends if that is sooner, and at least MinGrant.
 func (s *Server) size(h *holding, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, now time.Time) (uint64, time.Duration) {
 	interval := s.opts.ReportInterval
 	ttl := 2 * interval
@@ -267,9 +268,18 @@ func (s *Server) size(h *holding, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuo
 	}
 	elapsed := max(u.GetTimeElapsed().AsDuration(), time.Second)
 	perSecond := float64(u.GetNumRequestsAllowed()+u.GetNumRequestsDenied()) / elapsed.Seconds()
-	k := uint64(math.Ceil(perSecond * (interval + interval/2).Seconds()))
+	k := uint64(math.Ceil(perSecond * min(ttl, interval).Seconds() * reach))
 	return min(max(k, s.opts.MinGrant), h.op.Limit.Capacity(), math.MaxUint32), ttl
 }
+
+// reach is how much longer than until the next report a grant is sized to
+// last: enough for a report that comes a little late. What a grant does
+// not serve is held from every other holder until it is settled, at the
+// report after the one that replaced it: a grant sized for 1.5 report
+// intervals held a third of each grant back that way, and a token bucket
+// whose burst is a few intervals of its rate admitted 75% of its rate at
+// twice its rate's demand, against 95% at a tenth.
+const reach = 1.1
 
 // hold is how long the backend holds a grant of time to live ttl: past
 // the latest a report can still carry its hits.

@@ -77,6 +77,7 @@ type fixture struct {
 	srvs   []*counted
 	envoys []*rlqsenvoy.Envoy
 	calls  atomic.Int64 // backend calls of every server
+	cfg    atomic.Pointer[config.Config]
 }
 
 // callCounter counts the calls of a Limiter.
@@ -97,6 +98,10 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 600, algorithm: fixed_window}
   - key: log
     rate_limit: {unit: minute, requests_per_unit: 600, algorithm: sliding_window_log}
+  - key: counter
+    rate_limit: {unit: minute, requests_per_unit: 600, algorithm: sliding_window_counter}
+  - key: bucket
+    rate_limit: {unit: minute, requests_per_unit: 600, algorithm: token_bucket, burst: 100}
   - key: free
     rate_limit: {unlimited: true}
 `
@@ -116,12 +121,12 @@ func newFixture(t *testing.T, envoys int) *fixture {
 func newReplicas(t *testing.T, envoys, replicas int, backend func(*clock) rate.Limiter) *fixture {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
-	cfg := rlstest.Limits(t, limits)
 	f := &fixture{t: t, clk: clk}
+	f.cfg.Store(rlstest.Limits(t, limits))
 	var conns []*grpc.ClientConn
 	for range replicas {
 		opts := DefaultOptions()
-		opts.Limiter, opts.Config, opts.Now = callCounter{backend(clk), &f.calls}, func() *config.Config { return cfg }, clk.now
+		opts.Limiter, opts.Config, opts.Now = callCounter{backend(clk), &f.calls}, f.cfg.Load, clk.now
 		s, err := New(opts)
 		require.NoError(t, err)
 		srv := &counted{Server: s}
@@ -300,7 +305,7 @@ descriptors:
 `)
 	admitted := f.run(map[string]string{"fixed": "acme"}, 4*600, func(int, int) int { return 2 }, func(i int) {
 		if i == 900 {
-			f.srv.opts.Config = func() *config.Config { return lower }
+			f.cfg.Store(lower)
 		}
 	})
 	minutes := perMinute(admitted)
