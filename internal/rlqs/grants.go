@@ -97,7 +97,14 @@ func (h *holding) settlement(now time.Time, all bool) []rate.Op {
 			g.pending += g.left()
 		}
 		end := all || g.done(now)
-		if g.pending > 0 || end {
+		// A window counted a grant's hits when it was taken: a settlement
+		// changes it only by giving back what the grant did not serve, so
+		// one that gives nothing back is not sent.
+		send := g.pending > 0 || end
+		if g.op.Limit.Algorithm.Spec().Windowed {
+			send = end && g.left() > 0
+		}
+		if send {
 			ls := algorithms.Lease{Receipt: g.receipt, Hold: g.hold, Size: g.size, Reported: g.reported, Close: end}
 			if g.pending > 0 {
 				ls.Served = []algorithms.Served{{At: at, Seq: g.receipt.Seq + g.reported, N: g.pending}}

@@ -245,15 +245,30 @@ func (s *Server) resolve(domain string, entries []rate.Entry) *holding {
 
 // size returns how many hits to grant h's Envoy now, after its report u,
 // and for how long (whole seconds, as Envoy reads them); 0 when its grant
-// in hand serves until the next report. A grant lasts until the next
-// report or two, within the window of a windowed limit; its size is what
-// the Envoy asked for (allowed and denied) in the last report's time, for
-// the time until its next report with a tenth to spare (reach), or until
-// the grant ends if that is sooner, and at least MinGrant.
+// in hand serves until the next report. A grant is sized from what the
+// Envoy asked for (allowed and denied) in the last report's time: for the
+// time until its next report with a tenth to spare (reach), lasting two
+// report intervals; or, for a hot bucket (at least hotRequests until the
+// next report, and twice that at most a tenth of the limit's capacity),
+// for two reports' time, lasting three, so that it is granted at every
+// other report. A windowed limit's grant
+// ends with its window, and is sized for no longer; every grant is at
+// least MinGrant.
 func (s *Server) size(h *holding, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, now time.Time) (uint64, time.Duration) {
 	interval := s.opts.ReportInterval
-	ttl := 2 * interval
-	if lim := h.op.Limit; lim.Algorithm.Spec().Windowed {
+	elapsed := max(u.GetTimeElapsed().AsDuration(), time.Second)
+	perSecond := float64(u.GetNumRequestsAllowed()+u.GetNumRequestsDenied()) / elapsed.Seconds()
+	next := perSecond * interval.Seconds() * reach // what the Envoy asks for until its next report
+	if g := h.current(); g != nil && g.op.ID == h.op.ID && g.op.Limit == h.op.Limit && // not under limits since reloaded
+		float64(g.left()) >= max(next, 1) && u.GetNumRequestsDenied() == 0 && g.ends.Sub(now) > interval+inFlight {
+		return 0, 0
+	}
+	lim := h.op.Limit
+	span, ttl := interval, 2*interval
+	if next >= hotRequests && 2*next <= float64(lim.Capacity())/hotShare {
+		span, ttl = 2*interval, 3*interval
+	}
+	if lim.Algorithm.Spec().Windowed {
 		// The Envoy counts the time to live from when the action reaches
 		// it, up to inFlight later: the grant ends by the window's end.
 		end := lim.WindowStart(lim.WindowIndex(now) + 1)
@@ -262,14 +277,8 @@ func (s *Server) size(h *holding, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuo
 	if ttl < time.Second {
 		return 0, 0 // the window ends within a second: the next report grants
 	}
-	if g := h.current(); g != nil && g.op.ID == h.op.ID && g.op.Limit == h.op.Limit && // not under limits since reloaded
-		g.left()*4 > g.size && u.GetNumRequestsDenied() == 0 && g.ends.Sub(now) > interval+time.Second {
-		return 0, 0
-	}
-	elapsed := max(u.GetTimeElapsed().AsDuration(), time.Second)
-	perSecond := float64(u.GetNumRequestsAllowed()+u.GetNumRequestsDenied()) / elapsed.Seconds()
-	k := uint64(math.Ceil(perSecond * min(ttl, interval).Seconds() * reach))
-	return min(max(k, s.opts.MinGrant), h.op.Limit.Capacity(), math.MaxUint32), ttl
+	k := uint64(math.Ceil(perSecond * min(ttl, span).Seconds() * reach))
+	return min(max(k, s.opts.MinGrant), lim.Capacity(), math.MaxUint32), ttl
 }
 
 // reach is how much longer than until the next report a grant is sized to
@@ -280,6 +289,18 @@ func (s *Server) size(h *holding, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuo
 // whose burst is a few intervals of its rate admitted 75% of its rate at
 // twice its rate's demand, against 95% at a tenth.
 const reach = 1.1
+
+// hotRequests is the fewest requests until its next report for which an
+// Envoy's grant covers two reports: below it, a backend call per report
+// costs more than a command per thousand requests admitted only for
+// buckets whose Redis cost is small beside the rest.
+const hotRequests = 1000
+
+// hotShare is the share of a limit's capacity, as its inverse, that an
+// Envoy's grant for two reports may come to for it to be granted at every
+// other report: what the grant holds from other Envoys is then small
+// beside the limit, and the backend is called half as often.
+const hotShare = 10
 
 // hold is how long the backend holds a grant of time to live ttl: past
 // the latest a report can still carry its hits.
