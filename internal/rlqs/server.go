@@ -258,7 +258,7 @@ func (s *Server) size(h *holding, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuo
 	interval := s.opts.ReportInterval
 	elapsed := max(u.GetTimeElapsed().AsDuration(), time.Second)
 	perSecond := float64(u.GetNumRequestsAllowed()+u.GetNumRequestsDenied()) / elapsed.Seconds()
-	next := perSecond * interval.Seconds() * reach // what the Envoy asks for until its next report
+	next := perSecond * interval.Seconds() * reach                                     // what the Envoy asks for until its next report
 	if g := h.current(); g != nil && g.op.ID == h.op.ID && g.op.Limit == h.op.Limit && // not under limits since reloaded
 		float64(g.left()) >= max(next, 1) && u.GetNumRequestsDenied() == 0 && g.ends.Sub(now) > interval+inFlight {
 		return 0, 0
