@@ -258,8 +258,10 @@ func (s *Server) size(h *holding, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuo
 	interval := s.opts.ReportInterval
 	elapsed := max(u.GetTimeElapsed().AsDuration(), time.Second)
 	perSecond := float64(u.GetNumRequestsAllowed()+u.GetNumRequestsDenied()) / elapsed.Seconds()
-	next := perSecond * interval.Seconds() * reach                                     // what the Envoy asks for until its next report
-	if g := h.current(); g != nil && g.op.ID == h.op.ID && g.op.Limit == h.op.Limit && // not under limits since reloaded
+	// next is what the Envoy asks for until its next report; the grant in
+	// hand is kept when it holds that, under the limits in force.
+	next := perSecond * interval.Seconds() * reach
+	if g := h.current(); g != nil && g.op.ID == h.op.ID && g.op.Limit == h.op.Limit &&
 		float64(g.left()) >= max(next, 1) && u.GetNumRequestsDenied() == 0 && g.ends.Sub(now) > interval+inFlight {
 		return 0, 0
 	}
