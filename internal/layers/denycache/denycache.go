@@ -17,10 +17,10 @@ import (
 )
 
 // Limiter is a Limiter that remembers its inner Limiter's denials. Once a
-// take of n hits on a limit is denied with a wait R, every take of n hits on
-// that limit is denied locally until R has passed, with the wait that is
-// left, without asking the backend: a hot key that is over its limit costs
-// no Redis round trips.
+// take of n hits on a limit is denied with a wait R and n − 1 remaining,
+// every take of n hits on that limit is denied locally until R has passed,
+// with the wait that is left, without asking the backend: a hot key that is
+// over its limit costs no Redis round trips.
 //
 // The answer it gives is the one the backend would give. Until R has passed,
 // the backend itself denies n hits, whatever the algorithm, unless an op
@@ -41,14 +41,20 @@ import (
 //
 // R is counted from before the backend was asked, so the cache never denies
 // past the backend's own reset; its reported wait may be up to one round trip
-// shorter than the backend's, and the remaining count it reports is the one
-// of the remembered denial. What it cannot see: hits given back through
-// another replica, and a give-back whose call failed (a timeout, say) but
-// whose script ran later; for those, a denial is answered locally for at
-// most maxDenyHold, after which the backend is asked again. It leaves sharded limits to the backend, as it does
-// peeks, requests for more hits than the limit can ever hold, and charges
-// (usage already spent, which must be recorded, and which change the state
-// like any other op that reaches the backend).
+// shorter than the backend's. The remaining count it reports is the one of
+// the remembered denial, which stays the backend's until R only when it is
+// n − 1 (see steady): a denial that left less room is not remembered, since
+// the room grows as time passes (a window slides, a bucket refills) while
+// n hits still do not fit. A take of one hit, the usual one, always leaves
+// 0 when denied.
+//
+// What it cannot see: hits given back through another replica, and a
+// give-back whose call failed (a timeout, say) but whose script ran later;
+// for those, a denial is answered locally for at most maxDenyHold, after
+// which the backend is asked again. It leaves sharded limits to the
+// backend, as it does peeks, requests for more hits than the limit can ever
+// hold, and charges (usage already spent, which must be recorded, and which
+// change the state like any other op that reaches the backend).
 //
 // The cost per op that reaches the backend is two short critical sections of
 // one of 64 locks. It is safe for concurrent use.
@@ -246,6 +252,16 @@ func cacheable(op *rate.Op) bool {
 	return op.Kind == rate.Take && op.Hits > 0 && op.Hits <= op.Limit.Capacity()
 }
 
+// steady reports whether the remaining count of r, a denial of op, stays
+// what it is until r's reset if nothing else happens: whether it is
+// op.Hits − 1. Time alone only ever leaves a limit more room, whatever the
+// algorithm (a window slides, a bucket refills, a debt is paid), and op's
+// hits have no room before the reset; so a remaining of n − 1 can only stay
+// n − 1 until then, while a lower one rises as the room comes back (a
+// sliding window's previous count slides out hit by hit), and a denial that
+// repeated it would report less room than the backend has.
+func steady(op *rate.Op, r *algorithms.Result) bool { return r.Remaining+1 == op.Hits }
+
 func (c *Limiter) shard(id string) *denyShard {
 	return &c.shards[maphash.String(c.seed, id)%denyShards]
 }
@@ -306,7 +322,7 @@ func (c *Limiter) settle(t *ticket, op *rate.Op, r *algorithms.Result, now time.
 		// now, and so may be the wait of a denial decided before them.
 		st.gen++
 		s.drop(&st)
-	case r != nil && !r.Allowed && r.ResetAfter > 0 && t.clean && st.gen == t.gen && cacheable(op):
+	case r != nil && !r.Allowed && r.ResetAfter > 0 && t.clean && st.gen == t.gen && cacheable(op) && steady(op, r):
 		hold := maxDenyHold
 		if r.Transient {
 			hold = transientHold

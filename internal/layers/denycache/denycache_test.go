@@ -64,8 +64,8 @@ func do(t *testing.T, l rate.Limiter, ops ...rate.Op) []algorithms.Result {
 // TestDenyCacheDecidesAsTheBackend drives random sequences of takes, peeks
 // and refunds through a deny cache in front of one in-memory limiter and
 // straight into another: every decision, every wait of a denial and every
-// remaining count of an admission is the same, for every algorithm, while
-// the cache answers many of the denials.
+// remaining count is the same, for every algorithm, while the cache answers
+// many of the denials.
 func TestDenyCacheDecidesAsTheBackend(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
 		t.Run(alg.String(), func(t *testing.T) {
@@ -94,10 +94,9 @@ func TestDenyCacheDecidesAsTheBackend(t *testing.T) {
 				got, want := do(t, cache, op)[0], do(t, bare, op)[0]
 				what := fmt.Sprintf("step %d: %+v", step, op)
 				require.Equal(t, want.Allowed, got.Allowed, what)
+				require.Equal(t, want.Remaining, got.Remaining, what)
 				if !want.Allowed {
 					require.Equal(t, want.ResetAfter, got.ResetAfter, what)
-				} else {
-					require.Equal(t, want.Remaining, got.Remaining, what)
 				}
 				clock.Advance(time.Duration(rng.IntN(60_000)) * time.Microsecond)
 			}
@@ -187,6 +186,58 @@ func TestDenyCacheForgets(t *testing.T) {
 		assert.EqualValues(t, 5, inner.ops.Load())
 		assert.Zero(t, cache.Hits())
 	})
+}
+
+// TestDenyCacheRepeatsOnlyARemainingThatHolds replays what a
+// sliding_window_counter of 300 a second lowered to 150 went through: a
+// take of 5 denied with 2 remaining, which the previous window's 300 hits,
+// sliding out, raise to 3 five milliseconds later, while the 5 hits fit
+// only after ten. The cache does not remember that denial, so the take
+// then is answered by the backend with 3 remaining, not 2; a denial of 5
+// with 4 remaining holds until its reset, and is answered locally.
+func TestDenyCacheRepeatsOnlyARemainingThatHolds(t *testing.T) {
+	cache, inner, clock := newCached(t)
+	l300 := algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Requests: 300, Window: time.Second}
+	l150 := l300
+	l150.Requests = 150
+	start := t0.Truncate(time.Second).Add(time.Second)
+	clock.Set(start)
+	require.True(t, do(t, cache, take("k", l300, 300))[0].Allowed)
+	clock.Set(start.Add(1500 * time.Millisecond))
+	do(t, cache, take("k", l150, 0)) // the reload: the cache learns the new numbers
+
+	// At slice s of the next window, 150 − ⌈300·(S−s)/S⌉ remain: 2 at
+	// s = 506 700 µs, and room for 5 from s = 516 667 µs.
+	at := func(us int) time.Time { return start.Add(time.Second + time.Duration(us)*time.Microsecond) }
+	clock.Set(at(506_700))
+	first := do(t, cache, take("k", l150, 5))[0]
+	require.False(t, first.Allowed)
+	require.EqualValues(t, 2, first.Remaining)
+	require.Equal(t, 9967*time.Microsecond, first.ResetAfter)
+
+	clock.Set(at(511_700))
+	before := inner.ops.Load()
+	again := do(t, cache, take("k", l150, 5))[0]
+	assert.False(t, again.Allowed)
+	assert.EqualValues(t, 3, again.Remaining, "⌈300·488 300/10⁶⌉ = 147 of 150 are used")
+	assert.Equal(t, 4967*time.Microsecond, again.ResetAfter)
+	assert.Equal(t, before+1, inner.ops.Load(), "the backend answered: the denial with 2 remaining was not remembered")
+
+	clock.Set(at(514_000))
+	last := do(t, cache, take("k", l150, 5))[0]
+	require.False(t, last.Allowed)
+	require.EqualValues(t, 4, last.Remaining)
+	clock.Set(at(515_000))
+	before = inner.ops.Load()
+	repeated := do(t, cache, take("k", l150, 5))[0]
+	assert.False(t, repeated.Allowed)
+	assert.EqualValues(t, 4, repeated.Remaining)
+	assert.Equal(t, 1667*time.Microsecond, repeated.ResetAfter)
+	assert.Equal(t, before, inner.ops.Load(), "4 remaining holds until the reset: answered locally")
+	assert.EqualValues(t, 1, cache.Hits())
+
+	clock.Set(at(516_667))
+	assert.True(t, do(t, cache, take("k", l150, 5))[0].Allowed)
 }
 
 func TestDenyCacheStaysBounded(t *testing.T) {
