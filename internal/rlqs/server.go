@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -68,7 +69,9 @@ func DefaultOptions() Options {
 // Server serves StreamRateLimitQuotas. It is safe for concurrent use.
 type Server struct {
 	rlqsv3.UnimplementedRateLimitQuotaServiceServer
-	opts Options
+	opts      Options
+	drained   chan struct{}
+	drainOnce sync.Once
 }
 
 // New returns a Server as opts say.
@@ -94,8 +97,15 @@ func New(opts Options) (*Server, error) {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	return &Server{opts: opts}, nil
+	return &Server{opts: opts, drained: make(chan struct{})}, nil
 }
+
+// Drain ends every stream, and every stream opened from now on, as a
+// server that stops must: a stream lasts as long as its Envoy, so a
+// graceful stop would otherwise wait for its whole timeout. Each stream's
+// grants end as fully served; its Envoy serves them until their time to
+// live and reopens its stream at its next report, on another server.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.drained) }) }
 
 // StreamRateLimitQuotas serves one Envoy: the stream is the holder of its
 // grants. Each report is answered with the actions of the buckets it
@@ -112,13 +122,33 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 		}
 		s.send(context.Background(), ops)
 	}()
-	for {
-		reports, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
+	received := make(chan *rlqsv3.RateLimitQuotaUsageReports)
+	failed := make(chan error, 1)
+	go func() {
+		for {
+			reports, err := stream.Recv()
+			if err != nil {
+				failed <- err
+				return
+			}
+			select {
+			case received <- reports:
+			case <-stream.Context().Done():
+				return
+			}
 		}
-		if err != nil {
+	}()
+	for {
+		var reports *rlqsv3.RateLimitQuotaUsageReports
+		select {
+		case reports = <-received:
+		case err := <-failed:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
 			return err
+		case <-s.drained:
+			return nil
 		}
 		resp := s.answer(stream.Context(), held, reports)
 		if len(resp.GetBucketAction()) > 0 {

@@ -337,8 +337,12 @@ func (srv *Server) shutdown() {
 
 // stopServing stops the gRPC, HTTP and side servers within ctx: they take
 // no new calls or connections, and those in flight may finish, all at
-// once; gRPC calls still in flight when ctx ends are closed.
+// once (the quota service's streams end at once: their Envoys reopen them
+// elsewhere); gRPC calls still in flight when ctx ends are closed.
 func (srv *Server) stopServing(ctx context.Context) {
+	if srv.quota != nil {
+		srv.quota.Drain() // its streams last as long as their Envoys
+	}
 	done := make(chan struct{})
 	go func() {
 		srv.grpc.GracefulStop()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -217,3 +218,19 @@ func TestConfigErrorStopsStartup(t *testing.T) {
 }
 
 func writeFile(path, data string) error { return os.WriteFile(path, []byte(data), 0o644) }
+
+// TestShutdownEndsQuotaStreams: a Rate Limit Quota Service stream lasts as
+// long as its Envoy, so the server ends it when it stops rather than
+// waiting for it: with one open, the server stops well within
+// RLS_SHUTDOWN_TIMEOUT, and the stream ends with OK.
+func TestShutdownEndsQuotaStreams(t *testing.T) {
+	s := start(t, map[string]string{"RLS_SHUTDOWN_TIMEOUT": "20s"})
+	stream, err := rlqsv3.NewRateLimitQuotaServiceClient(s.conn).StreamRateLimitQuotas(t.Context())
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "edge"}))
+	began := time.Now()
+	require.NoError(t, s.stop())
+	assert.Less(t, time.Since(began), 5*time.Second, "the stream did not hold the stop")
+	_, err = stream.Recv()
+	assert.ErrorIs(t, err, io.EOF)
+}
