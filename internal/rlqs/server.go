@@ -113,6 +113,7 @@ func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.drained) }) }
 // its Envoy still admits under them is never reported on it.
 func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	held := map[string]*holding{}
+	opened := s.opts.Now()
 	s.opts.Observer.ObserveStreams(1)
 	defer s.opts.Observer.ObserveStreams(-1)
 	defer func() {
@@ -150,7 +151,7 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 		case <-s.drained:
 			return nil
 		}
-		resp := s.answer(stream.Context(), held, reports)
+		resp := s.answer(stream.Context(), held, opened, reports)
 		if len(resp.GetBucketAction()) > 0 {
 			if err := stream.Send(resp); err != nil {
 				return err
@@ -164,7 +165,7 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 
 // answer settles what reports says of each bucket and returns the actions
 // that grant the buckets that need it.
-func (s *Server) answer(ctx context.Context, held map[string]*holding, reports *rlqsv3.RateLimitQuotaUsageReports) *rlqsv3.RateLimitQuotaResponse {
+func (s *Server) answer(ctx context.Context, held map[string]*holding, opened time.Time, reports *rlqsv3.RateLimitQuotaUsageReports) *rlqsv3.RateLimitQuotaResponse {
 	now := s.opts.Now()
 	resp := &rlqsv3.RateLimitQuotaResponse{}
 	var ops []rate.Op
@@ -203,9 +204,11 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, reports *
 		if h.granted {
 			s.opts.Observer.ObserveUsage(&h.op, u.GetNumRequestsAllowed(), u.GetNumRequestsDenied())
 		}
-		if extra := h.attribute(u.GetNumRequestsAllowed()); extra > 0 && h.granted {
+		if extra := h.attribute(u.GetNumRequestsAllowed()); extra > 0 && h.granted && now.Sub(opened) >= s.life() {
 			// Allowed with no grant (the Envoy's own fallback): usage
-			// already spent, recorded as a charge.
+			// already spent, recorded as a charge. Not while a grant of
+			// the Envoy's last stream may still be served: that stream's
+			// end counted its grants as fully served.
 			charge := h.op
 			charge.Kind, charge.Hits = rate.Charge, extra
 			ops = append(ops, charge)
@@ -333,6 +336,10 @@ const hotRequests = 1000
 // other report: what the grant holds from other Envoys is then small
 // beside the limit, and the backend is called half as often.
 const hotShare = 10
+
+// life is the longest an Envoy may serve a grant after it was sent: its
+// longest time to live, from when the action reaches it.
+func (s *Server) life() time.Duration { return inFlight + 3*s.opts.ReportInterval }
 
 // hold is how long the backend holds a grant of time to live ttl: past
 // the latest a report can still carry its hits.

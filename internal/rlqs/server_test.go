@@ -77,17 +77,25 @@ type fixture struct {
 	srvs   []*counted
 	envoys []*rlqsenvoy.Envoy
 	calls  atomic.Int64 // backend calls of every server
+	// charged is the hits the servers charged: requests Envoys reported
+	// allowed with no grant.
+	charged atomic.Int64
 	cfg    atomic.Pointer[config.Config]
 }
 
-// callCounter counts the calls of a Limiter.
+// callCounter counts the calls of a Limiter, and the hits of its charges.
 type callCounter struct {
 	rate.Limiter
-	n *atomic.Int64
+	n, charged *atomic.Int64
 }
 
 func (c callCounter) Do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
 	c.n.Add(1)
+	for _, op := range ops {
+		if op.Kind == rate.Charge {
+			c.charged.Add(int64(op.Hits))
+		}
+	}
 	return c.Limiter.Do(ctx, ops)
 }
 
@@ -126,7 +134,7 @@ func newReplicas(t *testing.T, envoys, replicas int, backend func(*clock) rate.L
 	var conns []*grpc.ClientConn
 	for range replicas {
 		opts := DefaultOptions()
-		opts.Limiter, opts.Config, opts.Now = callCounter{backend(clk), &f.calls}, f.cfg.Load, clk.now
+		opts.Limiter, opts.Config, opts.Now = callCounter{backend(clk), &f.calls, &f.charged}, f.cfg.Load, clk.now
 		s, err := New(opts)
 		require.NoError(t, err)
 		srv := &counted{Server: s}
@@ -332,4 +340,21 @@ func TestUnlimitedAndUnknownBuckets(t *testing.T) {
 	}
 	assert.Equal(t, uint64(95), n, "all but the first step's, asked before the first report was answered (the Envoy denies without an assignment)")
 	assert.Zero(t, m)
+}
+
+// TestAReconnectedEnvoyIsNotChargedTwice: an Envoy asking for half a limit
+// loses its stream in the middle of each minute. The grants of the stream
+// that ended were counted as fully served; what the Envoy admitted under
+// them comes in the first report on its new stream, and is not charged
+// again. With DENY_ALL as its fallback, the Envoy allows nothing without a
+// grant, so nothing is charged at all.
+func TestAReconnectedEnvoyIsNotChargedTwice(t *testing.T) {
+	f := newFixture(t, 1)
+	f.run(map[string]string{"fixed": "acme"}, 3*600, func(i, _ int) int { return i % 2 }, func(i int) {
+		if i%600 == 302 {
+			f.envoys[0].Disconnect()
+		}
+	})
+	assert.Equal(t, 4, f.envoys[0].Counters().Streams, "the Envoy reconnected after each loss")
+	assert.Zero(t, f.charged.Load(), "hits charged")
 }
