@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/redisx"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
@@ -34,8 +35,8 @@ func TestGrantsOverRedisReplicas(t *testing.T) {
 		for _, key := range []string{"fixed", "log"} {
 			t.Run(dep.name+"/"+key, func(t *testing.T) {
 				prefix := "rlqs-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
-				f := newReplicas(t, 3, 2, func(clk *clock) rate.Limiter {
-					lim, err := redisx.NewLimiter(dep.client(t), 2, redisx.WithKeyPrefix(prefix), redisx.WithClock(clk.now))
+				f := newReplicas(t, 3, 2, func(clk *algotest.Clock) rate.Limiter {
+					lim, err := redisx.NewLimiter(dep.client(t), 2, redisx.WithKeyPrefix(prefix), redisx.WithClock(clk.Now))
 					require.NoError(t, err)
 					t.Cleanup(lim.Close)
 					return lim
@@ -110,10 +111,10 @@ func TestAHotBucketCostsARedisCommandPerThousandRequests(t *testing.T) {
 		t.Run(c.alg, func(t *testing.T) {
 			counter := &commandCounter{names: map[string]int{}}
 			prefix := "rlqs-hot-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
-			f := newReplicas(t, 3, 2, func(clk *clock) rate.Limiter {
+			f := newReplicas(t, 3, 2, func(clk *algotest.Clock) rate.Limiter {
 				client := cluster.Client(t)
 				client.AddHook(counter)
-				lim, err := redisx.NewLimiter(client, 2, redisx.WithKeyPrefix(prefix), redisx.WithClock(clk.now))
+				lim, err := redisx.NewLimiter(client, 2, redisx.WithKeyPrefix(prefix), redisx.WithClock(clk.Now))
 				require.NoError(t, err)
 				t.Cleanup(lim.Close)
 				return lim

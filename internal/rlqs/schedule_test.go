@@ -16,6 +16,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rate"
 	"github.com/ratewarden/ratewarden/internal/redisx"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 	"github.com/ratewarden/ratewarden/internal/testkit/exactness"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
@@ -146,27 +147,27 @@ func TestGrantsFollowGeneratedSchedules(t *testing.T) {
 	backends := []struct {
 		name  string
 		flush bool
-		new   func(t *testing.T, prefix string) (func(*clock) rate.Limiter, func())
+		new   func(t *testing.T, prefix string) (func(*algotest.Clock) rate.Limiter, func())
 	}{
-		{"memory", false, func(t *testing.T, _ string) (func(*clock) rate.Limiter, func()) {
+		{"memory", false, func(t *testing.T, _ string) (func(*algotest.Clock) rate.Limiter, func()) {
 			var mem *memory.Limiter
-			return func(clk *clock) rate.Limiter {
+			return func(clk *algotest.Clock) rate.Limiter {
 				if mem == nil { // one store for every replica
-					mem = memory.New(memory.WithClock(clk.now))
+					mem = memory.New(memory.WithClock(clk.Now))
 					t.Cleanup(mem.Close)
 				}
 				return mem
 			}, nil
 		}},
-		{"cluster", true, func(t *testing.T, prefix string) (func(*clock) rate.Limiter, func()) {
+		{"cluster", true, func(t *testing.T, prefix string) (func(*algotest.Clock) rate.Limiter, func()) {
 			cluster := redistest.SharedCluster(t)
 			flush := func() {
 				for _, m := range cluster.Masters(t) {
 					require.NoError(t, m.Client(t).FlushAll(context.Background()).Err())
 				}
 			}
-			return func(clk *clock) rate.Limiter {
-				lim, err := redisx.NewLimiter(cluster.Client(t), 2, redisx.WithKeyPrefix(prefix), redisx.WithClock(clk.now))
+			return func(clk *algotest.Clock) rate.Limiter {
+				lim, err := redisx.NewLimiter(cluster.Client(t), 2, redisx.WithKeyPrefix(prefix), redisx.WithClock(clk.Now))
 				require.NoError(t, err)
 				t.Cleanup(lim.Close)
 				return lim
@@ -214,7 +215,7 @@ func (f *fixture) play(s *rlqsSchedule, key string, flush func()) ([]exactness.V
 	life := inFlight + 2*DefaultOptions().ReportInterval
 	var admitted uint64
 	for i := range s.steps {
-		now := f.clk.now()
+		now := f.clk.Now()
 		switch i {
 		case s.reloadAt:
 			if i > 0 {
@@ -252,7 +253,7 @@ func (f *fixture) play(s *rlqsSchedule, key string, flush func()) ([]exactness.V
 				}
 			}
 		}
-		f.clk.advance(100 * time.Millisecond)
+		f.clk.Advance(100 * time.Millisecond)
 		for j, e := range f.envoys {
 			if s.rates[j][min(i+1, s.steps-1)] >= 0 {
 				e.Tick()
@@ -274,8 +275,8 @@ func TestGrantsAdmitNinetyPercentAtTwiceTheLimit(t *testing.T) {
 	for _, key := range []string{"fixed", "log", "counter", "bucket"} {
 		t.Run(key, func(t *testing.T) {
 			prefix := fmt.Sprintf("rlqs-90-%d:", rand.Uint64())
-			f := newReplicas(t, 3, 2, func(clk *clock) rate.Limiter {
-				lim, err := redisx.NewLimiter(cluster.Client(t), 2, redisx.WithKeyPrefix(prefix), redisx.WithClock(clk.now))
+			f := newReplicas(t, 3, 2, func(clk *algotest.Clock) rate.Limiter {
+				lim, err := redisx.NewLimiter(cluster.Client(t), 2, redisx.WithKeyPrefix(prefix), redisx.WithClock(clk.Now))
 				require.NoError(t, err)
 				t.Cleanup(lim.Close)
 				return lim

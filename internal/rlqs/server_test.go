@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,28 +19,10 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
 	"github.com/ratewarden/ratewarden/internal/rate"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlqsenvoy"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
-
-// clock is the fake clock of a test: the server's, the backend's and every
-// Envoy's.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // counted is a Server whose streams count the reports it has answered and
 // the responses it has sent, so that a test on a fake clock knows when the
@@ -72,7 +53,7 @@ func (s *countingStream) Send(r *rlqsv3.RateLimitQuotaResponse) error {
 // them, all on one fake clock.
 type fixture struct {
 	t      *testing.T
-	clk    *clock
+	clk    *algotest.Clock
 	srv    *counted // the first of srvs
 	srvs   []*counted
 	envoys []*rlqsenvoy.Envoy
@@ -80,7 +61,7 @@ type fixture struct {
 	// charged is the hits the servers charged: requests Envoys reported
 	// allowed with no grant.
 	charged atomic.Int64
-	cfg    atomic.Pointer[config.Config]
+	cfg     atomic.Pointer[config.Config]
 }
 
 // callCounter counts the calls of a Limiter, and the hits of its charges.
@@ -116,8 +97,8 @@ descriptors:
 
 func newFixture(t *testing.T, envoys int) *fixture {
 	t.Helper()
-	return newReplicas(t, envoys, 1, func(clk *clock) rate.Limiter {
-		mem := memory.New(memory.WithClock(clk.now))
+	return newReplicas(t, envoys, 1, func(clk *algotest.Clock) rate.Limiter {
+		mem := memory.New(memory.WithClock(clk.Now))
 		t.Cleanup(mem.Close)
 		return mem
 	})
@@ -126,15 +107,15 @@ func newFixture(t *testing.T, envoys int) *fixture {
 // newReplicas returns a fixture of replicas servers, each over its own
 // Limiter from backend (which may share one store), and envoys Envoys
 // spread over them, all on one fake clock.
-func newReplicas(t *testing.T, envoys, replicas int, backend func(*clock) rate.Limiter) *fixture {
+func newReplicas(t *testing.T, envoys, replicas int, backend func(*algotest.Clock) rate.Limiter) *fixture {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	clk := algotest.NewClock(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
 	f := &fixture{t: t, clk: clk}
 	f.cfg.Store(rlstest.Limits(t, limits))
 	var conns []*grpc.ClientConn
 	for range replicas {
 		opts := DefaultOptions()
-		opts.Limiter, opts.Config, opts.Now = callCounter{backend(clk), &f.calls, &f.charged}, f.cfg.Load, clk.now
+		opts.Limiter, opts.Config, opts.Now = callCounter{backend(clk), &f.calls, &f.charged}, f.cfg.Load, clk.Now
 		s, err := New(opts)
 		require.NoError(t, err)
 		srv := &counted{Server: s}
@@ -155,7 +136,7 @@ func newReplicas(t *testing.T, envoys, replicas int, backend func(*clock) rate.L
 	f.srv = f.srvs[0]
 	for i := range envoys {
 		e, err := rlqsenvoy.New(rlqsv3.NewRateLimitQuotaServiceClient(conns[i%replicas]), rlqsenvoy.Config{
-			Domain: "edge", Now: clk.now,
+			Domain: "edge", Now: clk.Now,
 			// What exactness asks of the operator: no request is
 			// allowed without a grant.
 			Settings: rlqsenvoy.Settings{NoAssignment: rlqsenvoy.DenyAll(), ExpiredFallback: rlqsenvoy.DenyAll()},
@@ -188,7 +169,7 @@ func (f *fixture) settle() {
 
 // step moves the clock by d and runs every Envoy's timers.
 func (f *fixture) step(d time.Duration) {
-	f.clk.advance(d)
+	f.clk.Advance(d)
 	for _, e := range f.envoys {
 		e.Tick()
 	}
