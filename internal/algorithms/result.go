@@ -20,6 +20,17 @@ type Receipt struct {
 	Epoch int64
 }
 
+// Decided returns when the backend decided the take r is the receipt of,
+// a take of limit l with hold hold (a lease's, or 0), in microseconds
+// since the Unix epoch by the backend's clock: r.At, which for a
+// sliding_window_log's lease names where its entries are logged, its end.
+func (r Receipt) Decided(l Limit, hold time.Duration) int64 {
+	if hold > 0 && l.Algorithm.Spec().ExactRefund {
+		return r.At - HoldMicros(hold)
+	}
+	return r.At
+}
+
 // Lease is one lease in a settlement (rate.Op.Leases): the lease of Size hits
 // taken with Receipt and Hold, of which Reported were served and reported
 // by the holder's earlier settlements. Served lists the hits served since,

@@ -84,32 +84,46 @@ func (h *holding) attribute(n uint64) uint64 {
 
 // settlement returns the settlements of h's grants at now, one per limit
 // they were taken on (a reload may have changed it), with each grant's hits
-// attributed since the last one served at now, ending those that no report
-// can carry hits of any more (grant.done); or every grant when all is set,
-// as fully served (a stream that ended: what its Envoy did is unknown). The
-// grants that end leave h.
-func (h *holding) settlement(now time.Time, all bool) []rate.Op {
+// attributed since the last one served at now on the backend's clock (at
+// most ahead of the server's), ending those that no report can carry hits
+// of any more (grant.done); or every grant when all is set, as fully
+// served, what no report attributed to it served when it ends (a stream
+// that ended: its Envoy serves the grant until then, unreported), and a
+// bucket's left held until its hold ends. The grants that end leave h.
+func (h *holding) settlement(now time.Time, ahead time.Duration, all bool) []rate.Op {
 	var ops []rate.Op
 	kept := h.grants[:0]
-	at := now.UnixMicro()
+	at := now.Add(ahead).UnixMicro()
 	for _, g := range h.grants {
-		if all {
-			g.pending += g.left()
+		var late uint64 // hits the Envoy may serve until g ends
+		end, closes := all || g.done(now), true
+		switch {
+		case !all:
+		case g.op.Limit.Algorithm == algorithms.TokenBucket:
+			// A bucket stops holding a grant's tokens when it is told
+			// they were served, whenever that was: what the Envoy may
+			// still serve stays held until the grant's hold ends.
+			closes = false
+		default:
+			late = g.left()
 		}
-		end := all || g.done(now)
 		// A window counted a grant's hits when it was taken: a settlement
 		// changes it only by giving back what the grant did not serve, so
 		// one that gives nothing back is not sent.
 		send := g.pending > 0 || end
 		if g.op.Limit.Algorithm.Spec().Windowed {
-			send = end && g.left() > 0
+			send = end && g.left() > late
 		}
 		if send {
-			ls := algorithms.Lease{Receipt: g.receipt, Hold: g.hold, Size: g.size, Reported: g.reported, Close: end}
+			ls := algorithms.Lease{Receipt: g.receipt, Hold: g.hold, Size: g.size, Reported: g.reported, Close: end && closes}
 			if g.pending > 0 {
-				ls.Served = []algorithms.Served{{At: at, Seq: g.receipt.Seq + g.reported, N: g.pending}}
+				ls.Served = append(ls.Served, algorithms.Served{At: at, Seq: g.receipt.Seq + g.reported, N: g.pending})
 			}
-			g.reported += g.pending
+			if late > 0 {
+				ls.Served = append(ls.Served, algorithms.Served{At: max(at, g.ends.Add(ahead).UnixMicro()),
+					Seq: g.receipt.Seq + g.reported + g.pending, N: late})
+			}
+			g.reported += g.pending + late
 			g.pending = 0
 			if n := len(ops); n > 0 && ops[n-1].ID == g.op.ID && ops[n-1].Limit == g.op.Limit {
 				ops[n-1].Leases = append(ops[n-1].Leases, ls)

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -72,6 +73,13 @@ type Server struct {
 	opts      Options
 	drained   chan struct{}
 	drainOnce sync.Once
+	// ahead is, in microseconds, how far ahead of the server's clock the
+	// backend's was at most when it last made a grant: a grant decided at
+	// its receipt's time R, by a call sent at s0 by the server's clock, puts
+	// the backend's clock at most R − s0 ahead. A settlement says its hits
+	// were served when the report came, moved on by that much: a sliding
+	// log then logs them no earlier than the backend's clock had them.
+	ahead atomic.Int64
 }
 
 // New returns a Server as opts say.
@@ -119,7 +127,8 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 	defer func() {
 		var ops []rate.Op
 		for _, h := range held {
-			ops = append(ops, h.settlement(s.opts.Now(), true)...)
+			now := s.opts.Now()
+			ops = append(ops, h.settlement(now, s.aheadBy(), true)...)
 		}
 		s.send(context.Background(), ops)
 	}()
@@ -213,7 +222,7 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, opened ti
 			charge.Kind, charge.Hits = rate.Charge, extra
 			ops = append(ops, charge)
 		}
-		ops = append(ops, h.settlement(now, false)...)
+		ops = append(ops, h.settlement(now, s.aheadBy(), false)...)
 		if !h.granted {
 			continue
 		}
@@ -360,7 +369,7 @@ func (s *Server) takeOf(h *holding, k uint64, ttl time.Duration) rate.Op {
 func (s *Server) grant(ctx context.Context, h *holding, k uint64, ttl time.Duration, now time.Time) (*typev3.RateLimitStrategy, time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	got, err := s.opts.Limiter.Do(ctx, []rate.Op{s.takeOf(h, k, ttl)})
+	got, err := s.do(ctx, []rate.Op{s.takeOf(h, k, ttl)})
 	if err != nil {
 		s.opts.Logger.Warn("rlqs: a grant failed", "rule", h.op.Tag, "hits", k, "err", err)
 		return nil, 0
@@ -380,7 +389,7 @@ func (s *Server) grant(ctx context.Context, h *holding, k uint64, ttl time.Durat
 func (s *Server) accept(ctx context.Context, h *holding, r algorithms.Result, k uint64, ttl time.Duration, now time.Time) (*typev3.RateLimitStrategy, time.Duration) {
 	hold := s.hold(ttl)
 	if lim := h.op.Limit; lim.Algorithm.Spec().Windowed {
-		decided := time.UnixMicro(r.Receipt.At)
+		decided := time.UnixMicro(r.Receipt.Decided(lim, hold))
 		end := lim.WindowStart(lim.WindowIndex(decided) + 1)
 		ttl = min(ttl, end.Sub(decided.Add(inFlight)).Truncate(time.Second))
 	}
@@ -407,13 +416,30 @@ func (s *Server) send(ctx context.Context, ops []rate.Op) []algorithms.Result {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	got, err := s.opts.Limiter.Do(ctx, ops)
+	got, err := s.do(ctx, ops)
 	if err != nil {
 		s.opts.Logger.Warn("rlqs: a call to the backend failed", "ops", len(ops), "err", err)
 		return nil
 	}
 	return got
 }
+
+// do applies ops to the backend, and follows its clock from the receipts
+// of the takes it admits (ahead).
+func (s *Server) do(ctx context.Context, ops []rate.Op) ([]algorithms.Result, error) {
+	sent := s.opts.Now().UnixMicro()
+	got, err := s.opts.Limiter.Do(ctx, ops)
+	for i, r := range got {
+		if ops[i].Kind == rate.Take && r.Allowed && r.Receipt.At != 0 {
+			s.ahead.Store(r.Receipt.Decided(ops[i].Limit, ops[i].Hold) - sent)
+		}
+	}
+	return got, err
+}
+
+// aheadBy returns how far ahead of the server's clock the backend's is, at
+// most (see ahead).
+func (s *Server) aheadBy() time.Duration { return time.Duration(s.ahead.Load()) * time.Microsecond }
 
 // unlimitedTTL is how long an unlimited bucket's ALLOW_ALL lasts.
 const unlimitedTTL = time.Hour

@@ -339,3 +339,32 @@ func TestAReconnectedEnvoyIsNotChargedTwice(t *testing.T) {
 	assert.Equal(t, 4, f.envoys[0].Counters().Streams, "the Envoy reconnected after each loss")
 	assert.Zero(t, f.charged.Load(), "hits charged")
 }
+
+// TestALostStreamsGrantsCountUntilTheyEnd: three Envoys ask for three
+// times the limit; one loses its stream every 20 s and keeps serving the
+// grant it holds, as Envoy does, until its time to live, reporting none of
+// it. The stream's end counts that grant as served when the Envoy may still
+// serve it: a log logs what no report counted at the grant's end, and a
+// bucket holds its tokens until the grant's hold ends. The checker holds
+// every request admitted to the limit, for every algorithm.
+func TestALostStreamsGrantsCountUntilTheyEnd(t *testing.T) {
+	for _, key := range []string{"fixed", "log", "counter", "bucket"} {
+		t.Run(key, func(t *testing.T) {
+			f := newFixture(t, 3)
+			s := &rlqsSchedule{steps: 5 * 600, rates: make([][]int, 3), resets: make([][]int, 3), crashes: make([][]int, 3)}
+			for j := range s.rates {
+				for range s.steps {
+					s.rates[j] = append(s.rates[j], []int{1, 3, 3}[j])
+				}
+			}
+			for i := 51; i < s.steps; i += 200 {
+				s.resets[0] = append(s.resets[0], i)
+			}
+			violations, admitted := f.play(s, key, nil)
+			for _, v := range violations[:min(len(violations), 3)] {
+				t.Error(v)
+			}
+			t.Logf("admitted %d", admitted)
+		})
+	}
+}

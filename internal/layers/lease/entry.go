@@ -355,15 +355,6 @@ func (e *entry) noteRoom(r algorithms.Result) {
 	e.room, e.roomKnown = r.Remaining, true
 }
 
-// decidedAt returns when the backend decided op, a take it admitted as r
-// (µs, by its clock): its receipt's time, which for a log's lease is the
-// lease's end.
-func decidedAt(op *rate.Op, r algorithms.Result) int64 {
-	if op.Limit.Algorithm.Spec().ExactRefund {
-		return r.Receipt.At - op.HoldMicros()
-	}
-	return r.Receipt.At
-}
 
 // grant makes a lease of op, a take sent at sent that the backend admitted
 // as r, of which n hits are served at once (by the take that asked for it,
@@ -377,7 +368,7 @@ func decidedAt(op *rate.Op, r algorithms.Result) int64 {
 func (e *entry) grant(op *rate.Op, n uint64, r algorithms.Result, sent, now time.Time, tau time.Duration, clock *backendClock) algorithms.Result {
 	e.noteRoom(r)
 	spec := op.Limit.Algorithm.Spec()
-	decided := decidedAt(op, r)
+	decided := r.Receipt.Decided(op.Limit, op.Hold)
 	h := &held{receipt: r.Receipt, hold: op.Hold, size: op.Hits, left: op.Hits, next: r.Receipt.Seq,
 		clock: clock, expires: sent.Add(tau), slot: slotOf(op.Limit, tau).Microseconds()}
 	if !spec.ExactRefund {

@@ -475,7 +475,7 @@ func (l *Limiter) finish(ctx context.Context, ops []rate.Op, results []algorithm
 func (l *Limiter) follow(ops []rate.Op, results []algorithms.Result, sent, received time.Time) {
 	for i := range ops {
 		if op, r := &ops[i], &results[i]; r.Allowed && op.Kind == rate.Take && r.Receipt.At != 0 {
-			l.clock.note(sent, received, decidedAt(op, *r))
+			l.clock.note(sent, received, r.Receipt.Decided(op.Limit, op.Hold))
 		}
 	}
 }
