@@ -355,7 +355,6 @@ func (e *entry) noteRoom(r algorithms.Result) {
 	e.room, e.roomKnown = r.Remaining, true
 }
 
-
 // grant makes a lease of op, a take sent at sent that the backend admitted
 // as r, of which n hits are served at once (by the take that asked for it,
 // 0 for a lease taken ahead), and returns the answer to that take. The
