@@ -72,14 +72,27 @@ func (h *holding) current() *grant {
 // the first grant). Newest first never counts a hit in an earlier window
 // than the one it was admitted in: a grant taken in a later window than
 // another is newer, and the Envoy uses the newest grant it has applied.
+//
+// Which grant served a request is not in the report: the Envoy serves a
+// superseded grant until the action that replaced it arrives. So each
+// superseded grant also counts as served as many of the n as it has left,
+// beside the grants they were given to: it is never given back a request
+// it may have served. What that counts twice is held from the others until
+// the grants end, at most the leftover of the grant replaced.
 func (h *holding) attribute(n uint64) uint64 {
-	for i := len(h.grants) - 1; i >= 0 && n > 0; i-- {
-		g := h.grants[i]
-		a := min(n, g.left())
-		g.pending += a
-		n -= a
+	given := make([]uint64, len(h.grants))
+	rest := n
+	for i := len(h.grants) - 1; i >= 0 && rest > 0; i-- {
+		given[i] = min(rest, h.grants[i].left())
+		h.grants[i].pending += given[i]
+		rest -= given[i]
 	}
-	return n
+	for i, g := range h.grants {
+		if !g.superseded.IsZero() {
+			g.pending += min(n-given[i], g.left())
+		}
+	}
+	return rest
 }
 
 // settlement returns the settlements of h's grants at now, one per limit

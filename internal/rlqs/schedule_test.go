@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,7 +216,24 @@ func (f *fixture) play(s *rlqsSchedule, key string, flush func()) ([]exactness.V
 	life := inFlight + 2*DefaultOptions().ReportInterval
 	var admitted uint64
 	for i := range s.steps {
+		// Each step's reports are held while the Envoys make the step's
+		// requests, under the actions the reports will replace: every
+		// report has requests in flight, as a real one may.
+		for j, e := range f.envoys {
+			if slices.Contains(s.resets[j], i) || slices.Contains(s.crashes[j], i) {
+				e.Disconnect() // its next report, this step's unless it is gone, opens a new stream
+			}
+		}
+		f.clk.Advance(100 * time.Millisecond)
 		now := f.clk.Now()
+		for _, srv := range f.srvs {
+			srv.hold()
+		}
+		for j, e := range f.envoys {
+			if s.rates[j][i] >= 0 {
+				e.Tick()
+			}
+		}
 		switch i {
 		case s.reloadAt:
 			if i > 0 {
@@ -234,16 +252,6 @@ func (f *fixture) play(s *rlqsSchedule, key string, flush func()) ([]exactness.V
 			}
 		}
 		for j, e := range f.envoys {
-			for _, at := range s.resets[j] {
-				if at == i {
-					e.Disconnect()
-				}
-			}
-			for _, at := range s.crashes[j] {
-				if at == i {
-					e.Disconnect()
-				}
-			}
 			for range max(s.rates[j][i], 0) {
 				ok := e.Request(bucket)
 				rec.Add(exactness.Call{Replica: j % len(f.srvs), Caller: j, Limit: key, Kind: exactness.Take, Hits: 1,
@@ -253,11 +261,8 @@ func (f *fixture) play(s *rlqsSchedule, key string, flush func()) ([]exactness.V
 				}
 			}
 		}
-		f.clk.Advance(100 * time.Millisecond)
-		for j, e := range f.envoys {
-			if s.rates[j][min(i+1, s.steps-1)] >= 0 {
-				e.Tick()
-			}
+		for _, srv := range f.srvs {
+			srv.release()
 		}
 		f.settle()
 	}
@@ -266,7 +271,8 @@ func (f *fixture) play(s *rlqsSchedule, key string, flush func()) ([]exactness.V
 
 // TestGrantsAdmitNinetyPercentAtTwiceTheLimit: three Envoys on two servers
 // over a Redis Cluster ask for twice a limit of 600 a minute between them,
-// one for half of it and two for a quarter each. Every algorithm admits at
+// one for half of it and two for a quarter each, started 1.7 s apart (so
+// that they report apart, as Envoys do). Every algorithm admits at
 // least 90% of the limit: in every minute (after the first for the
 // sliding ones, which start from nothing before it), and for the bucket
 // its capacity plus its refill over the run.
@@ -283,7 +289,10 @@ func TestGrantsAdmitNinetyPercentAtTwiceTheLimit(t *testing.T) {
 			})
 			const minutes = 5
 			admitted := f.run(map[string]string{key: "acme"}, minutes*600, func(i, j int) int {
-				if j == 0 {
+				switch {
+				case i < 17*j:
+					return 0 // the Envoys start apart, and report apart
+				case j == 0:
 					return 1 // 10 a second
 				}
 				return (i + j) % 2 // 5 a second each

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +31,30 @@ import (
 type counted struct {
 	*Server
 	handled, sent atomic.Int64
+	// gate, while set, holds every report received until it is closed:
+	// the Envoys' requests meanwhile are made while their reports are on
+	// their way, under the actions those reports will replace.
+	mu   sync.Mutex
+	gate chan struct{}
+}
+
+// hold holds the reports c receives until release.
+func (c *counted) hold() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gate == nil {
+		c.gate = make(chan struct{})
+	}
+}
+
+// release answers the reports held.
+func (c *counted) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gate != nil {
+		close(c.gate)
+		c.gate = nil
+	}
 }
 
 // count has c's server count the reports it answered.
@@ -42,6 +67,17 @@ func (c *counted) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Stre
 type countingStream struct {
 	rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer
 	c *counted
+}
+
+func (s *countingStream) Recv() (*rlqsv3.RateLimitQuotaUsageReports, error) {
+	r, err := s.RateLimitQuotaService_StreamRateLimitQuotasServer.Recv()
+	s.c.mu.Lock()
+	gate := s.c.gate
+	s.c.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return r, err
 }
 
 func (s *countingStream) Send(r *rlqsv3.RateLimitQuotaResponse) error {
@@ -367,4 +403,61 @@ func TestALostStreamsGrantsCountUntilTheyEnd(t *testing.T) {
 			t.Logf("admitted %d", admitted)
 		})
 	}
+}
+
+// TestARequestInFlightUnderAReplacedGrantIsNotGivenBack: an Envoy admits a
+// request under its grant after sending a report, before the grant that
+// replaces it arrives. The next report counts that request with the new
+// grant's, and does not say which grant served it: the replaced grant must
+// not give it back, or another Envoy takes the room while the first uses
+// its new grant in full. Two Envoys ask for far more than a limit of 600
+// a minute; no minute admits more.
+func TestARequestInFlightUnderAReplacedGrantIsNotGivenBack(t *testing.T) {
+	f := newFixture(t, 2)
+	a, b := f.envoys[0], f.envoys[1]
+	bucket := map[string]string{"fixed": "acme"}
+	var admitted int
+	ask := func(e *rlqsenvoy.Envoy, n int) {
+		for range n {
+			if e.Request(bucket) {
+				admitted++
+			}
+		}
+	}
+	ask(a, 1) // denied, and reported at once: a grant of 10
+	f.settle()
+	ask(b, 1)
+	f.settle()
+	f.clk.Advance(100 * time.Millisecond)
+	ask(a, 9) // one of A's 10 left
+	ask(b, 200)
+
+	// The reports at 5 s are answered 10 ms after they were sent; A
+	// admits a request under its first grant meanwhile.
+	f.clk.Advance(4900 * time.Millisecond)
+	f.srv.hold()
+	a.Tick()
+	b.Tick()
+	ask(a, 1)
+	f.clk.Advance(10 * time.Millisecond)
+	f.srv.release()
+	f.settle()
+
+	// At 10 s A's report, which counts that request with the new grant's,
+	// is answered first: its replaced grant closes, and B's report finds
+	// the room it gave back.
+	ask(a, 3)
+	ask(b, 1000)
+	f.clk.Advance(4990 * time.Millisecond)
+	a.Tick()
+	f.settle()
+	b.Tick()
+	f.settle()
+	for range 50 {
+		ask(a, 100)
+		ask(b, 1000)
+		f.step(time.Second)
+	}
+	assert.LessOrEqual(t, admitted, 600)
+	t.Logf("admitted %d in the minute", admitted)
 }
