@@ -1,9 +1,12 @@
 package rlqs
 
 import (
+	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/rate"
 )
 
@@ -18,6 +21,90 @@ func Entries(bucket map[string]string) []rate.Entry {
 	}
 	slices.SortFunc(entries, func(a, b rate.Entry) int { return strings.Compare(a.Key, b.Key) })
 	return entries
+}
+
+// Answer is what the quota service sends for a bucket. The zero value is
+// NoAssignment.
+type Answer uint8
+
+// The answers.
+const (
+	// NoAssignment: no action is sent, and the Envoy's
+	// no_assignment_behavior decides the bucket's requests.
+	NoAssignment Answer = iota
+	// AllowAll: the bucket is assigned ALLOW_ALL, counted nowhere.
+	AllowAll
+	// Grant: the bucket is granted token buckets of hits reserved on its
+	// rule's limit.
+	Grant
+)
+
+// String returns the answer's name: no_assignment, allow_all or grant.
+func (a Answer) String() string {
+	switch a {
+	case AllowAll:
+		return "allow_all"
+	case Grant:
+		return "grant"
+	}
+	return "no_assignment"
+}
+
+// Decision is what the quota service does with the buckets whose id
+// selects a rule.
+type Decision struct {
+	Answer Answer
+	// Limit is the limit a Grant's hits are reserved on; nil for the other
+	// answers.
+	Limit *config.RateLimit
+	// Why says, for NoAssignment, each thing that keeps a grant from
+	// counting on the rule, or that no rule matched.
+	Why []string
+}
+
+// minGrantWindow is the shortest window of a windowed limit (a fixed
+// window, a sliding window counter) that a grant fits in: a grant lives
+// whole seconds, at least one, and ends inFlight before its window does,
+// so a shorter window never has room for one.
+const minGrantWindow = inFlight + 2*time.Second
+
+// Decide returns what the quota service does with a bucket whose id
+// selects rule: AllowAll for an unlimited rule; a Grant on its limit for a
+// rule a grant can count on, one limit, not split over shards, whose hits
+// are not charges, and, when windowed, of a window a grant fits in; and
+// NoAssignment, saying why, for any other rule and for nil (no rule
+// matched). The server answers so, and the check command and explain
+// report it.
+func Decide(rule *config.Rule) Decision {
+	switch {
+	case rule == nil:
+		return Decision{Why: []string{"no rule matches"}}
+	case rule.Unlimited:
+		return Decision{Answer: AllowAll}
+	}
+	var why []string
+	if n := len(rule.Limits); n != 1 {
+		why = append(why, fmt.Sprintf("%d limits, and a grant is reserved on one", n))
+	}
+	for _, l := range rule.Limits {
+		if l.Shards > 1 {
+			why = append(why, fmt.Sprintf("shards: %d, and a grant is reserved on one key", l.Shards))
+		}
+		if lim := l.Limit; lim.Algorithm.Spec().Windowed && lim.Window < minGrantWindow {
+			why = append(why, fmt.Sprintf("a %s of %s, and a grant lives whole seconds and ends a second before its window: windows under %s have no room for one",
+				lim.Algorithm, lim.Window, minGrantWindow))
+		}
+	}
+	switch {
+	case rule.Debt:
+		why = append(why, "its hits are charges (charge: debt), counted once spent, and a grant reserves hits before")
+	case rule.Charge:
+		why = append(why, "its hits are charges (charge: window, as quota_mode and limits from xDS set it), counted once spent, and a grant reserves hits before")
+	}
+	if len(why) > 0 {
+		return Decision{Why: why}
+	}
+	return Decision{Answer: Grant, Limit: &rule.Limits[0]}
 }
 
 // bucketKey names the bucket of entries in a domain.

@@ -258,9 +258,9 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, opened ti
 }
 
 // resolve returns the holding of a bucket id's rule in domain, in the
-// limits in force: unlimited for an unlimited rule, granted for a rule a
-// grant can count on (one limit, not split, no charges), and neither when
-// no rule matches or the rule is another.
+// limits in force, as Decide says: unlimited for an unlimited rule,
+// granted for a rule a grant can count on, and neither when no rule
+// matches or the rule is another.
 func (s *Server) resolve(domain string, entries []rate.Entry) *holding {
 	cfg := s.opts.Config()
 	h := &holding{cfg: cfg}
@@ -268,15 +268,15 @@ func (s *Server) resolve(domain string, entries []rate.Entry) *holding {
 		return h
 	}
 	m, ok := cfg.Match(domain, entries)
-	switch {
+	switch d := Decide(m.Rule); {
 	case !ok:
 		return h
-	case m.Rule.Unlimited:
+	case d.Answer == AllowAll:
 		h.unlimited = true
 		return h
-	case len(m.Rule.Limits) != 1 || m.Rule.Limits[0].Shards > 1 || m.Rule.Debt || m.Rule.Charge:
-		s.opts.Logger.Warn("rlqs: a bucket's rule is not one a grant can count on: one limit, not split, no charges",
-			"domain", domain, "rule", m.MetricKey)
+	case d.Answer != Grant:
+		s.opts.Logger.Warn("rlqs: a bucket's rule is not one a grant can count on",
+			"domain", domain, "rule", m.MetricKey, "why", d.Why)
 		return h
 	}
 	h.op = rate.Op{Key: m.Key, Limit: m.Rule.Limits[0].Limit, Tag: m.MetricKey}

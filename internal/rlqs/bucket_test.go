@@ -1,0 +1,117 @@
+package rlqs
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
+)
+
+// decideLimits hold a rule of each kind Decide tells apart.
+const decideLimits = `
+domain: edge
+descriptors:
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 600, algorithm: fixed_window}
+  - key: free
+    rate_limit: {unlimited: true}
+  - key: none
+    rate_limit: {unit: minute, requests_per_unit: 0}
+  - key: two
+    rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket}
+    rate_limits: [{unit: day, requests_per_unit: 10000, algorithm: fixed_window}]
+  - key: hot
+    rate_limit: {unit: minute, requests_per_unit: 6000, algorithm: token_bucket, shards: 4}
+  - key: tokens
+    charge: debt
+    rate_limit: {unit: minute, requests_per_unit: 100, algorithm: fixed_window}
+  - key: quota
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 100}
+  - key: second
+    rate_limit: {unit: second, requests_per_unit: 50}
+  - key: two_seconds
+    rate_limit: {unit: second, unit_multiplier: 2, requests_per_unit: 50, algorithm: fixed_window}
+  - key: three_seconds
+    rate_limit: {unit: second, unit_multiplier: 3, requests_per_unit: 50, algorithm: fixed_window}
+  - key: bucket_second
+    rate_limit: {unit: second, requests_per_unit: 50, algorithm: token_bucket}
+  - key: log_second
+    rate_limit: {unit: second, requests_per_unit: 50, algorithm: sliding_window_log}
+`
+
+// TestDecide: what the quota service does with the buckets of each kind of
+// rule, and why it grants none of some.
+func TestDecide(t *testing.T) {
+	cfg := rlstest.Limits(t, decideLimits)
+	decide := func(key string) Decision {
+		t.Helper()
+		m, ok := cfg.Match("edge", Entries(map[string]string{key: "x"}))
+		require.True(t, ok, key)
+		return Decide(m.Rule)
+	}
+	for _, key := range []string{"tenant", "none", "three_seconds", "bucket_second", "log_second"} {
+		d := decide(key)
+		assert.Equal(t, Grant, d.Answer, key)
+		assert.Empty(t, d.Why, key)
+		if assert.NotNil(t, d.Limit, key) {
+			m, _ := cfg.Match("edge", Entries(map[string]string{key: "x"}))
+			assert.Equal(t, m.Rule.Limits[0], *d.Limit, key)
+		}
+	}
+	assert.Equal(t, Decision{Answer: AllowAll}, decide("free"))
+	for key, why := range map[string][]string{
+		"two":         {"2 limits, and a grant is reserved on one"},
+		"hot":         {"shards: 4, and a grant is reserved on one key"},
+		"tokens":      {"its hits are charges (charge: debt), counted once spent, and a grant reserves hits before"},
+		"quota":       {"its hits are charges (charge: window, as quota_mode and limits from xDS set it), counted once spent, and a grant reserves hits before"},
+		"second":      {"a sliding_window_counter of 1s, and a grant lives whole seconds and ends a second before its window: windows under 3s have no room for one"},
+		"two_seconds": {"a fixed_window of 2s, and a grant lives whole seconds and ends a second before its window: windows under 3s have no room for one"},
+	} {
+		assert.Equal(t, Decision{Answer: NoAssignment, Why: why}, decide(key), key)
+	}
+	assert.Equal(t, Decision{Why: []string{"no rule matches"}}, Decide(nil))
+	for a, name := range map[Answer]string{NoAssignment: "no_assignment", AllowAll: "allow_all", Grant: "grant"} {
+		assert.Equal(t, name, a.String())
+	}
+}
+
+// TestABucketOfAWindowTooShortIsNotGranted: a bucket whose rule is a
+// sliding window counter of a second is no bucket a grant can count on
+// (none would fit in its window): it gets no action, and the server says
+// why in its log.
+func TestABucketOfAWindowTooShortIsNotGranted(t *testing.T) {
+	mem := memory.New()
+	t.Cleanup(mem.Close)
+	var logs bytes.Buffer
+	cfg := rlstest.Limits(t, decideLimits)
+	opts := DefaultOptions()
+	opts.Limiter, opts.Config = mem, func() *config.Config { return cfg }
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	s, err := New(opts)
+	require.NoError(t, err)
+	resp := s.answer(context.Background(), map[string]*holding{}, time.Time{}, reports("edge", map[string]string{"second": "x"}, 0, 5))
+	assert.Empty(t, resp.GetBucketAction())
+	assert.Contains(t, logs.String(), `msg="rlqs: a bucket's rule is not one a grant can count on" domain=edge rule=edge.second why="[a sliding_window_counter of 1s`)
+}
+
+// reports returns the usage reports of one bucket of domain: allowed and
+// denied in the last second.
+func reports(domain string, bucket map[string]string, allowed, denied uint64) *rlqsv3.RateLimitQuotaUsageReports {
+	return &rlqsv3.RateLimitQuotaUsageReports{Domain: domain, BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{{
+		BucketId:           &rlqsv3.BucketId{Bucket: bucket},
+		TimeElapsed:        durationpb.New(time.Second),
+		NumRequestsAllowed: allowed,
+		NumRequestsDenied:  denied,
+	}}}
+}
