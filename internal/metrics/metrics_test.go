@@ -257,14 +257,16 @@ func TestLeaseCounters(t *testing.T) {
 }
 
 // TestRLQSCounters counts what the quota service does per rule: two grants
-// of 30 hits, an Envoy's report of 40 allowed and 2 denied, and a stream
-// open.
+// of 30 hits, an Envoy's report of 40 allowed and 2 denied, 7 of the
+// allowed beyond its grants, a grant cut short, and a stream open.
 func TestRLQSCounters(t *testing.T) {
 	m := New()
 	op := &rate.Op{Key: rate.Key{Domain: "edge"}, Tag: "edge.tenant", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow}}
 	m.ObserveGrant(op, 30)
 	m.ObserveGrant(op, 30)
 	m.ObserveUsage(op, 40, 2)
+	m.ObserveUngranted(op, 7)
+	m.ObserveShort(op)
 	m.ObserveStreams(1)
 	m.ObserveStreams(1)
 	m.ObserveStreams(-1)
@@ -274,5 +276,17 @@ func TestRLQSCounters(t *testing.T) {
 	assert.Equal(t, 60.0, got[RLQSGrantedHits+labels+`}`])
 	assert.Equal(t, 40.0, got[RLQSReported+labels+`,result="allowed"}`])
 	assert.Equal(t, 2.0, got[RLQSReported+labels+`,result="denied"}`])
+	assert.Equal(t, 7.0, got[RLQSUngranted+labels+`}`])
+	assert.Equal(t, 1.0, got[RLQSGrantsShort+labels+`}`])
 	assert.Equal(t, 1.0, got[RLQSStreams])
+
+	// A rule's first report brings its counters at 0.
+	other := &rate.Op{Key: rate.Key{Domain: "edge"}, Tag: "edge.user", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket}}
+	m.ObserveUsage(other, 3, 0)
+	got = scrape(t, m)
+	labels = `{algorithm="token_bucket",descriptor="edge.user",domain="edge"`
+	for _, name := range []string{RLQSUngranted, RLQSGrantsShort} {
+		v, ok := got[name+labels+`}`]
+		assert.True(t, ok && v == 0, "%s at 0", name)
+	}
 }

@@ -126,6 +126,16 @@ const (
 	RLQSReported     = "ratewarden_rlqs_reported_requests_total"
 	rlqsReportedHelp = "Requests Envoys reported of their buckets, by result: allowed or denied (RLS_RLQS)."
 
+	// RLQSUngranted counts the requests Envoys reported allowed beyond
+	// their grants.
+	RLQSUngranted     = "ratewarden_rlqs_ungranted_requests_total"
+	rlqsUngrantedHelp = "Requests Envoys reported allowed beyond their grants: admitted by the filter's own fallback (ALLOW_ALL with no assignment, or once one expired), and recorded as usage after the fact (RLS_RLQS)."
+
+	// RLQSGrantsShort counts the grants asked of a limit that had less
+	// room than asked.
+	RLQSGrantsShort     = "ratewarden_rlqs_grants_short_total"
+	rlqsGrantsShortHelp = "Grants asked of a limit that had less room than asked: cut to the room there was, or not made (RLS_RLQS)."
+
 	// RLQSStreams is the Envoys' streams open.
 	RLQSStreams     = "ratewarden_rlqs_streams"
 	rlqsStreamsHelp = "Streams of Envoys' rate_limit_quota filters open on this replica (RLS_RLQS)."

@@ -94,6 +94,8 @@ func exported(t *testing.T) map[string]string {
 	m.ObserveLease(&rate.Op{Key: rate.Key{Domain: "d"}, Tag: "d.user", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket}}, lease.Taken, 8)
 	m.ObserveGrant(&rate.Op{Key: rate.Key{Domain: "d"}, Tag: "d.user", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow}}, 8)
 	m.ObserveUsage(&rate.Op{Key: rate.Key{Domain: "d"}, Tag: "d.user", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow}}, 5, 1)
+	m.ObserveUngranted(&rate.Op{Key: rate.Key{Domain: "d"}, Tag: "d.user", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow}}, 2)
+	m.ObserveShort(&rate.Op{Key: rate.Key{Domain: "d"}, Tag: "d.user", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow}})
 
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

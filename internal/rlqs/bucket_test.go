@@ -14,6 +14,8 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/memory"
+	"github.com/ratewarden/ratewarden/internal/rate"
+	"github.com/ratewarden/ratewarden/internal/testkit/algotest"
 	"github.com/ratewarden/ratewarden/internal/testkit/rlstest"
 )
 
@@ -114,4 +116,54 @@ func reports(domain string, bucket map[string]string, allowed, denied uint64) *r
 		NumRequestsAllowed: allowed,
 		NumRequestsDenied:  denied,
 	}}}
+}
+
+// recorder is an Observer that records what it is told.
+type recorder struct {
+	nopObserver
+	ungranted map[string]uint64 // by rule
+	short     map[string]int
+}
+
+func (r *recorder) ObserveUngranted(op *rate.Op, allowed uint64) { r.ungranted[op.Tag] += allowed }
+func (r *recorder) ObserveShort(op *rate.Op)                     { r.short[op.Tag]++ }
+
+// TestObservesUngrantedAndShort: an Envoy that reports requests allowed
+// before its first grant (an ALLOW_ALL no_assignment_behavior) has them
+// observed as ungranted, those of its grant not; a grant asked of a limit
+// another Envoy's grant used up is observed short, as is one cut to the
+// room left.
+func TestObservesUngrantedAndShort(t *testing.T) {
+	clk := algotest.NewClock(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
+	mem := memory.New(memory.WithClock(clk.Now))
+	t.Cleanup(mem.Close)
+	cfg := rlstest.Limits(t, limits)
+	rec := &recorder{ungranted: map[string]uint64{}, short: map[string]int{}}
+	opts := DefaultOptions()
+	opts.Limiter, opts.Config, opts.Observer, opts.Now = mem, func() *config.Config { return cfg }, rec, clk.Now
+	s, err := New(opts)
+	require.NoError(t, err)
+	ctx := context.Background()
+	bucket := map[string]string{"fixed": "acme"}
+	opened := clk.Now().Add(-s.life()) // no grant of an earlier stream is served any more
+
+	first := map[string]*holding{}
+	resp := s.answer(ctx, first, opened, reports("edge", bucket, 7, 0))
+	require.Len(t, resp.GetBucketAction(), 2, "DENY_ALL, then the grant")
+	assert.Equal(t, map[string]uint64{"edge.fixed": 7}, rec.ungranted)
+	assert.Empty(t, rec.short)
+	k := uint64(resp.GetBucketAction()[1].GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket().GetMaxTokens())
+	require.Positive(t, k)
+	s.answer(ctx, first, opened, reports("edge", bucket, k, 0))
+	assert.Equal(t, map[string]uint64{"edge.fixed": 7}, rec.ungranted, "what the grant held is not ungranted")
+
+	// A second Envoy asks for more than the limit has room for: its grant
+	// is cut to the room left; a third finds none.
+	second := map[string]*holding{}
+	resp = s.answer(ctx, second, opened, reports("edge", bucket, 0, 10_000))
+	require.Len(t, resp.GetBucketAction(), 2)
+	assert.Equal(t, map[string]int{"edge.fixed": 1}, rec.short)
+	resp = s.answer(ctx, map[string]*holding{}, opened, reports("edge", bucket, 0, 10_000))
+	assert.Empty(t, resp.GetBucketAction())
+	assert.Equal(t, map[string]int{"edge.fixed": 2}, rec.short)
 }

@@ -221,6 +221,7 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, opened ti
 			charge := h.op
 			charge.Kind, charge.Hits = rate.Charge, extra
 			ops = append(ops, charge)
+			s.opts.Observer.ObserveUngranted(&h.op, extra)
 		}
 		ops = append(ops, h.settlement(now, s.aheadBy(), false)...)
 		if !h.granted {
@@ -248,7 +249,10 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, opened ti
 		case r.Allowed:
 			a, ttl = s.accept(ctx, w.h, r, w.k, w.ttl, now)
 		case r.Remaining > 0 && r.Remaining < w.k:
+			s.opts.Observer.ObserveShort(&w.h.op)
 			a, ttl = s.grant(ctx, w.h, r.Remaining, w.ttl, now)
+		default:
+			s.opts.Observer.ObserveShort(&w.h.op)
 		}
 		if a != nil {
 			resp.BucketAction = append(resp.BucketAction, assign(w.id, denyAll(), time.Second), assign(w.id, a, ttl))
