@@ -356,6 +356,8 @@ func (p *fileParser) descriptor(at *yaml.Node, path string, index int, lvl *leve
 		ValueToMetric:     n.valueToMetric,
 		File:              p.file,
 		Line:              at.Line,
+		Column:            at.Column,
+		Field:             path,
 	}
 	if v, ok, err := p.get(fs, path, "metadata"); err != nil {
 		return err

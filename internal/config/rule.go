@@ -116,6 +116,11 @@ type Rule struct {
 	// from an xDS server, File names the resource and Line is 0.
 	File string
 	Line int
+	// Column and Field complete where the node is, as an Error or a
+	// Warning says it: its column (0 for limits from an xDS server) and its
+	// path in the file, such as "descriptors[2].descriptors[0]".
+	Column int
+	Field  string
 }
 
 // Match is the outcome of matching one request descriptor.

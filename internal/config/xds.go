@@ -90,7 +90,7 @@ func FromRateLimitConfigs(resources []*rlsconfv3.RateLimitConfig, opts Options) 
 		d.line = 0
 	}
 	for _, r := range c.rules {
-		r.Line = 0
+		r.Line, r.Column = 0, 0
 	}
 	return c, nil
 }
