@@ -1,7 +1,8 @@
 // Command server runs ratewarden, a rate limit service for Envoy and Istio.
 // It is configured entirely by RLS_* environment variables; `server -h`
-// lists them. `server check` checks limits files, or explains a request,
-// without serving (internal/check).
+// lists them. `server check` checks limits files, or explains a request or
+// a bucket id of the Rate Limit Quota Service, without serving
+// (internal/check).
 package main
 
 import (

@@ -2,7 +2,8 @@
 // as the server would, with the server's own loader and settings, serving
 // nothing and touching no backend, and reports every error, what loads but
 // is likely a mistake, and what each domain holds; or, with -explain, what
-// the service would do with a request. It answers to envoyproxy/ratelimit's
+// the service would do with a request, and with -explain-bucket, what its
+// Rate Limit Quota Service would do with a bucket id. It answers to envoyproxy/ratelimit's
 // config_check_cmd flags (-config_dir, -merge_domain_configs) and exit
 // codes, for the CI jobs that run it before a ConfigMap is applied.
 package check
@@ -56,10 +57,13 @@ type flags struct {
 	strict  bool
 	json    bool
 	explain string
+	// bucket is -explain-bucket's.
+	bucket string
 }
 
 // Run runs the check command with its arguments args (those after
-// "check"), the settings that lookup finds, stdin for "-explain -", the
+// "check"), the settings that lookup finds, stdin for "-explain -" and
+// "-explain-bucket -", the
 // report on stdout and usage errors on stderr. It returns nil when the
 // check passes, and an *ExitError otherwise, whose code the process should
 // exit with: the report says why.
@@ -88,8 +92,19 @@ func Run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if err != nil {
 		return r.failed(err)
 	}
+	if f.bucket != "" {
+		body, err := readRequest("-explain-bucket", f.bucket, stdin)
+		if err != nil {
+			return r.failed(err)
+		}
+		report, err := explain.Bucket(cfg, body, s, time.Now())
+		if err != nil {
+			return r.failed(fmt.Errorf("-explain-bucket: %w", err))
+		}
+		return r.explainedBucket(report)
+	}
 	if f.explain != "" {
-		body, err := readRequest(f.explain, stdin)
+		body, err := readRequest("-explain", f.explain, stdin)
 		if err != nil {
 			return r.failed(err)
 		}
@@ -104,7 +119,7 @@ func Run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		}
 		return r.explained(report)
 	}
-	return r.loaded(f.path, cfg, f.strict)
+	return r.loaded(f.path, cfg, f.strict, s.RLQS)
 }
 
 // parseFlags reads the command line: flags and at most one PATH, in any
@@ -118,6 +133,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.BoolVar(&f.strict, "strict", false, "fail (exit 1) on warnings too")
 	fs.BoolVar(&f.json, "json", false, "report in JSON, for machines")
 	fs.StringVar(&f.explain, "explain", "", "explain a request instead: a RateLimitRequest in JSON as /json takes it, a file holding one, or - for stdin")
+	fs.StringVar(&f.bucket, "explain-bucket", "", `explain a bucket id of the Rate Limit Quota Service instead: {"domain": "…", "bucket": {"key": "value", …}} in JSON, a file holding it, or - for stdin`)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: server check [flags] [PATH]")
 		fmt.Fprintln(fs.Output(), "Checks the limits at PATH (a file or a directory; default RLS_CONFIG_PATH) as the server loads them, with its RLS_* settings, and serves nothing.")
@@ -139,6 +155,11 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		paths = append(paths, *configDir)
 	}
 	switch {
+	case f.explain != "" && f.bucket != "":
+		err := errors.New("-explain and -explain-bucket: one of them")
+		fmt.Fprintln(stderr, "check:", err)
+		fs.Usage()
+		return f, err
 	case len(paths) > 1:
 		err := fmt.Errorf("one PATH to check, not %d: %s", len(paths), strings.Join(paths, ", "))
 		fmt.Fprintln(stderr, "check:", err)
@@ -150,9 +171,10 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	return f, nil
 }
 
-// readRequest returns the request that -explain names: arg itself when it
-// is JSON (it starts with '{'), stdin for "-", or the file arg.
-func readRequest(arg string, stdin io.Reader) ([]byte, error) {
+// readRequest returns what the flag named flagName (-explain or
+// -explain-bucket) names: arg itself when it is JSON (it starts with '{'),
+// stdin for "-", or the file arg.
+func readRequest(flagName, arg string, stdin io.Reader) ([]byte, error) {
 	if strings.HasPrefix(strings.TrimSpace(arg), "{") {
 		return []byte(arg), nil
 	}
@@ -161,7 +183,7 @@ func readRequest(arg string, stdin io.Reader) ([]byte, error) {
 	if arg != "-" {
 		file, err := os.Open(arg)
 		if err != nil {
-			return nil, fmt.Errorf("-explain: %w", err)
+			return nil, fmt.Errorf("%s: %w", flagName, err)
 		}
 		defer file.Close()
 		r, name = file, arg
@@ -169,9 +191,9 @@ func readRequest(arg string, stdin io.Reader) ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(r, maxRequestBytes+1))
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("-explain: reading %s: %w", name, err)
+		return nil, fmt.Errorf("%s: reading %s: %w", flagName, name, err)
 	case len(body) > maxRequestBytes:
-		return nil, fmt.Errorf("-explain: %s holds more than %d bytes", name, maxRequestBytes)
+		return nil, fmt.Errorf("%s: %s holds more than %d bytes", flagName, name, maxRequestBytes)
 	}
 	return body, nil
 }

@@ -70,15 +70,16 @@ func TestCheckPasses(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"edge.yaml": goodLimits, "other.yaml": "domain: other\n"})
 	c := runCheck(t, nil, "", dir)
 	assert.Equal(t, 0, c.code)
-	assert.Equal(t, strings.ReplaceAll(`domain edge: 3 rules (1 unlimited), 3 limits (fixed_window 1, sliding_window_log 1, token_bucket 1) in DIR/edge.yaml
+	assert.Equal(t, strings.ReplaceAll(`DIR/edge.yaml:3:5: note: descriptors[0]: not granted over RLQS: 2 limits (a grant is reserved on one) (rlqs)
+domain edge: 3 rules (1 unlimited), 3 limits (fixed_window 1, sliding_window_log 1, token_bucket 1) in DIR/edge.yaml
 domain other: 0 rules, 0 limits in DIR/other.yaml
-ok: 2 domains in 2 files
+ok: 2 domains in 2 files, 1 note
 `, "DIR", dir), c.stdout)
 
 	// RLS_CONFIG_PATH when no PATH is given; a file as well as a directory.
 	c = runCheck(t, map[string]string{"RLS_CONFIG_PATH": filepath.Join(dir, "edge.yaml")}, "")
 	assert.Equal(t, 0, c.code)
-	assert.Contains(t, c.stdout, "ok: 1 domain in 1 file\n")
+	assert.Contains(t, c.stdout, "ok: 1 domain in 1 file, 1 note\n")
 
 	c = runCheck(t, nil, "", "-json", dir)
 	assert.Equal(t, 0, c.code)
@@ -149,7 +150,8 @@ descriptors:
   - {key: hot, rate_limit: {unit: second, requests_per_unit: 2, shards: 8}}
 `})
 	file := filepath.Join(dir, "w.yaml")
-	c := runCheck(t, nil, "", dir)
+	noRLQS := map[string]string{"RLS_RLQS": "false"} // no notes (TestCheckRLQSNotes)
+	c := runCheck(t, noRLQS, "", dir)
 	assert.Equal(t, 0, c.code, c.stdout)
 	lines := strings.Split(strings.TrimSuffix(c.stdout, "\n"), "\n")
 	require.Len(t, lines, 7, c.stdout)
@@ -167,11 +169,11 @@ descriptors:
 	}
 	assert.Equal(t, "ok: 1 domain in 1 file, 5 warnings", lines[6])
 
-	c = runCheck(t, nil, "", "-strict", dir)
+	c = runCheck(t, noRLQS, "", "-strict", dir)
 	assert.Equal(t, ExitFailed, c.code)
 	assert.True(t, strings.HasSuffix(c.stdout, "failed: 5 warnings (-strict)\n"), c.stdout)
 
-	c = runCheck(t, nil, "", "-json", "-strict", dir)
+	c = runCheck(t, noRLQS, "", "-json", "-strict", dir)
 	assert.Equal(t, ExitFailed, c.code)
 	var res Result
 	require.NoError(t, json.Unmarshal([]byte(c.stdout), &res))
@@ -181,8 +183,57 @@ descriptors:
 		Message: "8 shards, but a limit of 2 hits has too few to share: it is split over 2 keys, one hit each"}, res.Warnings[4])
 
 	// The bounds are the settings'.
-	c = runCheck(t, map[string]string{"RLS_MAX_OVERRIDE_LIFETIME": "20000h", "RLS_MAX_OVERRIDE_LOG_SIZE": "5000"}, "", dir)
+	c = runCheck(t, map[string]string{"RLS_MAX_OVERRIDE_LIFETIME": "20000h", "RLS_MAX_OVERRIDE_LOG_SIZE": "5000", "RLS_RLQS": "false"}, "", dir)
 	assert.Contains(t, c.stdout, "ok: 1 domain in 1 file, 3 warnings")
+}
+
+// TestCheckRLQSNotes: each rule the Rate Limit Quota Service grants
+// nothing on has a note, with its position and why, which -strict does not
+// fail on; the rules it grants, or answers ALLOW_ALL, have none; and with
+// RLS_RLQS=false, which serves no RLQS, there are no notes.
+func TestCheckRLQSNotes(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"q.yaml": `domain: q
+descriptors:
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 600, algorithm: fixed_window}
+  - {key: free, rate_limit: {unlimited: true}}
+  - key: api_key
+    rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket}
+    rate_limits: [{unit: day, requests_per_unit: 10000, algorithm: fixed_window}]
+  - key: path
+    descriptors:
+      - {key: hot, rate_limit: {unit: minute, requests_per_unit: 6000, algorithm: token_bucket, shards: 4}}
+  - {key: tokens, charge: debt, rate_limit: {unit: minute, requests_per_unit: 100}}
+  - {key: second, rate_limit: {unit: second, requests_per_unit: 50, algorithm: fixed_window}}
+`})
+	file := filepath.Join(dir, "q.yaml")
+	want := strings.ReplaceAll(`FILE:6:5: note: descriptors[2]: not granted over RLQS: 2 limits (a grant is reserved on one) (rlqs)
+FILE:11:9: note: descriptors[3].descriptors[0]: not granted over RLQS: shards: 4 (a grant is reserved on one key) (rlqs)
+FILE:12:5: note: descriptors[4]: not granted over RLQS: charge: debt (a charge counts hits once spent; a grant reserves them before) (rlqs)
+FILE:13:5: note: descriptors[5]: not granted over RLQS: a fixed_window of 1s (a grant lives whole seconds and ends 1s before its window: it needs a window of 3s or more) (rlqs)
+domain q: 6 rules (1 unlimited), 6 limits (fixed_window 3, sliding_window_counter 1, token_bucket 2) in FILE
+ok: 1 domain in 1 file, 4 notes
+`, "FILE", file)
+	for _, args := range [][]string{{dir}, {"-strict", dir}} {
+		c := runCheck(t, nil, "", args...)
+		assert.Equal(t, 0, c.code, "%v: notes never fail the check", args)
+		assert.Equal(t, want, c.stdout, "%v", args)
+	}
+
+	c := runCheck(t, nil, "", "-json", dir)
+	assert.Equal(t, 0, c.code)
+	var res Result
+	require.NoError(t, json.Unmarshal([]byte(c.stdout), &res))
+	assert.True(t, res.OK)
+	assert.Empty(t, res.Warnings)
+	require.Len(t, res.Notes, 4)
+	assert.Equal(t, Finding{Kind: "rlqs", File: file, Line: 11, Column: 9, Field: "descriptors[3].descriptors[0]",
+		Message: "not granted over RLQS: shards: 4 (a grant is reserved on one key)"}, res.Notes[1])
+
+	c = runCheck(t, map[string]string{"RLS_RLQS": "false"}, "", dir)
+	assert.Equal(t, 0, c.code)
+	assert.NotContains(t, c.stdout, "note")
+	assert.True(t, strings.HasSuffix(c.stdout, "ok: 1 domain in 1 file\n"), c.stdout)
 }
 
 // TestCheckAnswersToConfigCheckCmdsFlags: envoyproxy/ratelimit's
@@ -273,4 +324,58 @@ descriptors[0] path=/login remote_address=192.0.2.1
 	c = runCheck(t, nil, "", "-explain", loginRequest, bad)
 	assert.Equal(t, ExitFailed, c.code)
 	assert.Contains(t, c.stdout, "bad.yaml:2:1: bogus: unknown field")
+}
+
+const loginBucket = `{"domain":"edge","bucket":{"remote_address":"192.0.2.1","path":"/login"}}`
+
+// TestCheckExplainBucket: -explain-bucket takes a bucket id and its domain
+// as -explain takes a request (inline, a file, or stdin), and says the
+// descriptor it stands for, the rule, and what the quota service answers.
+func TestCheckExplainBucket(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"edge.yaml": goodLimits})
+	file := filepath.Join(dir, "edge.yaml")
+	bucketFile := filepath.Join(t.TempDir(), "bucket.json")
+	require.NoError(t, os.WriteFile(bucketFile, []byte(loginBucket), 0o644))
+
+	want := `domain edge (backend memory: the keys are those RLS_BACKEND=redis would use)
+bucket {"path":"/login","remote_address":"192.0.2.1"}: the descriptor path=/login remote_address=192.0.2.1
+  path matched value "/login" at FILE:6
+  remote_address matched its key alone at FILE:9
+  rule edge.path_/login.remote_address at FILE:9
+  answer: grants of hits reserved on 5 per 1 minute, sliding_window_log
+    key ratewarden:{edge|path=/login|remote_address=192.0.2.1|sliding_window_log:60} (slot 677)
+    key ratewarden:{edge|path=/login|remote_address=192.0.2.1|sliding_window_log:60}:seq (slot 677)
+  a grant is k hits reserved on the limit in one backend call, in the state that RateLimitService counts the same entries in, and sent as a token bucket of k tokens that does not refill: grants never add up past the limit
+`
+	for _, args := range [][]string{{"-explain-bucket", loginBucket, dir}, {dir, "-explain-bucket", bucketFile}, {"-explain-bucket", "-", dir}} {
+		c := runCheck(t, nil, loginBucket, args...)
+		assert.Equal(t, 0, c.code, c.stdout)
+		assert.Equal(t, strings.ReplaceAll(want, "FILE", file), c.stdout, "%v", args)
+	}
+
+	c := runCheck(t, nil, "", "-explain-bucket", `{"domain":"edge","bucket":{"api_key":"k1"}}`, dir)
+	assert.Equal(t, 0, c.code, c.stdout)
+	assert.Contains(t, c.stdout, "  answer: no assignment, as a grant cannot count on the rule:\n    2 limits (a grant is reserved on one)\n")
+
+	c = runCheck(t, nil, "", "-json", "-explain-bucket", `{"domain":"edge","bucket":{"free":"x"}}`, dir)
+	assert.Equal(t, 0, c.code, c.stdout)
+	var r explain.BucketReport
+	require.NoError(t, json.Unmarshal([]byte(c.stdout), &r))
+	assert.Equal(t, "allow_all", r.Answer)
+	assert.Equal(t, "edge.free", r.Rule.Path)
+
+	for _, tc := range []struct{ bucket, msg string }{
+		{"{", "-explain-bucket: explain: a bucket is"},
+		{`{"domain":"edge","descriptors":[]}`, `-explain-bucket: explain: a bucket is {"domain": "…", "bucket": {"key": "value", …}} in JSON: json: unknown field "descriptors"`},
+		{filepath.Join(dir, "missing.json"), "-explain-bucket: open " + filepath.Join(dir, "missing.json")},
+	} {
+		c = runCheck(t, nil, "", "-explain-bucket", tc.bucket, dir)
+		assert.Equal(t, ExitFailed, c.code, tc.bucket)
+		assert.True(t, strings.HasPrefix(c.stdout, tc.msg), "%s:\n%s", tc.bucket, c.stdout)
+		assert.True(t, strings.HasSuffix(c.stdout, "failed: 1 error\n"), c.stdout)
+	}
+
+	c = runCheck(t, nil, "", "-explain", loginRequest, "-explain-bucket", loginBucket, dir)
+	assert.Equal(t, ExitUsage, c.code)
+	assert.Contains(t, c.stderr, "check: -explain and -explain-bucket: one of them")
 }

@@ -10,10 +10,12 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/explain"
+	"github.com/ratewarden/ratewarden/internal/rlqs"
 )
 
 // reporter writes the check command's report: text, one finding a line,
-// or with json one JSON document (Result, or the explain.Report).
+// or with json one JSON document (Result, explain.Report or
+// explain.BucketReport).
 type reporter struct {
 	out  io.Writer
 	json bool
@@ -25,9 +27,12 @@ type Result struct {
 	OK   bool   `json:"ok"`
 	Path string `json:"path,omitempty"`
 	// Errors are every error the load found; Warnings what it loaded
-	// that is likely a mistake.
+	// that is likely a mistake. Notes are what loads and works, but not
+	// every way in: each rule the Rate Limit Quota Service grants nothing
+	// on (kind rlqs), while RLS_RLQS serves it. Notes never fail the check.
 	Errors   []Finding       `json:"errors,omitempty"`
 	Warnings []Finding       `json:"warnings,omitempty"`
+	Notes    []Finding       `json:"notes,omitempty"`
 	Domains  []DomainSummary `json:"domains,omitempty"`
 }
 
@@ -73,12 +78,16 @@ func (r *reporter) failed(err error) error {
 	return &ExitError{Code: ExitFailed}
 }
 
-// loaded reports the limits cfg loaded from path: the warnings, a line per
+// loaded reports the limits cfg loaded from path: the warnings, the notes
+// of the rules the quota service grants nothing on when rlqs, a line per
 // domain and a last line; it fails on warnings when strict.
-func (r *reporter) loaded(path string, cfg *config.Config, strict bool) error {
+func (r *reporter) loaded(path string, cfg *config.Config, strict, rlqs bool) error {
 	res := Result{OK: true, Path: path}
 	for _, w := range cfg.Warnings() {
 		res.Warnings = append(res.Warnings, Finding{Kind: string(w.Kind), File: w.File, Line: w.Line, Column: w.Column, Field: w.Field, Message: w.Msg})
+	}
+	if rlqs {
+		res.Notes = rlqsNotes(cfg)
 	}
 	for _, s := range cfg.Summaries() {
 		d := DomainSummary{Domain: s.Domain, Files: s.Files, Rules: s.Rules, Unlimited: s.Unlimited, Limits: s.Limits, Algorithms: map[string]int{}}
@@ -99,6 +108,9 @@ func (r *reporter) loaded(path string, cfg *config.Config, strict bool) error {
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(r.out, warningLine(w))
 	}
+	for _, n := range res.Notes {
+		fmt.Fprintln(r.out, noteLine(n))
+	}
 	for _, d := range res.Domains {
 		fmt.Fprintln(r.out, domainLine(d))
 	}
@@ -110,12 +122,25 @@ func (r *reporter) loaded(path string, cfg *config.Config, strict bool) error {
 	case len(res.Warnings) > 0:
 		last += ", " + count(len(res.Warnings), "warning")
 	}
+	if res.OK && len(res.Notes) > 0 {
+		last += ", " + count(len(res.Notes), "note")
+	}
 	fmt.Fprintln(r.out, last)
 	return err
 }
 
 // explained reports what -explain found.
 func (r *reporter) explained(report *explain.Report) error {
+	if r.json {
+		r.writeJSON(report)
+		return nil
+	}
+	io.WriteString(r.out, report.Text())
+	return nil
+}
+
+// explainedBucket reports what -explain-bucket found.
+func (r *reporter) explainedBucket(report *explain.BucketReport) error {
 	if r.json {
 		r.writeJSON(report)
 		return nil
@@ -133,20 +158,52 @@ func (r *reporter) writeJSON(v any) {
 // warningLine renders w as "file:line:column: warning: field: message
 // (kind)", where editors find it as they find a compiler's.
 func warningLine(w config.Warning) string {
+	return findingLine("warning", w.File, w.Line, w.Column, w.Field, w.Msg, string(w.Kind))
+}
+
+// findingLine renders "file:line:column: what: field: message (kind)",
+// leaving out a line or column of 0 and an empty field.
+func findingLine(what, file string, line, column int, field, msg, kind string) string {
 	var b strings.Builder
-	b.WriteString(w.File)
-	if w.Line > 0 {
-		b.WriteString(":" + strconv.Itoa(w.Line))
-		if w.Column > 0 {
-			b.WriteString(":" + strconv.Itoa(w.Column))
+	b.WriteString(file)
+	if line > 0 {
+		b.WriteString(":" + strconv.Itoa(line))
+		if column > 0 {
+			b.WriteString(":" + strconv.Itoa(column))
 		}
 	}
-	b.WriteString(": warning: ")
-	if w.Field != "" {
-		b.WriteString(w.Field + ": ")
+	b.WriteString(": " + what + ": ")
+	if field != "" {
+		b.WriteString(field + ": ")
 	}
-	b.WriteString(w.Msg + " (" + string(w.Kind) + ")")
+	b.WriteString(msg + " (" + kind + ")")
 	return b.String()
+}
+
+// rlqsKind is the kind of the notes of rules the quota service grants
+// nothing on.
+const rlqsKind = "rlqs"
+
+// rlqsNotes returns a note for each rule of cfg that the Rate Limit Quota
+// Service grants nothing on (rlqs.Decide), where its descriptor is, saying
+// why.
+func rlqsNotes(cfg *config.Config) []Finding {
+	var notes []Finding
+	for _, rule := range cfg.Rules() {
+		d := rlqs.Decide(rule)
+		if d.Answer != rlqs.NoAssignment {
+			continue
+		}
+		notes = append(notes, Finding{Kind: rlqsKind, File: rule.File, Line: rule.Line, Column: rule.Column, Field: rule.Field,
+			Message: "not granted over RLQS: " + strings.Join(d.Why, "; ")})
+	}
+	return notes
+}
+
+// noteLine renders n as "file:line:column: note: field: message (kind)",
+// as warningLine renders a warning.
+func noteLine(n Finding) string {
+	return findingLine("note", n.File, n.Line, n.Column, n.Field, n.Message, n.Kind)
 }
 
 // domainLine renders a domain's summary: "domain edge: 6 rules, 7 limits

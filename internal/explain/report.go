@@ -132,16 +132,18 @@ type Shard struct {
 type Explainer struct {
 	enc     *redisx.Encoder
 	backend settings.Backend
+	// rlqs and shadowMode are RLS_RLQS and RLS_SHADOW_MODE, for Bucket.
+	rlqs, shadowMode bool
 }
 
 // New returns the Explainer of the settings s: keys under RLS_KEY_PREFIX,
-// for RLS_BACKEND.
+// for RLS_BACKEND, and buckets as RLS_RLQS serves them.
 func New(s settings.Settings) (*Explainer, error) {
 	enc, err := redisx.NewEncoder(s.KeyPrefix, 0)
 	if err != nil {
 		return nil, fmt.Errorf("server: RLS_KEY_PREFIX: %w", err)
 	}
-	return &Explainer{enc: enc, backend: s.Backend}, nil
+	return &Explainer{enc: enc, backend: s.Backend, rlqs: s.RLQS, shadowMode: s.ShadowMode}, nil
 }
 
 // Request explains the request body, a RateLimitRequest in JSON as /json

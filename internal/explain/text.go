@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -21,16 +22,7 @@ func (r *Report) Text() string {
 	}
 	for i, d := range r.Descriptors {
 		fmt.Fprintf(&b, "descriptors[%d] %s\n", i, entriesText(d.Entries))
-		for _, st := range d.Steps {
-			how := "its key alone"
-			switch st.By {
-			case "value":
-				how = "value " + strconv.Quote(st.Pattern)
-			case "wildcard":
-				how = "wildcard " + strconv.Quote(st.Pattern)
-			}
-			fmt.Fprintf(&b, "  %s matched %s at %s\n", st.Key, how, location(st.File, st.Line))
-		}
+		writeSteps(&b, d.Steps)
 		if d.Rule != nil {
 			fmt.Fprintf(&b, "  rule %s at %s\n", d.Rule.Path, location(d.Rule.File, d.Rule.Line))
 		} else {
@@ -57,6 +49,21 @@ func (r *Report) Text() string {
 		}
 	}
 	return b.String()
+}
+
+// writeSteps writes a line for each step: the descriptor an entry
+// matched, how, and where.
+func writeSteps(b *strings.Builder, steps []Step) {
+	for _, st := range steps {
+		how := "its key alone"
+		switch st.By {
+		case "value":
+			how = "value " + strconv.Quote(st.Pattern)
+		case "wildcard":
+			how = "wildcard " + strconv.Quote(st.Pattern)
+		}
+		fmt.Fprintf(b, "  %s matched %s at %s\n", st.Key, how, location(st.File, st.Line))
+	}
 }
 
 // entriesText renders entries as key=value, separated by spaces.
@@ -106,4 +113,45 @@ func limitText(l Limit) string {
 // windowText renders a limit's window: "1 second", "5 minute".
 func windowText(l Limit) string {
 	return strconv.FormatUint(uint64(l.UnitMultiplier), 10) + " " + l.Unit
+}
+
+// Text renders the report for people.
+func (r *BucketReport) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "domain %s", r.Domain)
+	if r.Backend == string(settings.BackendMemory) && r.Grant != nil {
+		b.WriteString(" (backend memory: the keys are those RLS_BACKEND=redis would use)")
+	}
+	b.WriteByte('\n')
+	id, _ := json.Marshal(r.Bucket) // a map of strings: its keys sorted
+	fmt.Fprintf(&b, "bucket %s: the descriptor %s\n", id, entriesText(r.Entries))
+	writeSteps(&b, r.Steps)
+	if r.Rule != nil {
+		fmt.Fprintf(&b, "  rule %s at %s\n", r.Rule.Path, location(r.Rule.File, r.Rule.Line))
+	}
+	switch {
+	case r.Grant != nil:
+		g := r.Grant
+		fmt.Fprintf(&b, "  answer: grants of hits reserved on %s\n", limitText(Limit{
+			Name: g.Name, RequestsPerUnit: g.RequestsPerUnit, Unit: g.Unit, UnitMultiplier: g.UnitMultiplier,
+			Algorithm: g.Algorithm, Burst: g.Burst, Calendar: g.Calendar,
+		}))
+		for _, k := range g.Keys {
+			fmt.Fprintf(&b, "    key %s (slot %d)\n", k, g.Slot)
+		}
+	case r.Rule == nil:
+		fmt.Fprintf(&b, "  no rule: %s\n", strings.Join(r.Why, "; "))
+		b.WriteString("  answer: no assignment\n")
+	case len(r.Why) > 0:
+		b.WriteString("  answer: no assignment, as a grant cannot count on the rule:\n")
+		for _, w := range r.Why {
+			fmt.Fprintf(&b, "    %s\n", w)
+		}
+	default:
+		b.WriteString("  answer: ALLOW_ALL\n")
+	}
+	for _, s := range r.Effects {
+		fmt.Fprintf(&b, "  %s\n", s)
+	}
+	return b.String()
 }

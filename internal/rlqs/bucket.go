@@ -84,22 +84,22 @@ func Decide(rule *config.Rule) Decision {
 	}
 	var why []string
 	if n := len(rule.Limits); n != 1 {
-		why = append(why, fmt.Sprintf("%d limits, and a grant is reserved on one", n))
+		why = append(why, fmt.Sprintf("%d limits (a grant is reserved on one)", n))
 	}
 	for _, l := range rule.Limits {
 		if l.Shards > 1 {
-			why = append(why, fmt.Sprintf("shards: %d, and a grant is reserved on one key", l.Shards))
+			why = append(why, fmt.Sprintf("shards: %d (a grant is reserved on one key)", l.Shards))
 		}
 		if lim := l.Limit; lim.Algorithm.Spec().Windowed && lim.Window < minGrantWindow {
-			why = append(why, fmt.Sprintf("a %s of %s, and a grant lives whole seconds and ends a second before its window: windows under %s have no room for one",
-				lim.Algorithm, lim.Window, minGrantWindow))
+			why = append(why, fmt.Sprintf("a %s of %s (a grant lives whole seconds and ends %s before its window: it needs a window of %s or more)",
+				lim.Algorithm, lim.Window, inFlight, minGrantWindow))
 		}
 	}
 	switch {
 	case rule.Debt:
-		why = append(why, "its hits are charges (charge: debt), counted once spent, and a grant reserves hits before")
+		why = append(why, "charge: debt (a charge counts hits once spent; a grant reserves them before)")
 	case rule.Charge:
-		why = append(why, "its hits are charges (charge: window, as quota_mode and limits from xDS set it), counted once spent, and a grant reserves hits before")
+		why = append(why, "charge: window, as quota_mode and limits from xDS set it (a charge counts hits once spent; a grant reserves them before)")
 	}
 	if len(why) > 0 {
 		return Decision{Why: why}

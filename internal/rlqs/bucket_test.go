@@ -73,12 +73,12 @@ func TestDecide(t *testing.T) {
 	}
 	assert.Equal(t, Decision{Answer: AllowAll}, decide("free"))
 	for key, why := range map[string][]string{
-		"two":         {"2 limits, and a grant is reserved on one"},
-		"hot":         {"shards: 4, and a grant is reserved on one key"},
-		"tokens":      {"its hits are charges (charge: debt), counted once spent, and a grant reserves hits before"},
-		"quota":       {"its hits are charges (charge: window, as quota_mode and limits from xDS set it), counted once spent, and a grant reserves hits before"},
-		"second":      {"a sliding_window_counter of 1s, and a grant lives whole seconds and ends a second before its window: windows under 3s have no room for one"},
-		"two_seconds": {"a fixed_window of 2s, and a grant lives whole seconds and ends a second before its window: windows under 3s have no room for one"},
+		"two":         {"2 limits (a grant is reserved on one)"},
+		"hot":         {"shards: 4 (a grant is reserved on one key)"},
+		"tokens":      {"charge: debt (a charge counts hits once spent; a grant reserves them before)"},
+		"quota":       {"charge: window, as quota_mode and limits from xDS set it (a charge counts hits once spent; a grant reserves them before)"},
+		"second":      {"a sliding_window_counter of 1s (a grant lives whole seconds and ends 1s before its window: it needs a window of 3s or more)"},
+		"two_seconds": {"a fixed_window of 2s (a grant lives whole seconds and ends 1s before its window: it needs a window of 3s or more)"},
 	} {
 		assert.Equal(t, Decision{Answer: NoAssignment, Why: why}, decide(key), key)
 	}
