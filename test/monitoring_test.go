@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -110,6 +111,7 @@ func TestAlertRules(t *testing.T) {
 		"RatewardenCircuitBreakerOpen", "RatewardenSheddingSustained", "RatewardenGiveBacksDropped",
 		"RatewardenConfigRejected", "RatewardenNoConfig", "RatewardenRedisRefusesWrites",
 		"RatewardenBackendErrors", "RatewardenLatencyNearEnvoyTimeout",
+		"RatewardenRLQSAdmitsWithoutGrants", "RatewardenRLQSDeniesWithinLimit", "RatewardenRLQSStreamsGone",
 	} {
 		assert.Contains(t, names, want)
 	}
@@ -295,7 +297,8 @@ func dashboardCheck(t *testing.T, file string, served servedSeries) exprCheck {
 
 // exerciseMonitoring asks srv what makes every series of monitoringLimits
 // appear: admitted, near and denied hits, hits of a rule two levels deep, a
-// shadow-mode denial, a charge past its limit and an invalid request; and,
+// shadow-mode denial, a charge past its limit and an invalid request; over
+// RLQS, a grant and a grant refused; and,
 // with Redis, a hot limit asked often enough to be leased, until a lease
 // gives back hits it did not use.
 func exerciseMonitoring(t *testing.T, srv *serverProcess, redis bool) {
@@ -322,7 +325,10 @@ func exerciseMonitoring(t *testing.T, srv *serverProcess, redis bool) {
 	require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, ask(150, "tokens", id), "a charge past its limit is recorded and answered OVER_LIMIT")
 	_, err := srv.Client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "monitoring"})
 	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
-	// A grant over RLQS, for a report of a bucket of the hot limit.
+	// A grant over RLQS, for a report of a bucket of the hot limit, which
+	// brings its counters of requests allowed without a grant and of
+	// grants cut short at 0; then a grant asked of the per_path limit,
+	// which the requests above used up, is refused.
 	quota, err := rlqsv3.NewRateLimitQuotaServiceClient(srv.conn).StreamRateLimitQuotas(ctx)
 	require.NoError(t, err)
 	require.NoError(t, quota.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "monitoring",
@@ -332,7 +338,13 @@ func exerciseMonitoring(t *testing.T, srv *serverProcess, redis bool) {
 	granted, err := quota.Recv()
 	require.NoError(t, err)
 	require.NotEmpty(t, granted.GetBucketAction(), "a grant")
+	require.NoError(t, quota.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "monitoring",
+		BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{{
+			BucketId: &rlqsv3.BucketId{Bucket: map[string]string{"path": "/a", "user": id}}, TimeElapsed: durationpb.New(time.Second), NumRequestsDenied: 1,
+		}}}))
 	require.NoError(t, quota.CloseSend())
+	_, err = quota.Recv()
+	require.ErrorIs(t, err, io.EOF, "the refused grant is answered with nothing, and the stream ends once the report is handled")
 	if !redis {
 		return
 	}
