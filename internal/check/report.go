@@ -185,17 +185,23 @@ func findingLine(what, file string, line, column int, field, msg, kind string) s
 const rlqsKind = "rlqs"
 
 // rlqsNotes returns a note for each rule of cfg that the Rate Limit Quota
-// Service grants nothing on (rlqs.Decide), where its descriptor is, saying
-// why.
+// Service grants nothing on, or grants short of its limit (rlqs.Decide),
+// where its descriptor is, saying why.
 func rlqsNotes(cfg *config.Config) []Finding {
 	var notes []Finding
 	for _, rule := range cfg.Rules() {
 		d := rlqs.Decide(rule)
-		if d.Answer != rlqs.NoAssignment {
+		var msg string
+		switch {
+		case d.Answer == rlqs.NoAssignment:
+			msg = "not granted over RLQS: "
+		case d.Answer == rlqs.Grant && len(d.Why) > 0:
+			msg = "granted over RLQS short of its limit: "
+		default:
 			continue
 		}
 		notes = append(notes, Finding{Kind: rlqsKind, File: rule.File, Line: rule.Line, Column: rule.Column, Field: rule.Field,
-			Message: "not granted over RLQS: " + strings.Join(d.Why, "; ")})
+			Message: msg + strings.Join(d.Why, "; ")})
 	}
 	return notes
 }

@@ -77,7 +77,8 @@ type BucketReport struct {
 	// no_assignment (rlqs.Answer).
 	Answer string `json:"answer"`
 	// Why says why the answer is no_assignment: why no rule applies, or
-	// what keeps a grant from counting on the rule.
+	// what keeps a grant from counting on the rule; for a grant, what keeps
+	// grants from admitting all the limit allows.
 	Why []string `json:"why,omitempty"`
 	// Grant is the limit a grant's hits are reserved on.
 	Grant *Grant `json:"grant,omitempty"`

@@ -28,6 +28,7 @@ descriptors:
   - key: api_key
     rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket}
     rate_limits: [{unit: second, requests_per_unit: 100}]
+  - {key: burst, rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 20}}
 `
 
 // TestBucketSays what the quota service does with a bucket id of each kind
@@ -72,6 +73,10 @@ bucket {"tenant":"acme","user":"u1"}: the descriptor tenant=acme user=u1
 	assert.Equal(t, "grant", r.Answer)
 	assert.Contains(t, r.Effects, "shadow_mode does not apply: the Envoy enforces its grants")
 
+	r = explain(`{"domain":"q","bucket":{"burst":"b"}}`)
+	assert.Equal(t, "grant", r.Answer)
+	assert.Contains(t, r.Text(), "    short of the limit: a burst of 2s of its rate (grants admit all it refills only with 10s or more: two of Envoy's report intervals)\n")
+
 	r = explain(`{"domain":"q","bucket":{"free":"f"}}`)
 	assert.Equal(t, "allow_all", r.Answer)
 	assert.Nil(t, r.Grant)
@@ -91,7 +96,7 @@ bucket {"tenant":"acme","user":"u1"}: the descriptor tenant=acme user=u1
 	assert.Nil(t, r.Rule)
 	assert.Equal(t, `domain q
 bucket {"team":"t"}: the descriptor team=t
-  no rule: no descriptor of key "team" at the top of the domain (keys "api_key", "free", "tenant", "trial")
+  no rule: no descriptor of key "team" at the top of the domain (keys "api_key", "burst", "free", "tenant", "trial")
   answer: no assignment
   no action is sent: the Envoy's no_assignment_behavior decides the bucket's requests
 `, r.Text())

@@ -139,6 +139,9 @@ func (r *BucketReport) Text() string {
 		for _, k := range g.Keys {
 			fmt.Fprintf(&b, "    key %s (slot %d)\n", k, g.Slot)
 		}
+		for _, w := range r.Why {
+			fmt.Fprintf(&b, "    short of the limit: %s\n", w)
+		}
 	case r.Rule == nil:
 		fmt.Fprintf(&b, "  no rule: %s\n", strings.Join(r.Why, "; "))
 		b.WriteString("  answer: no assignment\n")

@@ -48,6 +48,8 @@ descriptors:
     rate_limit: {unit: second, unit_multiplier: 3, requests_per_unit: 50, algorithm: fixed_window}
   - key: bucket_second
     rate_limit: {unit: second, requests_per_unit: 50, algorithm: token_bucket}
+  - key: bucket_deep
+    rate_limit: {unit: second, requests_per_unit: 50, algorithm: token_bucket, burst: 500}
   - key: log_second
     rate_limit: {unit: second, requests_per_unit: 50, algorithm: sliding_window_log}
 `
@@ -62,7 +64,7 @@ func TestDecide(t *testing.T) {
 		require.True(t, ok, key)
 		return Decide(m.Rule)
 	}
-	for _, key := range []string{"tenant", "none", "three_seconds", "bucket_second", "log_second"} {
+	for _, key := range []string{"tenant", "none", "three_seconds", "bucket_deep", "log_second"} {
 		d := decide(key)
 		assert.Equal(t, Grant, d.Answer, key)
 		assert.Empty(t, d.Why, key)
@@ -72,6 +74,9 @@ func TestDecide(t *testing.T) {
 		}
 	}
 	assert.Equal(t, Decision{Answer: AllowAll}, decide("free"))
+	shallow := decide("bucket_second")
+	assert.Equal(t, Grant, shallow.Answer)
+	assert.Equal(t, []string{"a burst of 1s of its rate (grants admit all it refills only with 10s or more: two of Envoy's report intervals)"}, shallow.Why)
 	for key, why := range map[string][]string{
 		"two":         {"2 limits (a grant is reserved on one)"},
 		"hot":         {"shards: 4 (a grant is reserved on one key)"},
