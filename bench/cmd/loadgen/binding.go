@@ -135,18 +135,10 @@ func runBinding(ctx context.Context, p bindingParams) (*bindingResult, error) {
 	w := bindingWindow.Nanoseconds()
 	start := time.Unix(0, (time.Now().Add(bindingWindow/10).UnixNano()/w+1)*w)
 	var wg sync.WaitGroup
-	var late time.Duration
-	for k := range calls {
-		due := start.Add(time.Duration(k) * interval)
-		if wait := time.Until(due); wait > 0 {
-			if !sleep(ctx, wait) {
-				break
-			}
-		}
-		late = max(late, time.Since(due))
+	late := offer(ctx, start, calls, interval, func(k int) {
 		client := clients[k%len(clients)]
 		wg.Go(func() { tally.call(ctx, client, req) })
-	}
+	})
 	wg.Wait()
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("loadgen: binding run interrupted: %w", ctx.Err())
@@ -166,22 +158,48 @@ func runBinding(ctx context.Context, p bindingParams) (*bindingResult, error) {
 	return r, nil
 }
 
+// offer calls send(k) for k from 0 to n−1, each at start + k·interval
+// whatever became of the calls before it (an open loop), and returns the
+// most a call was made after its time: the loop's own lag. It stops early
+// when ctx ends.
+func offer(ctx context.Context, start time.Time, n int, interval time.Duration, send func(k int)) (late time.Duration) {
+	for k := range n {
+		due := start.Add(time.Duration(k) * interval)
+		if wait := time.Until(due); wait > 0 {
+			if !sleep(ctx, wait) {
+				break
+			}
+		}
+		late = max(late, time.Since(due))
+		send(k)
+	}
+	return late
+}
+
 // bindingVerdict returns what the binding limit of alg allows over a run,
-// and the check of the admitted answers' spans against it: the windows for
-// the fixed window and the sliding window counter (which never lets the
-// count of its current window pass L), every W for the log, burst + rate·t
-// for the bucket.
+// and the check of the admitted answers' spans against it (see
+// limitVerdict).
 func bindingVerdict(alg algorithms.Algorithm, spans []span) (allows float64, c limitCheck) {
-	w := bindingWindow.Nanoseconds()
-	allows = bindingLimit * bindingWindows
+	return limitVerdict(alg, spans, bindingLimit, bindingWindow, bindingWindows)
+}
+
+// limitVerdict returns what a limit of alg, of limit per window (the
+// token bucket: a bucket of limit refilling limit per window), allows over
+// a run of windows windows from the start of one, and the check of the
+// admitted answers' spans against it: the windows for the fixed window and
+// the sliding window counter (which never lets the count of its current
+// window pass L), every W for the log, burst + rate·t for the bucket.
+func limitVerdict(alg algorithms.Algorithm, spans []span, limit uint64, window time.Duration, windows int) (allows float64, c limitCheck) {
+	w := window.Nanoseconds()
+	allows = float64(limit) * float64(windows)
 	switch alg {
 	case algorithms.SlidingWindowLog:
-		c = checkSlidingWindows(spans, w, bindingLimit)
+		c = checkSlidingWindows(spans, w, limit)
 	case algorithms.TokenBucket:
-		allows += bindingLimit // the burst, which the bucket starts with
-		c = checkTokenBucket(spans, bindingLimit, bindingLimit, w)
+		allows += float64(limit) // the burst, which the bucket starts with
+		c = checkTokenBucket(spans, limit, limit, w)
 	default:
-		c = checkFixedWindows(spans, w, bindingLimit)
+		c = checkFixedWindows(spans, w, limit)
 	}
 	return allows, c
 }
