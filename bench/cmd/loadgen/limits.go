@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 )
@@ -29,11 +30,26 @@ const (
 	// bindingValuePrefix starts values whose limit is bindingLimit a second,
 	// which the binding runs offer twice.
 	bindingValuePrefix = "b."
+	// quotaValuePrefix starts values whose limit is quotaLimit a minute,
+	// which `loadgen rlqs` offers twice through RateLimitService and
+	// through the Rate Limit Quota Service.
+	quotaValuePrefix = "q."
 )
 
 // bindingLimit is L of the binding runs' limits, per second: what this
 // machine can offer twice over, at a fixed rate, with room to spare.
 const bindingLimit = 1000
+
+// quotaLimit is L of the limits `loadgen rlqs` offers twice, per
+// quotaWindow: a window of many report intervals (Envoy reports every 5 s,
+// and a grant of a windowed limit ends with its window), and twice L a
+// window is a load this machine offers at a fixed rate with room to spare.
+// quotaUnit is quotaWindow as the limits file spells it.
+const (
+	quotaLimit  = 30_000
+	quotaWindow = time.Minute
+	quotaUnit   = "minute"
+)
 
 // hotLimit returns the requests per second of the hot rule of alg: far
 // above what one key is asked here (some 30 000 a second on two CPUs), and
@@ -62,15 +78,18 @@ func liveLimit(alg algorithms.Algorithm) uint64 {
 // instead, which the run spends before measuring ("exhausted" values); those
 // starting with hotValuePrefix one of hotLimit a second, and those starting
 // with bindingValuePrefix one of bindingLimit a second (for the token bucket,
-// a bucket of bindingLimit refilling bindingLimit a second).
+// a bucket of bindingLimit refilling bindingLimit a second), and those
+// starting with quotaValuePrefix one of quotaLimit a minute.
 func writeLimits(w io.Writer, domain string) error {
 	_, err := fmt.Fprintf(w, "# Limits for ratewarden's load generator (loadgen limits).\n"+
 		"# Each descriptor key is an algorithm. A value starting with %q is a\n"+
 		"# limit no run reaches; one starting with %q a limit of one hit a day,\n"+
 		"# spent before a run measures, so every later request for it is denied.\n"+
 		"# One starting with %q is a limit per second no run reaches, for one\n"+
-		"# hot key; one starting with %q a limit of %d a second, offered twice.\n"+
-		"domain: %s\ndescriptors:\n", liveValuePrefix, exhaustedValuePrefix, hotValuePrefix, bindingValuePrefix, bindingLimit, domain)
+		"# hot key; one starting with %q a limit of %d a second, offered twice;\n"+
+		"# one starting with %q a limit of %d a %s, offered twice.\n"+
+		"domain: %s\ndescriptors:\n", liveValuePrefix, exhaustedValuePrefix, hotValuePrefix, bindingValuePrefix, bindingLimit,
+		quotaValuePrefix, quotaLimit, quotaUnit, domain)
 	if err != nil {
 		return fmt.Errorf("loadgen: %w", err)
 	}
@@ -85,8 +104,12 @@ func writeLimits(w io.Writer, domain string) error {
 			"    rate_limit: {unit: second, requests_per_unit: %[5]d, algorithm: %[1]s}\n"+
 			"  - key: %[1]s\n"+
 			"    value: %[6]q\n"+
-			"    rate_limit: {unit: second, requests_per_unit: %[7]d, algorithm: %[1]s}\n",
-			alg, liveLimit(alg), exhaustedValuePrefix+"*", hotValuePrefix+"*", hotLimit(alg), bindingValuePrefix+"*", bindingLimit)
+			"    rate_limit: {unit: second, requests_per_unit: %[7]d, algorithm: %[1]s}\n"+
+			"  - key: %[1]s\n"+
+			"    value: %[8]q\n"+
+			"    rate_limit: {unit: %[10]s, requests_per_unit: %[9]d, algorithm: %[1]s}\n",
+			alg, liveLimit(alg), exhaustedValuePrefix+"*", hotValuePrefix+"*", hotLimit(alg), bindingValuePrefix+"*", bindingLimit,
+			quotaValuePrefix+"*", quotaLimit, quotaUnit)
 		if err != nil {
 			return fmt.Errorf("loadgen: %w", err)
 		}

@@ -22,6 +22,7 @@ func TestLimitsMatchEveryKindOfValue(t *testing.T) {
 	ks := newKeySpace(liveValuePrefix, "run1", 2, true)
 	hot := newKeySpace(hotValuePrefix, "run1", 2, false)
 	binding := newKeySpace(bindingValuePrefix, "run1", 1, false)
+	quota := newKeySpace(quotaValuePrefix, "run1", 1, false)
 	for _, alg := range algorithms.Algorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			for _, tt := range []struct {
@@ -36,6 +37,7 @@ func TestLimitsMatchEveryKindOfValue(t *testing.T) {
 				{hot.live[0], hotLimit(alg), time.Second},
 				{hot.live[1], hotLimit(alg), time.Second},
 				{binding.live[0], bindingLimit, time.Second},
+				{quota.live[0], quotaLimit, quotaWindow},
 			} {
 				m, ok := cfg.Match("bench", []rate.Entry{{Key: alg.String(), Value: tt.value}})
 				require.True(t, ok, "value %s matches", tt.value)

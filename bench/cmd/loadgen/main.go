@@ -2,9 +2,9 @@
 // ShouldRateLimit calls and reports decisions per second, latency
 // percentiles and what each decision cost Redis; it serves the no-op
 // RateLimitService and drives raw EVALSHA calls that are the baselines every
-// result is compared with; and `loadgen bench`, `loadgen rediscost` and
-// `loadgen overload` run the benchmarks on this machine, each writing its
-// table of BENCHMARKS.md and its page under benchmarks/.
+// result is compared with; and `loadgen bench`, `loadgen rediscost`,
+// `loadgen overload` and `loadgen rlqs` run the benchmarks on this machine,
+// each writing its table of BENCHMARKS.md and its page under benchmarks/.
 //
 // The load generator is a module of its own, in the repository's bench/,
 // that imports the server's packages from the checkout. From the
@@ -23,6 +23,7 @@
 //	loadgen serve -cpuprofile F   run ratewarden's server (RLS_* env) under the CPU profiler
 //	loadgen overload [flags]  run the overload benchmark, before and after
 //	loadgen rediscost [flags] what a decision costs Redis and the server, beside envoyproxy/ratelimit's
+//	loadgen rlqs [flags]      one limit that binds, through RateLimitService and the Rate Limit Quota Service
 //	loadgen spin              keep one CPU busy (the overload benchmark's busy loops)
 package main
 
@@ -65,6 +66,7 @@ const usage = `loadgen measures ratewarden.
   loadgen serve -cpuprofile F run ratewarden's server (RLS_* env) under the CPU profiler
   loadgen overload [flags]    run the overload benchmark on a busy machine, before and after
   loadgen rediscost [flags]   what a decision costs Redis and the server, beside envoyproxy/ratelimit's
+  loadgen rlqs [flags]        one limit that binds, through RateLimitService and the Rate Limit Quota Service
   loadgen spin                keep one CPU busy until stopped
 
 'loadgen COMMAND -h' lists a command's flags.
@@ -96,6 +98,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return overloadCommand(ctx, args, stderr)
 	case "rediscost":
 		return rediscostCommand(ctx, args, stdout, stderr)
+	case "rlqs":
+		return rlqsCommand(ctx, args, stdout, stderr)
 	case "spin":
 		return spinCommand(ctx, args, stderr)
 	case "help":

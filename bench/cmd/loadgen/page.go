@@ -12,11 +12,11 @@ import (
 	"strings"
 )
 
-// The files the report generators (bench, rediscost, overload and report)
-// write, relative to the directory they write into: the page, on which each
-// generator owns one block of headline tables between its markers, and a
-// folder that holds each generator's detail page and the JSON it renders
-// from.
+// The files the report generators (bench, rediscost, overload, rlqs and
+// report) write, relative to the directory they write into: the page, on
+// which each generator owns one block of headline tables between its
+// markers, and a folder that holds each generator's detail page and the
+// JSON it renders from.
 const (
 	pagePath  = "BENCHMARKS.md"
 	detailDir = "benchmarks"
@@ -36,9 +36,11 @@ const (
 	benchMarker             marker = "bench"
 	rediscostMarker         marker = "rediscost"
 	overloadMarker          marker = "overload"
+	rlqsMarker              marker = "rlqs"
 	benchAnalysisMarker     marker = "analysis"
 	rediscostAnalysisMarker marker = "rediscost-analysis"
 	overloadAnalysisMarker  marker = "overload-analysis"
+	rlqsAnalysisMarker      marker = "rlqs-analysis"
 )
 
 func (m marker) begin() string { return "<!-- " + string(m) + ":begin -->" }
@@ -175,7 +177,8 @@ func (m marker) writeAnalysis(w io.Writer, analysis string) {
 
 // reportCommand renders the page and the detail pages again from the JSON
 // files the generators keep under detailDir: the bench's, the overload
-// benchmark's and the Redis cost's, each that is there.
+// benchmark's, the Redis cost's and the RLQS comparison's, each that is
+// there.
 func reportCommand(args []string, stderr io.Writer) error {
 	flags := newFlagSet("report", "report [-out DIR] [-in FILE]: render "+pagePath+" and "+detailDir+"/ again from the JSON files under "+detailDir+"/", stderr)
 	out := flags.String("out", "", "the directory of "+pagePath+" and "+detailDir+"/ (default: the server's module, as for -root of the other commands)")
@@ -217,6 +220,14 @@ func reportCommand(args []string, stderr io.Writer) error {
 				return err
 			}
 			_, err := writeRedisCostFiles(*out, &r, stderr)
+			return err
+		}},
+		{filepath.Join(*out, rlqsJSONPath), false, func(b []byte) error {
+			var r rlqsReport
+			if err := json.Unmarshal(b, &r); err != nil {
+				return err
+			}
+			_, err := writeRLQSFiles(*out, &r, stderr)
 			return err
 		}},
 	} {

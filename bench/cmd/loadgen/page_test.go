@@ -41,20 +41,22 @@ func TestWriteOutputs(t *testing.T) {
 	assert.Equal(t, pageTitle+marker("a").wrap("## A again")+"\n"+marker("b").wrap("## B"), string(page))
 }
 
-// TestReportRendersEveryJSON: `loadgen report` renders the page's three
-// blocks and the three detail pages again from the JSON the generators keep,
+// TestReportRendersEveryJSON: `loadgen report` renders the page's four
+// blocks and the four detail pages again from the JSON the generators keep,
 // byte for byte, and leaves what is written by hand.
 func TestReportRendersEveryJSON(t *testing.T) {
 	dir := t.TempDir()
 	frame := "# Benchmarks\n\nWritten by hand.\n\n" + benchMarker.wrap("") + "\n" + rediscostMarker.wrap("") + "\n" +
-		overloadMarker.wrap("") + "\n## Reproduce\n\nBy hand too.\n"
+		overloadMarker.wrap("") + "\n" + rlqsMarker.wrap("") + "\n## Reproduce\n\nBy hand too.\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, pagePath), []byte(frame), 0o644))
 	require.NoError(t, writeReportFiles(dir, sampleReport(), io.Discard))
 	require.NoError(t, writeOverloadFiles(dir, sampleOverloadReport(), io.Discard))
 	_, err := writeRedisCostFiles(dir, sampleRedisCostReport(), io.Discard)
 	require.NoError(t, err)
+	_, err = writeRLQSFiles(dir, sampleRLQSReport(), io.Discard)
+	require.NoError(t, err)
 
-	files := []string{pagePath, reportDetailPath, reportSVGPath, overloadDetailPath, rediscostDetailPath}
+	files := []string{pagePath, reportDetailPath, reportSVGPath, overloadDetailPath, rediscostDetailPath, rlqsDetailPath}
 	want := map[string]string{}
 	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join(dir, f))
@@ -62,8 +64,8 @@ func TestReportRendersEveryJSON(t *testing.T) {
 		want[f] = string(b)
 	}
 	assert.True(t, strings.HasPrefix(want[pagePath], "# Benchmarks\n\nWritten by hand.\n\n"+benchMarker.begin()+"\n## Throughput"))
-	assert.True(t, strings.HasSuffix(want[pagePath], overloadMarker.end()+"\n\n## Reproduce\n\nBy hand too.\n"))
-	for _, m := range []marker{benchMarker, rediscostMarker, overloadMarker} {
+	assert.True(t, strings.HasSuffix(want[pagePath], rlqsMarker.end()+"\n\n## Reproduce\n\nBy hand too.\n"))
+	for _, m := range []marker{benchMarker, rediscostMarker, overloadMarker, rlqsMarker} {
 		assert.Equal(t, 1, strings.Count(want[pagePath], m.begin()), m)
 		assert.NotEmpty(t, m.kept(want[pagePath]), m)
 	}
