@@ -267,24 +267,21 @@ func (rep rlqsReport) writeTable(w io.Writer) {
 // summary says, per algorithm, what RLQS's figures were as multiples of
 // RLS's, or that a cell failed; "" for a report without cells.
 func (rep rlqsReport) summary() string {
-	var parts []string
+	var sentences []string
 	for _, pr := range rep.pairs() {
 		perCommand, perCPU, bound, ok := pr.ratios()
 		if !ok {
-			parts = append(parts, fmt.Sprintf("on %s a cell failed, and there is no comparison", pr.algorithm))
+			sentences = append(sentences, fmt.Sprintf("On %s a cell failed, so the two are not compared.", pr.algorithm))
 			continue
 		}
 		cpu := fmtFigure(perCPU) + " times"
 		if bound {
 			cpu = "more than " + cpu
 		}
-		parts = append(parts, fmt.Sprintf("on %s, %s times as many requests per Redis command as through RLS, %s as many per second of the server's CPU, and %s of the limit against RLS's %s",
+		sentences = append(sentences, fmt.Sprintf("On %s, through RLQS the Envoys admitted %s times as many requests per Redis command as through RLS, %s as many per second of the server's CPU, and %s of the limit against RLS's %s.",
 			pr.algorithm, fmtFigure(perCommand), cpu, fmtShare1(pr.rlqs.admitted()), fmtShare1(pr.rls.admitted())))
 	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return "Through RLQS the Envoys admitted, " + strings.Join(parts, "; ") + "."
+	return strings.Join(sentences, " ")
 }
 
 // writeDetail writes the detail page of the run: why and how it measures,
