@@ -361,7 +361,9 @@ func (rep rlqsReport) writeDetail(w io.Writer, analysis string) (failed int) {
 	return rep.failed()
 }
 
-// fmtCommands lists Redis commands by name, the most called first.
+// fmtCommands lists Redis commands by name, the most called first, for a
+// cell of a table: the bar of a subcommand's name (client|setname) is
+// escaped.
 func fmtCommands(c commandStats) string {
 	if len(c) == 0 {
 		return "none"
@@ -369,7 +371,7 @@ func fmtCommands(c commandStats) string {
 	names := slices.SortedFunc(maps.Keys(c), func(a, b string) int { return cmp.Or(cmp.Compare(c[b], c[a]), cmp.Compare(a, b)) })
 	parts := make([]string, len(names))
 	for i, n := range names {
-		parts[i] = fmt.Sprintf("%s %s", n, fmtRate(float64(c[n])))
+		parts[i] = fmt.Sprintf("%s %s", strings.ReplaceAll(n, "|", `\|`), fmtRate(float64(c[n])))
 	}
 	return strings.Join(parts, ", ")
 }

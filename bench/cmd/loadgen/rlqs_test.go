@@ -46,7 +46,7 @@ func sampleRLQSReport() *rlqsReport {
 		Machine: machine{CPU: "test CPU", CPUs: 2, Redis: "7.0.15", Commit: "abc"},
 		Envoys:  3, Limit: 30000, Unit: "minute", Offered: 2, Rate: 1000, ReportInterval: "5s", BackendTimeout: "1s",
 		Cells: []*quotaResult{
-			cell(algorithms.FixedWindow, protocolRLS, 30000, commandStats{"evalsha": 1000, "time": 200}, 4),
+			cell(algorithms.FixedWindow, protocolRLS, 30000, commandStats{"evalsha": 999, "time": 200, "client|setname": 1}, 4),
 			cell(algorithms.FixedWindow, protocolRLQS, 28500, commandStats{"evalsha": 40, "time": 20}, 0.05),
 			cell(algorithms.SlidingWindowLog, protocolRLS, 30000, commandStats{"evalsha": 1000, "zadd": 2000}, 5),
 			cell(algorithms.SlidingWindowLog, protocolRLQS, 27000, commandStats{"evalsha": 50, "zadd": 50}, 0),
@@ -119,7 +119,7 @@ func TestRLQSDetail(t *testing.T) {
 	d := detail.String()
 	assert.Contains(t, d, "| fixed_window | RLS | 60 000 | 0 | 30 000 | 30 000 | 100.0% | windows | 30 000 | 30 000 | 900µs | 2.50ms | 60.1 |")
 	assert.Contains(t, d, "| sliding_window_log | RLQS | 60 000 | 0 | 27 000 | 33 000 | 90.0% | sliding | 27 000 | 27 000 | 900µs | – | 60.1 |")
-	assert.Contains(t, d, "| fixed_window | RLS | 1 200 | evalsha 1 000, time 200 | 2.00 | 15 000 | 4.00 | 120 | 28 000 | 1 000 | – | – | – | – |")
+	assert.Contains(t, d, "| fixed_window | RLS | 1 200 | evalsha 999, time 200, client\\|setname 1 | 2.00 | 15 000 | 4.00 | 120 | 28 000 | 1 000 | – | – | – | – |", "a subcommand's bar does not end the cell")
 	assert.Contains(t, d, "| fixed_window | RLQS | 60 | evalsha 40, time 20 | 0.03 | 1 140 000 | 0.05 | – | – | – | 3 | 39 | 0 | 15 |")
 	assert.Contains(t, d, "| sliding_window_log | RLQS | 100 | evalsha 50, zadd 50 | 0.00 | – | 0.00 |")
 	assert.Contains(t, d, rlqsAnalysisMarker.wrap("Why."))
