@@ -197,6 +197,8 @@ func rlqsNotes(cfg *config.Config) []Finding {
 			msg = "not granted over RLQS: "
 		case d.Answer == rlqs.Grant && len(d.Why) > 0:
 			msg = "granted over RLQS short of its limit: "
+		case d.Answer == rlqs.AllowAll && len(d.Why) > 0:
+			msg = "shadow_mode over RLQS: allowed all, its usage counted nowhere: "
 		default:
 			continue
 		}

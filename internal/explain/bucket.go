@@ -143,9 +143,16 @@ func (e *Explainer) Bucket(cfg *config.Config, req BucketRequest, now time.Time)
 	}
 	r.Rule = &Rule{Path: m.Rule.Path, File: m.Rule.File, Line: m.Rule.Line}
 	d := rlqs.Decide(m.Rule)
+	if d.Answer == rlqs.Grant && e.shadowMode {
+		d.Answer = rlqs.Record
+	}
 	r.Answer, r.Why = d.Answer.String(), d.Why
 	switch d.Answer {
 	case rlqs.AllowAll:
+		if m.Rule.ShadowMode {
+			r.Effects = append(r.Effects, "shadow_mode: the bucket is assigned ALLOW_ALL, for an hour at a time, and its usage is counted nowhere")
+			return r, nil
+		}
 		r.Effects = append(r.Effects, "unlimited: the bucket is assigned ALLOW_ALL, for an hour at a time, and counted nowhere")
 		return r, nil
 	case rlqs.NoAssignment:
@@ -158,15 +165,17 @@ func (e *Explainer) Bucket(cfg *config.Config, req BucketRequest, now time.Time)
 		return nil, err
 	}
 	r.Grant = g
+	if d.Answer == rlqs.Record {
+		why := "shadow_mode"
+		if !m.Rule.ShadowMode {
+			why = "RLS_SHADOW_MODE"
+		}
+		r.Effects = append(r.Effects, why+": the bucket is assigned ALLOW_ALL, for an hour at a time, and what the Envoys report they allowed is charged to the limit, where RateLimitService counts the same entries")
+		return r, nil
+	}
 	r.Effects = append(r.Effects, "a grant is k hits reserved on the limit in one backend call, in the state that RateLimitService counts the same entries in, and sent as a token bucket of k tokens that does not refill: grants never add up past the limit")
 	if op.Limit.Algorithm.Spec().Windowed {
 		r.Effects = append(r.Effects, "a grant ends a second before its window does: none is made in a window's last 2 seconds")
-	}
-	switch {
-	case m.Rule.ShadowMode:
-		r.Effects = append(r.Effects, "shadow_mode does not apply: the Envoy enforces its grants")
-	case e.shadowMode:
-		r.Effects = append(r.Effects, "RLS_SHADOW_MODE does not apply: the Envoy enforces its grants")
 	}
 	return r, nil
 }

@@ -69,9 +69,11 @@ bucket {"tenant":"acme","user":"u1"}: the descriptor tenant=acme user=u1
 	assert.Equal(t, "rl:{q|tenant=acme|fixed_window:60}:w30000000", r.Grant.Keys[0], "the window of now")
 	assert.Contains(t, r.Text(), "  a grant ends a second before its window does: none is made in a window's last 2 seconds\n")
 
+	// A rule in shadow mode never denies: ALLOW_ALL, its usage charged.
 	r = explain(`{"domain":"q","bucket":{"trial":"t"}}`)
-	assert.Equal(t, "grant", r.Answer)
-	assert.Contains(t, r.Effects, "shadow_mode does not apply: the Envoy enforces its grants")
+	assert.Equal(t, "record", r.Answer)
+	assert.Contains(t, r.Text(), "  answer: ALLOW_ALL, the usage reported charged to 1 per 1 minute, sliding_window_log\n")
+	assert.Contains(t, r.Effects, "shadow_mode: the bucket is assigned ALLOW_ALL, for an hour at a time, and what the Envoys report they allowed is charged to the limit, where RateLimitService counts the same entries")
 
 	r = explain(`{"domain":"q","bucket":{"burst":"b"}}`)
 	assert.Equal(t, "grant", r.Answer)

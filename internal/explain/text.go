@@ -132,7 +132,11 @@ func (r *BucketReport) Text() string {
 	switch {
 	case r.Grant != nil:
 		g := r.Grant
-		fmt.Fprintf(&b, "  answer: grants of hits reserved on %s\n", limitText(Limit{
+		what := "grants of hits reserved on"
+		if r.Answer == "record" {
+			what = "ALLOW_ALL, the usage reported charged to"
+		}
+		fmt.Fprintf(&b, "  answer: %s %s\n", what, limitText(Limit{
 			Name: g.Name, RequestsPerUnit: g.RequestsPerUnit, Unit: g.Unit, UnitMultiplier: g.UnitMultiplier,
 			Algorithm: g.Algorithm, Burst: g.Burst, Calendar: g.Calendar,
 		}))
@@ -145,6 +149,11 @@ func (r *BucketReport) Text() string {
 	case r.Rule == nil:
 		fmt.Fprintf(&b, "  no rule: %s\n", strings.Join(r.Why, "; "))
 		b.WriteString("  answer: no assignment\n")
+	case len(r.Why) > 0 && r.Answer == "allow_all":
+		b.WriteString("  answer: ALLOW_ALL, counted nowhere, as a grant could not count on the rule:\n")
+		for _, w := range r.Why {
+			fmt.Fprintf(&b, "    %s\n", w)
+		}
 	case len(r.Why) > 0:
 		b.WriteString("  answer: no assignment, as a grant cannot count on the rule:\n")
 		for _, w := range r.Why {

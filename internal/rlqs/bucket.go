@@ -38,15 +38,22 @@ const (
 	// Grant: the bucket is granted token buckets of hits reserved on its
 	// rule's limit.
 	Grant
+	// Record: the bucket is assigned ALLOW_ALL, and what the Envoys report
+	// they allowed is charged to its rule's limit after the fact: a rule in
+	// shadow mode counts and never denies.
+	Record
 )
 
-// String returns the answer's name: no_assignment, allow_all or grant.
+// String returns the answer's name: no_assignment, allow_all, grant or
+// record.
 func (a Answer) String() string {
 	switch a {
 	case AllowAll:
 		return "allow_all"
 	case Grant:
 		return "grant"
+	case Record:
+		return "record"
 	}
 	return "no_assignment"
 }
@@ -55,12 +62,13 @@ func (a Answer) String() string {
 // selects a rule.
 type Decision struct {
 	Answer Answer
-	// Limit is the limit a Grant's hits are reserved on; nil for the other
-	// answers.
+	// Limit is the limit a Grant's hits are reserved on, or a Record's
+	// charged to; nil for the other answers.
 	Limit *config.RateLimit
 	// Why says, for NoAssignment, each thing that keeps a grant from
 	// counting on the rule, or that no rule matched; for a Grant, what
-	// keeps its grants from admitting all the limit allows.
+	// keeps its grants from admitting all the limit allows; for a shadow
+	// rule's AllowAll, why its usage is counted nowhere.
 	Why []string
 }
 
@@ -83,8 +91,10 @@ const minGrantWindow = inFlight + 2*time.Second
 // rule a grant can count on, one limit, not split over shards, whose hits
 // are not charges, and, when windowed, of a window a grant fits in; and
 // NoAssignment, saying why, for any other rule and for nil (no rule
-// matched). The server answers so, and the check command and explain
-// report it.
+// matched). A rule in shadow mode never denies: Record on the limit a
+// grant could count on, else AllowAll, saying why nothing is counted. The
+// server answers so (with RLS_SHADOW_MODE, a Grant is a Record), and the
+// check command and explain report it.
 func Decide(rule *config.Rule) Decision {
 	switch {
 	case rule == nil:
@@ -111,7 +121,12 @@ func Decide(rule *config.Rule) Decision {
 	case rule.Charge:
 		why = append(why, "charge: window, as quota_mode and limits from xDS set it (a charge counts hits once spent; a grant reserves them before)")
 	}
-	if len(why) > 0 {
+	switch {
+	case rule.ShadowMode && len(why) > 0:
+		return Decision{Answer: AllowAll, Why: why}
+	case rule.ShadowMode:
+		return Decision{Answer: Record, Limit: &rule.Limits[0]}
+	case len(why) > 0:
 		return Decision{Why: why}
 	}
 	d := Decision{Answer: Grant, Limit: &rule.Limits[0]}

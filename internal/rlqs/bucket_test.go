@@ -23,6 +23,13 @@ import (
 const decideLimits = `
 domain: edge
 descriptors:
+  - key: trial
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 60, algorithm: sliding_window_log}
+  - key: trial_two
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 60}
+    rate_limits: [{unit: hour, requests_per_unit: 600}]
   - key: tenant
     rate_limit: {unit: minute, requests_per_unit: 600, algorithm: fixed_window}
   - key: free
@@ -74,6 +81,10 @@ func TestDecide(t *testing.T) {
 		}
 	}
 	assert.Equal(t, Decision{Answer: AllowAll}, decide("free"))
+	trial := decide("trial")
+	assert.Equal(t, Record, trial.Answer, "a rule in shadow mode never denies")
+	assert.EqualValues(t, 60, trial.Limit.Limit.Requests)
+	assert.Equal(t, Decision{Answer: AllowAll, Why: []string{"2 limits (a grant is reserved on one)"}}, decide("trial_two"))
 	shallow := decide("bucket_second")
 	assert.Equal(t, Grant, shallow.Answer)
 	assert.Equal(t, []string{"a burst of 1s of its rate (grants admit all it refills only with 10s or more: two of Envoy's report intervals)"}, shallow.Why)
@@ -88,7 +99,7 @@ func TestDecide(t *testing.T) {
 		assert.Equal(t, Decision{Answer: NoAssignment, Why: why}, decide(key), key)
 	}
 	assert.Equal(t, Decision{Why: []string{"no rule matches"}}, Decide(nil))
-	for a, name := range map[Answer]string{NoAssignment: "no_assignment", AllowAll: "allow_all", Grant: "grant"} {
+	for a, name := range map[Answer]string{NoAssignment: "no_assignment", AllowAll: "allow_all", Grant: "grant", Record: "record"} {
 		assert.Equal(t, name, a.String())
 	}
 }

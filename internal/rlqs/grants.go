@@ -17,8 +17,9 @@ type holding struct {
 	cfg    *config.Config
 	grants []*grant
 	// unlimited is a bucket whose rule counts nothing: it is allowed all;
-	// granted one whose rule the service grants (op's limit).
-	unlimited, granted bool
+	// granted one whose rule the service grants (op's limit); recorded one
+	// allowed all whose usage is charged to op's limit (shadow mode).
+	unlimited, granted, recorded bool
 }
 
 // grant is k hits reserved on a limit, as a lease's take reserves them,

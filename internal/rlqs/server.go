@@ -49,6 +49,9 @@ type Options struct {
 	MinGrant uint64
 	// Timeout bounds each backend call.
 	Timeout time.Duration
+	// ShadowMode (RLS_SHADOW_MODE) records every granted rule's usage
+	// instead of granting it: no bucket is denied.
+	ShadowMode bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Observer is told the grants, the usage reported and the streams;
@@ -196,24 +199,32 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, opened ti
 			nh := s.resolve(reports.GetDomain(), entries)
 			if h != nil {
 				nh.grants = h.grants
-				if g := nh.current(); g != nil && nh.unlimited {
+				if g := nh.current(); g != nil && (nh.unlimited || nh.recorded) {
 					g.superseded = now // replaced by ALLOW_ALL below
 				}
 			}
 			held[key] = nh
 			h = nh
-			if h.unlimited {
+			if h.unlimited || h.recorded {
 				resp.BucketAction = append(resp.BucketAction, assign(id, allowAll(), unlimitedTTL))
 			}
 		}
-		if !h.granted && !h.unlimited && len(h.grants) == 0 {
+		if !h.granted && !h.unlimited && !h.recorded && len(h.grants) == 0 {
 			continue // no rule the service can grant: Envoy's own behaviour applies
 		}
 		h.reported()
-		if h.granted {
+		if h.granted || h.recorded {
 			s.opts.Observer.ObserveUsage(&h.op, u.GetNumRequestsAllowed(), u.GetNumRequestsDenied())
 		}
-		if extra := h.attribute(u.GetNumRequestsAllowed()); extra > 0 && h.granted && now.Sub(opened) >= s.life() {
+		extra := h.attribute(u.GetNumRequestsAllowed())
+		switch {
+		case extra > 0 && h.recorded:
+			// Shadow mode: what the Envoy allowed is counted, after the
+			// fact, where RateLimitService counts the same entries.
+			charge := h.op
+			charge.Kind, charge.Hits = rate.Charge, extra
+			ops = append(ops, charge)
+		case extra > 0 && h.granted && now.Sub(opened) >= s.life():
 			// Allowed with no grant (the Envoy's own fallback): usage
 			// already spent, recorded as a charge. Not while a grant of
 			// the Envoy's last stream may still be served: that stream's
@@ -262,9 +273,10 @@ func (s *Server) answer(ctx context.Context, held map[string]*holding, opened ti
 }
 
 // resolve returns the holding of a bucket id's rule in domain, in the
-// limits in force, as Decide says: unlimited for an unlimited rule,
-// granted for a rule a grant can count on, and neither when no rule
-// matches or the rule is another.
+// limits in force, as Decide says: unlimited for an unlimited rule (or a
+// shadow one whose usage cannot be counted), granted for a rule a grant
+// can count on, recorded for one in shadow mode, and none of them when no
+// rule matches or the rule is another.
 func (s *Server) resolve(domain string, entries []rate.Entry) *holding {
 	cfg := s.opts.Config()
 	h := &holding{cfg: cfg}
@@ -272,20 +284,24 @@ func (s *Server) resolve(domain string, entries []rate.Entry) *holding {
 		return h
 	}
 	m, ok := cfg.Match(domain, entries)
-	switch d := Decide(m.Rule); {
+	d := Decide(m.Rule)
+	if d.Answer == Grant && s.opts.ShadowMode {
+		d.Answer = Record
+	}
+	switch {
 	case !ok:
 		return h
 	case d.Answer == AllowAll:
 		h.unlimited = true
 		return h
-	case d.Answer != Grant:
+	case d.Answer == NoAssignment:
 		s.opts.Logger.Warn("rlqs: a bucket's rule is not one a grant can count on",
 			"domain", domain, "rule", m.MetricKey, "why", d.Why)
 		return h
 	}
-	h.op = rate.Op{Key: m.Key, Limit: m.Rule.Limits[0].Limit, Tag: m.MetricKey}
+	h.op = rate.Op{Key: m.Key, Limit: d.Limit.Limit, Tag: m.MetricKey}
 	h.op.ID = h.op.Identity()
-	h.granted = true
+	h.granted, h.recorded = d.Answer == Grant, d.Answer == Record
 	return h
 }
 

@@ -461,3 +461,37 @@ func TestARequestInFlightUnderAReplacedGrantIsNotGivenBack(t *testing.T) {
 	assert.LessOrEqual(t, admitted, 600)
 	t.Logf("admitted %d in the minute", admitted)
 }
+
+// TestShadowModeNeverDenies: a rule in shadow mode, and every rule under
+// RLS_SHADOW_MODE, is answered ALLOW_ALL, and what the Envoys report they
+// allowed is charged to the limit, where RateLimitService counts the same
+// entries. Two Envoys ask for four times the limit for two minutes: all
+// is allowed but the first step's requests of each (asked before any
+// answer, so its no-assignment behaviour, DENY_ALL, decides them), and all
+// is counted.
+func TestShadowModeNeverDenies(t *testing.T) {
+	shadowed := rlstest.Limits(t, `
+domain: edge
+descriptors:
+  - key: fixed
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 600, algorithm: fixed_window}
+`)
+	for name, setup := range map[string]func(f *fixture){
+		"rule":            func(f *fixture) { f.cfg.Store(shadowed) },
+		"RLS_SHADOW_MODE": func(f *fixture) { f.srv.opts.ShadowMode = true },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, 2)
+			setup(f)
+			admitted := f.run(map[string]string{"fixed": "acme"}, 2*600, func(int, int) int { return 2 }, nil)
+			var n uint64
+			for _, a := range admitted {
+				n += a
+			}
+			assert.Equal(t, uint64(2*2*2*600-2*2), n)
+			f.step(5 * time.Second) // the last reports
+			assert.Equal(t, int64(n), f.charged.Load(), "every request allowed was charged")
+		})
+	}
+}

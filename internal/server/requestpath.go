@@ -96,6 +96,7 @@ func newRequestPath(b rate.Limiter, outcomes *rate.Outcomes, cfg *config.Config,
 		// leases, which are this replica's.
 		qOpts := rlqs.DefaultOptions()
 		qOpts.Limiter, qOpts.Logger, qOpts.Observer = l, logger, m
+		qOpts.ShadowMode = s.ShadowMode
 		qOpts.Config = func() *config.Config { return svc.Config() }
 		if opts.BackendTimeout > 0 {
 			qOpts.Timeout = opts.BackendTimeout
