@@ -89,6 +89,10 @@ type Options struct {
 	// RefundOnDeny gives back what a denied request took from its other
 	// descriptors and limits.
 	RefundOnDeny bool
+	// RetryAfter adds a retry-after header to every response over its
+	// limits: the wait, in whole seconds rounded up, after which the
+	// request would be admitted. envoyproxy/ratelimit adds none.
+	RetryAfter bool
 	// AllowNegativeHits lets is_negative_hits give hits back to a limit
 	// override of a descriptor that matches no rule; a rule says for itself
 	// (config.Rule.AllowNegativeHits). Where it is not allowed, the hits are
@@ -153,6 +157,7 @@ func DefaultOptions() Options {
 	return Options{
 		DefaultAlgorithm: algorithms.SlidingWindowCounter,
 		RefundOnDeny:     true,
+		RetryAfter:       true,
 		FailureMode:      FailError,
 		BackendTimeout:   time.Second,
 		DeadlineReserve:  2 * time.Millisecond,

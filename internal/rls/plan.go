@@ -26,6 +26,8 @@ type plan struct {
 	// dynamicMetadata asks for.
 	req             *rlsv3.RateLimitRequest
 	dynamicMetadata bool
+	// retryAfter is Options.RetryAfter.
+	retryAfter bool
 	// descs holds, per request descriptor, how it matched.
 	descs []descPlan
 	// ops and limits are parallel: limits[i] says where ops[i] came from.
@@ -99,7 +101,7 @@ func newPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*pl
 // none).
 func matchPlan(cfg *config.Config, req *rlsv3.RateLimitRequest, opts Options) (*plan, map[string]bool, error) {
 	descs := req.GetDescriptors()
-	p := &plan{domain: req.GetDomain(), req: req, dynamicMetadata: opts.ResponseDynamicMetadata}
+	p := &plan{domain: req.GetDomain(), req: req, dynamicMetadata: opts.ResponseDynamicMetadata, retryAfter: opts.RetryAfter}
 	if len(descs) <= smallPlan {
 		p.descs = p.descsBuf[:len(descs)]
 	} else {
@@ -371,7 +373,7 @@ func (p *plan) failureResponse(code rlsv3.RateLimitResponse_Code) *rlsv3.RateLim
 // over the limit for the request (over: not when shadow mode lets it
 // through), and the wait if so. The request is over its limits as a
 // verdict decides (quota mode), and then the response carries a
-// retry-after header.
+// retry-after header (Options.RetryAfter).
 func (p *plan) assemble(limited func(descPlan, *rlsv3.RateLimitResponse_DescriptorStatus) (denied, over bool, wait time.Duration)) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
@@ -397,7 +399,9 @@ func (p *plan) assemble(limited func(descPlan, *rlsv3.RateLimitResponse_Descript
 	}
 	if over, retryAfter := v.result(); over {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, retryAfterHeader(retryAfter))
+		if p.retryAfter {
+			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, retryAfterHeader(retryAfter))
+		}
 	}
 	if p.dynamicMetadata {
 		resp.DynamicMetadata = responseMetadata(p.req, p.admittedMetadata(resp.Statuses))

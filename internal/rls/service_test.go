@@ -191,6 +191,21 @@ func TestFixedWindowTurnsOverLimitWithTruthfulReset(t *testing.T) {
 	assert.Equal(t, ok, f.call(t, req).GetOverallCode())
 }
 
+// TestRetryAfterCanBeLeftOut: with RetryAfter off (RLS_RETRY_AFTER=false),
+// an answer over its limits carries no header, as envoyproxy/ratelimit's
+// does not; its statuses are the same.
+func TestRetryAfterCanBeLeftOut(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.RetryAfter = false })
+	req := request(desc("fixed", "a"))
+	for range 3 {
+		require.Equal(t, ok, f.call(t, req).GetOverallCode())
+	}
+	resp := f.call(t, req)
+	require.Equal(t, over, resp.GetOverallCode())
+	assert.Equal(t, 59*time.Second+750*time.Millisecond, resp.GetStatuses()[0].GetDurationUntilReset().AsDuration())
+	assert.Empty(t, resp.GetResponseHeadersToAdd())
+}
+
 func TestStatusesFollowRequestOrder(t *testing.T) {
 	f := newFixture(t, nil)
 	for range 2 {

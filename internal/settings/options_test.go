@@ -30,7 +30,7 @@ func TestServiceOptions(t *testing.T) {
 	t.Parallel()
 	s, err := Load(lookupIn(map[string]string{
 		"RLS_BACKEND": "redis", "RLS_DEFAULT_ALGORITHM": "token_bucket", "RLS_FAILURE_MODE": "deny",
-		"RLS_SHADOW_MODE": "true", "RLS_QUOTA_MODE": "true", "RLS_REFUND_ON_DENY": "false",
+		"RLS_SHADOW_MODE": "true", "RLS_QUOTA_MODE": "true", "RLS_REFUND_ON_DENY": "false", "RLS_RETRY_AFTER": "false",
 		"RLS_RESPONSE_DYNAMIC_METADATA": "true", "RLS_ALLOW_NEGATIVE_HITS": "true",
 		"RLS_BACKEND_TIMEOUT": "3s", "RLS_BACKEND_TIMEOUT_MAX": "4s", "RLS_DEADLINE_RESERVE": "5ms",
 		"RLS_NEAR_LIMIT_RATIO": "0.5",

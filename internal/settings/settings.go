@@ -89,6 +89,7 @@ type Settings struct {
 	NearLimitRatio   float64              `split_words:"true" desc:"share of a limit's capacity, in (0, 1], at or above which admitted hits count as near_limit in the metrics"`
 	ShadowMode       bool                 `split_words:"true" desc:"count and report, but answer OK to every request; a descriptor over its limit keeps its OVER_LIMIT status"`
 	RefundOnDeny     bool                 `split_words:"true" desc:"give back what a denied request took from its other descriptors and limits"`
+	RetryAfter       bool                 `split_words:"true" desc:"add a retry-after header, the seconds until the request would be admitted, to every answer over its limits (envoyproxy/ratelimit adds none)"`
 	QuotaMode        bool                 `split_words:"true" desc:"put every descriptor in quota mode, as quota_mode puts one: a descriptor over its limit is reported OVER_LIMIT but denies the request only when every quota descriptor of it is over"`
 
 	ResponseDynamicMetadata bool `split_words:"true" desc:"answer with dynamic metadata: the request's domain, descriptors and hits, and the metadata of the rules that admitted it"`
@@ -246,6 +247,7 @@ func (s *Settings) bindings(o *options) []binding {
 		bind(svc, "ShadowMode", &s.ShadowMode, &svc.ShadowMode),
 		bind(svc, "QuotaMode", &s.QuotaMode, &svc.QuotaMode),
 		bind(svc, "RefundOnDeny", &s.RefundOnDeny, &svc.RefundOnDeny),
+		bind(svc, "RetryAfter", &s.RetryAfter, &svc.RetryAfter),
 		bind(svc, "ResponseDynamicMetadata", &s.ResponseDynamicMetadata, &svc.ResponseDynamicMetadata),
 		bind(svc, "AllowNegativeHits", &s.AllowNegativeHits, &svc.AllowNegativeHits),
 		bind(svc, "BackendTimeout", &s.BackendTimeout, &svc.BackendTimeout),
