@@ -2,6 +2,8 @@ package test
 
 import (
 	"fmt"
+	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/algorithms"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/settings"
 	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
 )
 
@@ -276,5 +279,51 @@ func TestIstioEnvoyFilters(t *testing.T) {
 		ds, err := envoymodel.Descriptors(vh.GetRateLimits(), rl.GetStage(), tc.req)
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, envoymodel.Describe(ds), tc.name)
+	}
+}
+
+// istioTaskEnv is the environment of the Deployment "ratelimit" in Istio's
+// global rate limit task, which runs envoyproxy/ratelimit.
+var istioTaskEnv = map[string]string{
+	"LOG_LEVEL": "debug", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis:6379", "USE_STATSD": "false",
+	"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_WATCH_ROOT": "false",
+	"RUNTIME_IGNOREDOTFILES": "true",
+}
+
+// TestIstioSwapPatch: envoy/istio/swap-patch.yaml is a strategic merge
+// patch of the task's container "ratelimit" that pins a released image,
+// adds the variables that keep envoyproxy/ratelimit's answers, which the
+// server reads beside the task's own as it should (fixed windows, no
+// refund on deny, no retry-after, both metric names, Redis and the limits
+// where the task has them), and probes on the ports the server serves.
+func TestIstioSwapPatch(t *testing.T) {
+	docs := yamlDocuments(t, envoyFile("istio/swap-patch.yaml"))
+	require.Len(t, docs, 1)
+	c := container(t, map[string]any{"spec": docs[0]["spec"]})
+	assert.Equal(t, "ratelimit", c["name"], "the task's container, which the patch merges into by name")
+	assert.Regexp(t, `^ghcr\.io/ratewarden/ratewarden:\d+\.\d+\.\d+$`, c["image"], "a released image, pinned")
+
+	env := containerEnv(t, c)
+	known, err := knownVariables()
+	require.NoError(t, err)
+	for name := range env {
+		assert.True(t, known[name], "the server does not read %s", name)
+	}
+	merged := maps.Clone(istioTaskEnv)
+	maps.Copy(merged, env)
+	s, err := settings.Load(func(k string) (string, bool) { v, ok := merged[k]; return v, ok })
+	require.NoError(t, err)
+	opts := s.ServiceOptions(slog.New(slog.DiscardHandler))
+	assert.Equal(t, algorithms.FixedWindow, opts.DefaultAlgorithm)
+	assert.False(t, opts.RefundOnDeny)
+	assert.False(t, opts.RetryAfter)
+	assert.Equal(t, "both", s.MetricsNames.String())
+	assert.Equal(t, settings.BackendRedis, s.Backend, "REDIS_URL")
+	assert.Equal(t, "/data/ratelimit/config", s.ConfigPath, "RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config")
+
+	httpPort := port(t, ":8080")
+	for probe, path := range map[string]string{"readinessProbe": "/ready", "livenessProbe": "/healthcheck", "startupProbe": "/healthcheck"} {
+		assert.Equal(t, path, at(t, c, probe, "httpGet", "path"), probe)
+		assert.Equal(t, httpPort, at(t, c, probe, "httpGet", "port"), probe)
 	}
 }
