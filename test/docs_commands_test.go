@@ -7,6 +7,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/credentials/insecure"
+	"gopkg.in/yaml.v3"
 
 	"github.com/ratewarden/ratewarden/internal/testkit/proc"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
@@ -64,6 +66,8 @@ func (s *docSession) runCall(c docCall, env map[string]string) error {
 	switch {
 	case isServer:
 		return s.startServer(env)
+	case slices.Equal(args, istioPortForward):
+		return s.startIstioTask()
 	case len(args) >= 2 && args[0] == "go" && args[1] == "test":
 		return checkGoTest(".", args[2:])
 	case len(args) >= 4 && args[0] == "go" && args[1] == "-C" && args[3] == "test":
@@ -72,6 +76,66 @@ func (s *docSession) runCall(c docCall, env map[string]string) error {
 		return s.redisServer(args[1:])
 	}
 	return errors.New("the docs test neither runs this command nor knows a test that covers it: teach docs_commands_test.go to run it, or add it to docsCovered")
+}
+
+// istioPortForward is the command of docs/swap-in-istio.md that reaches the
+// patched Deployment's server from the reader's machine.
+var istioPortForward = []string{"kubectl", "-n", "default", "port-forward", "deployment/ratelimit", "8080:8080", "8081:8081"}
+
+// startIstioTask starts the server as the Deployment of Istio's global rate
+// limit task runs it once envoy/istio/swap-patch.yaml is applied: the
+// task's envoyproxy/ratelimit variables (istioTaskEnv), its limits
+// (testdata/istio-task/config.yaml) under RUNTIME_ROOT, a real Redis at
+// REDIS_URL, and the patch's variables; on the ports the port-forward
+// names. It waits until the server is ready.
+func (s *docSession) startIstioTask() error {
+	patch, err := os.ReadFile(filepath.Join(repoRoot, "envoy", "istio", "swap-patch.yaml"))
+	if err != nil {
+		return err
+	}
+	var doc struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Env []struct{ Name, Value string }
+					}
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal(patch, &doc); err != nil {
+		return err
+	}
+	root := s.t.TempDir()
+	limits, err := os.ReadFile(filepath.Join(repoRoot, "test", "testdata", "istio-task", "config.yaml"))
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(root, "ratelimit", "config")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), limits, 0o644); err != nil {
+		return err
+	}
+	env := maps.Clone(istioTaskEnv)
+	env["RUNTIME_ROOT"], env["REDIS_URL"] = root, redistest.Standalone(s.t).Addr()
+	for _, c := range doc.Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			env[e.Name] = e.Value
+		}
+	}
+	s.stopServer()
+	s.t.Logf("%s: starting the server as the patched Deployment of Istio's task runs it", s.doc.Path)
+	p, err := launchServer(s.t, repoRoot, env, insecure.NewCredentials())
+	if err != nil {
+		return err
+	}
+	s.srv = &docServer{serverProcess: p, grpcPort: "8081", httpPort: "8080"}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return p.WaitServing(ctx)
 }
 
 // docServer is the server a document's last server command started, and the
@@ -438,6 +502,22 @@ var docsCovered = []coveredCommandSpec{
 		files:  []string{"envoy/istio/ratewarden.yaml"},
 		tests:  []string{"test.TestIstioManifestsParse", "test.TestIstioRatewardenDeployment"},
 		why:    "Kubernetes does not run in the tests: the manifests are checked against the server's variables and config/",
+	},
+	{
+		prefix: []string{"kubectl", "-n", "default", "patch", "deployment", "ratelimit", "--patch-file", "envoy/istio/swap-patch.yaml"},
+		files:  []string{"envoy/istio/swap-patch.yaml"},
+		tests:  []string{"test.TestIstioSwapPatch"},
+		why:    "Kubernetes does not run in the tests: the patch's variables are loaded beside the task's, and the server runs with them where the walkthrough reaches it (kubectl port-forward)",
+	},
+	{
+		prefix: []string{"kubectl", "-n", "default", "rollout"},
+		tests:  []string{"test.TestIstioSwapPatch"},
+		why:    "Kubernetes does not run in the tests: it waits for, or reverts, the rollout of the patched Deployment",
+	},
+	{
+		prefix: []string{"kubectl", "-n", "default", "logs", "deployment/ratelimit"},
+		tests:  []string{"test.TestEnvoyproxyRatelimitEnvironment"},
+		why:    "Kubernetes does not run in the tests: the lines the start log gives for the variables it read and ignored are checked where the server starts with envoyproxy/ratelimit's variables",
 	},
 	{
 		prefix: []string{"kubectl", "apply", "-f", "envoy/istio/envoyfilter.yaml"},

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -268,7 +269,35 @@ var proseClaims = []proseClaim{{
 	doc: "README.md", section: "Try it", program: "grpcurl",
 	says:  "that the first five answers are OK with limitRemaining counting down from 4, and the sixth OVER_LIMIT with a retry-after",
 	check: checkTryItLoop,
+}, {
+	doc: "docs/swap-in-istio.md", section: "3. Check", program: "grpcurl",
+	says:  "that the first answer is OK and the second OVER_LIMIT until the minute ends, with no retry-after header",
+	check: checkIstioSwapAnswers,
 }}
+
+// checkIstioSwapAnswers checks the two answers of the walkthrough's check
+// against the task's limit of one request a minute, as envoyproxy/ratelimit
+// answers them: OK, then OVER_LIMIT until the minute's end, no headers.
+func checkIstioSwapAnswers(outputs []string) error {
+	if len(outputs) != 2 {
+		return fmt.Errorf("%d answers, not 2", len(outputs))
+	}
+	var first, second rlsv3.RateLimitResponse
+	if err := errors.Join(protojson.Unmarshal([]byte(outputs[0]), &first), protojson.Unmarshal([]byte(outputs[1]), &second)); err != nil {
+		return err
+	}
+	if first.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		return fmt.Errorf("the first answer is %s", first.GetOverallCode())
+	}
+	if second.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || len(second.GetResponseHeadersToAdd()) > 0 {
+		return fmt.Errorf("the second answer is %s with headers %v", second.GetOverallCode(), second.GetResponseHeadersToAdd())
+	}
+	reset := second.GetStatuses()[0].GetDurationUntilReset().AsDuration()
+	if untilMinute := time.Until(time.Now().Truncate(time.Minute).Add(time.Minute)); reset <= 0 || reset > untilMinute+time.Second {
+		return fmt.Errorf("the second answer resets in %s, not at the minute's end (%s away): not a fixed window", reset, untilMinute)
+	}
+	return nil
+}
 
 func checkTryItLoop(outputs []string) error {
 	if len(outputs) != 6 {
