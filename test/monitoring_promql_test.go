@@ -3,6 +3,7 @@ package test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -263,9 +264,16 @@ func (s servedSeries) scrapeSeries(t *testing.T, url string) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, url)
+	s.readSeries(t, url, resp.Body)
+}
+
+// readSeries reads the series of r, in the Prometheus text format, into s;
+// from names where they come from.
+func (s servedSeries) readSeries(t *testing.T, from string, r io.Reader) {
+	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err, url)
+	families, err := parser.TextToMetricFamilies(r)
+	require.NoError(t, err, from)
 	for name, f := range families {
 		for _, m := range f.GetMetric() {
 			b := labels.NewBuilder(labels.EmptyLabels())
@@ -290,6 +298,55 @@ func (s servedSeries) scrapeSeries(t *testing.T, url string) {
 			}
 		}
 	}
+}
+
+// redisExporterJob is the job the alerts on Redis select the Redis
+// exporter's series of: the exporter of the Redis that holds the counts,
+// apart from any other Redis that Prometheus scrapes.
+const redisExporterJob = "ratewarden-redis"
+
+// redisExporterPrefix begins the names of the Redis exporter's metrics (its
+// default namespace, redis), which no ratewarden server serves.
+const redisExporterPrefix = "redis_"
+
+// redisExporterDir holds what the Redis exporter (oliver006/redis_exporter)
+// served for a standalone master, its replica, and a master of a Cluster:
+// the lines of the metrics the alerts read, copied from its /metrics.
+var redisExporterDir = filepath.Join(repoRoot, "test", "testdata", "monitoring", "redis-exporter")
+
+// redisExporterSeries returns the series of the files of redisExporterDir,
+// and checks that each is named as the exporter names them, apart from
+// ratewarden's.
+func redisExporterSeries(t *testing.T) servedSeries {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(redisExporterDir, "*.prom"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, redisExporterDir)
+	s := servedSeries{}
+	for _, file := range files {
+		f, err := os.Open(file)
+		require.NoError(t, err)
+		s.readSeries(t, file, f)
+		f.Close()
+	}
+	for _, name := range s.names() {
+		require.True(t, strings.HasPrefix(name, redisExporterPrefix), "%s: %s is not the Redis exporter's", redisExporterDir, name)
+	}
+	return s
+}
+
+// with returns the series of s and of other; they serve no name in common.
+func (s servedSeries) with(t *testing.T, other servedSeries) servedSeries {
+	t.Helper()
+	all := servedSeries{}
+	for name, series := range s {
+		all[name] = series
+	}
+	for name, series := range other {
+		require.NotContains(t, all, name, "served by both")
+		all[name] = series
+	}
+	return all
 }
 
 // names returns the names of s, sorted.

@@ -61,10 +61,11 @@ var alertName = regexp.MustCompile(`^Ratewarden[A-Z][A-Za-z]+$`)
 
 // TestAlertRules reads the plain rules file and the PrometheusRule: they
 // hold the same rules; every expression parses with Prometheus's parser as
-// an instant vector; every alert has a severity, a summary and a description
-// whose templates parse as Prometheus's do, and a runbook_url whose anchor is
-// the heading of its runbook in docs/operations.md, and every runbook there
-// is an alert's.
+// an instant vector; every selector of the Redis exporter's metrics selects
+// the job redisExporterJob; every alert has a severity, a summary and a
+// description whose templates parse as Prometheus's do, and a runbook_url
+// whose anchor is the heading of its runbook in docs/operations.md, and
+// every runbook there is an alert's.
 func TestAlertRules(t *testing.T) {
 	var plain rulesFile
 	readYAMLStrict(t, rulesFileName, &plain)
@@ -86,6 +87,11 @@ func TestAlertRules(t *testing.T) {
 			expr, err := promQL.ParseExpr(r.Expr)
 			if assert.NoError(t, err, "%s: %s", where, r.Expr) {
 				assert.Equal(t, parser.ValueTypeVector, expr.Type(), "%s: an alert's expression is an instant vector", where)
+				for _, vs := range exporterSelectors(expr) {
+					assert.True(t, slices.ContainsFunc(vs.LabelMatchers, func(m *labels.Matcher) bool {
+						return m.Name == "job" && m.Type == labels.MatchEqual && m.Value == redisExporterJob
+					}), "%s: %s selects a Redis other than the one of the counts: it needs job=%q", where, vs, redisExporterJob)
+				}
 			}
 			if r.For != "" {
 				_, err := model.ParseDuration(r.For)
@@ -112,9 +118,26 @@ func TestAlertRules(t *testing.T) {
 		"RatewardenConfigRejected", "RatewardenNoConfig", "RatewardenRedisRefusesWrites",
 		"RatewardenBackendErrors", "RatewardenLatencyNearEnvoyTimeout",
 		"RatewardenRLQSAdmitsWithoutGrants", "RatewardenRLQSDeniesWithinLimit", "RatewardenRLQSStreamsGone",
+		"RatewardenRedisMemoryHigh", "RatewardenRedisMemoryCritical", "RatewardenRedisMemoryFillingUp",
+		"RatewardenRedisEvicting", "RatewardenRedisNoMaxmemory", "RatewardenRedisMasterCPUHigh",
+		"RatewardenRedisDown", "RatewardenRedisReplicaLinkDown", "RatewardenRedisReplicasLost",
+		"RatewardenRedisClusterDown", "RatewardenRedisClusterSlotsUnserved",
 	} {
 		assert.Contains(t, names, want)
 	}
+}
+
+// exporterSelectors returns the selectors of expr that name a metric of
+// the Redis exporter.
+func exporterSelectors(expr parser.Expr) []*parser.VectorSelector {
+	var found []*parser.VectorSelector
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok && strings.HasPrefix(vs.Name, redisExporterPrefix) {
+			found = append(found, vs)
+		}
+		return nil
+	})
+	return found
 }
 
 // alertRunbooks returns the headings of the runbooks in docs/operations.md:
@@ -224,7 +247,10 @@ descriptors:
 // checkExpr): ratewarden's dashboard and the rules against servers with
 // ratewarden's names (the memory backend, Redis, and limits from an xDS
 // server), the dashboard of envoyproxy/ratelimit's names against a server
-// with RLS_METRICS_NAMES=ratelimit, which serves none of ratewarden's.
+// with RLS_METRICS_NAMES=ratelimit, which serves none of ratewarden's. The
+// alerts on Redis itself read the Redis exporter's series, which no server
+// of ratewarden's serves: they are checked against what the exporter served
+// (redisExporterSeries).
 func TestMonitoringNamesServedMetrics(t *testing.T) {
 	limits := writeConfig(t, monitoringLimits)
 	ours := servedSeries{}
@@ -255,13 +281,18 @@ func TestMonitoringNamesServedMetrics(t *testing.T) {
 		require.False(t, strings.HasPrefix(name, metrics.Prefix), "RLS_METRICS_NAMES=ratelimit serves %s", name)
 	}
 
+	for _, name := range ours.names() {
+		require.False(t, strings.HasPrefix(name, redisExporterPrefix), "ratewarden serves %s, a name of the Redis exporter's", name)
+	}
+	withRedis := ours.with(t, redisExporterSeries(t))
+
 	var plain rulesFile
 	readYAMLStrict(t, rulesFileName, &plain)
 	var cr prometheusRule
 	readYAMLStrict(t, prometheusRuleFileName, &cr)
 	for _, tc := range []exprCheck{
-		{exprs: rulesExprs(rulesFileName, plain), served: ours},
-		{exprs: rulesExprs(prometheusRuleFileName, cr.Spec), served: ours},
+		{exprs: rulesExprs(rulesFileName, plain), served: withRedis},
+		{exprs: rulesExprs(prometheusRuleFileName, cr.Spec), served: withRedis},
 		dashboardCheck(t, dashboardFileName, ours),
 		dashboardCheck(t, ratelimitDashboardFileName, theirs),
 	} {
