@@ -47,6 +47,13 @@ func yamlDocuments(t *testing.T, path string) []map[string]any {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
+	return decodeYAMLDocuments(t, path, data)
+}
+
+// decodeYAMLDocuments decodes every document of data, which path names in
+// errors, leaving out empty documents.
+func decodeYAMLDocuments(t *testing.T, path string, data []byte) []map[string]any {
+	t.Helper()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var docs []map[string]any
 	for {
