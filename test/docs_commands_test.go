@@ -520,6 +520,12 @@ var docsCovered = []coveredCommandSpec{
 		why:    "Kubernetes does not run in the tests: the lines the start log gives for the variables it read and ignored are checked where the server starts with envoyproxy/ratelimit's variables",
 	},
 	{
+		prefix: []string{"helm", "install", "ratewarden", "deploy/helm/ratewarden"},
+		files:  []string{"deploy/helm/ratewarden/Chart.yaml", "deploy/helm/ratewarden/values.yaml", "config/edge.yaml"},
+		tests:  []string{"test.TestHelmChartLint", "test.TestHelmChartDefault", "test.TestHelmChartRedis", "test.TestHelmChartLimits"},
+		why:    "Kubernetes does not run in the tests: the chart is rendered with helm, its objects are checked against the server's settings, and its limits are loaded by the server binary",
+	},
+	{
 		prefix: []string{"kubectl", "apply", "-f", "envoy/istio/envoyfilter.yaml"},
 		files:  []string{"envoy/istio/envoyfilter.yaml"},
 		tests:  []string{"test.TestIstioManifestsParse", "test.TestIstioEnvoyFilters"},
