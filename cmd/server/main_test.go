@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -28,6 +30,20 @@ func TestUnknownArgumentIsAnError(t *testing.T) {
 	err := run(context.Background(), []string{"--port=1"}, nil, nil, &out, &out)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "RLS_")
+}
+
+// TestVersionFlag: -version prints the version and commit the release build
+// stamps, and names a binary built otherwise as such.
+func TestVersionFlag(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-version"}, nil, nil, &out, &out))
+	assert.Regexp(t, `^ratewarden \S+ \(commit \S+, go\S+ \w+/\w+\)\n$`, out.String())
+
+	defer func(v, c string) { version, commit = v, c }(version, commit)
+	version, commit = "1.2.3", "4fa8b16"
+	out.Reset()
+	require.NoError(t, run(context.Background(), []string{"--version"}, nil, nil, &out, &out))
+	assert.Equal(t, fmt.Sprintf("ratewarden 1.2.3 (commit 4fa8b16, %s %s/%s)\n", runtime.Version(), runtime.GOOS, runtime.GOARCH), out.String())
 }
 
 func TestInvalidSettingStopsStartup(t *testing.T) {
