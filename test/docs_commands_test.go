@@ -486,6 +486,18 @@ var docsCovered = []coveredCommandSpec{
 		why:    "Docker does not run in the tests: the compose file is checked against envoy.yaml and the server, and its topology runs as processes",
 	},
 	{
+		prefix: []string{"sha256sum", "--ignore-missing", "-c"},
+		files:  []string{".goreleaser.yaml"},
+		tests:  []string{"test.TestReleaseSnapshot"},
+		why:    "a release's files exist only once it is published: TestReleaseSnapshot builds them as the release does and checks every line of the checksums file",
+	},
+	{
+		prefix: []string{"gh", "attestation", "verify"},
+		files:  []string{".github/workflows/release.yml"},
+		tests:  []string{"test.TestWorkflows"},
+		why:    "a release's attestations exist only once it is published: TestWorkflows checks that the release workflow attests the archives, through the checksums file, and the image",
+	},
+	{
 		prefix: []string{"docker", "build"},
 		files:  []string{"Dockerfile"},
 		tests:  []string{"test.TestDockerfile"},

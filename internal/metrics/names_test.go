@@ -170,8 +170,9 @@ func TestOnlyMetricsRegistersMetrics(t *testing.T) {
 
 // metricMention finds a metric's name in prose: ratewarden_… or
 // ratelimit_service_…, with a "*" after it when it stands for all the names
-// it starts.
-var metricMention = regexp.MustCompile(`(?:ratewarden|ratelimit_service)_[a-z0-9_]*\*?`)
+// it starts. A name goes on with a letter: ratewarden_0.1.0_checksums.txt
+// and ratewarden_${version}_… are a release's files.
+var metricMention = regexp.MustCompile(`(?:ratewarden|ratelimit_service)_(?:[a-z][a-z0-9_]*\*?|\*)`)
 
 // operationsTableRow is a row of docs/operations.md's tables of metrics:
 // the name, then the type.
