@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -301,7 +302,11 @@ func TestIstioSwapPatch(t *testing.T) {
 	require.Len(t, docs, 1)
 	c := container(t, map[string]any{"spec": docs[0]["spec"]})
 	assert.Equal(t, "ratelimit", c["name"], "the task's container, which the patch merges into by name")
-	assert.Regexp(t, `^ghcr\.io/ratewarden/ratewarden:\d+\.\d+\.\d+$`, c["image"], "a released image, pinned")
+	chart, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "helm", "ratewarden", "Chart.yaml"))
+	require.NoError(t, err)
+	appVersion := regexp.MustCompile(`(?m)^appVersion: "?([0-9.]+)"?$`).FindStringSubmatch(string(chart))
+	require.NotNil(t, appVersion)
+	assert.Equal(t, "ghcr.io/ratewarden/ratewarden:"+appVersion[1], c["image"], "the release the chart installs, pinned")
 
 	env := containerEnv(t, c)
 	known, err := knownVariables()
