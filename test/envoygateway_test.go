@@ -104,8 +104,9 @@ func copyFile(t *testing.T, src, dst string) {
 
 // TestEnvoyGatewayDeployment runs the server binary in place of
 // envoyproxy/ratelimit, with the environment Envoy Gateway's generated
-// Deployment gives it, in envoyproxy/ratelimit's variables (and a backend
-// timeout a busy test host can keep), and its certificates: limits from Envoy
+// Deployment gives it, in envoyproxy/ratelimit's variables, with
+// envoy-gateway.yaml's container.env (and a backend timeout a busy test host
+// can keep), and its certificates: limits from Envoy
 // Gateway's xDS server over mutual TLS, gRPC served over TLS, Redis with and
 // without TLS. It starts before the first limits, not ready, answering
 // every request with envoyproxy/ratelimit's error before its first
@@ -153,10 +154,12 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	xdsTLS, caPool := xdstest.MutualTLS(t, certs)
 	xs := xdstest.Start(t, xdsTLS)
 	xdsServer := strings.Replace(xs.Addr(), "127.0.0.1", "localhost", 1) // the name its certificate carries
-	env := envoyGatewayDeployment(mount, xdsServer, redisURL, "127.0.0.1:0", redisTLS)
-	// The one RLS_ variable: the default 10ms for Redis's answer is a
-	// latency this busy test host cannot promise, and what is read from
-	// Envoy Gateway's environment, not latency, is under test.
+	// The generated environment, with envoy-gateway.yaml's container.env
+	// merged in as Envoy Gateway merges it.
+	env := withContainerEnv(envoyGatewayDeployment(mount, xdsServer, redisURL, "127.0.0.1:0", redisTLS), envoyGatewayConfig(t))
+	// The test's own RLS_ variable: a longer budget for Redis's answer than
+	// the default, which this busy test host may miss, since what is read
+	// from Envoy Gateway's environment, not latency, is under test.
 	env["RLS_BACKEND_TIMEOUT"] = "2s"
 	if redisTLS {
 		// Envoy Gateway names no CA for Redis: the server's certificate is
