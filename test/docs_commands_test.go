@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,6 +69,8 @@ func (s *docSession) runCall(c docCall, env map[string]string) error {
 		return s.startServer(env)
 	case slices.Equal(args, istioPortForward):
 		return s.startIstioTask()
+	case slices.Equal(args, gatewayPortForward), slices.Equal(args, rateLimitPortForward):
+		return s.startGatewayWalkthrough()
 	case len(args) >= 2 && args[0] == "go" && args[1] == "test":
 		return checkGoTest(".", args[2:])
 	case len(args) >= 4 && args[0] == "go" && args[1] == "-C" && args[3] == "test":
@@ -81,6 +84,36 @@ func (s *docSession) runCall(c docCall, env map[string]string) error {
 // istioPortForward is the command of docs/swap-in-istio.md that reaches the
 // patched Deployment's server from the reader's machine.
 var istioPortForward = []string{"kubectl", "-n", "default", "port-forward", "deployment/ratelimit", "8080:8080", "8081:8081"}
+
+// gatewayPortForward and rateLimitPortForward are the commands of
+// docs/token-budgets-gateway.md that reach, from the reader's machine, the
+// Gateway's Envoy and a replica of ratewarden.
+var (
+	gatewayPortForward   = []string{"kubectl", "-n", "envoy-gateway-system", "port-forward", "service/" + llmGatewayService, "8888:80"}
+	rateLimitPortForward = []string{"kubectl", "-n", "envoy-gateway-system", "port-forward", "deployment/envoy-ratelimit", "8080:8080"}
+)
+
+// startGatewayWalkthrough runs what docs/token-budgets-gateway.md set up
+// (startLLMGateway): the Redis of envoy/gateway/redis.yaml, three replicas
+// as the Deployment of envoy-gateway.yaml runs them, with the limits Envoy
+// Gateway serves them for token-budget-policy.yaml, and the Gateway of
+// ai-gateway-route.yaml as a stand-in for Envoy and Envoy AI Gateway in
+// front of an OpenAI-compatible upstream. Its port 8888 is the Gateway,
+// and 8080 the HTTP port of the first replica, as the port-forwards name
+// them. Either command starts it, once.
+func (s *docSession) startGatewayWalkthrough() error {
+	if s.gateway == nil {
+		s.stopServer()
+		s.t.Logf("%s: starting the Gateway and three replicas as the walkthrough deploys them", s.doc.Path)
+		s.gateway = startLLMGateway(s.t, 3)
+	}
+	gateway, err := url.Parse(s.gateway.URL)
+	if err != nil {
+		return err
+	}
+	s.srv = &docServer{serverProcess: s.gateway.endpoints()[0], httpPort: "8080", more: map[string]string{"8888": gateway.Host}}
+	return nil
+}
 
 // startIstioTask starts the server as the Deployment of Istio's global rate
 // limit task runs it once envoy/istio/swap-patch.yaml is applied: the
@@ -143,6 +176,9 @@ func (s *docSession) startIstioTask() error {
 type docServer struct {
 	*serverProcess
 	grpcPort, httpPort string
+	// more maps other documented ports to the addresses the test serves
+	// them on.
+	more map[string]string
 }
 
 func (s *docSession) stopServer() {
@@ -257,6 +293,7 @@ func (s *docSession) docAddrs(text string) (string, error) {
 	ports := map[string]string{"8081": "", "8080": ""}
 	if s.srv != nil {
 		ports = map[string]string{s.srv.grpcPort: s.srv.GRPCAddr, s.srv.httpPort: s.srv.HTTPAddr}
+		maps.Copy(ports, s.srv.more)
 	}
 	var replace []string
 	for port, addr := range ports {
@@ -506,8 +543,41 @@ var docsCovered = []coveredCommandSpec{
 	{
 		prefix: []string{"helm", "upgrade", "--install", "eg", "oci://docker.io/envoyproxy/gateway-helm"},
 		files:  []string{"envoy/gateway/values.yaml", "envoy/gateway/envoy-gateway.yaml", "Dockerfile"},
-		tests:  []string{"test.TestEnvoyGatewayHelmValues", "test.TestEnvoyGatewayConfig", "test.TestImageRunsAsEnvoyGatewayStartsIt", "test.TestXDSFromEnvoyGateway", "test.TestEnvoyGatewayDeployment"},
+		tests:  []string{"test.TestEnvoyGatewayHelmValues", "test.TestEnvoyGatewayConfig", "test.TestImageRunsAsEnvoyGatewayStartsIt", "test.TestXDSFromEnvoyGateway", "test.TestEnvoyGatewayDeployment", "test.TestTokenBudgetGatewayReplicas"},
 		why:    "Kubernetes does not run in the tests: the values are checked against Envoy Gateway's API and Deployment, and the server binary runs as Envoy Gateway's Deployment runs it, limits from its xDS server, its probes as generated",
+	},
+	{
+		prefix: []string{"kubectl", "-n", "envoy-gateway-system", "rollout", "status", "deployment/envoy-ratelimit"},
+		tests:  []string{"test.TestEnvoyGatewayDeployment", "test.TestTokenBudgetGatewayReplicas"},
+		why:    "Kubernetes does not run in the tests: it waits for the replicas to pass the probes Envoy Gateway generates, which the server runs against with Envoy Gateway's environment and container.env",
+	},
+	{
+		prefix: []string{"kubectl", "apply", "-f", "envoy/gateway/redis.yaml"},
+		files:  []string{"envoy/gateway/redis.yaml"},
+		tests:  []string{"test.TestEnvoyGatewayRedisManifest", "test.TestEnvoyGatewayRedisKeepsBudgets"},
+		why:    "Kubernetes does not run in the tests: the manifest is decoded against Kubernetes' fields, and redis-server runs with its arguments, killed and restarted under a budget",
+	},
+	{
+		prefix: []string{"helm", "upgrade", "--install", "aieg-crd", "oci://docker.io/envoyproxy/ai-gateway-crds-helm"},
+		tests:  []string{"test.TestTokenBudgetGatewayRoute"},
+		why:    "Kubernetes does not run in the tests: it installs Envoy AI Gateway's resource definitions, against whose v1.1.0 Go types the route is decoded",
+	},
+	{
+		prefix: []string{"helm", "upgrade", "--install", "aieg", "oci://docker.io/envoyproxy/ai-gateway-helm"},
+		tests:  []string{"test.TestTokenBudgetGatewayRoute", "test.TestTokenBudgetGatewayReplicas"},
+		why:    "Kubernetes does not run in the tests: it installs Envoy AI Gateway's controller, whose part (the model's header, the costs in dynamic metadata) a stand-in plays",
+	},
+	{
+		prefix: []string{"kubectl", "apply", "-f", "envoy/gateway/ai-gateway-route.yaml"},
+		files:  []string{"envoy/gateway/ai-gateway-route.yaml"},
+		tests:  []string{"test.TestTokenBudgetGatewayRoute", "test.TestTokenBudgetGatewayReplicas"},
+		why:    "Kubernetes does not run in the tests: the resources are decoded against the fields of their Go types and checked to name each other",
+	},
+	{
+		prefix: []string{"kubectl", "apply", "-f", "envoy/gateway/token-budget-policy.yaml"},
+		files:  []string{"envoy/gateway/token-budget-policy.yaml"},
+		tests:  []string{"test.TestTokenBudgetGatewayPolicy", "test.TestTokenBudgetGatewayMonthIsThirtyDays", "test.TestTokenBudgetGatewayReplicas"},
+		why:    "Kubernetes does not run in the tests: the policy is decoded against Envoy Gateway's fields, and what Envoy Gateway builds of it is served to the server over xDS",
 	},
 	{
 		prefix: []string{"kubectl", "apply", "-f", "envoy/istio/ratewarden.yaml"},

@@ -151,6 +151,9 @@ type docSession struct {
 	// blocks holds the block of each file of the script.
 	blocks map[string]fencedBlock
 	srv    *docServer
+	// gateway is what docs/token-budgets-gateway.md set up, once one of
+	// its port-forwards reached it.
+	gateway *llmGateway
 	// lastOutput is what the last command, of block lastBlock, printed.
 	lastOutput, lastCommand string
 	lastBlock               fencedBlock
@@ -270,10 +273,54 @@ var proseClaims = []proseClaim{{
 	says:  "that the first five answers are OK with limitRemaining counting down from 4, and the sixth OVER_LIMIT with a retry-after",
 	check: checkTryItLoop,
 }, {
+	doc: "docs/token-budgets-gateway.md", section: "4. Send a request, and see it charged", program: "curl",
+	says: "that the model answers with a usage, and that the key's budget is then 5 000 000 a MONTH less its total_tokens, " +
+		"reset at the end of a window of 30 days from the epoch",
+	check: checkGatewayBudgetCharged,
+}, {
 	doc: "docs/swap-in-istio.md", section: "3. Check", program: "grpcurl",
 	says:  "that the first answer is OK and the second OVER_LIMIT until the minute ends, with no retry-after header",
 	check: checkIstioSwapAnswers,
 }}
+
+// checkGatewayBudgetCharged checks the two answers of the token budget
+// walkthrough: a chat completion with its usage, then the check of its key's
+// budget, charged with the completion's total tokens, in the fixed window
+// of 30 days from the epoch that holds now.
+func checkGatewayBudgetCharged(outputs []string) error {
+	if len(outputs) != 2 {
+		return fmt.Errorf("%d answers, not 2", len(outputs))
+	}
+	var completion struct {
+		Usage chatUsage `json:"usage"`
+	}
+	var check rlsv3.RateLimitResponse
+	if err := errors.Join(json.Unmarshal([]byte(outputs[0]), &completion), protojson.Unmarshal([]byte(outputs[1]), &check)); err != nil {
+		return err
+	}
+	tokens := completion.Usage.TotalTokens
+	if tokens == 0 {
+		return errors.New("the model's answer has no usage.total_tokens")
+	}
+	st := check.GetStatuses()
+	if check.GetOverallCode() != rlsv3.RateLimitResponse_OK || len(st) != 1 {
+		return fmt.Errorf("the check is %s with %d statuses", check.GetOverallCode(), len(st))
+	}
+	l := st[0].GetCurrentLimit()
+	if l.GetRequestsPerUnit() != 5_000_000 || l.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MONTH {
+		return fmt.Errorf("the limit is %d a %s", l.GetRequestsPerUnit(), l.GetUnit())
+	}
+	if want := 5_000_000 - tokens; uint64(st[0].GetLimitRemaining()) != want {
+		return fmt.Errorf("limitRemaining is %d, not 5000000 less the %d tokens of the response", st[0].GetLimitRemaining(), tokens)
+	}
+	const window = 30 * 24 * time.Hour
+	now := time.Now()
+	untilEnd := time.UnixMicro((now.UnixMicro()/window.Microseconds() + 1) * window.Microseconds()).Sub(now)
+	if reset := st[0].GetDurationUntilReset().AsDuration(); (reset - untilEnd).Abs() > 5*time.Second {
+		return fmt.Errorf("durationUntilReset is %s, not the %s to the end of the 30-day window", reset, untilEnd)
+	}
+	return nil
+}
 
 // checkIstioSwapAnswers checks the two answers of the walkthrough's check
 // against the task's limit of one request a minute, as envoyproxy/ratelimit

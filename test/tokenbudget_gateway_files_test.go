@@ -517,3 +517,23 @@ func budgetRule(t *testing.T, c *config.Config, key string) *config.Rule {
 	require.True(t, ok, "the descriptor of key %s matches a rule", key)
 	return m.Rule
 }
+
+// TestTokenBudgetGatewayDocQuotesValues: the values that
+// docs/token-budgets-gateway.md shows are those of envoy/gateway/values.yaml.
+func TestTokenBudgetGatewayDocQuotesValues(t *testing.T) {
+	var v egValues
+	decodeStrict(t, envoyFile("gateway/values.yaml"), &v)
+	quoted := 0
+	for _, b := range readMarkdown(t, "docs/token-budgets-gateway.md").Blocks {
+		if b.Lang != "yaml" {
+			continue
+		}
+		var shown egValues
+		dec := yaml.NewDecoder(strings.NewReader(b.Text))
+		dec.KnownFields(true)
+		require.NoError(t, dec.Decode(&shown), "%s", b)
+		assert.Equal(t, v.Config.EnvoyGateway.Provider.Kubernetes, shown.Config.EnvoyGateway.Provider.Kubernetes, "%s", b)
+		quoted++
+	}
+	assert.Equal(t, 1, quoted)
+}
