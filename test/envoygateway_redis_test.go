@@ -109,6 +109,7 @@ type gatewayRedis struct {
 	set       k8sStatefulSet
 }
 
+// readGatewayRedis decodes envoy/gateway/redis.yaml.
 func readGatewayRedis(t *testing.T) gatewayRedis {
 	t.Helper()
 	ms := readManifests(t, envoyFile("gateway/redis.yaml"))

@@ -206,7 +206,7 @@ type manifest struct {
 	data []byte
 }
 
-// manifests returns the documents of the file at path.
+// readManifests returns the documents of the file at path.
 func readManifests(t *testing.T, path string) []manifest {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -266,6 +266,7 @@ type aiGatewayFiles struct {
 	target  egBackend
 }
 
+// readAIGatewayRoute decodes envoy/gateway/ai-gateway-route.yaml.
 func readAIGatewayRoute(t *testing.T) aiGatewayFiles {
 	t.Helper()
 	ms := readManifests(t, envoyFile("gateway/ai-gateway-route.yaml"))
@@ -280,6 +281,7 @@ func readAIGatewayRoute(t *testing.T) aiGatewayFiles {
 	return f
 }
 
+// readTokenBudgetPolicy decodes envoy/gateway/token-budget-policy.yaml.
 func readTokenBudgetPolicy(t *testing.T) backendTrafficPolicy {
 	t.Helper()
 	ms := readManifests(t, envoyFile("gateway/token-budget-policy.yaml"))
