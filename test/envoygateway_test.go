@@ -278,16 +278,13 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 	// a connection that broke may have run, and is not sent again. Redis
 	// was down, so dave's call during the outage counts only if it was
 	// recorded later.
-	fate := func(m map[string]float64, result string) int {
-		return int(m[metrics.DeferredCharges+`{result="`+result+`"}`])
-	}
 	var deferred map[string]float64
 	require.Eventually(t, func() bool {
 		deferred = scrapeMetrics(t, srv)
-		return fate(deferred, "recorded")+fate(deferred, "dropped")+fate(deferred, "uncertain") >= 1
+		return deferredFate(deferred, "recorded")+deferredFate(deferred, "dropped")+deferredFate(deferred, "uncertain") >= 1
 	}, 15*time.Second, 20*time.Millisecond, "the hit of the outage is recorded, dropped or left uncertain")
-	recorded := fate(deferred, "recorded")
-	t.Logf("the hit of the outage: recorded %d, dropped %d, uncertain %d", recorded, fate(deferred, "dropped"), fate(deferred, "uncertain"))
+	recorded := deferredFate(deferred, "recorded")
+	t.Logf("the hit of the outage: recorded %d, dropped %d, uncertain %d", recorded, deferredFate(deferred, "dropped"), deferredFate(deferred, "uncertain"))
 	assert.Equal(t, 3-recorded, g.admitted(t, rules, "dave", 10), "enforced again, with the hit of the outage if it was recorded")
 	late.Stop()
 
@@ -303,4 +300,10 @@ func testEnvoyGatewayDeployment(t *testing.T, redisTLS bool) {
 
 	srv.Stop()
 	assert.Equal(t, 0, srv.ExitCode(), "SIGTERM stops the server cleanly")
+}
+
+// deferredFate returns, from a server's scraped metrics m, how many
+// deferred charges ended with result: recorded, dropped or uncertain.
+func deferredFate(m map[string]float64, result string) int {
+	return int(m[metrics.DeferredCharges+`{result="`+result+`"}`])
 }

@@ -23,7 +23,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/ratewarden/ratewarden/internal/metrics"
 	"github.com/ratewarden/ratewarden/internal/testkit/envoymodel"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 	"github.com/ratewarden/ratewarden/internal/testkit/xdstest"
@@ -409,23 +408,20 @@ func TestTokenBudgetGatewayReplicas(t *testing.T) {
 	status, usage = g.complete(t, "k3", 0)
 	assert.Equal(t, http.StatusOK, status, "failClosed: false")
 	require.NoError(t, g.redis.Start())
-	fate := func(m map[string]float64, result string) int {
-		return int(m[metrics.DeferredCharges+`{result="`+result+`"}`])
-	}
 	var deferred map[string]float64
 	require.Eventually(t, func() bool {
 		deferred = scrapeMetrics(t, taker)
-		return fate(deferred, "recorded")+fate(deferred, "dropped")+fate(deferred, "uncertain") >= 1
+		return deferredFate(deferred, "recorded")+deferredFate(deferred, "dropped")+deferredFate(deferred, "uncertain") >= 1
 	}, 30*time.Second, 50*time.Millisecond, "the charge of the outage is recorded, dropped or left uncertain")
-	t.Logf("the charge of the outage: recorded %d, dropped %d, uncertain %d", fate(deferred, "recorded"), fate(deferred, "dropped"), fate(deferred, "uncertain"))
-	assert.Zero(t, fate(deferred, "dropped"), "Redis came back within RLS_GIVE_BACK_TIMEOUT")
+	t.Logf("the charge of the outage: recorded %d, dropped %d, uncertain %d", deferredFate(deferred, "recorded"), deferredFate(deferred, "dropped"), deferredFate(deferred, "uncertain"))
+	assert.Zero(t, deferredFate(deferred, "dropped"), "Redis came back within RLS_GIVE_BACK_TIMEOUT")
 	for _, p := range g.endpoints() {
 		require.Eventually(t, func() bool { return p.Serving(ctx) }, 10*time.Second, 20*time.Millisecond, "ready again with Redis")
 	}
 	switch {
-	case fate(deferred, "recorded") == 1:
+	case deferredFate(deferred, "recorded") == 1:
 		spent["k3"] += usage.TotalTokens
-	case fate(deferred, "uncertain") == 1:
+	case deferredFate(deferred, "uncertain") == 1:
 		// It may have run before the connection broke.
 		if _, left := g.remaining(t, g.endpoints()[0], "k3"); uint64(left) == budget-spent["k3"]-usage.TotalTokens {
 			spent["k3"] += usage.TotalTokens
