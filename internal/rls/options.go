@@ -152,7 +152,9 @@ type Options struct {
 // took given back, the failure mode error, a second of the backend for a
 // request whose caller sends no deadline, 2ms of a caller's deadline kept
 // for the answer to reach it, near_limit from 80% of a limit, and
-// DefaultBounds.
+// DefaultBounds. A second for a caller without a deadline: it said it would
+// wait, so a merely busy host should not fail it, while a hung Redis still
+// costs it no more than a second.
 func DefaultOptions() Options {
 	return Options{
 		DefaultAlgorithm: algorithms.SlidingWindowCounter,
