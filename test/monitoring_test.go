@@ -43,11 +43,14 @@ const (
 
 // runbookBase is where the runbooks are: each alert's runbook_url is it,
 // then "#" and the alert's name in lower case, the anchor of its heading.
-const runbookBase = "https://github.com/ratewarden/ratewarden/blob/main/docs/operations.md"
+const runbookBase = "https://github.com/ratewarden/ratewarden/blob/main/docs/alerts.md"
 
-// alertsHeading opens the runbooks in docs/operations.md: one heading of
-// level 4 per alert, named as the alert, under it.
-const alertsHeading = "### Alerts"
+// runbooksDoc holds the runbooks, and runbooksHeading opens them in it: one
+// heading of level 3 per alert, named as the alert, under it.
+const (
+	runbooksDoc     = "docs/alerts.md"
+	runbooksHeading = "## Runbooks"
+)
 
 // prometheusTemplateFuncs are the functions of Prometheus's templates that
 // the annotations use, by name: the test only parses the annotations, which
@@ -64,7 +67,7 @@ var alertName = regexp.MustCompile(`^Ratewarden[A-Z][A-Za-z]+$`)
 // an instant vector; every selector of the Redis exporter's metrics selects
 // the job redisExporterJob; every alert has a severity, a summary and a
 // description whose templates parse as Prometheus's do, and a runbook_url
-// whose anchor is the heading of its runbook in docs/operations.md, and
+// whose anchor is the heading of its runbook in docs/alerts.md, and
 // every runbook there is an alert's.
 func TestAlertRules(t *testing.T) {
 	var plain rulesFile
@@ -108,10 +111,10 @@ func TestAlertRules(t *testing.T) {
 			anchor := strings.ToLower(r.Alert)
 			assert.Equal(t, runbookBase+"#"+anchor, r.Annotations["runbook_url"], "%s: runbook_url", where)
 			assert.Len(t, r.Annotations, 3, "%s: summary, description and runbook_url", where)
-			assert.Contains(t, runbooks, r.Alert, "%s has no runbook under %q in docs/operations.md", r.Alert, alertsHeading)
+			assert.Contains(t, runbooks, r.Alert, "%s has no runbook under %q in %s", r.Alert, runbooksHeading, runbooksDoc)
 		}
 	}
-	assert.ElementsMatch(t, runbooks, names, "the runbooks in docs/operations.md are the alerts'")
+	assert.ElementsMatch(t, runbooks, names, "the runbooks in %s are the alerts'", runbooksDoc)
 	assert.Len(t, slices.Compact(slices.Sorted(slices.Values(names))), len(names), "alert names are unique")
 	for _, want := range []string{
 		"RatewardenCircuitBreakerOpen", "RatewardenSheddingSustained", "RatewardenGiveBacksDropped",
@@ -140,13 +143,13 @@ func exporterSelectors(expr parser.Expr) []*parser.VectorSelector {
 	return found
 }
 
-// alertRunbooks returns the headings of the runbooks in docs/operations.md:
-// those of level 4 under alertsHeading, up to the next heading of its level
-// or above, and checks that each is a heading the docs' anchors know.
+// alertRunbooks returns the headings of the runbooks in runbooksDoc: those
+// of level 3 under runbooksHeading, up to the next heading of its level or
+// above, and checks that each is a heading the docs' anchors know.
 func alertRunbooks(t *testing.T) []string {
 	t.Helper()
-	doc := readMarkdown(t, "docs/operations.md")
-	data, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operations.md"))
+	doc := readMarkdown(t, runbooksDoc)
+	data, err := os.ReadFile(filepath.Join(repoRoot, filepath.FromSlash(runbooksDoc)))
 	require.NoError(t, err)
 	text := string(data)
 	var runbooks []string
@@ -154,17 +157,17 @@ func alertRunbooks(t *testing.T) []string {
 	for line := range strings.Lines(text) {
 		line = strings.TrimRight(line, "\n")
 		switch {
-		case line == alertsHeading:
+		case line == runbooksHeading:
 			in = true
-		case in && (strings.HasPrefix(line, "### ") || strings.HasPrefix(line, "## ") || strings.HasPrefix(line, "# ")):
+		case in && (strings.HasPrefix(line, "## ") || strings.HasPrefix(line, "# ")):
 			in = false
-		case in && strings.HasPrefix(line, "#### "):
-			name := strings.TrimPrefix(line, "#### ")
+		case in && strings.HasPrefix(line, "### "):
+			name := strings.TrimPrefix(line, "### ")
 			runbooks = append(runbooks, name)
 			assert.True(t, doc.Anchors[strings.ToLower(name)], "the runbook %q has the anchor #%s", name, strings.ToLower(name))
 		}
 	}
-	require.NotEmpty(t, runbooks, "docs/operations.md has runbooks under %q", alertsHeading)
+	require.NotEmpty(t, runbooks, "%s has runbooks under %q", runbooksDoc, runbooksHeading)
 	return runbooks
 }
 

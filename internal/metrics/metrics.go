@@ -4,7 +4,7 @@
 // and serves it in the Prometheus text format. Every name it exports is a
 // constant of names.go: its own start with ratewarden_ (Prefix); on request
 // it also exports envoyproxy/ratelimit's names (ratelimit_service_*,
-// RatelimitPrefix), beside or instead of its own. docs/operations.md lists
+// RatelimitPrefix), beside or instead of its own. docs/metrics.md lists
 // them all, and no other package registers a metric.
 package metrics
 

@@ -174,9 +174,17 @@ func TestOnlyMetricsRegistersMetrics(t *testing.T) {
 // and ratewarden_${version}_… are a release's files.
 var metricMention = regexp.MustCompile(`(?:ratewarden|ratelimit_service)_(?:[a-z][a-z0-9_]*\*?|\*)`)
 
-// operationsTableRow is a row of docs/operations.md's tables of metrics:
-// the name, then the type.
-var operationsTableRow = regexp.MustCompile("^\\| `([a-z0-9_]+)` \\| ([a-z]+) \\|")
+// metricsDoc is the page that lists every metric, and metricsDocRatelimit
+// the heading of its section on envoyproxy/ratelimit's names: ratewarden's
+// own are above it.
+const (
+	metricsDoc          = "docs/metrics.md"
+	metricsDocRatelimit = "## envoyproxy/ratelimit's names"
+)
+
+// metricsTableRow is a row of metricsDoc's tables of metrics: the name, then
+// the type.
+var metricsTableRow = regexp.MustCompile("^\\| `([a-z0-9_]+)` \\| ([a-z]+) \\|")
 
 // userDocs returns the Markdown files a reader meets: README.md,
 // BENCHMARKS.md, CONTRIBUTING.md and every file under docs/ and
@@ -205,7 +213,7 @@ func userDocs(t *testing.T) []string {
 func TestDocsNameOnlyMetricsThatExist(t *testing.T) {
 	consts, types := nameConstants(t), exported(t)
 	docs := userDocs(t)
-	require.Contains(t, docs, "docs/operations.md")
+	require.Contains(t, docs, metricsDoc)
 	mentions := 0
 	for _, doc := range docs {
 		text, err := os.ReadFile(filepath.Join(root, doc))
@@ -239,51 +247,45 @@ func isSeriesOf(name string, consts, types map[string]string) bool {
 	return false
 }
 
-// TestOperationsDocumentsEveryMetric reads the tables of docs/operations.md's
-// Metrics section: each metric of names.go has one row, ratewarden's own
-// names above "envoyproxy/ratelimit's names" and envoyproxy/ratelimit's
-// under it, with the type the metric is exported as.
-func TestOperationsDocumentsEveryMetric(t *testing.T) {
+// TestMetricsDocumentsEveryMetric reads the tables of metricsDoc: each
+// metric of names.go has one row, ratewarden's own names above
+// metricsDocRatelimit and envoyproxy/ratelimit's under it, with the type
+// the metric is exported as, and every row is such a metric's.
+func TestMetricsDocumentsEveryMetric(t *testing.T) {
 	consts, types := nameConstants(t), exported(t)
-	text, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	text, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(metricsDoc)))
 	require.NoError(t, err)
 
 	rows := map[string]string{}     // name → type, as documented
 	sections := map[string]string{} // name → the set of names its table is in
-	section, set := "", ""
+	set, sawRatelimit := "ratewarden", false
 	for line := range strings.Lines(string(text)) {
 		line = strings.TrimRight(line, "\n")
-		switch {
-		case strings.HasPrefix(line, "## "):
-			section, set = line, ""
-			if line == "## Metrics" {
-				set = "ratewarden"
-			}
-			continue
-		case line == "### envoyproxy/ratelimit's names" && section == "## Metrics":
-			set = "ratelimit"
+		if line == metricsDocRatelimit {
+			set, sawRatelimit = "ratelimit", true
 			continue
 		}
-		m := operationsTableRow.FindStringSubmatch(line)
-		if set == "" || m == nil {
+		m := metricsTableRow.FindStringSubmatch(line)
+		if m == nil {
 			continue
 		}
 		assert.NotContains(t, rows, m[1], "%s has two rows", m[1])
 		rows[m[1]], sections[m[1]] = m[2], set
 	}
+	require.True(t, sawRatelimit, "%s has the heading %q", metricsDoc, metricsDocRatelimit)
 
 	for name, id := range consts {
 		want := "ratewarden"
 		if strings.HasPrefix(name, metrics.RatelimitPrefix) {
 			want = "ratelimit"
 		}
-		if !assert.Contains(t, rows, name, "%s (%s) has no row in docs/operations.md's Metrics", id, name) {
+		if !assert.Contains(t, rows, name, "%s (%s) has no row in %s", id, name, metricsDoc) {
 			continue
 		}
 		assert.Equal(t, want, sections[name], "%s is documented under the other set of names", name)
-		assert.Equal(t, types[name], rows[name], "%s's type in docs/operations.md", name)
+		assert.Equal(t, types[name], rows[name], "%s's type in %s", name, metricsDoc)
 	}
 	for name := range rows {
-		assert.Contains(t, consts, name, "docs/operations.md documents %s, which is no metric", name)
+		assert.Contains(t, consts, name, "%s documents %s, which is no metric", metricsDoc, name)
 	}
 }
