@@ -60,17 +60,17 @@ func TestInvalidSettingStopsStartup(t *testing.T) {
 	assert.Contains(t, err.Error(), "RLS_FAILURE_MODE")
 }
 
-// TestDocsListEveryVariable keeps the environment table of
-// docs/configuration.md in step with the variables the server reads: one
-// row per variable, with the default that -h prints, and no row for a
-// variable the server does not read.
+// TestDocsListEveryVariable keeps the environment tables of
+// docs/settings.md in step with the variables the server reads: one row
+// per variable, with the default that -h prints, and no row for a variable
+// the server does not read.
 func TestDocsListEveryVariable(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/configuration.md")
+	doc, err := os.ReadFile("../../docs/settings.md")
 	require.NoError(t, err)
 	documented := map[string]string{}
 	for _, m := range regexp.MustCompile("(?m)^\\| `(RLS_[A-Z0-9_]+)` \\| ([^|]*)\\|").FindAllStringSubmatch(string(doc), -1) {
 		_, dup := documented[m[1]]
-		assert.False(t, dup, "docs/configuration.md lists %s twice", m[1])
+		assert.False(t, dup, "docs/settings.md lists %s twice", m[1])
 		documented[m[1]] = strings.Trim(strings.TrimSpace(m[2]), "`")
 	}
 
@@ -88,14 +88,14 @@ func TestDocsListEveryVariable(t *testing.T) {
 		name := strings.Fields(l)[0]
 		served[name] = true
 		def, ok := documented[name]
-		if !assert.True(t, ok, "docs/configuration.md's environment table lacks %s", name) {
+		if !assert.True(t, ok, "docs/settings.md's environment tables lack %s", name) {
 			continue
 		}
 		assert.Equal(t, strings.TrimSpace(l[defaultAt:meaningAt]), def, "the default of %s", name)
 	}
 	require.NotEmpty(t, served)
 	for name := range documented {
-		assert.True(t, served[name], "docs/configuration.md lists %s, which the server does not read", name)
+		assert.True(t, served[name], "docs/settings.md lists %s, which the server does not read", name)
 	}
 }
 

@@ -33,7 +33,7 @@ const Prefix = "RLS"
 // RLS_GRPC_ADDR). No field has an envconfig name of its own, and Load reads
 // no variable without the RLS_ prefix. The tags hold each variable's
 // meaning, and the default of those that set no package's option:
-// docs/configuration.md lists them all, and PrintUsage prints the same
+// docs/settings.md lists them all, and PrintUsage prints the same
 // list, with Default's values.
 //
 // The zero Settings is not valid; Load returns them with their defaults.
