@@ -261,10 +261,11 @@ func (s *schedule) call(ctx context.Context, run *exactnessRun, r int, c *caller
 }
 
 // leaseAllowance returns what the leases of replicas replicas may hold of
-// the limits of h, by the rule of docs/algorithms.md: each replica holds at
-// most two leases of a limit, each at most its demand over the lease time
-// tau plus the hits of one request, and a quarter of the limit. The
-// demand is the most hits asked of a replica in any 100 ms, scaled to tau.
+// the limits of h, by the rule of internal/layers/lease's documentation:
+// each replica holds at most two leases of a limit, each at most its
+// demand over the lease time tau plus the hits of one request, and a
+// quarter of the limit. The demand is the most hits asked of a replica in
+// any 100 ms, scaled to tau.
 func leaseAllowance(h exactness.History, replicas int, tau time.Duration) uint64 {
 	const period = 100 * time.Millisecond
 	var most uint64

@@ -8,6 +8,17 @@ import "time"
 // of cur that charges recorded beyond the limit, which the windows after w
 // pay off. The zero value is a new state. A SlidingWindowCounterState is not
 // safe for concurrent use.
+//
+// The estimate of the last W (cur, plus prev weighted by the share of its
+// window still inside the last W, rounded up to a slice, so never below
+// the exact formula) is exact when prev's hits were evenly spread over their window. When they
+// came early it denies hits an exact count would admit; when late, it admits
+// more. The worst case is prev's hits all at its window's very end: with
+// L = 100 a minute, 100 admitted at 59.9s count as 50 at 1m30s, which then
+// admits 50 more, so the minute from 30s to 1m30s holds 150. In general the
+// hits admitted in any span of W stay below 2L, reaching near it only when
+// one window's hits all come at its end and the next window's as fast as the
+// weighting allows. The state stays two numbers whatever L is.
 type SlidingWindowCounterState struct {
 	window    int64
 	cur, prev uint64

@@ -24,8 +24,8 @@ import (
 // per decision (INFO commandstats, without the EVALSHA itself), that a
 // denial writes nothing, and that a charge, which is no denial, does; for
 // the fixed window, counted without a script, the commands of a decision
-// (counterFootprint). The algorithm table of docs/algorithms.md quotes the
-// figures it logs.
+// (counterFootprint). docs/redis.md ("Sizing memory") quotes the bytes it
+// logs.
 func TestFootprint(t *testing.T) {
 	srv := redistest.Standalone(t)
 	client := srv.Client(t)

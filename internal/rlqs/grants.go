@@ -43,7 +43,9 @@ type grant struct {
 
 // inFlight bounds how long a report or an action takes on its way: a
 // report handled this long after a grant ended or was superseded was made
-// after its Envoy could use the grant no more.
+// after its Envoy could use the grant no more. A windowed limit's grant
+// ends inFlight before its window (size), so an Envoy whose path is slower
+// than that would serve it past its window by the difference.
 const inFlight = time.Second
 
 // done reports whether no report handled from now on can carry hits of g:

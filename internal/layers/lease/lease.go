@@ -46,7 +46,34 @@
 // room the backend last reported, so it shrinks down to single takes as a
 // limit fills, and no replica holds for long the room others need. A limit
 // whose demand on this replica would not fill MinHits in τ is cold and never
-// leased: its takes go to the backend as they are.
+// leased: its takes go to the backend as they are. So are charges, records,
+// checks, refunds and sharded limits.
+//
+// In numbers: a replica holds at most two leases of a limit (the one
+// serving and the next, taken ahead as it runs low), each at most the
+// least of its demand over τ plus n, a quarter of the room last reported,
+// and the limit's capacity (B or L). A limit of 1 000 a second asked 2 000
+// a second by one replica, at τ = 50ms, gets leases of at most 101 hits,
+// 202 held at once, each for at most τ; with less than 4·MinHits of room
+// left there is no lease, and every take goes to the backend. A burst that
+// stops dead can end with fewer than L admitted, the hits still held; they
+// come back when the lease is settled, within τ. A token bucket's
+// settlement gives back the refill its hold kept out only since the last
+// settlement of any holder, so when several settle a full bucket it may
+// hold up to a lease's worth less than it would, until it refills.
+//
+// With one replica, two things differ from the answers without leases: a
+// log records a served hit at the end of its slot (algorithms.ServedSlot),
+// so a request may be denied up to a slot earlier; and a served answer is
+// given at this replica's estimate of the backend's clock (backendClock).
+// With several, a replica counts other replicas' leases as taken, and
+// moves a served answer on by its own takes and the limit's refill or
+// expiry, not by other replicas' takes since its last lease (at most τ):
+// its remaining can be higher than the room they left. A refund without a
+// receipt on a sliding_window_log gives back the newest hits logged by its
+// time, never another replica's leased hits (logged at their lease's end,
+// which it may still serve); when those are all the log holds, it gives
+// back less than it asks.
 package lease
 
 import (
