@@ -22,8 +22,8 @@ import (
 // decided before the last admission. A take that reads a count other takes
 // pushed past L, before they gave their hits back, is denied although the
 // hits are back a round trip later; it is never admitted past L, and later
-// takes use the room, so exactly L are admitted. The share of such
-// denials is what docs/redis.md states.
+// takes use the room, so exactly L are admitted. It logs the share of such
+// denials.
 func TestCounterTransientDenials(t *testing.T) {
 	const (
 		limit    = 1000
