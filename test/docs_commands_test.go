@@ -576,7 +576,7 @@ var docsCovered = []coveredCommandSpec{
 	{
 		prefix: []string{"kubectl", "apply", "-f", "envoy/gateway/token-budget-policy.yaml"},
 		files:  []string{"envoy/gateway/token-budget-policy.yaml"},
-		tests:  []string{"test.TestTokenBudgetGatewayPolicy", "test.TestTokenBudgetGatewayMonthIsThirtyDays", "test.TestTokenBudgetGatewayReplicas"},
+		tests:  []string{"test.TestTokenBudgetGatewayPolicy", "test.TestTokenBudgetGatewayMonths", "test.TestTokenBudgetGatewayReplicas"},
 		why:    "Kubernetes does not run in the tests: the policy is decoded against Envoy Gateway's fields, and what Envoy Gateway builds of it is served to the server over xDS",
 	},
 	{

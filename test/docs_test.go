@@ -275,7 +275,7 @@ var proseClaims = []proseClaim{{
 }, {
 	doc: "docs/token-budgets-gateway.md", section: "4. Send a request, and see it charged", program: "curl",
 	says: "that the model answers with a usage, and that the key's budget is then 5 000 000 a MONTH less its total_tokens, " +
-		"reset at the end of a window of 30 days from the epoch",
+		"reset at the end of the calendar month (UTC)",
 	check: checkGatewayBudgetCharged,
 }, {
 	doc: "docs/swap-in-istio.md", section: "3. Check", program: "grpcurl",
@@ -285,8 +285,8 @@ var proseClaims = []proseClaim{{
 
 // checkGatewayBudgetCharged checks the two answers of the token budget
 // walkthrough: a chat completion with its usage, then the check of its key's
-// budget, charged with the completion's total tokens, in the fixed window
-// of 30 days from the epoch that holds now.
+// budget, charged with the completion's total tokens, in the calendar
+// month (UTC) that holds now.
 func checkGatewayBudgetCharged(outputs []string) error {
 	if len(outputs) != 2 {
 		return fmt.Errorf("%d answers, not 2", len(outputs))
@@ -313,11 +313,10 @@ func checkGatewayBudgetCharged(outputs []string) error {
 	if want := 5_000_000 - tokens; uint64(st[0].GetLimitRemaining()) != want {
 		return fmt.Errorf("limitRemaining is %d, not 5000000 less the %d tokens of the response", st[0].GetLimitRemaining(), tokens)
 	}
-	const window = 30 * 24 * time.Hour
-	now := time.Now()
-	untilEnd := time.UnixMicro((now.UnixMicro()/window.Microseconds() + 1) * window.Microseconds()).Sub(now)
+	now := time.Now().UTC()
+	untilEnd := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC).Sub(now)
 	if reset := st[0].GetDurationUntilReset().AsDuration(); (reset - untilEnd).Abs() > 5*time.Second {
-		return fmt.Errorf("durationUntilReset is %s, not the %s to the end of the 30-day window", reset, untilEnd)
+		return fmt.Errorf("durationUntilReset is %s, not the %s to the end of the calendar month", reset, untilEnd)
 	}
 	return nil
 }

@@ -366,7 +366,7 @@ func chargedMetadata(t *testing.T, p backendTrafficPolicy) string {
 // AIGatewayRoute (named after it), whose one shared rule is a budget a
 // month per x-api-key, checked with no hits on the request path and charged
 // with the total tokens of the response. Its RateLimitConfig loads as a
-// charging fixed window of 30 days, and Envoy sends the descriptor the
+// charging fixed window of a calendar month, and Envoy sends the descriptor the
 // file's comments name, in the policy's domain.
 func TestTokenBudgetGatewayPolicy(t *testing.T) {
 	p := readTokenBudgetPolicy(t)
@@ -404,7 +404,8 @@ func TestTokenBudgetGatewayPolicy(t *testing.T) {
 	assert.True(t, *r.Shared, "one budget per key across the route's rules")
 
 	// What Envoy Gateway builds: the rate limit service's configuration
-	// loads as a fixed window of 30 days that charges, and Envoy sends the
+	// loads as a fixed window of a calendar month (RLS_XDS_CALENDAR) that
+	// charges, and Envoy sends the
 	// check and the charge with the descriptor the comments name.
 	route := tokenBudgetRoute(t)
 	cs := xdstest.Configs(gatewayListener, route)
@@ -415,7 +416,7 @@ func TestTokenBudgetGatewayPolicy(t *testing.T) {
 	rule := budgetRule(t, c, "k1")
 	require.Len(t, rule.Limits, 1)
 	l := rule.Limits[0]
-	assert.Equal(t, algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5_000_000, Window: 30 * 24 * time.Hour}, l.Limit)
+	assert.Equal(t, algorithms.Limit{Algorithm: algorithms.FixedWindow, Requests: 5_000_000, Window: 30 * 24 * time.Hour, Calendar: true}, l.Limit)
 	assert.Equal(t, config.Month, l.Unit)
 	assert.True(t, rule.Charge && !rule.Debt, "charge: window, as every limit over xDS")
 
@@ -505,9 +506,7 @@ func deploymentXDSOptions(t *testing.T) config.Options {
 	env := withContainerEnv(envoyGatewayDeployment(func(p string) string { return p }, "envoy-gateway:18001", "redis:6379", ":19001", false), envoyGatewayConfig(t))
 	s, err := settings.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	require.NoError(t, err)
-	opts := s.ConfigOptions()
-	opts.DefaultAlgorithm = s.XDSDefaultAlgorithm
-	return opts
+	return s.XDSConfigOptions()
 }
 
 // budgetRule returns the rule of c that the policy's descriptor for the API

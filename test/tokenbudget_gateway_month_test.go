@@ -12,22 +12,53 @@ import (
 	"github.com/ratewarden/ratewarden/internal/testkit/xdstest"
 )
 
-// TestTokenBudgetGatewayMonthIsThirtyDays holds the figures of "Calendar
-// months" in docs/token-budgets-gateway.md to the limit the server loads
-// from what Envoy Gateway builds of token-budget-policy.yaml, as the
-// Deployment runs it: a Month over xDS is a window of 30 days counted from
-// the epoch, not a calendar month, and nothing in the resource can make it
-// one. Its windows start on the days the page gives, 5 days earlier in the
-// month each year (6 across a 29 February), 13 of them in 2027; two
-// windows meet inside a calendar month, so a key may spend two budgets in
-// one; and 365.25 / 30 windows pass in an average year. The same budget in
-// a limits file with calendar: true counts the calendar month.
-func TestTokenBudgetGatewayMonthIsThirtyDays(t *testing.T) {
-	c, err := config.FromRateLimitConfigs(xdstest.Configs(gatewayListener, tokenBudgetRoute(t)), deploymentXDSOptions(t))
+// TestTokenBudgetGatewayMonths holds "Calendar months" in
+// docs/token-budgets-gateway.md to the limit the server loads from what
+// Envoy Gateway builds of token-budget-policy.yaml. As the Deployment runs
+// it (RLS_XDS_CALENDAR=month), the budget is the UTC calendar month, as the
+// same budget in a limits file with calendar: true: the 2nd and the 3rd of
+// December share a window, which starts on the 1st and ends on 1 January.
+// Without that variable a Month over xDS is a window of 30 days counted
+// from the epoch, as envoyproxy/ratelimit counts it, since nothing in the
+// resource can ask for the calendar: its windows start on the days the page
+// gives, 5 days earlier each year (6 across a 29 February), 13 of them in
+// 2027; two windows meet inside a calendar month, so a key may spend two
+// budgets in one; and 365.25 / 30 windows pass in an average year.
+func TestTokenBudgetGatewayMonths(t *testing.T) {
+	dec2, dec3 := time.Date(2026, 12, 2, 23, 59, 59, 0, time.UTC), time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	opts := deploymentXDSOptions(t)
+	resources := xdstest.Configs(gatewayListener, tokenBudgetRoute(t))
+	c, err := config.FromRateLimitConfigs(resources, opts)
 	require.NoError(t, err)
 	rule := budgetRule(t, c, "k1")
 	require.Len(t, rule.Limits, 1)
-	l := rule.Limits[0].Limit
+	cal := rule.Limits[0].Limit
+	assert.True(t, cal.Calendar, "the Deployment's RLS_XDS_CALENDAR=month")
+	assert.Equal(t, "month", cal.CalendarUnit())
+	assert.Equal(t, cal.WindowIndex(dec2), cal.WindowIndex(dec3))
+	assert.Equal(t, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), cal.WindowStart(cal.WindowIndex(dec3)).UTC())
+	assert.Equal(t, time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), cal.WindowStart(cal.WindowIndex(dec3)+1).UTC())
+
+	// The same budget in a limits file with calendar: true is the same limit.
+	fileOpts, err := serverConfigOptions()
+	require.NoError(t, err)
+	file, err := config.Parse([]config.File{{Name: "llm.yaml", Data: []byte(`
+domain: llm
+descriptors:
+  - key: api_key
+    charge: window
+    rate_limit: {unit: month, requests_per_unit: 5000000, calendar: true}
+`)}}, fileOpts)
+	require.NoError(t, err)
+	rules := file.Rules()
+	require.Len(t, rules, 1)
+	assert.Equal(t, rules[0].Limits[0].Limit, cal)
+
+	// Without RLS_XDS_CALENDAR: 30 days from the epoch.
+	opts.XDSCalendar = 0
+	c, err = config.FromRateLimitConfigs(resources, opts)
+	require.NoError(t, err)
+	l := budgetRule(t, c, "k1").Limits[0].Limit
 	assert.Equal(t, 30*24*time.Hour, l.Window)
 	assert.False(t, l.Calendar, "a RateLimitConfig has no field to ask for the calendar")
 
@@ -55,7 +86,6 @@ func TestTokenBudgetGatewayMonthIsThirtyDays(t *testing.T) {
 
 	// A window ends inside December 2026, on the 3rd: a key may spend a
 	// budget on the 1st and 2nd, and another from the 3rd.
-	dec2, dec3 := time.Date(2026, 12, 2, 23, 59, 59, 0, time.UTC), time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	assert.Equal(t, l.WindowIndex(dec2)+1, l.WindowIndex(dec3))
 	assert.Equal(t, dec3, l.WindowStart(l.WindowIndex(dec3)).UTC())
 	// Never more than two in one: windows of 30 days start at most once
@@ -64,24 +94,4 @@ func TestTokenBudgetGatewayMonthIsThirtyDays(t *testing.T) {
 		last := m.AddDate(0, 1, 0).Add(-time.Microsecond)
 		assert.LessOrEqual(t, l.WindowIndex(last)-l.WindowIndex(m), int64(1), "%s", m.Format("January 2006"))
 	}
-
-	// In a limits file, calendar: true counts the same budget in the
-	// calendar month: the 2nd and the 3rd of December share a window,
-	// which starts on the 1st.
-	opts, err := serverConfigOptions()
-	require.NoError(t, err)
-	file, err := config.Parse([]config.File{{Name: "llm.yaml", Data: []byte(`
-domain: llm
-descriptors:
-  - key: api_key
-    charge: window
-    rate_limit: {unit: month, requests_per_unit: 5000000, calendar: true}
-`)}}, opts)
-	require.NoError(t, err)
-	rules := file.Rules()
-	require.Len(t, rules, 1)
-	cal := rules[0].Limits[0].Limit
-	assert.True(t, cal.Calendar)
-	assert.Equal(t, cal.WindowIndex(dec2), cal.WindowIndex(dec3))
-	assert.Equal(t, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), cal.WindowStart(cal.WindowIndex(dec3)).UTC())
 }

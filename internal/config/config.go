@@ -43,6 +43,13 @@ type Options struct {
 	// WarnLogSize, when positive, makes a sliding_window_log whose log may
 	// hold more entries than it a warning of the Config; zero warns of none.
 	WarnLogSize uint64
+	// XDSCalendar makes the limits of these units that come over xDS
+	// (FromRateLimitConfigs) count in the calendar's windows, as a limits
+	// file's calendar field makes one of its limits count: UTC days, ISO
+	// weeks, months and years instead of windows of fixed length from the
+	// epoch. As in a file, such a limit is a fixed window, whatever
+	// DefaultAlgorithm. Limits files ignore it.
+	XDSCalendar CalendarUnits
 }
 
 // DefaultOptions returns the Options of a server: limits without an

@@ -763,7 +763,7 @@ func (p *fileParser) calendar(fs fields, path string, unit Unit, multiplier uint
 		return false, v.at, err
 	}
 	switch {
-	case unit != Day && unit != Week && unit != Month && unit != Year:
+	case !unit.calendar():
 		return false, nil, p.errorf(v.at, v.path, "calendar windows are a day, a week, a month or a year, not a %s", unit)
 	case multiplier != 1:
 		return false, nil, p.errorf(multiplierAt, joinPath(path, "unit_multiplier"), "a calendar window is one %s: unit_multiplier must be 1", unit)

@@ -28,7 +28,9 @@ import (
 // limit and when the request is denied, until its window ends (Rule.Charge
 // without Rule.Debt), in the algorithm opts.DefaultAlgorithm names. So a
 // budget charged after the fact (Envoy's apply_on_stream_done) holds, as it
-// does with the peer.
+// does with the peer. Nor can it ask for the calendar: its windows are of
+// fixed length from the epoch (a month of 30 days), as the peer counts
+// them, except for the units of opts.XDSCalendar.
 //
 // Two resources of one domain are an error, unless opts.MergeDomains: then
 // they are merged as files are, as envoyproxy/ratelimit merges them with
@@ -70,7 +72,7 @@ func FromRateLimitConfigs(resources []*rlsconfv3.RateLimitConfig, opts Options) 
 				return nil, err
 			}
 		}
-		doc := xdsDocument{Domain: r.GetDomain(), Descriptors: xdsDescriptors(r.GetDescriptors())}
+		doc := xdsDocument{Domain: r.GetDomain(), Descriptors: xdsDescriptors(r.GetDescriptors(), opts.XDSCalendar)}
 		data, err := yaml.Marshal(doc)
 		if err != nil {
 			return nil, &Error{File: label, Msg: "cannot be written as YAML: " + err.Error(), Err: err}
@@ -177,6 +179,7 @@ type xdsRateLimit struct {
 	Unlimited       bool          `yaml:"unlimited,omitempty"`
 	Name            string        `yaml:"name,omitempty"`
 	Replaces        []*xdsReplace `yaml:"replaces,omitempty"`
+	Calendar        bool          `yaml:"calendar,omitempty"`
 }
 
 // xdsReplace is a RateLimitReplace as a limits file writes it.
@@ -184,7 +187,9 @@ type xdsReplace struct {
 	Name string `yaml:"name"`
 }
 
-func xdsDescriptors(ds []*rlsconfv3.RateLimitDescriptor) []*xdsDescriptor {
+// xdsDescriptors writes ds as a limits file's descriptors; the limits of the
+// units of calendar count in calendar windows.
+func xdsDescriptors(ds []*rlsconfv3.RateLimitDescriptor, calendar CalendarUnits) []*xdsDescriptor {
 	if len(ds) == 0 {
 		return nil
 	}
@@ -193,8 +198,8 @@ func xdsDescriptors(ds []*rlsconfv3.RateLimitDescriptor) []*xdsDescriptor {
 		out[i] = &xdsDescriptor{
 			Key:            d.GetKey(),
 			Value:          d.GetValue(),
-			RateLimit:      xdsPolicy(d.GetRateLimit()),
-			Descriptors:    xdsDescriptors(d.GetDescriptors()),
+			RateLimit:      xdsPolicy(d.GetRateLimit(), calendar),
+			Descriptors:    xdsDescriptors(d.GetDescriptors(), calendar),
 			ShadowMode:     d.GetShadowMode(),
 			DetailedMetric: d.GetDetailedMetric(),
 			QuotaMode:      d.GetQuotaMode(),
@@ -211,8 +216,9 @@ func xdsDescriptors(ds []*rlsconfv3.RateLimitDescriptor) []*xdsDescriptor {
 
 // xdsPolicy writes p as a rate_limit. The unit is the enum's name, which
 // Parse reads in any case; an unlimited policy leaves out an UNKNOWN unit
-// and a zero requests_per_unit, which are how the message says "none".
-func xdsPolicy(p *rlsconfv3.RateLimitPolicy) *xdsRateLimit {
+// and a zero requests_per_unit, which are how the message says "none". A
+// limit whose unit is in calendar asks for calendar windows.
+func xdsPolicy(p *rlsconfv3.RateLimitPolicy, calendar CalendarUnits) *xdsRateLimit {
 	if p == nil {
 		return nil
 	}
@@ -222,6 +228,9 @@ func xdsPolicy(p *rlsconfv3.RateLimitPolicy) *xdsRateLimit {
 	}
 	if n := p.GetRequestsPerUnit(); !p.GetUnlimited() || n != 0 {
 		out.RequestsPerUnit = &n
+	}
+	if u, ok := parseUnit(p.GetUnit().String()); ok && !p.GetUnlimited() && calendar.Has(u) {
+		out.Calendar = true
 	}
 	for _, r := range p.GetReplaces() {
 		out.Replaces = append(out.Replaces, &xdsReplace{Name: r.GetName()})

@@ -21,8 +21,7 @@ func newXDSClient(s settings.Settings, logger *slog.Logger, now time.Time) (*xds
 	if err != nil {
 		return nil, err
 	}
-	cfg := s.ConfigOptions()
-	cfg.DefaultAlgorithm = s.XDSDefaultAlgorithm
+	cfg := s.XDSConfigOptions()
 	c, err := xds.New(xds.Options{
 		ServerURL:       s.XDSServerURL,
 		NodeID:          s.XDSNodeID,

@@ -130,6 +130,15 @@ func (s *Settings) variableOf(setting any) string {
 // server, and the check command, read the limits files.
 func (s Settings) ConfigOptions() config.Options { return s.options().config.Options }
 
+// XDSConfigOptions returns the config.Options of the limits that come over
+// xDS: ConfigOptions, with RLS_XDS_DEFAULT_ALGORITHM and RLS_XDS_CALENDAR.
+func (s Settings) XDSConfigOptions() config.Options {
+	o := s.ConfigOptions()
+	o.DefaultAlgorithm = s.XDSDefaultAlgorithm
+	o.XDSCalendar = s.XDSCalendar
+	return o
+}
+
 // WatchOptions returns the config.WatchOptions the settings ask for,
 // without a logger: how the server watches the limits files.
 func (s Settings) WatchOptions() config.WatchOptions { return s.options().config }

@@ -76,6 +76,9 @@ type Settings struct {
 	// XDSDefaultAlgorithm counts the limits that come over xDS, which
 	// cannot name an algorithm.
 	XDSDefaultAlgorithm algorithms.Algorithm `split_words:"true" default:"fixed_window" desc:"algorithm of the limits that come over xDS (RateLimitConfig resources cannot name one); fixed_window counts them as envoyproxy/ratelimit does. Their hits are recorded even past the limit, as that service records them"`
+	// XDSCalendar counts the limits of these units that come over xDS in
+	// calendar windows, which a RateLimitConfig cannot ask for.
+	XDSCalendar config.CalendarUnits `split_words:"true" desc:"units of the limits that come over xDS to count in calendar windows (UTC): any of day, week, month, year, comma-separated, as calendar: true counts a file's limit; empty: windows of fixed length from the epoch (a month of 30 days), as envoyproxy/ratelimit counts them. Calendar windows are fixed windows"`
 
 	// The service's settings and the layers' take their defaults from
 	// their packages (rls.DefaultOptions, breaker.DefaultOptions, ...):

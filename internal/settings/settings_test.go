@@ -76,6 +76,7 @@ func TestReadParsesEveryKind(t *testing.T) {
 		"RLS_METRICS_NAMES":               "both",
 		"RLS_CONFIG_SOURCE":               "GRPC_XDS_SOTW",
 		"RLS_HTTP_JSON":                   "off",
+		"RLS_XDS_CALENDAR":                "month,day",
 	}
 	s := Default()
 	require.NoError(t, read(Prefix, &s, lookupIn(env)))
@@ -92,7 +93,10 @@ func TestReadParsesEveryKind(t *testing.T) {
 	require.NoError(t, want.TracingSamplingRate.UnmarshalText([]byte("0.25")))
 	want.WildcardPrecedence, want.MetricsNames = config.MostSpecificWildcard, metrics.NamesBoth
 	want.ConfigSource, want.HTTPJson = ConfigFromXDS, JSONOff
+	require.NoError(t, want.XDSCalendar.UnmarshalText([]byte("day,month")))
 	assert.Equal(t, want, s)
+	assert.Equal(t, want.XDSCalendar, s.XDSConfigOptions().XDSCalendar)
+	assert.Equal(t, algorithms.SlidingWindowLog, s.XDSConfigOptions().DefaultAlgorithm)
 	assert.Equal(t, uint64(16), s.MaxHits, "numbers are read in any base")
 
 	env["RLS_SHADOW_MODE"] = "perhaps"
@@ -400,6 +404,7 @@ func TestXDSSettingsErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"RLS_XDS_BACKOFF_MAX_INTERVAL": "10ms"}, "RLS_XDS_BACKOFF_MAX_INTERVAL 10ms is below the initial interval 1s"},
 		{map[string]string{"RLS_XDS_BACKOFF_RANDOM_FACTOR": "2"}, "RLS_XDS_BACKOFF_RANDOM_FACTOR must be in [0, 1]"},
 		{map[string]string{"RLS_XDS_MAX_MESSAGE_BYTES": "0"}, "RLS_XDS_MAX_MESSAGE_BYTES must be positive"},
+		{map[string]string{"RLS_XDS_CALENDAR": "month,hour"}, `RLS_XDS_CALENDAR`},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			t.Parallel()
