@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,7 +27,7 @@ import (
 // denial writes nothing, and that a charge, which is no denial, does; for
 // the fixed window, counted without a script, the commands of a decision
 // (counterFootprint). docs/redis.md ("Sizing memory") quotes the bytes it
-// logs.
+// logs, and the range of the algorithms other than the log is held to it.
 func TestFootprint(t *testing.T) {
 	srv := redistest.Standalone(t)
 	client := srv.Client(t)
@@ -35,9 +37,12 @@ func TestFootprint(t *testing.T) {
 
 	key := rate.Key{Domain: "edge", Entries: []rate.Entry{{Key: "api_key", Value: "k-5f2a9c1e7b3d4a60"}}}
 	var rows []string
+	// small holds the bytes of a full limit of each algorithm but the log.
+	var small []int64
 	for _, alg := range algorithms.Algorithms {
 		if alg.Spec().Counter {
-			rows = append(rows, counterFootprint(t, client, lim, key, alg))
+			row, full := counterFootprint(t, client, lim, key, alg)
+			rows, small = append(rows, row), append(small, full)
 			continue
 		}
 		limit := algorithms.Limit{Algorithm: alg, Requests: 100, Window: time.Minute}
@@ -103,6 +108,7 @@ func TestFootprint(t *testing.T) {
 		rows = append(rows, fmt.Sprintf("| %s | %d | %d | %.1f | %.1f |", alg, len(keys), full, float64(inside)/decisions, float64(denied)/denials))
 		if alg != algorithms.SlidingWindowLog {
 			assert.Less(t, full, int64(256), "%s keeps a constant, small state", alg)
+			small = append(small, full)
 		}
 
 		// A charge is not a denial: past the limit it is recorded all the
@@ -139,6 +145,12 @@ func TestFootprint(t *testing.T) {
 			}
 		}
 	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "redis.md"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`keeps (\d+) to (\d+) bytes per active limit`).FindSubmatch(doc)
+	require.NotNil(t, m, "docs/redis.md quotes no bytes per active limit")
+	assert.Equal(t, fmt.Sprintf("%d to %d", slices.Min(small), slices.Max(small)), string(m[1])+" to "+string(m[2]),
+		"docs/redis.md's bytes per active limit of the algorithms but the log")
 	t.Logf("per limit of 100 a minute, full (Redis %s):\n| algorithm | keys | bytes (MEMORY USAGE) | commands per decision inside the script | per denial, all reads |\n%s",
 		client.InfoMap(ctx, "server").Item("Server", "redis_version"), strings.Join(rows, "\n"))
 }
@@ -146,8 +158,8 @@ func TestFootprint(t *testing.T) {
 // counterFootprint is TestFootprint's row of an algorithm counted without a
 // script: a decision is a SET NX PX and an INCRBY, a denial also gives its
 // hit back with a second INCRBY, a check is one GET; the window's count is
-// one small key.
-func counterFootprint(t *testing.T, client *redis.Client, lim *Limiter, key rate.Key, alg algorithms.Algorithm) string {
+// one small key. It returns the row and the bytes of the full count.
+func counterFootprint(t *testing.T, client *redis.Client, lim *Limiter, key rate.Key, alg algorithms.Algorithm) (row string, bytes int64) {
 	ctx := context.Background()
 	limit := algorithms.Limit{Algorithm: alg, Requests: 100, Window: time.Hour}
 	op := rate.Op{Key: key, Limit: limit, Hits: 1}
@@ -188,7 +200,7 @@ func counterFootprint(t *testing.T, client *redis.Client, lim *Limiter, key rate
 	full, err := client.MemoryUsage(ctx, keys[0]).Result()
 	require.NoError(t, err)
 	assert.Less(t, full, int64(128), "%s keeps a small count", alg)
-	return fmt.Sprintf("| %s | %d | %d | %.1f | %.1f |", alg, len(keys), full, 2.0, 3.0)
+	return fmt.Sprintf("| %s | %d | %d | %.1f | %.1f |", alg, len(keys), full, 2.0, 3.0), full
 }
 
 // withoutInfo returns calls without the INFO commands that read them.
