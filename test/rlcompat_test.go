@@ -9,8 +9,9 @@ package test
 //
 // Each request and each expected answer is theirs. Where ratewarden answers
 // otherwise on purpose, the expectation is adjusted in one named place
-// (assertRL, and the rlDiffers* helpers), each a row of the table in "Their
-// own tests" of docs/migrating.md, and ratewarden's own answer is asserted
+// (assertRL, and the rlDiffers* helpers), each a row of the table in
+// "Answers that differ" of docs/migrating.md, or of its table of variables
+// where a variable is not read, and ratewarden's own answer is asserted
 // instead, exactly where it can be, so that the test fails when either
 // drifts.
 

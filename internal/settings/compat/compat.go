@@ -62,7 +62,11 @@ type row struct {
 	// ours are the RLS_ variables that take their place.
 	ours []string
 	how  treatment
-	// note says how they differ, or why they are ignored or refused.
+	// note says in a few words how they differ, why they are ignored,
+	// or which values are refused. docs/migrating.md shows it, and the
+	// start log gives it as the reason of rows taken by ignoreIfSet,
+	// builtInIfSet or refuseIfSet. What it leaves out is in the row's
+	// comment.
 	note string
 	// apply converts: it reads their values from c, and gives RLS_
 	// variables values through c.set, or reports through c.ignore,
@@ -77,132 +81,175 @@ type row struct {
 // read what the rows before it assigned (the xDS rows, CONFIG_TYPE's).
 var table = []row{
 	{
+		// host:port, with PORT 8080 when only HOST is set. Without HOST the
+		// server listens on every address, IPv6 too, where
+		// envoyproxy/ratelimit takes 0.0.0.0.
 		theirs: []string{"HOST", "PORT"}, ours: []string{"RLS_HTTP_ADDR"}, how: differs,
-		note:  "host:port, with PORT 8080 when only HOST is set; without HOST the server listens on every address, IPv6 too, where envoyproxy/ratelimit takes 0.0.0.0",
+		note:  "no HOST: every address, IPv6 too",
 		apply: hostPort("HOST", "PORT", "8080", "RLS_HTTP_ADDR"),
 	},
 	{
+		// host:port, with GRPC_PORT 8081 when only GRPC_HOST is set.
 		theirs: []string{"GRPC_HOST", "GRPC_PORT"}, ours: []string{"RLS_GRPC_ADDR"}, how: differs,
-		note:  "host:port, with GRPC_PORT 8081 when only GRPC_HOST is set; without GRPC_HOST, every address",
+		note:  "no GRPC_HOST: every address, IPv6 too",
 		apply: hostPort("GRPC_HOST", "GRPC_PORT", "8081", "RLS_GRPC_ADDR"),
 	},
 	{
+		// A unix socket would leave Envoy without a service.
 		theirs: []string{"GRPC_UDS"}, how: refused,
-		note:  "gRPC is served over TCP only: a unix socket would leave Envoy without a service",
+		note:  "gRPC is served over TCP only",
 		apply: refuseIfSet,
 	},
 	{
+		// host:port, with DEBUG_PORT 6070 when only DEBUG_HOST is set. The
+		// listener serves /rlconfig, /metrics and /debug/pprof/. Unset, there
+		// is none, where envoyproxy/ratelimit always listens on 6070.
 		theirs: []string{"DEBUG_HOST", "DEBUG_PORT"}, ours: []string{"RLS_DEBUG_ADDR"}, how: differs,
-		note:  "host:port, with DEBUG_PORT 6070 when only DEBUG_HOST is set: /rlconfig, /metrics and /debug/pprof/, no /stats. Unset, there is no debug listener, where envoyproxy/ratelimit always listens on 6070",
+		note:  "unset: none; no /stats",
 		apply: hostPort("DEBUG_HOST", "DEBUG_PORT", "6070", "RLS_DEBUG_ADDR"),
 	},
 	{
+		// The files are read only when GRPC_SERVER_USE_TLS is true, as
+		// there; a client CA makes TLS mutual.
 		theirs: []string{"GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT"},
 		ours:   []string{"RLS_GRPC_TLS_CERT_FILE", "RLS_GRPC_TLS_KEY_FILE", "RLS_GRPC_TLS_CLIENT_CA_FILE"}, how: same,
-		note:  "the files are read only when GRPC_SERVER_USE_TLS is true, as there; a client CA makes TLS mutual",
 		apply: applyGRPCTLS,
 	},
 	{
+		// Read only with GRPC_SERVER_USE_TLS true and a GRPC_CLIENT_TLS_CACERT,
+		// as there: a client certificate must also be valid for the name.
 		theirs: []string{"GRPC_CLIENT_TLS_SAN"}, ours: []string{"RLS_GRPC_TLS_CLIENT_SAN"}, how: same,
-		note:  "read only with GRPC_SERVER_USE_TLS true and a GRPC_CLIENT_TLS_CACERT, as there: a client certificate must also be valid for the name",
 		apply: applyGRPCClientSAN,
 	},
 	{
 		// Not one of theirs: Envoy Gateway sets it, and its row tells the
-		// operator what it does not do.
+		// operator what it does not do. Neither server reads it (the client
+		// CA is GRPC_CLIENT_TLS_CACERT), so gRPC is TLS without client
+		// certificates, as there.
 		theirs: []string{"GRPC_SERVER_TLS_CA_CERT"}, how: ignored,
-		note:  "not envoyproxy/ratelimit's: Envoy Gateway sets it, and neither server reads it (the client CA is GRPC_CLIENT_TLS_CACERT), so gRPC is TLS without client certificates, as there",
+		note:  "Envoy Gateway's; neither server reads it",
 		apply: ignoreIfSet,
 	},
 	{
 		theirs: []string{"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"}, how: ignored,
-		note:  "no setting for a maximum connection age",
+		note:  "no maximum connection age",
 		apply: ignoreIfSet,
 	},
 	{
+		// Any case; trace is debug, warning is warn, fatal and panic are
+		// error. Unset, the level stays info.
 		theirs: []string{"LOG_LEVEL"}, ours: []string{"RLS_LOG_LEVEL"}, how: differs,
-		note:  "any case; trace is debug, warning is warn, fatal and panic are error; unset, the level stays info (envoyproxy/ratelimit's default is warn)",
+		note:  "unset: info (there: warn)",
 		apply: applyLogLevel,
 	},
 	{
 		theirs: []string{"LOG_FORMAT"}, ours: []string{"RLS_LOG_FORMAT"}, how: differs,
-		note:  "json is json, anything else text; the fields are ratewarden's own",
+		note:  "json, else text",
 		apply: applyLogFormat,
 	},
 	{
+		// The three joined, with envoyproxy/ratelimit's defaults
+		// /srv/runtime_data/current and config for those unset: /data,
+		// ratelimit and config make /data/ratelimit/config. Every regular file
+		// under it is read, whatever its name ends with, in subdirectories
+		// too, as there.
 		theirs: []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"}, ours: []string{"RLS_CONFIG_PATH"}, how: same,
-		note:  "the three joined, with envoyproxy/ratelimit's defaults /srv/runtime_data/current and config for those unset: /data, ratelimit and config make /data/ratelimit/config. Every regular file under it is read, whatever its name ends with, in subdirectories too, as there",
 		apply: applyRuntimePath,
 	},
 	{
+		// The directory is watched for changes and for symbolic links
+		// swapped (ConfigMap updates) either way.
 		theirs: []string{"RUNTIME_WATCH_ROOT"}, how: builtIn,
-		note:  "the directory is watched for changes and for symbolic links swapped (ConfigMap updates) either way",
+		note:  "always watched",
 		apply: applyRuntimeWatch,
 	},
 	{
+		// true is RLS_CONFIG_DOT_FILES=false, ratewarden's default: names
+		// starting with . are skipped. false, envoyproxy/ratelimit's default,
+		// is ignored with a warning (applyDotFiles says why).
 		theirs: []string{"RUNTIME_IGNOREDOTFILES"}, ours: []string{"RLS_CONFIG_DOT_FILES"}, how: differs,
-		note: "true is RLS_CONFIG_DOT_FILES=false, ratewarden's default: names starting with . are skipped. false, envoyproxy/ratelimit's default, is ignored with a warning, and they stay skipped: " +
-			"a Kubernetes ConfigMap volume holds a second copy of its files in a directory named ..<timestamp>, which envoyproxy/ratelimit then reads too, refusing every domain as a duplicate. " +
-			"RLS_CONFIG_DOT_FILES=true reads such names",
+		note:  "false ignored: dot files skipped",
 		apply: applyDotFiles,
 	},
 	{
+		// FILE is file, the files of RLS_CONFIG_PATH; GRPC_XDS_SOTW is xds,
+		// RateLimitConfig resources from an xDS server, as Envoy Gateway
+		// serves them.
 		theirs: []string{"CONFIG_TYPE"}, ours: []string{"RLS_CONFIG_SOURCE"}, how: same,
-		note:  "FILE is file, the files of RLS_CONFIG_PATH; GRPC_XDS_SOTW is xds, RateLimitConfig resources from an xDS server, as Envoy Gateway serves them",
 		apply: applyConfigType,
 	},
 	{
+		// Read with limits from xDS, and ignored otherwise, as there.
+		// NODE_METADATA is key=value pairs separated by commas; an entry
+		// without = is dropped, as there, with a warning. The headers are
+		// key:value pairs, and the log shows their names only.
 		theirs: []string{"CONFIG_GRPC_XDS_SERVER_URL", "CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"},
 		ours:   []string{"RLS_XDS_SERVER_URL", "RLS_XDS_NODE_ID", "RLS_XDS_NODE_METADATA", "RLS_XDS_HEADERS"}, how: same,
-		note: "read with limits from xDS, and ignored otherwise, as there. NODE_METADATA is key=value pairs separated by commas; an entry without = is dropped, as there, with a warning. " +
-			"The headers are key:value pairs, and the log shows their names only",
 		apply: applyXDSServer,
 	},
 	{
+		// The files are read only with CONFIG_GRPC_XDS_SERVER_USE_TLS true, as
+		// there. A CA file replaces the system's roots rather than adding to
+		// them, and a certificate without its key (or the reverse) stops the
+		// server, where envoyproxy/ratelimit connects without a client
+		// certificate.
 		theirs: []string{"CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN"},
 		ours:   []string{"RLS_XDS_TLS", "RLS_XDS_TLS_CERT_FILE", "RLS_XDS_TLS_KEY_FILE", "RLS_XDS_TLS_CA_FILE", "RLS_XDS_TLS_SERVER_NAME"}, how: differs,
-		note: "the files are read only with CONFIG_GRPC_XDS_SERVER_USE_TLS true, as there. A CA file replaces the system's roots rather than adding to them, " +
-			"and a certificate without its key (or the reverse) stops the server, where envoyproxy/ratelimit connects without a client certificate",
+		note:  "CA file replaces system roots",
 		apply: applyXDSTLS,
 	},
 	{
+		// The wait before reconnecting doubles after each failure, from the
+		// initial interval up to the max, spread by ± the random factor with
+		// jitter on. envoyproxy/ratelimit multiplies it by the random factor
+		// instead, so that with its default 0.5 every wait is the initial
+		// interval; a factor above 1 is ignored.
 		theirs: []string{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "XDS_CLIENT_BACKOFF_JITTER"},
 		ours:   []string{"RLS_XDS_BACKOFF_INITIAL_INTERVAL", "RLS_XDS_BACKOFF_MAX_INTERVAL", "RLS_XDS_BACKOFF_RANDOM_FACTOR", "RLS_XDS_BACKOFF_JITTER"}, how: differs,
-		note: "the wait before reconnecting doubles after each failure, from the initial interval up to the max, spread by ± the random factor with jitter on. " +
-			"envoyproxy/ratelimit multiplies it by the random factor instead, so that with its default 0.5 every wait is the initial interval; a factor above 1 is ignored. " +
-			"Unset, the intervals are ratewarden's 1s and 30s (there: 10s and 60s)",
+		note:  "unset: 1s to 30s (there: 10s to 60s)",
 		apply: applyXDSBackoff,
 	},
 	{
+		// 0 or empty is gRPC's default, 4 MiB, as there.
 		theirs: []string{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"}, ours: []string{"RLS_XDS_MAX_MESSAGE_BYTES"}, how: same,
-		note:  "0 or empty is gRPC's default, 4 MiB, as there",
 		apply: applyXDSMaxMessage,
 	},
 	{
 		theirs: []string{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL"}, how: ignored,
-		note:  "a broken stream is opened again after the waits of the backoff",
+		note:  "reconnects follow the backoff",
 		apply: ignoreIfSet,
 	},
 	{
+		// With RLS_CONFIG_WATCH (on by default) the server starts without
+		// limits and waits for them, not ready; with limits from xDS it always
+		// starts, not ready until the first update. Until then every request
+		// gets envoyproxy/ratelimit's answer before its first configuration,
+		// gRPC Unknown "no rate limit configuration loaded", so that Envoy's
+		// failure mode decides, as there with true. With
+		// RLS_CONFIG_WATCH=false it starts only with its limits loaded, and
+		// true is ignored.
 		theirs: []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"}, how: builtIn,
-		note: "with RLS_CONFIG_WATCH (on by default) the server starts without limits and waits for them, not ready; with limits from xDS it always starts, not ready until the first update. " +
-			"Until then every request gets envoyproxy/ratelimit's answer before its first configuration, gRPC Unknown \"no rate limit configuration loaded\", so that Envoy's failure mode decides, as there with true. " +
-			"With RLS_CONFIG_WATCH=false it starts only with its limits loaded, and true is ignored",
+		note:  "starts without limits, not ready",
 		apply: applyForceStart,
 	},
 	{
+		// Readiness (/ready and grpc.health.v1) is never good without limits
+		// loaded. /healthcheck is liveness and answers OK without them (once
+		// Redis has answered), so a readiness probe that relied on it belongs
+		// on /ready.
 		theirs: []string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"}, how: builtIn,
-		note:  "readiness (/ready and grpc.health.v1) is never good without limits loaded. /healthcheck is liveness and answers OK without them (once Redis has answered), so a readiness probe that relied on it belongs on /ready",
+		note:  "/ready always needs limits loaded",
 		apply: builtInIfSet,
 	},
 	{
+		// Several files, or xDS resources, may configure one domain; a
+		// descriptor given twice stays an error.
 		theirs: []string{"MERGE_DOMAIN_CONFIG"}, ours: []string{"RLS_CONFIG_MERGE_DOMAINS"}, how: same,
-		note:  "several files, or xDS resources, may configure one domain; a descriptor given twice stays an error",
 		apply: sameBool,
 	},
 	{
+		// Every descriptor in quota mode, as quota_mode puts one.
 		theirs: []string{"QUOTA_MODE"}, ours: []string{"RLS_QUOTA_MODE"}, how: same,
-		note:  "every descriptor in quota mode, as quota_mode puts one",
 		apply: sameBool,
 	},
 	{
@@ -210,95 +257,123 @@ var table = []row{
 		apply: sameBool,
 	},
 	{
+		// With USE_PROMETHEUS true: envoyproxy/ratelimit's metric names and
+		// ratewarden's (both), on PROMETHEUS_ADDR (:9090) at PROMETHEUS_PATH
+		// (/metrics); /metrics on the HTTP port stays.
 		theirs: []string{"USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH"},
 		ours:   []string{"RLS_METRICS_NAMES", "RLS_METRICS_ADDR", "RLS_METRICS_PATH"}, how: differs,
-		note:  "with USE_PROMETHEUS true: envoyproxy/ratelimit's metric names and ratewarden's (both), on PROMETHEUS_ADDR (:9090) at PROMETHEUS_PATH (/metrics); /metrics on the HTTP port stays",
+		note:  "true: both names, on PROMETHEUS_ADDR too",
 		apply: applyPrometheus,
 	},
 	{
+		// The names are those of envoyproxy/ratelimit's default mapping, and
+		// times are in seconds; the mapping file is not read.
 		theirs: []string{"PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS"}, how: ignored,
-		note:  "the names are those of envoyproxy/ratelimit's default mapping, and times are in seconds; the mapping file is not read",
+		note:  "default mapping's names; times in seconds",
 		apply: ignoreIfSet,
 	},
 	{
 		theirs: []string{"USE_STATSD", "STATSD_HOST", "STATSD_PORT", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL", "DISABLE_STATS"},
-		how:    ignored, note: "no statsd: the metrics are Prometheus's, always on",
+		how:    ignored, note: "no statsd",
 		apply: applyStatsd,
 	},
 	{
+		// redis is redis; memcache is refused: ratewarden has no memcached
+		// backend.
 		theirs: []string{"BACKEND_TYPE"}, ours: []string{"RLS_BACKEND"}, how: refused,
-		note:  "redis is redis; memcache is refused: ratewarden has no memcached backend",
+		note:  "memcache",
 		apply: applyBackendType,
 	},
 	{
+		// tcp is what ratewarden does; unix is refused: Redis is reached
+		// over TCP only.
 		theirs: []string{"REDIS_SOCKET_TYPE"}, how: refused,
-		note:  "tcp is what ratewarden does; unix is refused: Redis is reached over TCP only",
+		note:  "unix",
 		apply: applySocketType,
 	},
 	{
+		// SINGLE, CLUSTER and SENTINEL in any case are standalone, cluster and
+		// sentinel. REDIS_URL is host:port or
+		// redis://[user:password@]host:port[/db] (rediss:// for TLS), a comma
+		// list for a cluster, and for Sentinel the master's name then the
+		// Sentinels.
 		theirs: []string{"REDIS_TYPE", "REDIS_URL"},
 		ours:   []string{"RLS_BACKEND", "RLS_REDIS_MODE", "RLS_REDIS_ADDRS", "RLS_REDIS_SENTINEL_MASTER", "RLS_REDIS_USERNAME", "RLS_REDIS_PASSWORD", "RLS_REDIS_DB", "RLS_REDIS_TLS"},
 		how:    same,
-		note:   "SINGLE, CLUSTER and SENTINEL in any case are standalone, cluster and sentinel; a REDIS_URL makes the backend redis. REDIS_URL is host:port or redis://[user:password@]host:port[/db] (rediss:// for TLS), a comma list for a cluster, and for Sentinel the master's name then the Sentinels",
+		note:   "REDIS_URL implies redis",
 		apply:  applyRedisURL,
 	},
 	{
+		// A password, or user:password.
 		theirs: []string{"REDIS_AUTH", "REDIS_SENTINEL_AUTH"},
 		ours:   []string{"RLS_REDIS_USERNAME", "RLS_REDIS_PASSWORD", "RLS_REDIS_SENTINEL_USERNAME", "RLS_REDIS_SENTINEL_PASSWORD"}, how: same,
-		note:  "password, or user:password",
 		apply: applyRedisAuth,
 	},
 	{
+		// Read only with REDIS_TLS true, as there. A CA file replaces the
+		// system's roots rather than adding to them. Skipping the hostname
+		// still verifies the chain.
 		theirs: []string{"REDIS_TLS", "REDIS_TLS_CACERT", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"},
 		ours:   []string{"RLS_REDIS_TLS", "RLS_REDIS_TLS_CA_FILE", "RLS_REDIS_TLS_CERT_FILE", "RLS_REDIS_TLS_KEY_FILE", "RLS_REDIS_TLS_SKIP_HOSTNAME_VERIFY"}, how: differs,
-		note:  "read only with REDIS_TLS true, as there; a CA file replaces the system's roots rather than adding to them. Skipping the hostname still verifies the chain",
+		note:  "CA file replaces system roots",
 		apply: applyRedisTLS,
 	},
 	{
+		// Connections per Redis server.
 		theirs: []string{"REDIS_POOL_SIZE"}, ours: []string{"RLS_REDIS_POOL_SIZE"}, how: same,
-		note:  "connections per Redis server",
 		apply: sameInt,
 	},
 	{
 		theirs: []string{"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_CLUSTER_PIPELINE_PARALLELISM"}, how: builtIn,
-		note:  "concurrent requests always share pipelined round trips, on every cluster node at once",
+		note:  "always pipelined",
 		apply: builtInIfSet,
 	},
 	{
+		// The server starts without Redis and checks it every
+		// RLS_BACKEND_HEALTH_INTERVAL for as long as it takes; /healthcheck
+		// fails until Redis first answers, as there, where the HTTP port opens
+		// only then (with REDIS_STARTUP_MAX_ELAPSED_TIME 0, its default).
+		// After that readiness follows Redis and /healthcheck does not.
 		theirs: []string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME"},
 		how:    builtIn,
-		note: "the server starts without Redis and checks it every RLS_BACKEND_HEALTH_INTERVAL for as long as it takes; /healthcheck fails until Redis first answers, as there, where the HTTP port opens only then (with REDIS_STARTUP_MAX_ELAPSED_TIME 0, its default). " +
-			"After that readiness follows Redis and /healthcheck does not",
-		apply: builtInIfSet,
+		note:   "starts without Redis; readiness follows it",
+		apply:  builtInIfSet,
 	},
 	{
+		// Theirs bounds each Redis connection and command; here it caps each
+		// request's whole budget for Redis, which is otherwise its caller's
+		// gRPC deadline less RLS_DEADLINE_RESERVE.
 		theirs: []string{"REDIS_TIMEOUT"}, ours: []string{"RLS_BACKEND_TIMEOUT_MAX"}, how: differs,
-		note:  "theirs bounds each Redis connection and command; here it caps each request's whole budget for Redis, which is otherwise its caller's gRPC deadline less RLS_DEADLINE_RESERVE",
+		note:  "caps each request's Redis budget",
 		apply: sameDuration,
 	},
 	{
 		theirs: []string{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_POOL_ON_EMPTY_WAIT_DURATION"}, how: ignored,
-		note:  "a request waits for a connection within its own budget, as for Redis",
+		note:  "waits within the request's budget",
 		apply: ignoreIfSet,
 	},
 	{
 		theirs: []string{"REDIS_PERSECOND", "REDIS_PERSECOND_*"}, how: ignored,
-		note:  "one Redis holds every limit, per-second ones too",
+		note:  "one Redis holds every limit",
 		apply: applyPerSecond,
 	},
 	{
+		// envoyproxy/ratelimit's counters are not read; no braces.
 		theirs: []string{"CACHE_KEY_PREFIX"}, ours: []string{"RLS_KEY_PREFIX"}, how: differs,
-		note:  "the keys after it are ratewarden's own, so envoyproxy/ratelimit's counters are not read; no braces",
+		note:  "keys after it differ",
 		apply: sameString,
 	},
 	{
 		theirs: []string{"EXPIRATION_JITTER_MAX_SECONDS"}, how: ignored,
-		note:  "each key expires when its state would be as good as new",
+		note:  "keys expire when no longer needed",
 		apply: ignoreIfSet,
 	},
 	{
+		// 0 turns the deny cache off; more keeps one denial per 256 bytes.
+		// Unset, the deny cache stays on (envoyproxy/ratelimit's local cache
+		// is off by default).
 		theirs: []string{"LOCAL_CACHE_SIZE_IN_BYTES"}, ours: []string{"RLS_DENY_CACHE", "RLS_DENY_CACHE_SIZE"}, how: differs,
-		note:  "0 turns the deny cache off; more keeps one denial per 256 bytes. Unset, the deny cache stays on (envoyproxy/ratelimit's local cache is off by default)",
+		note:  "0: deny cache off; unset: on",
 		apply: applyLocalCache,
 	},
 	{
@@ -306,8 +381,10 @@ var table = []row{
 		apply: sameFloat,
 	},
 	{
+		// With RLS_REFUND_ON_DENY (on), neither is anything else a denied
+		// request took.
 		theirs: []string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"}, how: builtIn,
-		note:  "denied hits are never counted, and with RLS_REFUND_ON_DENY (on) neither is anything else a denied request took",
+		note:  "denied hits are never counted",
 		apply: builtInIfSet,
 	},
 	{
@@ -315,17 +392,24 @@ var table = []row{
 		apply: sameBool,
 	},
 	{
+		// The same headers for the same descriptor; the reset is the answer's
+		// duration_until_reset, which for a fixed window is the end of the
+		// window as there.
 		theirs: []string{"LIMIT_RESPONSE_HEADERS_ENABLED", "LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER"},
 		ours:   []string{"RLS_LIMIT_HEADERS", "RLS_LIMIT_HEADER_LIMIT", "RLS_LIMIT_HEADER_REMAINING", "RLS_LIMIT_HEADER_RESET"}, how: differs,
-		note:  "the same headers for the same descriptor; the reset is the answer's duration_until_reset, which for a fixed window is the end of the window as there",
+		note:  "reset: duration_until_reset, rounded up",
 		apply: applyLimitHeaders,
 	},
 	{
+		// http and grpc are http/protobuf and grpc; the OTEL_* variables are
+		// read by both. Unset, the service name is ratewarden
+		// (envoyproxy/ratelimit's: RateLimit) and the instance id none
+		// (there: a random UUID).
 		theirs: []string{"TRACING_ENABLED", "TRACING_EXPORTER_PROTOCOL", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_SAMPLING_RATE"},
 		ours: []string{"RLS_TRACING", "RLS_TRACING_PROTOCOL", "RLS_TRACING_SERVICE_NAME", "RLS_TRACING_SERVICE_NAMESPACE",
 			"RLS_TRACING_SERVICE_INSTANCE_ID", "RLS_TRACING_SAMPLING_RATE"},
 		how:   differs,
-		note:  "http and grpc are http/protobuf and grpc; the OTEL_* variables are read by both. Unset, the service name is ratewarden (envoyproxy/ratelimit's: RateLimit) and the instance id none (there: a random UUID)",
+		note:  "unset name: ratewarden (there: RateLimit)",
 		apply: applyTracing,
 	},
 	{
@@ -356,14 +440,14 @@ func Apply(lookup func(string) (string, bool), target Target) (*Report, error) {
 	return report, errors.Join(errs...)
 }
 
-// docTable writes table as the Markdown table of docs/migrating.md.
+// docTable writes table as the Markdown table of docs/migrating.md: for
+// each row, their variables, then the RLS_ variables that take their place
+// and the note, which says how ignored, built-in and refused rows are taken
+// and why.
 func docTable() string {
 	var b strings.Builder
-	b.WriteString("| envoyproxy/ratelimit | ratewarden | how | notes |\n|---|---|---|---|\n")
+	b.WriteString("| envoyproxy/ratelimit | ratewarden |\n|---|---|\n")
 	code := func(names []string) string {
-		if len(names) == 0 {
-			return "none"
-		}
 		quoted := make([]string, len(names))
 		for i, n := range names {
 			quoted[i] = "`" + n + "`"
@@ -371,7 +455,17 @@ func docTable() string {
 		return strings.Join(quoted, ", ")
 	}
 	for _, v := range table {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", code(v.theirs), code(v.ours), v.how, v.note)
+		var parts []string
+		if len(v.ours) > 0 {
+			parts = append(parts, code(v.ours))
+		}
+		switch {
+		case v.how == ignored || v.how == builtIn || v.how == refused:
+			parts = append(parts, string(v.how)+": "+v.note)
+		case v.note != "":
+			parts = append(parts, v.note)
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", code(v.theirs), strings.Join(parts, "; "))
 	}
 	return b.String()
 }
