@@ -364,7 +364,7 @@ func TestTokenBudgetGatewayReplicas(t *testing.T) {
 		assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, code, "replica %d: the last response took the key past its budget", i)
 		assert.Zero(t, left)
 	}
-	assert.Equal(t, http.StatusTooManyRequests, complete("k1", 0), "until the 30 days end")
+	assert.Equal(t, http.StatusTooManyRequests, complete("k1", 0), "until the month ends")
 	assert.Equal(t, http.StatusOK, complete("k2", 0), "another key has its own budget")
 
 	// A replica stops: a charge sent to it fails, and is not sent again;
