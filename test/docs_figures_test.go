@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,7 +48,7 @@ func TestDocsQuoteTheMeasuredFootprint(t *testing.T) {
 
 	for _, want := range []string{
 		fmt.Sprintf("the other algorithms keep %s to %s bytes per limit", least, most),
-		fmt.Sprintf("about %d to %d bytes each", minOf(perHit), maxOf(perHit)),
+		fmt.Sprintf("about %d to %d bytes each", slices.Min(perHit), slices.Max(perHit)),
 	} {
 		assert.Contains(t, readme, want, "README.md")
 	}
@@ -59,20 +60,4 @@ func TestDocsQuoteTheMeasuredFootprint(t *testing.T) {
 	} {
 		assert.Contains(t, sizing, want, "docs/sizing.md")
 	}
-}
-
-func minOf(vs []int64) int64 {
-	m := vs[0]
-	for _, v := range vs {
-		m = min(m, v)
-	}
-	return m
-}
-
-func maxOf(vs []int64) int64 {
-	m := vs[0]
-	for _, v := range vs {
-		m = max(m, v)
-	}
-	return m
 }
